@@ -1,0 +1,58 @@
+"""Small configuration values: limits and timeouts, each validated where it is made."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Limits", "Timeouts"]
+
+
+def _check_positive(owner: str, name: str, value: object, *, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ValueError(f"{owner}.{name} must be a positive number, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Timeouts:
+    """How long the loop waits for user code, in seconds.
+
+    A hook that overruns ``hook`` is treated as CONTINUE; an approver that overruns ``approval``
+    as a denial. ``tool`` is the default for tools that declare no timeout (None: no limit).
+    """
+
+    hook: float = 5.0
+    approval: float = 60.0
+    tool: float | None = None
+
+    def __post_init__(self) -> None:
+        _check_positive("Timeouts", "hook", self.hook)
+        _check_positive("Timeouts", "approval", self.approval)
+        _check_positive("Timeouts", "tool", self.tool, allow_none=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """Bounds that keep one turn from taking over the process."""
+
+    parallel_tools: int = 8
+    """Read-only calls of one group that run at once."""
+    steering_queue: int = 32
+    follow_up_queue: int = 32
+    subturn_depth: int = 3
+    subturns_per_turn: int = 5
+    active_turns: int | None = None
+    """Turns running at once across sessions (None: no limit); drivers queue past it."""
+
+    def __post_init__(self) -> None:
+        for name in ("parallel_tools", "steering_queue", "follow_up_queue", "subturn_depth",
+                     "subturns_per_turn"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"Limits.{name} must be an int >= 1, got {value!r}")
+        if self.active_turns is not None and (
+            isinstance(self.active_turns, bool) or not isinstance(self.active_turns, int)
+            or self.active_turns < 1
+        ):
+            raise ValueError(f"Limits.active_turns must be an int >= 1 or None, got {self.active_turns!r}")

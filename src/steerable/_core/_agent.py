@@ -1,0 +1,84 @@
+"""``Agent``: what an agent is (instructions, model, tools, budget), independent of any loop."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from steerable.errors import ConfigurationError
+from steerable.providers._base import Provider, ToolSpec
+from steerable.tools._base import Tool
+
+__all__ = ["Agent"]
+
+
+def _spec(tool: Tool) -> ToolSpec:
+    return ToolSpec(tool.name, tool.description, tool.parameters)
+
+
+class Agent:
+    """An agent: a provider, instructions and tools, with an iteration budget.
+
+    ``max_iterations`` is the number of LLM calls one turn may make; the last one is made with
+    no tools offered so the model must answer. ``dry_run`` makes mutating tools return a preview
+    instead of running. ``context_window`` (tokens) lets the loop compress before a request that
+    would not fit; without it the loop compresses when the provider reports an overflow.
+    """
+
+    def __init__(
+        self,
+        *,
+        provider: Provider,
+        name: str = "agent",
+        instructions: str = "",
+        tools: Sequence[Tool] = (),
+        max_iterations: int = 20,
+        dry_run: bool = False,
+        model: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        context_window: int | None = None,
+    ) -> None:
+        if not callable(getattr(provider, "stream", None)):
+            raise ConfigurationError(
+                f"Agent provider must have a stream(request) method, got {type(provider).__name__}"
+            )
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError(f"Agent name must be a non-empty str, got {name!r}")
+        if not isinstance(instructions, str):
+            raise ConfigurationError(
+                f"Agent instructions must be a str, got {type(instructions).__name__}"
+            )
+        if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
+            raise ConfigurationError(f"max_iterations must be an int >= 1, got {max_iterations!r}")
+        if not isinstance(dry_run, bool):
+            raise ConfigurationError(f"dry_run must be a bool, got {type(dry_run).__name__}")
+        if context_window is not None and (
+            isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1
+        ):
+            raise ConfigurationError(f"context_window must be a positive int, got {context_window!r}")
+        if isinstance(tools, str | bytes) or not isinstance(tools, Sequence):
+            raise ConfigurationError("Agent tools must be a list of tools")
+        by_name: dict[str, Tool] = {}
+        for t in tools:
+            if not (isinstance(getattr(t, "name", None), str) and callable(getattr(t, "run", None))):
+                raise ConfigurationError(
+                    f"{t!r} is not a tool: decorate the function with @tool or subclass BaseTool"
+                )
+            if t.name in by_name:
+                raise ConfigurationError(f"two tools are named {t.name!r}; tool names must be unique")
+            by_name[t.name] = t
+        self.provider = provider
+        self.name = name
+        self.instructions = instructions
+        self.max_iterations = max_iterations
+        self.dry_run = dry_run
+        self.model = model
+        self.params: Mapping[str, Any] = MappingProxyType(dict(params or {}))
+        self.context_window = context_window
+        self.tools: tuple[Tool, ...] = tuple(by_name.values())
+        self.tools_by_name: Mapping[str, Tool] = MappingProxyType(by_name)
+        self.tool_specs: tuple[ToolSpec, ...] = tuple(_spec(t) for t in self.tools)
+
+    def __repr__(self) -> str:
+        return f"<Agent {self.name} tools={[t.name for t in self.tools]}>"

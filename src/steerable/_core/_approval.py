@@ -1,0 +1,60 @@
+"""Human approval: a built-in approver that asks through events and waits for an answer.
+
+``HumanApprover`` is a hook; register it and every call that needs approval emits
+``APPROVAL_REQUESTED`` with a ``request_id``, then waits for ``loop.resolve_approval`` (or the
+approval timeout, which denies). The broker is the loop-wide table of open requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass
+
+from steerable._hooks import HookAction, HookDecision, ToolCallContext
+
+__all__ = ["ApprovalBroker", "HumanApprover"]
+
+
+@dataclass(slots=True)
+class _Pending:
+    future: asyncio.Future[tuple[bool, str]]
+    session_id: str
+
+
+class ApprovalBroker:
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self._pending: dict[str, _Pending] = {}
+
+    def open(self, session_id: str) -> tuple[str, asyncio.Future[tuple[bool, str]]]:
+        request_id = f"approval_{next(self._ids)}"
+        future: asyncio.Future[tuple[bool, str]] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = _Pending(future, session_id)
+        return request_id, future
+
+    def discard(self, request_id: str) -> None:
+        self._pending.pop(request_id, None)
+
+    def resolve(self, request_id: str, approved: bool, reason: str) -> bool:
+        pending = self._pending.pop(request_id, None)
+        if pending is None or pending.future.done():
+            return False
+        pending.future.set_result((approved, reason))
+        return True
+
+    def open_requests(self, session_id: str | None = None) -> list[str]:
+        return [rid for rid, p in self._pending.items()
+                if session_id is None or p.session_id == session_id]
+
+
+class HumanApprover:
+    """Asks a person: emits APPROVAL_REQUESTED and waits for ``resolve_approval``."""
+
+    name = "HumanApprover"
+
+    async def approve_tool(self, ctx: ToolCallContext) -> HookDecision | None:
+        approved, reason = await ctx.ask_human()
+        if approved:
+            return None
+        return HookDecision(HookAction.DENY_TOOL, reason=reason or "denied by the user")

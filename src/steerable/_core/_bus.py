@@ -1,0 +1,192 @@
+"""The event bus: non-blocking fan-out to bounded, per-subscriber buffers.
+
+``emit`` runs on the loop's thread, appends the event to every matching subscriber's buffer and
+returns; it never awaits. A full buffer drops the event and counts the drop per kind, for that
+subscription and loop-wide, so a subscriber that never reads costs memory bounded by its buffer
+and nothing else. Subscribers are indexed by kind, so a filtered subscription costs nothing for
+the kinds it does not want.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+
+from steerable._events import Event, EventKind
+
+__all__ = ["EventBus", "Subscription"]
+
+
+class Subscription:
+    """An async-iterable view of the events a loop emits. ``close()`` is synchronous."""
+
+    __slots__ = ("_buffer", "_bus", "_capacity", "_closed", "_dropped", "_kinds", "_waiter")
+
+    def __init__(self, bus: EventBus, kinds: frozenset[EventKind] | None, capacity: int) -> None:
+        self._bus = bus
+        self._kinds = kinds
+        self._capacity = capacity
+        self._buffer: deque[Event] = deque()
+        self._closed = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._dropped: dict[EventKind, int] = {}
+
+    @property
+    def kinds(self) -> frozenset[EventKind] | None:
+        return self._kinds
+
+    @property
+    def dropped(self) -> Mapping[EventKind, int]:
+        """Events this subscription lost because its buffer was full, per kind."""
+        return MappingProxyType(self._dropped)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _offer(self, event: Event) -> None:
+        if len(self._buffer) >= self._capacity:
+            kind = event.kind
+            self._dropped[kind] = self._dropped.get(kind, 0) + 1
+            self._bus._count_drop(kind)
+            return
+        self._buffer.append(event)
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def __len__(self) -> int:
+        """Events buffered and not yet read."""
+        return len(self._buffer)
+
+    def get_nowait(self) -> Event | None:
+        """The next buffered event, or None when the buffer is empty."""
+        return self._buffer.popleft() if self._buffer else None
+
+    def drain_nowait(self) -> list[Event]:
+        """Every buffered event, emptying the buffer."""
+        events = list(self._buffer)
+        self._buffer.clear()
+        return events
+
+    def close(self) -> None:
+        """Stop receiving; iteration ends after the events already buffered. Idempotent."""
+        loop = self._bus._loop
+        if loop is not None and not loop.is_closed() and self._bus._loop_thread != threading.get_ident():
+            loop.call_soon_threadsafe(self._close_here)
+        else:
+            self._close_here()
+
+    def _close_here(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._bus._remove(self)
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Event:
+        while True:
+            if self._buffer:
+                return self._buffer.popleft()
+            if self._closed:
+                raise StopAsyncIteration
+            if self._waiter is not None:
+                raise RuntimeError("another task is already iterating this subscription")
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiter = waiter
+            try:
+                await waiter
+            finally:
+                if self._waiter is waiter:
+                    self._waiter = None
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        kinds = "all" if self._kinds is None else ",".join(sorted(self._kinds))
+        return f"<Subscription kinds={kinds} buffered={len(self._buffer)} closed={self._closed}>"
+
+
+class EventBus:
+    """Owns the sequence counter and the subscriptions of one loop."""
+
+    def __init__(self) -> None:
+        self._seq = 0
+        self._subs: list[Subscription] = []
+        self._by_kind: dict[EventKind, tuple[Subscription, ...]] = dict.fromkeys(EventKind, ())
+        self._dropped: dict[EventKind, int] = {}
+        self.emitted = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Remember the loop (and its thread) that emits; close() from elsewhere goes through it."""
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def emit(self, event: Event) -> None:
+        self.emitted += 1
+        for sub in self._by_kind[event.kind]:
+            sub._offer(event)
+
+    def subscribe(self, kinds: Iterable[EventKind] | None = None, buffer: int = 256) -> Subscription:
+        if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1:
+            raise ValueError(f"subscription buffer must be an int >= 1, got {buffer!r}")
+        wanted: frozenset[EventKind] | None = None
+        if kinds is not None:
+            if isinstance(kinds, EventKind | str):
+                kinds = [kinds]  # a lone kind is a common slip; accept it
+            try:
+                wanted = frozenset(EventKind(k) for k in kinds)
+            except ValueError as exc:
+                raise ValueError(f"unknown event kind in subscribe(kinds=...): {exc}") from None
+        sub = Subscription(self, wanted, buffer)
+        self._subs.append(sub)
+        self._reindex()
+        return sub
+
+    def _remove(self, sub: Subscription) -> None:
+        if sub in self._subs:
+            self._subs.remove(sub)
+            self._reindex()
+
+    def _reindex(self) -> None:
+        self._by_kind = {
+            kind: tuple(s for s in self._subs if s._kinds is None or kind in s._kinds)
+            for kind in EventKind
+        }
+
+    def _count_drop(self, kind: EventKind) -> None:
+        self._dropped[kind] = self._dropped.get(kind, 0) + 1
+
+    @property
+    def dropped(self) -> dict[EventKind, int]:
+        return dict(self._dropped)
+
+    @property
+    def subscriber_count(self) -> int:
+        return len(self._subs)
+
+    def close(self) -> None:
+        for sub in list(self._subs):
+            sub._close_here()

@@ -1,0 +1,177 @@
+"""The engine's shared services: bus, hooks, approvals, reaper, store, limits, active turns.
+
+One Engine serves every turn of an AgentLoop (top-level turns and sub-turns alike); the phase
+modules take it as their first argument. It also owns the two small helpers every phase uses:
+``emit`` (fills the fields every event has) and ``set_phase`` (the checked state machine).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from steerable._config import Limits, Timeouts
+from steerable._core._approval import ApprovalBroker
+from steerable._core._bus import EventBus
+from steerable._core._hook_manager import HookManager
+from steerable._core._permissions import Permissions
+from steerable._core._reaper import Reaper
+from steerable._core._session import SessionStore, TurnRecord
+from steerable._core._turn_state import Interrupt, TurnState, check_transition
+from steerable._events import (
+    ErrorEvent,
+    Event,
+    FollowUpQueued,
+    InterruptReceived,
+    StateChanged,
+    TurnPhase,
+)
+from steerable._messages import Message
+
+__all__ = ["Engine"]
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        store: SessionStore,
+        limits: Limits,
+        timeouts: Timeouts,
+        permissions: Permissions,
+    ) -> None:
+        self.bus = EventBus()
+        self.reaper = Reaper()
+        self.hooks = HookManager(self.reaper, self._report_hook_error)
+        self.broker = ApprovalBroker()
+        self.store = store
+        self.limits = limits
+        self.timeouts = timeouts
+        self.permissions = permissions
+        self.turns: dict[str, TurnState] = {}
+        """Every running turn, top-level and sub-turn, by turn id."""
+        self.active: dict[str, TurnState] = {}
+        """The running top-level turn of each session."""
+        self._hook_error_turn: TurnState | None = None
+
+    # -- events -------------------------------------------------------------------------------
+
+    def emit(self, st: TurnState | None, cls: type[Event], /, **fields: Any) -> None:
+        if st is None:
+            event = cls(turn_id="", parent_turn_id=None, session_id="",
+                        seq=self.bus.next_seq(), time=time.time(), **fields)
+        else:
+            event = cls(turn_id=st.turn_id, parent_turn_id=st.parent_turn_id,
+                        session_id=st.session_id, seq=self.bus.next_seq(), time=time.time(),
+                        **fields)
+        self.bus.emit(event)
+
+    def error(self, st: TurnState | None, message: str, source: str) -> None:
+        self.emit(st, ErrorEvent, message=message, source=source)
+
+    def _report_hook_error(self, message: str) -> None:
+        self.error(self._hook_error_turn, message, "hook")
+
+    def hooks_for(self, st: TurnState) -> HookManager:
+        """The hook manager, with its error reports attributed to ``st``."""
+        self._hook_error_turn = st
+        return self.hooks
+
+    def set_phase(self, st: TurnState, new: TurnPhase) -> None:
+        old = st.phase
+        if old is new:
+            return
+        check_transition(old, new)
+        st.phase = new
+        self.emit(st, StateChanged, old=old, new=new)
+
+    # -- storage ------------------------------------------------------------------------------
+
+    async def load(self, session_id: str) -> list[Message]:
+        if self.store.blocking:
+            return await asyncio.to_thread(self.store.load, session_id)
+        return self.store.load(session_id)
+
+    async def save(self, st: TurnState, status: str, rollback: bool) -> None:
+        """Append the turn's messages, or on rollback write nothing of the turn."""
+        store = self.store
+        record = TurnRecord(st.turn_id, status, st.iteration)
+        if rollback:
+            if not st.base_rewritten:
+                return
+            op: Any = (store.replace, st.session_id, list(st.base))
+        elif st.base_rewritten:
+            op = (store.replace, st.session_id, [*st.base, *st.new])
+        else:
+            op = (store.append, st.session_id, list(st.new), record)
+        if store.blocking:
+            # Shielded: a save already under way finishes even if the turn is cancelled now.
+            await asyncio.shield(asyncio.to_thread(*op))
+        else:
+            op[0](*op[1:])
+
+    def append_orphan(self, session_id: str, messages: Sequence[Message]) -> None:
+        self.store.append(session_id, messages, None)
+
+    # -- control ------------------------------------------------------------------------------
+    # These run on the loop's thread (the AgentLoop marshals calls from other threads).
+
+    def steer(self, st: TurnState, text: str) -> bool:
+        if st.finishing or st.interrupt >= Interrupt.ABORT_TURN:
+            return False
+        if len(st.steering) >= self.limits.steering_queue:
+            self.error(st, f"steering queue full ({self.limits.steering_queue} messages); "
+                       "message refused", "queue")
+            return False
+        st.steering.append(text)
+        return True
+
+    def follow_up(self, st: TurnState, text: str) -> bool:
+        if st.finishing or st.interrupt is Interrupt.HARD:
+            return False
+        if len(st.follow_ups) >= self.limits.follow_up_queue:
+            self.error(st, f"follow-up queue full ({self.limits.follow_up_queue} messages); "
+                       "message refused", "queue")
+            return False
+        st.follow_ups.append(text)
+        self.emit(st, FollowUpQueued, text=text)
+        return True
+
+    def interrupt_graceful(self, st: TurnState, hint: str | None) -> bool:
+        if st.finishing or st.final_call or st.interrupt is not Interrupt.NONE:
+            return False
+        st.interrupt = Interrupt.GRACEFUL
+        st.hint = hint
+        self.emit(st, InterruptReceived, mode="graceful", hint=hint)
+        return True
+
+    def interrupt_hard(self, st: TurnState) -> bool:
+        """Cascade to sub-turns first, then cancel this turn's task (it rolls back itself)."""
+        if not self._mark_hard(st):
+            return False
+        # Before the task runs, cancelling it would skip TURN_START/END: the flag is enough,
+        # run_turn checks it first thing.
+        if st.running and st.task is not None and not st.task.done():
+            st.task.cancel()
+        return True
+
+    def hard_abort_inside(self, st: TurnState, reason: str) -> None:
+        """A hard abort asked for from inside the turn's own task (a hook's HARD_ABORT)."""
+        self._mark_hard(st, reason)
+
+    def _mark_hard(self, st: TurnState, hint: str | None = None) -> bool:
+        if st.finishing or st.interrupt is Interrupt.HARD:
+            return False
+        st.interrupt = Interrupt.HARD
+        self.emit(st, InterruptReceived, mode="hard", hint=hint)
+        for child in list(st.children.values()):
+            self.interrupt_hard(child)
+        return True
+
+    def services_for(self, st: TurnState) -> Any:
+        """What a running tool may use of the engine (sub-turn spawning); None until wired."""
+        return self.tool_services(st) if self.tool_services is not None else None
+
+    tool_services: Any = None

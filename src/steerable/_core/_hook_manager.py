@@ -1,0 +1,129 @@
+"""Runs hooks in priority order, each under a timeout, containing whatever they do wrong.
+
+Every hook call runs as its own task (sync hooks in a worker thread), so a hook that hangs, even
+one that ignores cancellation, costs the turn its timeout and nothing more: the task is handed
+to the reaper and the turn goes on. Timeouts and exceptions are reported as ERROR events;
+interceptors fall back to CONTINUE, approvers to a denial.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from steerable._core._reaper import Reaper
+from steerable._hooks import HOOK_POINTS, HookAction, HookDecision
+
+__all__ = ["HookFailure", "HookManager", "Registration"]
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    hook: Any
+    priority: int
+    order: int
+    timeout: float | None
+    points: frozenset[str]
+
+    @property
+    def label(self) -> str:
+        return getattr(self.hook, "name", None) or type(self.hook).__name__
+
+
+@dataclass(frozen=True, slots=True)
+class HookFailure:
+    """A hook call that timed out or raised; the caller decides what that means."""
+
+    registration: Registration
+    message: str
+
+
+class HookManager:
+    def __init__(self, reaper: Reaper, report: Callable[[str], None]) -> None:
+        self._reaper = reaper
+        self._report = report
+        self._order = itertools.count()
+        self._regs: list[Registration] = []
+        self._by_point: dict[str, tuple[Registration, ...]] = dict.fromkeys(HOOK_POINTS, ())
+
+    def register(self, hook: Any, priority: int, timeout: float | None) -> Registration:
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise TypeError(f"hook priority must be an int, got {type(priority).__name__}")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+        ):
+            raise ValueError(f"hook timeout must be a positive number of seconds, got {timeout!r}")
+        points = frozenset(p for p in HOOK_POINTS if callable(getattr(hook, p, None)))
+        if not points:
+            raise TypeError(
+                f"{type(hook).__name__} implements no hook method; expected one of "
+                + ", ".join(HOOK_POINTS)
+            )
+        reg = Registration(hook, priority, next(self._order), timeout, points)
+        self._regs.append(reg)
+        self._reindex()
+        return reg
+
+    def unregister(self, reg: Registration) -> bool:
+        if reg not in self._regs:
+            return False
+        self._regs.remove(reg)
+        self._reindex()
+        return True
+
+    def _reindex(self) -> None:
+        ordered = sorted(self._regs, key=lambda r: (-r.priority, r.order))
+        self._by_point = {p: tuple(r for r in ordered if p in r.points) for p in HOOK_POINTS}
+
+    def at(self, point: str) -> tuple[Registration, ...]:
+        return self._by_point[point]
+
+    async def call(
+        self, reg: Registration, point: str, ctx: Any, default_timeout: float
+    ) -> Any | HookFailure:
+        """Call one hook method; return its value, or a HookFailure after reporting it."""
+        fn = getattr(reg.hook, point)
+        timeout = reg.timeout if reg.timeout is not None else default_timeout
+        if inspect.iscoroutinefunction(fn):
+            task: asyncio.Future[Any] = asyncio.ensure_future(fn(ctx))
+        else:
+            task = asyncio.ensure_future(asyncio.to_thread(_call_sync, fn, ctx))
+        try:
+            done, _ = await asyncio.wait((task,), timeout=timeout)
+        except asyncio.CancelledError:
+            self._reaper.adopt(task)
+            raise
+        if not done:
+            self._reaper.adopt(task)
+            message = f"hook {reg.label}.{point} timed out after {timeout:g} s"
+            self._report(message)
+            return HookFailure(reg, message)
+        exc = task.exception()
+        if exc is not None:
+            message = f"hook {reg.label}.{point} raised {type(exc).__name__}: {exc}"
+            self._report(message)
+            return HookFailure(reg, message)
+        value = task.result()
+        if inspect.isawaitable(value):  # a sync method returning a coroutine
+            value = await value
+        return value
+
+    def coerce(self, reg: Registration, point: str, value: Any) -> HookDecision | None:
+        """Check a hook's return value; garbage is reported and treated as CONTINUE."""
+        if value is None or isinstance(value, HookDecision):
+            return value
+        if point == "approve_tool" and isinstance(value, bool):
+            return None if value else HookDecision(HookAction.DENY_TOOL, reason="denied")
+        self._report(
+            f"hook {reg.label}.{point} returned {type(value).__name__}; expected None or "
+            "HookDecision (ignored)"
+        )
+        return None
+
+
+def _call_sync(fn: Callable[[Any], Any], ctx: Any) -> Any:
+    return fn(ctx)

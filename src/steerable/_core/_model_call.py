@@ -1,0 +1,264 @@
+"""The THINKING phase: build the request, run the LLM hooks, stream the reply.
+
+Context overflow (reported by the provider, or foreseen from ``Agent.context_window``) is handled
+here: ``before_compress`` hooks may veto, the oldest exchanges are dropped, the rollback
+snapshot moves with them, and the call is retried once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from contextlib import aclosing
+from typing import Any
+
+from steerable._core._compaction import compress, estimate_tokens
+from steerable._core._engine import Engine
+from steerable._core._hook_manager import HookFailure
+from steerable._core._turn_state import AbortSignal, TurnState
+from steerable._events import (
+    ContextCompress,
+    LLMDelta,
+    LLMRequestEvent,
+    LLMResponseEvent,
+    LLMRetry,
+    TurnPhase,
+)
+from steerable._hooks import (
+    CompressContext,
+    HookAction,
+    HookDecision,
+    LLMRequestContext,
+    LLMResponseContext,
+)
+from steerable._messages import Message, ToolCall, Usage
+from steerable.errors import ContextOverflowError, ProviderError
+from steerable.providers._base import (
+    LLMRequest,
+    LLMResponse,
+    RetryNotice,
+    StreamEnd,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallChunk,
+    ToolSpec,
+)
+
+__all__ = ["call_model"]
+
+
+def _build_request(st: TurnState, offer_tools: bool, extra: Sequence[Message]) -> LLMRequest:
+    agent = st.agent
+    head = (Message("system", agent.instructions),) if agent.instructions else ()
+    return LLMRequest(
+        messages=(*head, *st.base, *st.new, *extra),
+        tools=agent.tool_specs if offer_tools else (),
+        model=agent.model,
+        params=agent.params,
+    )
+
+
+def _tool_specs(st: TurnState, tools: Sequence[Any]) -> tuple[ToolSpec, ...]:
+    """A hook's ``tools=`` may hold specs, tool objects or names of the agent's tools."""
+    specs = []
+    for t in tools:
+        if isinstance(t, ToolSpec):
+            specs.append(t)
+        elif isinstance(t, str):
+            tool = st.agent.tools_by_name.get(t)
+            if tool is None:
+                raise ValueError(f"hook named unknown tool {t!r}")
+            specs.append(ToolSpec(tool.name, tool.description, tool.parameters))
+        else:
+            specs.append(ToolSpec(t.name, t.description, t.parameters))
+    return tuple(specs)
+
+
+def _terminal(engine: Engine, st: TurnState, decision: HookDecision, point: str) -> None:
+    if decision.action is HookAction.HARD_ABORT:
+        engine.hard_abort_inside(st, f"hook {point} asked for a hard abort")
+        raise AbortSignal(True, decision.reason)
+    if decision.action is HookAction.ABORT_TURN:
+        raise AbortSignal(False, decision.reason or f"aborted by a {point} hook")
+
+
+async def _before_llm(engine: Engine, st: TurnState, request: LLMRequest) -> LLMRequest:
+    hooks = engine.hooks_for(st)
+    for reg in hooks.at("before_llm"):
+        ctx = LLMRequestContext(turn_id=st.turn_id, session_id=st.session_id,
+                                parent_turn_id=st.parent_turn_id, iteration=st.iteration,
+                                request=request)
+        value = await hooks.call(reg, "before_llm", ctx, engine.timeouts.hook)
+        if isinstance(value, HookFailure):
+            continue
+        decision = hooks.coerce(reg, "before_llm", value)
+        if decision is None or decision.action is HookAction.CONTINUE:
+            continue
+        _terminal(engine, st, decision, "before_llm")
+        if decision.action is HookAction.MODIFY:
+            try:
+                request = LLMRequest(
+                    messages=tuple(decision.messages) if decision.messages is not None
+                    else ctx.request.messages,
+                    tools=_tool_specs(st, decision.tools) if decision.tools is not None
+                    else ctx.request.tools,
+                    model=decision.model if decision.model is not None else ctx.request.model,
+                    params=decision.params if decision.params is not None else ctx.request.params,
+                )
+            except (ValueError, AttributeError) as exc:
+                engine.error(st, f"hook {reg.label}.before_llm MODIFY ignored: {exc}", "hook")
+        else:
+            engine.error(st, f"hook {reg.label}.before_llm cannot {decision.action}; ignored", "hook")
+    return request
+
+
+async def _after_llm(
+    engine: Engine, st: TurnState, request: LLMRequest, response: LLMResponse
+) -> LLMResponse:
+    hooks = engine.hooks_for(st)
+    for reg in hooks.at("after_llm"):
+        ctx = LLMResponseContext(turn_id=st.turn_id, session_id=st.session_id,
+                                 parent_turn_id=st.parent_turn_id, iteration=st.iteration,
+                                 request=request, response=response)
+        value = await hooks.call(reg, "after_llm", ctx, engine.timeouts.hook)
+        if isinstance(value, HookFailure):
+            continue
+        decision = hooks.coerce(reg, "after_llm", value)
+        if decision is None or decision.action is HookAction.CONTINUE:
+            continue
+        _terminal(engine, st, decision, "after_llm")
+        if decision.action is not HookAction.MODIFY:
+            engine.error(st, f"hook {reg.label}.after_llm cannot {decision.action}; ignored", "hook")
+            continue
+        calls = response.tool_calls
+        if decision.tool_calls is not None:
+            calls = tuple(
+                ToolCall(f"{st.turn_id}_h{st.iteration}_{i}", name, dict(args))
+                for i, (name, args) in enumerate(decision.tool_calls)
+            )
+        response = LLMResponse(
+            text=decision.text if decision.text is not None else response.text,
+            tool_calls=calls, thinking=response.thinking, usage=response.usage,
+            finish_reason=response.finish_reason,
+        )
+    return response
+
+
+async def _compress(engine: Engine, st: TurnState, reason: str, target: int | None) -> bool:
+    """Drop old exchanges; False when nothing could be dropped. May raise AbortSignal."""
+    history = [*st.base, *st.new]
+    tokens = estimate_tokens(history)
+    hooks = engine.hooks_for(st)
+    for reg in hooks.at("before_compress"):
+        ctx = CompressContext(turn_id=st.turn_id, session_id=st.session_id,
+                              parent_turn_id=st.parent_turn_id, iteration=st.iteration,
+                              messages=tuple(history), reason=reason, tokens=tokens)
+        value = await hooks.call(reg, "before_compress", ctx, engine.timeouts.hook)
+        if isinstance(value, HookFailure):
+            continue
+        decision = hooks.coerce(reg, "before_compress", value)
+        if decision is not None:
+            _terminal(engine, st, decision, "before_compress")
+    cut = compress(history, target)
+    if cut == 0:
+        return False
+    engine.set_phase(st, TurnPhase.COMPACTING)
+    from_base = min(cut, len(st.base))
+    if from_base:
+        # The dropped messages are gone from the session too: move the rollback snapshot.
+        del st.base[:from_base]
+        st.base_rewritten = True
+    if cut > from_base:
+        del st.new[: cut - from_base]
+    after = [*st.base, *st.new]
+    engine.emit(st, ContextCompress, reason=reason, messages_before=len(history),
+                messages_after=len(after), tokens_before=tokens,
+                tokens_after=estimate_tokens(after))
+    engine.set_phase(st, TurnPhase.THINKING)
+    return True
+
+
+def _unique_calls(st: TurnState, calls: list[ToolCall]) -> tuple[ToolCall, ...]:
+    seen: set[str] = set()
+    out = []
+    for i, call in enumerate(calls):
+        if call.id in seen:
+            call = ToolCall(f"{call.id}_{st.iteration}_{i}", call.name, call.arguments,
+                            call.arguments_error)
+        seen.add(call.id)
+        out.append(call)
+    return tuple(out)
+
+
+async def _stream(engine: Engine, st: TurnState, request: LLMRequest) -> LLMResponse:
+    texts: list[str] = []
+    thinking: list[str] = []
+    calls: list[ToolCall] = []
+    usage: Usage | None = None
+    finish: str | None = None
+    async with aclosing(st.agent.provider.stream(request)) as stream:
+        async for chunk in stream:
+            if type(chunk) is TextDelta:
+                if chunk.text:
+                    texts.append(chunk.text)
+                    engine.emit(st, LLMDelta, iteration=st.iteration, text=chunk.text)
+            elif type(chunk) is ToolCallChunk:
+                calls.append(chunk.call)
+            elif type(chunk) is ThinkingDelta:
+                thinking.append(chunk.text)
+                engine.emit(st, LLMDelta, iteration=st.iteration, text=chunk.text, thinking=True)
+            elif type(chunk) is StreamEnd:
+                usage, finish = chunk.usage, chunk.finish_reason
+            elif type(chunk) is RetryNotice:
+                # The provider starts over: what it streamed so far is void.
+                texts.clear(), thinking.clear(), calls.clear()
+                engine.emit(st, LLMRetry, iteration=st.iteration, attempt=chunk.attempt,
+                            reason=chunk.reason, delay=chunk.delay)
+            else:
+                raise ProviderError(
+                    f"provider {type(st.agent.provider).__name__} yielded "
+                    f"{type(chunk).__name__}, which is not a chunk type"
+                )
+    if usage is not None:
+        st.usage_in += usage.input_tokens
+        st.usage_out += usage.output_tokens
+    return LLMResponse(text="".join(texts), tool_calls=_unique_calls(st, calls),
+                       thinking="".join(thinking), usage=usage, finish_reason=finish)
+
+
+async def call_model(
+    engine: Engine, st: TurnState, *, offer_tools: bool, extra: Sequence[Message] = ()
+) -> LLMResponse:
+    """One LLM call, start to finish: returns the reply after ``after_llm`` hooks."""
+    engine.set_phase(st, TurnPhase.THINKING)
+    window = st.agent.context_window
+    compressed = False
+    while True:
+        request = _build_request(st, offer_tools, extra)
+        if window is not None and not compressed and estimate_tokens(request.messages) > window:
+            compressed = True
+            if await _compress(engine, st, "estimate", window * 3 // 4):
+                continue
+        if engine.hooks.at("before_llm"):
+            request = await _before_llm(engine, st, request)
+        engine.emit(st, LLMRequestEvent, iteration=st.iteration, model=request.model,
+                    message_count=len(request.messages),
+                    tools=tuple(t.name for t in request.tools))
+        started = time.monotonic()
+        try:
+            response = await _stream(engine, st, request)
+        except ContextOverflowError:
+            if compressed:
+                raise
+            compressed = True
+            target = window * 3 // 4 if window is not None else None
+            if not await _compress(engine, st, "overflow", target):
+                raise
+            continue
+        break
+    if engine.hooks.at("after_llm"):
+        response = await _after_llm(engine, st, request, response)
+    engine.emit(st, LLMResponseEvent, iteration=st.iteration, text=response.text,
+                tool_calls=response.tool_calls, usage=response.usage,
+                finish_reason=response.finish_reason, duration=time.monotonic() - started)
+    return response

@@ -1,0 +1,41 @@
+"""The owner of tasks the loop stopped waiting for.
+
+A tool or hook that ignores cancellation must not hold a turn hostage, so the turn cancels it
+and moves on; the task is handed here, where it stays owned (its exception retrieved, never
+"never retrieved") until it ends or the loop closes and cancels it once more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+__all__ = ["Reaper"]
+
+
+class Reaper:
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    def adopt(self, task: asyncio.Future[Any]) -> None:
+        if task.done():
+            self._consume(task)
+            return
+        task.cancel()
+        self._tasks.add(task)
+        task.add_done_callback(self._consume)
+
+    def _consume(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # mark retrieved: the loop already reported or ignored it
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    async def aclose(self, grace: float = 0.5) -> None:
+        pending = list(self._tasks)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=grace)

@@ -1,0 +1,91 @@
+"""Session stores: where a session's conversation lives between turns.
+
+During a turn new messages stay in memory; the loop appends them at turn end in one call, so a
+store sees whole turns only. ``blocking`` tells the loop to call the store from a worker thread
+(file and database stores) or inline (memory).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from steerable._messages import Message
+
+__all__ = ["InMemorySessionStore", "SessionInfo", "SessionStore", "TurnRecord"]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """What a store may keep about the turn whose messages it is appending."""
+
+    turn_id: str
+    status: str
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    session_id: str
+    message_count: int
+    updated: float
+    title: str = ""
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    blocking: bool
+
+    def load(self, session_id: str) -> list[Message]:
+        """The session's messages; an empty list for a session never saved."""
+        ...
+
+    def append(self, session_id: str, messages: Sequence[Message], turn: TurnRecord | None) -> None:
+        ...
+
+    def replace(self, session_id: str, messages: Sequence[Message]) -> None:
+        """Rewrite the whole history (after compression)."""
+        ...
+
+    def exists(self, session_id: str) -> bool: ...
+
+    def list_sessions(self) -> list[SessionInfo]: ...
+
+    def delete(self, session_id: str) -> bool: ...
+
+
+class InMemorySessionStore:
+    """Sessions in a dict; the default when no store is given. Lost when the process ends."""
+
+    blocking = False
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, list[Message]] = {}
+        self._updated: dict[str, float] = {}
+
+    def load(self, session_id: str) -> list[Message]:
+        return list(self._sessions.get(session_id, ()))
+
+    def append(self, session_id: str, messages: Sequence[Message], turn: TurnRecord | None) -> None:
+        self._sessions.setdefault(session_id, []).extend(messages)
+        self._updated[session_id] = time.time()
+
+    def replace(self, session_id: str, messages: Sequence[Message]) -> None:
+        self._sessions[session_id] = list(messages)
+        self._updated[session_id] = time.time()
+
+    def exists(self, session_id: str) -> bool:
+        return session_id in self._sessions
+
+    def list_sessions(self) -> list[SessionInfo]:
+        out = []
+        for sid, msgs in self._sessions.items():
+            title = next((m.content[:60] for m in msgs if m.role == "user"), "")
+            out.append(SessionInfo(sid, len(msgs), self._updated.get(sid, 0.0), title))
+        return sorted(out, key=lambda i: i.updated, reverse=True)
+
+    def delete(self, session_id: str) -> bool:
+        self._updated.pop(session_id, None)
+        return self._sessions.pop(session_id, None) is not None

@@ -1,0 +1,396 @@
+"""The EXECUTING phase: run one response's tool calls in groups, with checkpoints between.
+
+Calls are split, in declared order, into groups: each maximal run of read-only calls runs in
+parallel (bounded), every other call runs alone. Before each group, and before each queued call
+of a parallel group starts, the turn is checked: pending steering or an interrupt skips what has
+not started. Every call ends with exactly one terminal event and one result message, whatever
+happens: hooks that deny or respond, unknown tools, bad arguments, raising or hanging tools,
+timeouts, and cancellation (a hard abort), in which case the executor itself closes the calls
+that were running or waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from steerable._core._engine import Engine
+from steerable._core._hook_manager import HookFailure
+from steerable._core._permissions import Permission
+from steerable._core._turn_state import AbortSignal, TurnState
+from steerable._events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    ToolExecEnd,
+    ToolExecProgress,
+    ToolExecSkipped,
+    ToolExecStart,
+    TurnPhase,
+)
+from steerable._hooks import HookAction, HookDecision, ToolCallContext, ToolResultContext
+from steerable._messages import Message, ToolCall, ToolResult
+from steerable.errors import ToolError
+from steerable.tools._base import Tool, ToolContext, result_from_return
+
+__all__ = ["SKIP_TEXT", "execute_tools", "skip_calls"]
+
+SKIP_TEXT = {
+    "interrupted": "Tool call skipped: the user interrupted the turn before this tool started.",
+    "steering": "Tool call skipped: a new user message arrived before this tool started. "
+    "Read it and decide what to do next.",
+    "aborted": "Tool call skipped: the turn was aborted before this tool started.",
+    "max_iterations": "Tool call skipped: the iteration budget is used up; answer in text.",
+}
+
+
+@dataclass(slots=True)
+class _Call:
+    call: ToolCall
+    tool: Tool | None
+    state: str = "pending"  # pending -> running -> done
+    message: Message | None = None
+    started: float = 0.0
+    ctx: ToolContext | None = None
+    task: asyncio.Future[Any] | None = field(default=None, repr=False)
+
+
+def _tool_message(call: ToolCall, content: str, is_error: bool) -> Message:
+    return Message("tool", content, tool_call_id=call.id, name=call.name, is_error=is_error)
+
+
+def _skip(engine: Engine, st: TurnState, rec: _Call, reason: str, detail: str = "") -> None:
+    if rec.state == "done":
+        return
+    rec.state = "done"
+    if reason == "denied":
+        text = f"Tool call denied: {detail or 'not approved'}. Do not repeat this call; " \
+               "choose another approach or ask the user."
+    else:
+        text = SKIP_TEXT.get(reason, f"Tool call skipped ({reason}).")
+    rec.message = _tool_message(rec.call, text, True)
+    engine.emit(st, ToolExecSkipped, call_id=rec.call.id, tool_name=rec.call.name,
+                reason=reason, detail=detail)
+
+
+def _start(engine: Engine, st: TurnState, rec: _Call, arguments: Mapping[str, Any]) -> None:
+    rec.state = "running"
+    rec.started = time.monotonic()
+    engine.emit(st, ToolExecStart, iteration=st.iteration, call_id=rec.call.id,
+                tool_name=rec.call.name, arguments=arguments)
+
+
+def _finish(engine: Engine, st: TurnState, rec: _Call, result: ToolResult) -> None:
+    if rec.state == "done":
+        return
+    rec.state = "done"
+    rec.message = _tool_message(rec.call, result.content, result.is_error)
+    engine.emit(st, ToolExecEnd, call_id=rec.call.id, tool_name=rec.call.name,
+                is_error=result.is_error, content=result.content,
+                duration=time.monotonic() - rec.started if rec.started else 0.0)
+
+
+def skip_calls(engine: Engine, st: TurnState, calls: tuple[ToolCall, ...], reason: str) -> None:
+    """Close calls that will never run (e.g. tool calls in a reply that offered no tools)."""
+    for call in calls:
+        rec = _Call(call, None)
+        _skip(engine, st, rec, reason)
+        assert rec.message is not None
+        st.new.append(rec.message)
+
+
+def _terminal(engine: Engine, st: TurnState, decision: HookDecision, point: str) -> None:
+    if decision.action is HookAction.HARD_ABORT:
+        engine.hard_abort_inside(st, f"hook {point} asked for a hard abort")
+        raise AbortSignal(True, decision.reason)
+    if decision.action is HookAction.ABORT_TURN:
+        raise AbortSignal(False, decision.reason or f"aborted by a {point} hook")
+
+
+def _hook_ctx(st: TurnState, call: ToolCall, rec: _Call) -> ToolCallContext:
+    return ToolCallContext(turn_id=st.turn_id, session_id=st.session_id,
+                           parent_turn_id=st.parent_turn_id, iteration=st.iteration, call=call,
+                           read_only=bool(rec.tool and rec.tool.read_only),
+                           dry_run=st.agent.dry_run)
+
+
+async def _before_tool(
+    engine: Engine, st: TurnState, rec: _Call
+) -> tuple[ToolCall, HookDecision | None]:
+    """Run before_tool hooks; returns the (maybe modified) call and a DENY/RESPOND decision."""
+    call = rec.call
+    hooks = engine.hooks_for(st)
+    for reg in hooks.at("before_tool"):
+        ctx = _hook_ctx(st, call, rec)
+        value = await hooks.call(reg, "before_tool", ctx, engine.timeouts.hook)
+        if isinstance(value, HookFailure):
+            continue
+        decision = hooks.coerce(reg, "before_tool", value)
+        if decision is None or decision.action is HookAction.CONTINUE:
+            continue
+        _terminal(engine, st, decision, "before_tool")
+        if decision.action is HookAction.MODIFY and decision.arguments is not None:
+            call = ToolCall(call.id, call.name, dict(decision.arguments))
+        elif decision.action in (HookAction.DENY_TOOL, HookAction.RESPOND):
+            return call, decision
+        else:
+            engine.error(st, f"hook {reg.label}.before_tool returned {decision.action} "
+                         "without its field; ignored", "hook")
+    return call, None
+
+
+async def _approve(engine: Engine, st: TurnState, rec: _Call, call: ToolCall) -> tuple[bool, str]:
+    """Ask every approver in turn; the first denial (or failure, or timeout) refuses."""
+    hooks = engine.hooks_for(st)
+    open_requests: dict[str, bool] = {}
+
+    async def ask_human() -> tuple[bool, str]:
+        request_id, future = engine.broker.open(st.session_id)
+        open_requests[request_id] = True
+        engine.emit(st, ApprovalRequested, request_id=request_id, call_id=call.id,
+                    tool_name=call.name, arguments=call.arguments)
+        try:
+            approved, reason = await future
+        except asyncio.CancelledError:
+            if open_requests.pop(request_id, False):
+                engine.broker.discard(request_id)
+                engine.emit(st, ApprovalResolved, request_id=request_id, call_id=call.id,
+                            tool_name=call.name, approved=False, reason="cancelled")
+            raise
+        open_requests.pop(request_id, None)
+        engine.emit(st, ApprovalResolved, request_id=request_id, call_id=call.id,
+                    tool_name=call.name, approved=approved, reason=reason)
+        return approved, reason
+
+    for reg in hooks.at("approve_tool"):
+        ctx = _hook_ctx(st, call, rec)
+        ctx._ask_human = ask_human
+        value = await hooks.call(reg, "approve_tool", ctx, engine.timeouts.approval)
+        for request_id in list(open_requests):  # the approver gave up waiting: close it now
+            open_requests.pop(request_id)
+            engine.broker.discard(request_id)
+            engine.emit(st, ApprovalResolved, request_id=request_id, call_id=call.id,
+                        tool_name=call.name, approved=False, reason="timed out")
+        if isinstance(value, HookFailure):
+            return False, value.message
+        if value is None or value is True:
+            continue
+        if value is False:
+            return False, f"denied by {reg.label}"
+        if not isinstance(value, HookDecision):
+            engine.error(st, f"approver {reg.label} returned {type(value).__name__}; "
+                         "treated as a denial", "hook")
+            return False, f"approver {reg.label} returned an invalid answer"
+        if value.action is HookAction.CONTINUE:
+            continue
+        _terminal(engine, st, value, "approve_tool")
+        return False, value.reason or f"denied by {reg.label}"
+    return True, ""
+
+
+async def _after_tool(
+    engine: Engine, st: TurnState, call: ToolCall, result: ToolResult
+) -> ToolResult:
+    hooks = engine.hooks_for(st)
+    for reg in hooks.at("after_tool"):
+        ctx = ToolResultContext(turn_id=st.turn_id, session_id=st.session_id,
+                                parent_turn_id=st.parent_turn_id, iteration=st.iteration,
+                                call=call, result=result)
+        value = await hooks.call(reg, "after_tool", ctx, engine.timeouts.hook)
+        if isinstance(value, HookFailure):
+            continue
+        decision = hooks.coerce(reg, "after_tool", value)
+        if decision is None or decision.action is HookAction.CONTINUE:
+            continue
+        _terminal(engine, st, decision, "after_tool")
+        if decision.action is HookAction.MODIFY and (
+            decision.result is not None or decision.is_error is not None
+        ):
+            result = ToolResult(
+                decision.result if decision.result is not None else result.content,
+                decision.is_error if decision.is_error is not None else result.is_error,
+                result.metadata,
+            )
+        else:
+            engine.error(st, f"hook {reg.label}.after_tool cannot {decision.action}; ignored",
+                         "hook")
+    return result
+
+
+def _progress_reporter(engine: Engine, st: TurnState, rec: _Call) -> Any:
+    loop = asyncio.get_running_loop()
+    loop_thread = threading.get_ident()
+
+    def emit(text: str, data: Mapping[str, Any]) -> None:
+        if rec.state == "running":
+            engine.emit(st, ToolExecProgress, call_id=rec.call.id, tool_name=rec.call.name,
+                        text=text, data=dict(data))
+
+    def report(text: str, data: Mapping[str, Any]) -> None:
+        if threading.get_ident() == loop_thread:
+            emit(text, data)
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(emit, text, data)
+
+    return report
+
+
+async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
+                  arguments: Mapping[str, Any]) -> ToolResult:
+    """Validate, then run (or preview) the tool under its timeout."""
+    name = rec.call.name
+    ctx = ToolContext(call_id=rec.call.id, tool_name=name, turn_id=st.turn_id,
+                      session_id=st.session_id, parent_turn_id=st.parent_turn_id,
+                      iteration=st.iteration, dry_run=st.agent.dry_run,
+                      _report=_progress_reporter(engine, st, rec),
+                      services=engine.services_for(st))
+    rec.ctx = ctx
+    try:
+        args = tool.validate(arguments)
+        if st.agent.dry_run and not tool.read_only:
+            return ToolResult(tool.preview(args, ctx))
+    except ToolError as exc:
+        return ToolResult(str(exc), is_error=True)
+    except Exception as exc:
+        return ToolResult(f"Tool '{name}' rejected its arguments: {type(exc).__name__}: {exc}",
+                          is_error=True)
+    timeout = tool.timeout if tool.timeout is not None else engine.timeouts.tool
+    task = asyncio.ensure_future(tool.run(args, ctx))
+    rec.task = task
+    st.tools_run.append(name)
+    try:
+        done, _ = await asyncio.wait((task,), timeout=timeout)
+    except asyncio.CancelledError:
+        ctx.cancelled.set()
+        engine.reaper.adopt(task)
+        raise
+    if not done:
+        ctx.cancelled.set()
+        engine.reaper.adopt(task)
+        return ToolResult(f"Tool '{name}' timed out after {timeout:g} s and was cancelled.",
+                          is_error=True)
+    if task.cancelled():
+        return ToolResult(f"Tool '{name}' was cancelled.", is_error=True)
+    exc = task.exception()
+    if isinstance(exc, ToolError):
+        return ToolResult(str(exc), is_error=True)
+    if exc is not None:
+        return ToolResult(f"Tool '{name}' failed: {type(exc).__name__}: {exc}", is_error=True)
+    try:
+        return result_from_return(task.result())
+    except Exception as exc:
+        return ToolResult(f"Tool '{name}' returned a value that is not text: {exc}",
+                          is_error=True)
+
+
+async def _run_call(engine: Engine, st: TurnState, rec: _Call,
+                    sem: asyncio.Semaphore | None) -> None:
+    if sem is not None:
+        async with sem:
+            reason = st.stop_reason()
+            if reason is not None:
+                _skip(engine, st, rec, reason)
+                return
+            await _run_call_body(engine, st, rec)
+    else:
+        await _run_call_body(engine, st, rec)
+
+
+async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
+    call, decision = rec.call, None
+    if engine.hooks.at("before_tool"):
+        call, decision = await _before_tool(engine, st, rec)
+    if decision is not None and decision.action is HookAction.DENY_TOOL:
+        _skip(engine, st, rec, "denied", decision.reason or "denied by a hook")
+        return
+    if decision is not None:  # RESPOND: the hook's result stands in for the tool
+        _start(engine, st, rec, call.arguments)
+        result = ToolResult(decision.result or "", bool(decision.is_error))
+    elif rec.tool is None:
+        _start(engine, st, rec, call.arguments)
+        known = ", ".join(st.agent.tools_by_name) or "none"
+        result = ToolResult(f"Unknown tool '{call.name}'. Available tools: {known}.",
+                            is_error=True)
+    elif call.arguments_error is not None:
+        _start(engine, st, rec, call.arguments)
+        result = ToolResult(f"Invalid arguments for tool '{call.name}': "
+                            f"{call.arguments_error}. Send a JSON object.", is_error=True)
+    else:
+        tool = rec.tool
+        perm, rule = engine.permissions.decide(
+            call.name, call.arguments, read_only=tool.read_only,
+            permission_key=getattr(tool, "permission_key", None))
+        if perm is Permission.DENY:
+            _skip(engine, st, rec, "denied", f"refused by the rule '{rule}'")
+            return
+        needs_ask = perm is Permission.ASK and not (st.agent.dry_run and not tool.read_only)
+        if needs_ask and engine.hooks.at("approve_tool"):
+            approved, reason = await _approve(engine, st, rec, call)
+            if not approved:
+                _skip(engine, st, rec, "denied", reason)
+                return
+        _start(engine, st, rec, call.arguments)
+        result = await _invoke(engine, st, rec, tool, call.arguments)
+    if engine.hooks.at("after_tool"):
+        result = await _after_tool(engine, st, call, result)
+    _finish(engine, st, rec, result)
+
+
+def _groups(recs: list[_Call]) -> list[list[_Call]]:
+    groups: list[list[_Call]] = []
+    for rec in recs:
+        read_only = rec.tool is not None and rec.tool.read_only
+        if read_only and groups and groups[-1][0].tool is not None and groups[-1][0].tool.read_only:
+            groups[-1].append(rec)
+        else:
+            groups.append([rec])
+    return groups
+
+
+async def _run_group(engine: Engine, st: TurnState, group: list[_Call]) -> None:
+    sem = asyncio.Semaphore(engine.limits.parallel_tools) if len(group) > 1 else None
+    tasks = [asyncio.ensure_future(_run_call(engine, st, rec, sem)) for rec in group]
+    try:
+        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    except asyncio.CancelledError:
+        for task in tasks:
+            engine.reaper.adopt(task)
+        raise
+    for task in pending:
+        engine.reaper.adopt(task)
+    for task in done:
+        exc = task.exception()
+        if exc is not None:
+            raise exc
+
+
+async def execute_tools(engine: Engine, st: TurnState, calls: tuple[ToolCall, ...]) -> None:
+    """Run ``calls`` and append one result message per call, in declared order."""
+    engine.set_phase(st, TurnPhase.EXECUTING)
+    recs = [_Call(call, st.agent.tools_by_name.get(call.name)) for call in calls]
+    try:
+        for group in _groups(recs):
+            reason = st.stop_reason()
+            if reason is not None:
+                for rec in recs:
+                    _skip(engine, st, rec, reason)
+                break
+            await _run_group(engine, st, group)
+    except BaseException as exc:
+        # A hard abort (CancelledError), a hook's abort, or a bug: close every open call now.
+        note = "the turn was aborted" if isinstance(exc, asyncio.CancelledError | AbortSignal) \
+            else f"the turn failed ({type(exc).__name__})"
+        for rec in recs:
+            if rec.state == "running":
+                if rec.ctx is not None:
+                    rec.ctx.cancelled.set()
+                _finish(engine, st, rec,
+                        ToolResult(f"Tool '{rec.call.name}' was cancelled: {note}.", True))
+            elif rec.state == "pending":
+                _skip(engine, st, rec, "aborted", note)
+        raise
+    finally:
+        st.new.extend(rec.message for rec in recs if rec.message is not None)

@@ -1,0 +1,116 @@
+"""Per-turn state: phase machine, queues, interrupt flags and the turn's own messages.
+
+Everything a checkpoint needs to capture is plain data here (messages, iteration, queues), so a
+turn can be saved at a safe point and resumed. The state is touched only from the loop's thread;
+the AgentLoop marshals calls from other threads onto it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from steerable._events import TurnPhase
+from steerable._messages import Message
+from steerable.errors import IllegalTransitionError
+
+__all__ = ["Interrupt", "QueuedMessage", "TurnState", "check_transition"]
+
+P = TurnPhase
+_ALLOWED: dict[TurnPhase, frozenset[TurnPhase]] = {
+    P.IDLE: frozenset({P.THINKING, P.ABORTING, P.ERROR}),
+    P.THINKING: frozenset({P.EXECUTING, P.COMPACTING, P.ABORTING, P.DONE, P.ERROR}),
+    P.EXECUTING: frozenset({P.THINKING, P.ABORTING, P.DONE, P.ERROR}),
+    P.COMPACTING: frozenset({P.THINKING, P.ABORTING, P.ERROR}),
+    P.ABORTING: frozenset({P.DONE, P.ERROR}),
+    P.DONE: frozenset(),
+    P.ERROR: frozenset(),
+}
+
+
+def check_transition(old: TurnPhase, new: TurnPhase) -> None:
+    if new not in _ALLOWED[old]:
+        raise IllegalTransitionError(f"illegal turn transition {old} -> {new}")
+
+
+class Interrupt(enum.IntEnum):
+    """Ordered: a stronger interrupt replaces a weaker one, never the reverse."""
+
+    NONE = 0
+    GRACEFUL = 1
+    ABORT_TURN = 2  # a hook's ABORT_TURN: stop now, keep the consistent prefix
+    HARD = 3
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedMessage:
+    """A steering or follow-up message that a turn did not process."""
+
+    kind: str  # "steering" | "follow_up"
+    text: str
+
+
+@dataclass(slots=True)
+class TurnState:
+    turn_id: str
+    session_id: str
+    input: str
+    agent: Any  # steerable._core._agent.Agent (Any keeps this module free of imports upward)
+    parent_turn_id: str | None = None
+    depth: int = 0
+    ephemeral: bool = False
+    phase: TurnPhase = TurnPhase.IDLE
+    iteration: int = 0
+    base: list[Message] = field(default_factory=list)
+    """The session history before this turn: the rollback snapshot."""
+    base_rewritten: bool = False
+    """True once compression changed ``base``: saving or rolling back must rewrite the store."""
+    new: list[Message] = field(default_factory=list)
+    steering: deque[str] = field(default_factory=deque)
+    follow_ups: deque[str] = field(default_factory=deque)
+    injected_steering: list[str] = field(default_factory=list)
+    interrupt: Interrupt = Interrupt.NONE
+    hint: str | None = None
+    final_call: bool = False
+    """True while the last, tool-less call is in flight (graceful interrupts are then no-ops)."""
+    running: bool = False
+    """True once the turn's task has started running (a cancel before that would skip it)."""
+    finishing: bool = False
+    """True once the turn is saving its result: interrupts can no longer change anything."""
+    last_had_tools: bool = False
+    pending_results: deque[Message] = field(default_factory=deque)
+    children: dict[str, Any] = field(default_factory=dict)
+    tools_run: list[str] = field(default_factory=list)
+    usage_in: int = 0
+    usage_out: int = 0
+    started: float = field(default_factory=time.monotonic)
+    task: asyncio.Task[Any] | None = None
+
+    @property
+    def messages(self) -> list[Message]:
+        return [*self.base, *self.new]
+
+    def stop_reason(self) -> str | None:
+        """Why tools not yet started must be skipped now, or None to go on."""
+        if self.interrupt >= Interrupt.ABORT_TURN:
+            return "aborted"
+        if self.interrupt is Interrupt.GRACEFUL:
+            return "interrupted"
+        if self.steering:
+            return "steering"
+        return None
+
+
+class AbortSignal(Exception):
+    """Raised inside a turn when a hook asks to end it (ABORT_TURN, or HARD_ABORT from inside).
+
+    Private to the engine: it never leaves the turn's task.
+    """
+
+    def __init__(self, hard: bool, reason: str = "") -> None:
+        super().__init__(reason)
+        self.hard = hard

@@ -1,0 +1,375 @@
+"""Events: one frozen class per ``EventKind``, all sharing the fields every event has.
+
+Each event records where it happened (``turn_id``, ``parent_turn_id``, ``session_id``), when
+(``time``, wall clock seconds) and in what order (``seq``, strictly increasing per loop). The
+``kind`` is a class attribute, so ``event.kind`` works on every instance and ``match`` works on
+the classes. ``event_to_dict`` gives the JSON form used by the recorder and ``--json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from steerable._messages import ToolCall, Usage
+
+__all__ = [
+    "ApprovalRequested",
+    "ApprovalResolved",
+    "ContextCompress",
+    "ErrorEvent",
+    "Event",
+    "EventKind",
+    "FollowUpQueued",
+    "InterruptReceived",
+    "LLMDelta",
+    "LLMRequestEvent",
+    "LLMResponseEvent",
+    "LLMRetry",
+    "SessionSummarize",
+    "StateChanged",
+    "SteeringInjected",
+    "SubturnEnd",
+    "SubturnOrphan",
+    "SubturnResultDelivered",
+    "SubturnSpawn",
+    "ToolExecEnd",
+    "ToolExecProgress",
+    "ToolExecSkipped",
+    "ToolExecStart",
+    "TurnEnd",
+    "TurnPhase",
+    "TurnStart",
+    "TurnStatus",
+    "event_to_dict",
+]
+
+
+class EventKind(enum.StrEnum):
+    TURN_START = "turn_start"
+    TURN_END = "turn_end"
+    STATE_CHANGED = "state_changed"
+    LLM_REQUEST = "llm_request"
+    LLM_DELTA = "llm_delta"
+    LLM_RESPONSE = "llm_response"
+    LLM_RETRY = "llm_retry"
+    TOOL_EXEC_START = "tool_exec_start"
+    TOOL_EXEC_PROGRESS = "tool_exec_progress"
+    TOOL_EXEC_END = "tool_exec_end"
+    TOOL_EXEC_SKIPPED = "tool_exec_skipped"
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_RESOLVED = "approval_resolved"
+    STEERING_INJECTED = "steering_injected"
+    FOLLOW_UP_QUEUED = "follow_up_queued"
+    INTERRUPT_RECEIVED = "interrupt_received"
+    CONTEXT_COMPRESS = "context_compress"
+    SESSION_SUMMARIZE = "session_summarize"
+    SUBTURN_SPAWN = "subturn_spawn"
+    SUBTURN_END = "subturn_end"
+    SUBTURN_RESULT_DELIVERED = "subturn_result_delivered"
+    SUBTURN_ORPHAN = "subturn_orphan"
+    ERROR = "error"
+
+
+class TurnStatus(enum.StrEnum):
+    """How a turn ended."""
+
+    COMPLETED = "completed"
+    INTERRUPTED = "interrupted"
+    ABORTED = "aborted"
+    ERROR = "error"
+    MAX_ITERATIONS = "max_iterations"
+
+
+class TurnPhase(enum.StrEnum):
+    """Where a turn is in its state machine (see ``steerable._core._turn_state``)."""
+
+    IDLE = "idle"
+    THINKING = "thinking"
+    EXECUTING = "executing"
+    COMPACTING = "compacting"
+    ABORTING = "aborting"
+    DONE = "done"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Event:
+    kind: ClassVar[EventKind]
+    turn_id: str
+    """The turn this event belongs to."""
+    parent_turn_id: str | None
+    """The spawning turn for a sub-turn's events; None at top level."""
+    session_id: str
+    seq: int
+    """Strictly increasing per AgentLoop, across all turns and sessions."""
+    time: float
+    """Wall-clock time (``time.time()``) when the event was emitted."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnStart(_Event):
+    kind: ClassVar[EventKind] = EventKind.TURN_START
+    input: str
+    agent: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnEnd(_Event):
+    kind: ClassVar[EventKind] = EventKind.TURN_END
+    status: TurnStatus
+    text: str
+    iterations: int
+    error: str | None = None
+    duration: float = 0.0
+    """Seconds from TURN_START to TURN_END."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateChanged(_Event):
+    kind: ClassVar[EventKind] = EventKind.STATE_CHANGED
+    old: TurnPhase
+    new: TurnPhase
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LLMRequestEvent(_Event):
+    kind: ClassVar[EventKind] = EventKind.LLM_REQUEST
+    iteration: int
+    model: str | None
+    message_count: int
+    tools: tuple[str, ...]
+    """Names of the tools offered; empty on a call that must answer in text."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LLMDelta(_Event):
+    kind: ClassVar[EventKind] = EventKind.LLM_DELTA
+    iteration: int
+    text: str
+    thinking: bool = False
+    """True for reasoning text the provider streams separately from the answer."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LLMResponseEvent(_Event):
+    kind: ClassVar[EventKind] = EventKind.LLM_RESPONSE
+    iteration: int
+    text: str
+    tool_calls: tuple[ToolCall, ...]
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    duration: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LLMRetry(_Event):
+    kind: ClassVar[EventKind] = EventKind.LLM_RETRY
+    iteration: int
+    attempt: int
+    """The attempt about to be made (2 for the first retry)."""
+    reason: str
+    delay: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolExecStart(_Event):
+    kind: ClassVar[EventKind] = EventKind.TOOL_EXEC_START
+    iteration: int
+    call_id: str
+    tool_name: str
+    arguments: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolExecProgress(_Event):
+    kind: ClassVar[EventKind] = EventKind.TOOL_EXEC_PROGRESS
+    call_id: str
+    tool_name: str
+    text: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolExecEnd(_Event):
+    kind: ClassVar[EventKind] = EventKind.TOOL_EXEC_END
+    call_id: str
+    tool_name: str
+    is_error: bool
+    content: str
+    """The result text the model will read."""
+    duration: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolExecSkipped(_Event):
+    kind: ClassVar[EventKind] = EventKind.TOOL_EXEC_SKIPPED
+    call_id: str
+    tool_name: str
+    reason: str
+    """``interrupted``, ``steering``, ``denied``, ``aborted`` or ``max_iterations``."""
+    detail: str = ""
+    """Why, in words (for ``denied``: the approver's or rule's reason)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequested(_Event):
+    kind: ClassVar[EventKind] = EventKind.APPROVAL_REQUESTED
+    request_id: str
+    call_id: str
+    tool_name: str
+    arguments: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalResolved(_Event):
+    kind: ClassVar[EventKind] = EventKind.APPROVAL_RESOLVED
+    request_id: str
+    call_id: str
+    tool_name: str
+    approved: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SteeringInjected(_Event):
+    kind: ClassVar[EventKind] = EventKind.STEERING_INJECTED
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FollowUpQueued(_Event):
+    kind: ClassVar[EventKind] = EventKind.FOLLOW_UP_QUEUED
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InterruptReceived(_Event):
+    kind: ClassVar[EventKind] = EventKind.INTERRUPT_RECEIVED
+    mode: str
+    """``graceful``, ``hard`` or ``abort_turn`` (a hook's ABORT_TURN)."""
+    hint: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextCompress(_Event):
+    kind: ClassVar[EventKind] = EventKind.CONTEXT_COMPRESS
+    reason: str
+    messages_before: int
+    messages_after: int
+    tokens_before: int
+    tokens_after: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionSummarize(_Event):
+    kind: ClassVar[EventKind] = EventKind.SESSION_SUMMARIZE
+    messages_summarized: int
+    summary: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubturnSpawn(_Event):
+    kind: ClassVar[EventKind] = EventKind.SUBTURN_SPAWN
+    child_turn_id: str
+    agent: str
+    is_async: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubturnEnd(_Event):
+    kind: ClassVar[EventKind] = EventKind.SUBTURN_END
+    child_turn_id: str
+    status: TurnStatus
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubturnResultDelivered(_Event):
+    kind: ClassVar[EventKind] = EventKind.SUBTURN_RESULT_DELIVERED
+    child_turn_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubturnOrphan(_Event):
+    kind: ClassVar[EventKind] = EventKind.SUBTURN_ORPHAN
+    child_turn_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorEvent(_Event):
+    kind: ClassVar[EventKind] = EventKind.ERROR
+    message: str
+    source: str = ""
+    """What failed: ``hook``, ``tool``, ``provider``, ``queue``, ``subscriber``, ``turn``."""
+
+
+Event = (
+    TurnStart
+    | TurnEnd
+    | StateChanged
+    | LLMRequestEvent
+    | LLMDelta
+    | LLMResponseEvent
+    | LLMRetry
+    | ToolExecStart
+    | ToolExecProgress
+    | ToolExecEnd
+    | ToolExecSkipped
+    | ApprovalRequested
+    | ApprovalResolved
+    | SteeringInjected
+    | FollowUpQueued
+    | InterruptReceived
+    | ContextCompress
+    | SessionSummarize
+    | SubturnSpawn
+    | SubturnEnd
+    | SubturnResultDelivered
+    | SubturnOrphan
+    | ErrorEvent
+)
+
+EVENT_CLASSES: Mapping[EventKind, type[Event]] = {
+    cls.kind: cls
+    for cls in (
+        TurnStart, TurnEnd, StateChanged, LLMRequestEvent, LLMDelta, LLMResponseEvent, LLMRetry,
+        ToolExecStart, ToolExecProgress, ToolExecEnd, ToolExecSkipped, ApprovalRequested,
+        ApprovalResolved, SteeringInjected, FollowUpQueued, InterruptReceived, ContextCompress,
+        SessionSummarize, SubturnSpawn, SubturnEnd, SubturnResultDelivered, SubturnOrphan,
+        ErrorEvent,
+    )
+}  # fmt: skip
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, ToolCall):
+        out: dict[str, Any] = {"id": value.id, "name": value.name,
+                               "arguments": _jsonable(value.arguments)}
+        if value.arguments_error:
+            out["arguments_error"] = value.arguments_error
+        return out
+    if isinstance(value, Usage):
+        return {"input_tokens": value.input_tokens, "output_tokens": value.output_tokens}
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return repr(value)
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    """The JSON form of an event: ``kind`` first, then every field."""
+    out: dict[str, Any] = {"kind": event.kind.value}
+    for f in dataclasses.fields(event):
+        out[f.name] = _jsonable(getattr(event, f.name))
+    return out

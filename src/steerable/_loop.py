@@ -1,0 +1,414 @@
+"""``AgentLoop``: sessions, turns and the control API on top of the engine.
+
+The loop binds to the asyncio event loop it is first used from. Control methods
+(``inject_steering``, ``interrupt_*``, ``resolve_approval``...) may be called from any thread,
+hook or tool: off the loop's thread they are marshalled onto it and wait for the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import secrets
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+from steerable._config import Limits, Timeouts
+from steerable._core._agent import Agent
+from steerable._core._bus import Subscription
+from steerable._core._engine import Engine
+from steerable._core._hook_manager import Registration
+from steerable._core._permissions import Permissions
+from steerable._core._session import InMemorySessionStore, SessionStore
+from steerable._core._turn import TurnResult, run_turn
+from steerable._core._turn_state import TurnState
+from steerable._events import ErrorEvent, EventKind, TurnPhase
+from steerable._messages import Message
+from steerable._recorder import record_events
+from steerable.errors import ConfigurationError, SessionBusyError
+
+__all__ = ["AgentLoop", "LoopStatistics", "TurnHandle", "TurnInfo"]
+
+T = TypeVar("T")
+_RECORD_ENV = "STEERABLE_EVENT_LOG"
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(6)}"
+
+
+def _check_text(what: str, text: object) -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"{what} must be a str, got {type(text).__name__}")
+    if not text.strip():
+        raise ValueError(f"{what} must not be empty")
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class TurnInfo:
+    """A snapshot of a running turn (``AgentLoop.active_turn``)."""
+
+    turn_id: str
+    session_id: str
+    parent_turn_id: str | None
+    phase: TurnPhase
+    iteration: int
+    started: float
+    steering_pending: int
+    follow_ups_pending: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoopStatistics:
+    events_emitted: int
+    dropped: Mapping[EventKind, int]
+    """Events lost to full subscriber buffers, per kind, across all subscriptions."""
+    subscribers: int
+    active_turns: int
+    turns_started: int
+    turns_finished: int
+
+
+class TurnHandle:
+    """A running turn. Await it for the ``TurnResult``; awaiting never cancels the turn."""
+
+    def __init__(self, loop: AgentLoop, state: TurnState, task: asyncio.Task[TurnResult]) -> None:
+        self._loop = loop
+        self._state = state
+        self._task = task
+
+    @property
+    def turn_id(self) -> str:
+        return self._state.turn_id
+
+    @property
+    def session_id(self) -> str:
+        return self._state.session_id
+
+    def done(self) -> bool:
+        return self._task.done()
+
+    def result(self) -> TurnResult:
+        """The result of a finished turn; raises ``asyncio.InvalidStateError`` before that."""
+        return self._task.result()
+
+    def inject_steering(self, text: str) -> bool:
+        _check_text("steering text", text)
+        return self._loop._call(self._loop._engine.steer, self._state, text)
+
+    def inject_follow_up(self, text: str) -> bool:
+        _check_text("follow-up text", text)
+        return self._loop._call(self._loop._engine.follow_up, self._state, text)
+
+    def interrupt_graceful(self, hint: str | None = None) -> bool:
+        return self._loop._call(self._loop._engine.interrupt_graceful, self._state, hint)
+
+    def interrupt_hard(self) -> bool:
+        return self._loop._call(self._loop._engine.interrupt_hard, self._state)
+
+    def __await__(self) -> Any:
+        return asyncio.shield(self._task).__await__()
+
+    def __repr__(self) -> str:
+        return f"<TurnHandle {self.turn_id} session={self.session_id} done={self.done()}>"
+
+
+class AgentLoop:
+    """Runs turns of ``agent`` over sessions, with events, hooks, interrupts and steering.
+
+    ``store`` keeps sessions between turns (in memory by default). ``record_events`` (or the
+    ``STEERABLE_EVENT_LOG`` environment variable) names a file to write every event to, as
+    JSON lines.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        store: SessionStore | None = None,
+        limits: Limits | None = None,
+        timeouts: Timeouts | None = None,
+        permissions: Permissions | Iterable[tuple[str, str]] | None = None,
+        record_events: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if not isinstance(agent, Agent):
+            raise ConfigurationError(f"AgentLoop needs an Agent, got {type(agent).__name__}")
+        if store is not None and not isinstance(store, SessionStore):
+            raise ConfigurationError(
+                f"store must implement SessionStore (load/append/replace...), got {type(store).__name__}"
+            )
+        if limits is not None and not isinstance(limits, Limits):
+            raise ConfigurationError(f"limits must be a Limits, got {type(limits).__name__}")
+        if timeouts is not None and not isinstance(timeouts, Timeouts):
+            raise ConfigurationError(f"timeouts must be a Timeouts, got {type(timeouts).__name__}")
+        if permissions is None:
+            permissions = Permissions()
+        elif not isinstance(permissions, Permissions):
+            permissions = Permissions(permissions)
+        self.agent = agent
+        self.permissions = permissions
+        self._engine = Engine(
+            store=store if store is not None else InMemorySessionStore(),
+            limits=limits or Limits(),
+            timeouts=timeouts or Timeouts(),
+            permissions=permissions,
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._observers: dict[Registration, tuple[Subscription, asyncio.Task[None] | None]] = {}
+        self._turns_started = 0
+        self._turns_finished = 0
+        record = record_events if record_events is not None else os.environ.get(_RECORD_ENV)
+        self._record_path = Path(record) if record else None
+        self._recorder: asyncio.Task[None] | None = None
+
+    # -- binding ------------------------------------------------------------------------------
+
+    def _bind(self) -> asyncio.AbstractEventLoop:
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+            self._engine.bus.bind(loop)
+            if self._record_path is not None:
+                sub = self._engine.bus.subscribe(None, buffer=65536)
+                self._recorder = loop.create_task(record_events(sub, self._record_path))
+            for reg, (sub, task) in list(self._observers.items()):
+                if task is None:
+                    self._observers[reg] = (sub, loop.create_task(self._observe(reg, sub)))
+        elif loop is not self._loop:
+            raise RuntimeError("this AgentLoop is bound to another asyncio event loop")
+        return loop
+
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn`` on the loop's thread and return its answer."""
+        loop = self._loop
+        if loop is None:
+            return fn(*args)  # nothing has run yet: there is no other thread to race with
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            return fn(*args)
+        if loop.is_closed() or not loop.is_running():
+            raise RuntimeError("the AgentLoop's event loop is not running")
+        answer: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                answer.set_result(fn(*args))
+            except BaseException as exc:
+                answer.set_exception(exc)
+
+        loop.call_soon_threadsafe(run)
+        return answer.result(timeout=30)
+
+    # -- events and hooks ---------------------------------------------------------------------
+
+    def subscribe(self, kinds: Iterable[EventKind] | None = None, buffer: int = 256) -> Subscription:
+        """Receive events (all, or only ``kinds``) in a bounded buffer; see ``Subscription``."""
+        return self._call(self._engine.bus.subscribe, kinds, buffer)
+
+    def register_hook(self, hook: Any, priority: int = 0, timeout: float | None = None) -> Callable[[], bool]:
+        """Register ``hook``; higher priority runs first. Returns a function that unregisters it."""
+        reg = self._call(self._engine.hooks.register, hook, priority, timeout)
+        if "on_event" in reg.points:
+            sub = self._call(self._engine.bus.subscribe, None, 4096)
+            task = None
+            if self._loop is not None:
+                task = self._loop.create_task(self._observe(reg, sub))
+            self._observers[reg] = (sub, task)
+
+        def unregister() -> bool:
+            return self._call(self._unregister, reg)
+
+        return unregister
+
+    def _unregister(self, reg: Registration) -> bool:
+        observed = self._observers.pop(reg, None)
+        if observed is not None:
+            sub, task = observed
+            sub.close()
+            if task is not None:
+                task.cancel()
+        return self._engine.hooks.unregister(reg)
+
+    async def _observe(self, reg: Registration, sub: Subscription) -> None:
+        # Observers read a subscription in their own task, so they can never slow a turn.
+        async for event in sub:
+            value = await self._engine.hooks.call(reg, "on_event", event, self._engine.timeouts.hook)
+            del value  # observers cannot change anything
+            if isinstance(event, ErrorEvent) and event.source == "hook":
+                continue  # never re-report while observing reports (no feedback loop)
+
+    # -- turns --------------------------------------------------------------------------------
+
+    def start_turn(self, input: str, session_id: str | None = None, *, agent: Agent | None = None) -> TurnHandle:
+        """Start a turn and return at once. Raises ``SessionBusyError`` if the session is busy."""
+        _check_text("turn input", input)
+        if session_id is not None and (not isinstance(session_id, str) or not session_id):
+            raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
+        if agent is not None and not isinstance(agent, Agent):
+            raise TypeError(f"agent must be an Agent, got {type(agent).__name__}")
+        if self._closed:
+            raise RuntimeError("this AgentLoop is closed")
+        loop = self._bind()
+        sid = session_id or _new_id("session")
+        if sid in self._engine.active:
+            busy = self._engine.active[sid]
+            raise SessionBusyError(
+                f"session {sid!r} already has an active turn ({busy.turn_id}); steer it, queue "
+                "a follow-up, or wait for it to end"
+            )
+        st = TurnState(turn_id=_new_id("turn"), session_id=sid, input=input,
+                       agent=agent or self.agent)
+        self._engine.active[sid] = st
+        self._engine.turns[st.turn_id] = st
+        self._turns_started += 1
+        task = loop.create_task(self._drive(st))
+        st.task = task
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return TurnHandle(self, st, task)
+
+    async def _drive(self, st: TurnState) -> TurnResult:
+        try:
+            return await run_turn(self._engine, st)
+        finally:
+            self._engine.turns.pop(st.turn_id, None)
+            if self._engine.active.get(st.session_id) is st:
+                del self._engine.active[st.session_id]
+            self._turns_finished += 1
+
+    async def run_turn(self, input: str, session_id: str | None = None, *, agent: Agent | None = None) -> TurnResult:
+        """Start a turn and wait for it. Cancelling the caller hard-aborts the turn."""
+        handle = self.start_turn(input, session_id, agent=agent)
+        try:
+            return await handle
+        except asyncio.CancelledError:
+            handle.interrupt_hard()
+            raise
+
+    # -- control ------------------------------------------------------------------------------
+
+    def _resolve(self, session_id: str | None) -> TurnState | None:
+        active = self._engine.active
+        if session_id is not None:
+            return active.get(session_id)
+        if not active:
+            return None
+        if len(active) > 1:
+            raise ValueError(
+                f"{len(active)} turns are active (sessions {sorted(active)}); pass session_id"
+            )
+        return next(iter(active.values()))
+
+    def _control(self, method: Callable[..., bool], session_id: str | None, *args: Any) -> bool:
+        def act() -> bool:
+            st = self._resolve(session_id)
+            return False if st is None else method(st, *args)
+
+        return self._call(act)
+
+    def inject_steering(self, text: str, session_id: str | None = None) -> bool:
+        """Add a user message to the running turn; it reaches the model at the next checkpoint."""
+        _check_text("steering text", text)
+        return self._control(self._engine.steer, session_id, text)
+
+    def inject_follow_up(self, text: str, session_id: str | None = None) -> bool:
+        """Queue a message to run as a new turn after the running one (see TurnResult.follow_ups)."""
+        _check_text("follow-up text", text)
+        return self._control(self._engine.follow_up, session_id, text)
+
+    def interrupt_graceful(self, session_id: str | None = None, hint: str | None = None) -> bool:
+        """Skip tools not started, then one last call without tools; the turn ends interrupted."""
+        if hint is not None and not isinstance(hint, str):
+            raise TypeError(f"hint must be a str or None, got {type(hint).__name__}")
+        return self._control(self._engine.interrupt_graceful, session_id, hint)
+
+    def interrupt_hard(self, session_id: str | None = None) -> bool:
+        """Cancel the LLM call and every tool now, roll the session back; the turn ends aborted."""
+        return self._control(self._engine.interrupt_hard, session_id)
+
+    def resolve_approval(self, request_id: str, approved: bool, reason: str = "") -> bool:
+        """Answer an APPROVAL_REQUESTED; False when no such request is open."""
+        if not isinstance(request_id, str):
+            raise TypeError(f"request_id must be a str, got {type(request_id).__name__}")
+        if not isinstance(approved, bool):
+            raise TypeError(f"approved must be a bool, got {type(approved).__name__}")
+        if not isinstance(reason, str):
+            raise TypeError(f"reason must be a str, got {type(reason).__name__}")
+        return self._call(self._engine.broker.resolve, request_id, approved, reason)
+
+    def active_turn(self, session_id: str | None = None) -> TurnInfo | None:
+        def info() -> TurnInfo | None:
+            st = self._resolve(session_id)
+            if st is None:
+                return None
+            return TurnInfo(st.turn_id, st.session_id, st.parent_turn_id, st.phase, st.iteration,
+                            st.started, len(st.steering), len(st.follow_ups))
+
+        return self._call(info)
+
+    # -- sessions and statistics --------------------------------------------------------------
+
+    def session_messages(self, session_id: str) -> list[Message]:
+        """The persisted history of a session (no system message); [] for an unknown one."""
+        if not isinstance(session_id, str):
+            raise TypeError(f"session_id must be a str, got {type(session_id).__name__}")
+        return self._engine.store.load(session_id)
+
+    @property
+    def store(self) -> SessionStore:
+        return self._engine.store
+
+    def statistics(self) -> LoopStatistics:
+        bus = self._engine.bus
+        return LoopStatistics(
+            events_emitted=bus.emitted,
+            dropped=MappingProxyType(bus.dropped),
+            subscribers=bus.subscriber_count,
+            active_turns=len(self._engine.turns),
+            turns_started=self._turns_started,
+            turns_finished=self._turns_finished,
+        )
+
+    # -- shutdown -----------------------------------------------------------------------------
+
+    async def aclose(self, grace: float = 1.0) -> None:
+        """Abort running turns, end every subscription and observer, and wait for them."""
+        if self._closed:
+            return
+        self._closed = True
+        for st in list(self._engine.turns.values()):
+            if st.parent_turn_id is None:
+                self._engine.interrupt_hard(st)
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=grace)
+        self._engine.bus.close()
+        waiting: list[asyncio.Task[Any]] = [t for _, t in self._observers.values() if t is not None]
+        if self._recorder is not None:
+            waiting.append(self._recorder)
+        if waiting:
+            _, late = await asyncio.wait(waiting, timeout=grace)
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late, timeout=grace)
+        await self._engine.reaper.aclose(grace)
+
+    async def __aenter__(self) -> AgentLoop:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"<AgentLoop agent={self.agent.name} active={len(self._engine.active)}>"
+

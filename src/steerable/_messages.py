@@ -1,0 +1,101 @@
+"""Conversation values: messages, tool calls, tool results and token usage.
+
+Plain frozen data with no behaviour beyond validation; the wire and storage forms live with the
+providers and stores that need them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+__all__ = ["Message", "Role", "ToolCall", "ToolResult", "Usage"]
+
+Role = Literal["system", "user", "assistant", "tool"]
+_ROLES = frozenset(get_args(Role))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call the model declared.
+
+    ``arguments`` is always a dict. When the model sent text that is not a JSON object,
+    ``arguments`` is empty and ``arguments_error`` says why; the loop answers such a call with an
+    error result instead of running the tool.
+    """
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    arguments_error: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise TypeError(f"ToolCall.id must be a non-empty str, got {self.id!r}")
+        if not isinstance(self.name, str):
+            raise TypeError(f"ToolCall.name must be a str, got {type(self.name).__name__}")
+        if not isinstance(self.arguments, Mapping):
+            raise TypeError(
+                f"ToolCall.arguments must be a dict, got {type(self.arguments).__name__}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool returns to the model. A tool may also return a plain ``str``."""
+
+    content: str
+    is_error: bool = False
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.content, str):
+            raise TypeError(
+                f"ToolResult.content must be a str, got {type(self.content).__name__}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts reported by a provider for one LLM call."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of a conversation.
+
+    ``Message(role, content)``. Assistant messages may carry ``tool_calls``; tool results have
+    role ``tool``, the ``tool_call_id`` they answer and the tool ``name``.
+    """
+
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+
+    def __post_init__(self) -> None:
+        if self.role not in _ROLES:
+            raise ValueError(
+                f"Message role must be one of {sorted(_ROLES)}, got {self.role!r}"
+            )
+        if not isinstance(self.content, str):
+            raise TypeError(
+                f"Message content must be a str, got {type(self.content).__name__}"
+            )
+        if not isinstance(self.tool_calls, tuple):
+            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        if self.tool_calls and self.role != "assistant":
+            raise ValueError("only assistant messages can carry tool_calls")
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a tool message needs the tool_call_id it answers")

@@ -1,0 +1,94 @@
+"""Every exception steerable raises, in one tree.
+
+    SteerableError
+     ├── ConfigurationError (also ValueError)   bad arguments to Agent, AgentLoop, @tool
+     ├── SessionBusyError (also RuntimeError)    a second turn started on a busy session
+     ├── SessionNotFoundError (also KeyError)    a session id no store knows
+     ├── IllegalTransitionError (also RuntimeError)  a turn-state bug: never caught, always fixed
+     ├── ToolError                               a tool failed in a way the model should read
+     │    └── ToolArgumentsError                 arguments were not valid for the tool's schema
+     └── ProviderError                           the LLM call failed
+          ├── ScriptExhaustedError               ScriptedProvider got more requests than steps
+          ├── ContextOverflowError               the request does not fit the model's window
+          ├── RetryableProviderError             429, 5xx, connection drop: worth a retry
+          └── FatalProviderError                 401, 403, 404, 400: fix the setup, do not retry
+
+Control flow (hard abort, graceful interrupt) is carried by flags and ``CancelledError``, never
+by these classes: an exception here always means something went wrong.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "ContextOverflowError",
+    "FatalProviderError",
+    "IllegalTransitionError",
+    "ProviderError",
+    "RetryableProviderError",
+    "ScriptExhaustedError",
+    "SessionBusyError",
+    "SessionNotFoundError",
+    "SteerableError",
+    "ToolArgumentsError",
+    "ToolError",
+]
+
+
+class SteerableError(Exception):
+    """The root of every error steerable raises on purpose."""
+
+
+class ConfigurationError(SteerableError, ValueError):
+    """A value given to the public API is not usable; the message says what was expected."""
+
+
+class SessionBusyError(SteerableError, RuntimeError):
+    """A turn was started on a session that already has an active turn."""
+
+
+class SessionNotFoundError(SteerableError, KeyError):
+    """No session with that id exists in the store."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class IllegalTransitionError(SteerableError, RuntimeError):
+    """The turn state machine was asked for a transition it does not allow (a bug)."""
+
+
+class ToolError(SteerableError):
+    """Raise from a tool to return an error result with exactly this message to the model."""
+
+
+class ToolArgumentsError(ToolError):
+    """The arguments the model sent do not match the tool's schema."""
+
+
+class ProviderError(SteerableError):
+    """The LLM provider failed to produce a response."""
+
+
+class ScriptExhaustedError(ProviderError):
+    """A ScriptedProvider received a request after its script ran out."""
+
+
+class ContextOverflowError(ProviderError):
+    """The request exceeds the model's context window; the loop compresses and retries once."""
+
+
+class RetryableProviderError(ProviderError):
+    """A transient failure (rate limit, server error, dropped connection)."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class FatalProviderError(ProviderError):
+    """A failure a retry cannot fix (bad key, unknown model, bad request)."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status

@@ -1,0 +1,31 @@
+"""LLM providers behind one narrow seam (see ``steerable.providers._base``)."""
+
+from steerable.providers._base import (
+    Chunk,
+    LLMRequest,
+    LLMResponse,
+    Provider,
+    RetryNotice,
+    StreamEnd,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallChunk,
+    ToolSpec,
+)
+from steerable.providers.scripted import Reply, ScriptedProvider, ScriptStep
+
+__all__ = [
+    "Chunk",
+    "LLMRequest",
+    "LLMResponse",
+    "Provider",
+    "Reply",
+    "RetryNotice",
+    "ScriptStep",
+    "ScriptedProvider",
+    "StreamEnd",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolCallChunk",
+    "ToolSpec",
+]
