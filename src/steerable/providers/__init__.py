@@ -12,9 +12,16 @@ from steerable.providers._base import (
     ToolCallChunk,
     ToolSpec,
 )
+from steerable.providers._select import (
+    PROVIDER_NAMES,
+    choose_provider_name,
+    load_script,
+    select_provider,
+)
 from steerable.providers.scripted import Reply, ScriptedProvider, ScriptStep
 
 __all__ = [
+    "PROVIDER_NAMES",
     "Chunk",
     "LLMRequest",
     "LLMResponse",
@@ -28,4 +35,7 @@ __all__ = [
     "ThinkingDelta",
     "ToolCallChunk",
     "ToolSpec",
+    "choose_provider_name",
+    "load_script",
+    "select_provider",
 ]
