@@ -24,7 +24,7 @@ from steerable._core._engine import Engine
 from steerable._core._hook_manager import Registration
 from steerable._core._permissions import Permissions
 from steerable._core._session import InMemorySessionStore, SessionStore
-from steerable._core._turn import TurnResult, run_turn
+from steerable._core._turn import TurnResult, begin_turn, run_turn
 from steerable._core._turn_state import TurnState
 from steerable._events import ErrorEvent, EventKind, TurnPhase
 from steerable._messages import Message
@@ -271,6 +271,7 @@ class AgentLoop:
         self._engine.active[sid] = st
         self._engine.turns[st.turn_id] = st
         self._turns_started += 1
+        begin_turn(self._engine, st)
         task = loop.create_task(self._drive(st))
         st.task = task
         self._tasks.add(task)

@@ -28,7 +28,7 @@ from steerable._events import (
 )
 from steerable._messages import Message, Usage
 
-__all__ = ["DEFAULT_INTERRUPT_HINT", "TurnResult", "run_turn"]
+__all__ = ["DEFAULT_INTERRUPT_HINT", "TurnResult", "begin_turn", "run_turn"]
 
 DEFAULT_INTERRUPT_HINT = (
     "The user interrupted you. Stop here: do not call tools. In a few sentences, say what you "
@@ -103,10 +103,15 @@ def _final_text(st: TurnState) -> str:
     return ""
 
 
-async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
-    """Run ``st`` to its end. Never raises (but for a cancellation of the caller's own)."""
-    st.running = True
+def begin_turn(engine: Engine, st: TurnState) -> None:
+    """Emit TURN_START. Called synchronously by whoever starts the turn, so that anything said
+    to the turn before its task first runs (steering, an interrupt) comes after it."""
     engine.emit(st, TurnStart, input=st.input, agent=st.agent.name)
+
+
+async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
+    """Run ``st`` (already begun) to its end. Never raises."""
+    st.running = True
     status = TurnStatus.ERROR
     error: BaseException | None = None
     rollback = False

@@ -116,7 +116,9 @@ class FunctionTool(BaseTool):
 
     def _build_model(self, arg_docs: dict[str, str]) -> type[pydantic.BaseModel]:
         try:
-            hints = get_type_hints(self.fn)
+            # ToolContext is resolvable by name even when imported only inside a function
+            # (string annotations under `from __future__ import annotations`).
+            hints = get_type_hints(self.fn, localns={"ToolContext": ToolContext})
         except Exception as exc:  # a hint naming an undefined type
             raise ConfigurationError(f"cannot read the type hints of {self.name}: {exc}") from exc
         fields: dict[str, Any] = {}

@@ -1,0 +1,69 @@
+"""Shared helpers: build a loop around a script, and read its events."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from steerable import Agent, AgentLoop, Event, EventKind, ScriptedProvider, Subscription
+
+
+def make_loop(script: Sequence[Any], tools: Sequence[Any] = (), **agent_kw: Any) -> tuple[AgentLoop, ScriptedProvider, Subscription]:
+    provider = ScriptedProvider(script)
+    agent = Agent(name="test", instructions="You are a test agent.", provider=provider,
+                  tools=list(tools), **agent_kw)
+    loop = AgentLoop(agent)
+    return loop, provider, loop.subscribe(buffer=10_000)
+
+
+def kinds(events: Sequence[Event], *, skip_state: bool = True) -> list[EventKind]:
+    skip = {EventKind.STATE_CHANGED, EventKind.LLM_DELTA} if skip_state else set()
+    return [e.kind for e in events if e.kind not in skip]
+
+
+def of(events: Sequence[Event], kind: EventKind) -> list[Any]:
+    return [e for e in events if e.kind is kind]
+
+
+async def wait_for(sub: Subscription, kind: EventKind, timeout: float = 5.0, seen: list[Event] | None = None) -> Any:
+    """Read ``sub`` until an event of ``kind`` arrives (events read are kept in ``seen``)."""
+    async def read() -> Any:
+        async for event in sub:
+            if seen is not None:
+                seen.append(event)
+            if event.kind is kind:
+                return event
+        raise AssertionError(f"subscription closed before {kind}")
+
+    return await asyncio.wait_for(read(), timeout)
+
+
+def assert_one_terminal_per_call(events: Sequence[Event]) -> None:
+    """Every declared tool call has exactly one TOOL_EXEC_END or TOOL_EXEC_SKIPPED."""
+    declared = [c.id for e in of(events, EventKind.LLM_RESPONSE) for c in e.tool_calls]
+    terminal = [e.call_id for e in events
+                if e.kind in (EventKind.TOOL_EXEC_END, EventKind.TOOL_EXEC_SKIPPED)]
+    assert sorted(declared) == sorted(terminal), (declared, terminal)
+
+
+def assert_history_consistent(messages: Sequence[Any]) -> None:
+    """No tool call without its result, results right after their call, in declared order."""
+    i = 0
+    while i < len(messages):
+        m = messages[i]
+        if m.role == "assistant" and m.tool_calls:
+            ids = [c.id for c in m.tool_calls]
+            results = [r.tool_call_id for r in messages[i + 1 : i + 1 + len(ids)]]
+            assert results == ids, f"calls {ids} answered by {results}"
+            i += 1 + len(ids)
+            continue
+        assert m.role != "tool", f"orphan tool result at {i}: {m}"
+        i += 1
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"

@@ -1,0 +1,274 @@
+"""Graceful interrupt and hard abort, including the races between them."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from steerable import EventKind, Reply, TurnStatus, tool
+from tests.conftest import (
+    assert_history_consistent,
+    assert_one_terminal_per_call,
+    kinds,
+    make_loop,
+    of,
+    wait_for,
+)
+
+K = EventKind
+
+
+def gated_tools() -> tuple[list, asyncio.Event, list[str]]:
+    """A read-only `wait` tool blocked on a gate, and a mutating `mark` tool that logs."""
+    gate = asyncio.Event()
+    ran: list[str] = []
+
+    @tool(read_only=True)
+    async def wait(name: str) -> str:
+        """Wait for the gate."""
+        ran.append(name)
+        await gate.wait()
+        return f"{name} done"
+
+    @tool
+    async def mark(name: str) -> str:
+        """Mark."""
+        ran.append(name)
+        return f"{name} marked"
+
+    return [wait, mark], gate, ran
+
+
+async def test_graceful_skips_unstarted_tools_and_summarises_without_tools() -> None:
+    tools, gate, ran = gated_tools()
+    script = [Reply(tool_calls=[("wait", {"name": "w"}), ("mark", {"name": "m1"}), ("mark", {"name": "m2"})]),
+              Reply(text="Summary: waited once.")]
+    loop, provider, sub = make_loop(script, tools=tools)
+    handle = loop.start_turn("go", session_id="s")
+    seen: list = []
+    await wait_for(sub, K.TOOL_EXEC_START, seen=seen)
+    assert loop.interrupt_graceful("s", hint="Wrap up now.") is True
+    assert loop.interrupt_graceful("s") is False  # repeated call changes nothing
+    gate.set()
+    result = await handle
+    assert result.status is TurnStatus.INTERRUPTED
+    assert result.text == "Summary: waited once."
+    assert ran == ["w"]  # the running tool finished, the others never started
+    events = seen + sub.drain_nowait()
+    skipped = of(events, K.TOOL_EXEC_SKIPPED)
+    assert [(s.tool_name, s.reason) for s in skipped] == [("mark", "interrupted"), ("mark", "interrupted")]
+    last = provider.requests[-1]
+    assert last.tools == () and last.messages[-1].content == "Wrap up now."
+    saved = loop.session_messages("s")
+    assert all(m.content != "Wrap up now." for m in saved)  # the hint is not saved
+    assert saved[-1].content == "Summary: waited once."
+    assert_history_consistent(saved)
+    assert_one_terminal_per_call(events)
+
+
+async def test_graceful_during_llm_call_with_tool_reply_skips_them_all() -> None:
+    loop, provider, sub = make_loop(
+        [Reply(tool_calls=[("mark", {"name": "a"})], delay=0.2), Reply(text="stopped")],
+        tools=gated_tools()[0])
+    handle = loop.start_turn("go", session_id="s")
+    await wait_for(sub, K.LLM_REQUEST)
+    assert loop.interrupt_graceful("s")
+    result = await handle
+    assert result.status is TurnStatus.INTERRUPTED and result.iterations == 2
+    assert [s.reason for s in of(sub.drain_nowait(), K.TOOL_EXEC_SKIPPED)] == ["interrupted"]
+    assert "interrupted" in provider.requests[-1].messages[-1].content
+
+
+async def test_graceful_before_first_call_makes_that_call_the_summary() -> None:
+    loop, provider, _ = make_loop([Reply(text="nothing done")], tools=gated_tools()[0])
+    handle = loop.start_turn("go", session_id="s")
+    assert loop.interrupt_graceful("s")
+    result = await handle
+    assert result.status is TurnStatus.INTERRUPTED and result.iterations == 1
+    assert provider.requests[0].tools == ()
+
+
+async def test_graceful_during_the_final_call_is_a_noop() -> None:
+    loop, _, sub = make_loop([Reply(text="summary", delay=0.1)], max_iterations=1)
+    handle = loop.start_turn("go", session_id="s")
+    await wait_for(sub, K.LLM_REQUEST)
+    assert loop.interrupt_graceful("s") is False
+    assert (await handle).status is TurnStatus.COMPLETED
+
+
+async def test_graceful_does_not_save_follow_ups_as_runnable() -> None:
+    loop, _, sub = make_loop([Reply(text="x", delay=0.1), Reply(text="summary")])
+    handle = loop.start_turn("go", session_id="s")
+    await wait_for(sub, K.LLM_REQUEST)
+    assert loop.inject_follow_up("later", session_id="s")
+    assert loop.interrupt_graceful("s")
+    result = await handle
+    assert result.follow_ups == ()
+    assert [(q.kind, q.text) for q in result.unprocessed] == [("follow_up", "later")]
+
+
+async def test_hard_abort_during_llm_stream_rolls_back_within_50ms() -> None:
+    loop, _, sub = make_loop([Reply(text="first"), Reply(text="never", delay=10)])
+    await loop.run_turn("one", session_id="s")
+    before = loop.session_messages("s")
+    handle = loop.start_turn("two", session_id="s")
+    await wait_for(sub, K.LLM_REQUEST)
+    await wait_for(sub, K.LLM_REQUEST)
+    t0 = time.perf_counter()
+    assert loop.interrupt_hard("s") is True
+    result = await handle
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 0.05
+    assert result.status is TurnStatus.ABORTED and result.text == ""
+    assert loop.session_messages("s") == before  # nothing of the aborted turn persisted
+    events = sub.drain_nowait()
+    assert events[-1].kind is K.TURN_END and events[-1].status is TurnStatus.ABORTED
+    assert of(events, K.INTERRUPT_RECEIVED)[0].mode == "hard"
+    assert loop.interrupt_hard("s") is False  # nothing left to abort
+    assert loop.active_turn("s") is None
+
+
+async def test_hard_abort_during_parallel_group_closes_every_call() -> None:
+    tools, gate, ran = gated_tools()
+    calls = [("wait", {"name": "a"}), ("wait", {"name": "b"}), ("mark", {"name": "m"}), ("wait", {"name": "c"})]
+    loop, _, sub = make_loop([Reply(tool_calls=calls)], tools=tools)
+    handle = loop.start_turn("go", session_id="s")
+    seen: list = []
+    await wait_for(sub, K.TOOL_EXEC_START, seen=seen)
+    await wait_for(sub, K.TOOL_EXEC_START, seen=seen)
+    assert loop.interrupt_hard("s")
+    result = await handle
+    assert result.status is TurnStatus.ABORTED
+    assert result.tools_run == ("wait", "wait")  # the side effects that may have happened
+    events = seen + sub.drain_nowait()
+    ends = of(events, K.TOOL_EXEC_END)
+    assert sorted(e.call_id for e in ends) == ["call_1", "call_2"] and all(e.is_error for e in ends)
+    assert [(s.tool_name, s.reason) for s in of(events, K.TOOL_EXEC_SKIPPED)] == [("mark", "aborted"), ("wait", "aborted")]
+    assert_one_terminal_per_call(events)
+    assert loop.session_messages("s") == []
+    assert ran == ["a", "b"]
+
+
+async def test_hard_abort_with_a_tool_that_ignores_cancellation() -> None:
+    stubborn_done = asyncio.Event()
+
+    @tool
+    async def stubborn() -> str:
+        """Ignores cancellation once."""
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.2)  # keeps going as if nothing happened
+            stubborn_done.set()
+        return "finished anyway"
+
+    loop, _, sub = make_loop([Reply(tool_calls=[("stubborn", {})])], tools=[stubborn])
+    handle = loop.start_turn("go", session_id="s")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    t0 = time.perf_counter()
+    loop.interrupt_hard("s")
+    result = await handle
+    assert time.perf_counter() - t0 < 0.05
+    assert result.status is TurnStatus.ABORTED
+    assert not stubborn_done.is_set()
+    await loop.aclose()  # the loop still owns the stubborn task and ends it
+
+
+async def test_hard_abort_with_a_sync_tool_blocked_in_a_thread() -> None:
+    release = threading.Event()
+
+    @tool
+    def blocking() -> str:
+        """Blocks its thread."""
+        release.wait(5)
+        return "late"
+
+    loop, _, sub = make_loop([Reply(tool_calls=[("blocking", {})])], tools=[blocking])
+    handle = loop.start_turn("go", session_id="s")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    t0 = time.perf_counter()
+    loop.interrupt_hard("s")
+    result = await handle
+    assert time.perf_counter() - t0 < 0.05 and result.status is TurnStatus.ABORTED
+    release.set()
+
+
+async def test_graceful_then_hard_hard_wins() -> None:
+    tools, gate, _ = gated_tools()
+    loop, _, sub = make_loop([Reply(tool_calls=[("wait", {"name": "a"})]), Reply(text="summary")], tools=tools)
+    handle = loop.start_turn("go", session_id="s")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    assert loop.interrupt_graceful("s")
+    assert loop.interrupt_hard("s")
+    assert loop.interrupt_graceful("s") is False
+    result = await handle
+    assert result.status is TurnStatus.ABORTED
+
+
+async def test_hard_abort_right_after_start_still_emits_start_and_end() -> None:
+    loop, provider, sub = make_loop([Reply(text="never")])
+    handle = loop.start_turn("go", session_id="s")
+    assert loop.interrupt_hard("s")
+    result = await handle
+    assert result.status is TurnStatus.ABORTED
+    assert kinds(sub.drain_nowait()) == [K.TURN_START, K.INTERRUPT_RECEIVED, K.TURN_END]
+    assert provider.requests == []
+
+
+async def test_interrupt_from_another_thread() -> None:
+    loop, _, sub = make_loop([Reply(text="never", delay=10)])
+    handle = loop.start_turn("go", session_id="s")
+    await wait_for(sub, K.LLM_REQUEST)
+    answer: list[bool] = []
+    thread = threading.Thread(target=lambda: answer.append(loop.interrupt_hard("s")))
+    thread.start()
+    result = await handle
+    await asyncio.to_thread(thread.join)
+    assert answer == [True] and result.status is TurnStatus.ABORTED
+
+
+async def test_steering_from_another_thread_reaches_the_next_call() -> None:
+    tools, gate, _ = gated_tools()
+    loop, provider, sub = make_loop([Reply(tool_calls=[("wait", {"name": "a"})]), Reply(text="ok")], tools=tools)
+    handle = loop.start_turn("go", session_id="s")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    ok = await asyncio.to_thread(loop.inject_steering, "from a thread", "s")
+    gate.set()
+    await handle
+    assert ok and provider.requests[1].messages[-1].content == "from a thread"
+
+
+async def test_interrupts_with_nothing_running_return_false() -> None:
+    loop, _, _ = make_loop([Reply(text="done")])
+    assert loop.interrupt_hard() is False and loop.interrupt_graceful() is False
+    handle = loop.start_turn("go", session_id="s")
+    await handle
+    assert loop.interrupt_hard("s") is False  # cancel after completion
+    assert handle.interrupt_hard() is False and handle.interrupt_graceful() is False
+    assert loop.inject_steering("too late", "s") is False
+
+
+async def test_cancelling_run_turn_caller_aborts_the_turn() -> None:
+    loop, _, sub = make_loop([Reply(text="never", delay=10)])
+    task = asyncio.create_task(loop.run_turn("go", session_id="s"))
+    await wait_for(sub, K.LLM_REQUEST)
+    task.cancel()
+    end = await wait_for(sub, K.TURN_END)
+    assert end.status is TurnStatus.ABORTED
+    assert task.cancelled()
+
+
+async def test_awaiting_a_handle_with_timeout_does_not_cancel_the_turn() -> None:
+    loop, _, _ = make_loop([Reply(text="slow", delay=0.1)])
+    handle = loop.start_turn("go", session_id="s")
+    try:
+        await asyncio.wait_for(asyncio.ensure_future(_await(handle)), 0.01)
+    except TimeoutError:
+        pass
+    result = await handle
+    assert result.status is TurnStatus.COMPLETED
+
+
+async def _await(handle):
+    return await handle
