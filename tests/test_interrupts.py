@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 
@@ -262,10 +263,8 @@ async def test_cancelling_run_turn_caller_aborts_the_turn() -> None:
 async def test_awaiting_a_handle_with_timeout_does_not_cancel_the_turn() -> None:
     loop, _, _ = make_loop([Reply(text="slow", delay=0.1)])
     handle = loop.start_turn("go", session_id="s")
-    try:
+    with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.ensure_future(_await(handle)), 0.01)
-    except TimeoutError:
-        pass
     result = await handle
     assert result.status is TurnStatus.COMPLETED
 
