@@ -23,7 +23,12 @@ from steerable import (
     TurnStatus,
     tool,
 )
-from tests.conftest import assert_history_consistent, assert_one_terminal_per_call, make_loop, of, wait_for
+from tests.conftest import (
+    assert_history_consistent,
+    assert_one_terminal_per_call,
+    of,
+    wait_for,
+)
 
 K = EventKind
 ran: list[str] = []
@@ -48,7 +53,7 @@ def _clear() -> None:
     ran.clear()
 
 
-def loop_with(script, *, timeouts: Timeouts | None = None, permissions=None, **kw):  # noqa: ANN001, ANN003, ANN201
+def loop_with(script, *, timeouts: Timeouts | None = None, permissions=None, **kw):
     provider = ScriptedProvider(script)
     loop = AgentLoop(Agent(provider=provider, tools=[look, write], **kw), timeouts=timeouts,
                      permissions=permissions)
@@ -62,7 +67,7 @@ async def test_priority_order_and_ties_in_registration_order() -> None:
         def __init__(self, name: str) -> None:
             self.name = name
 
-        def before_llm(self, ctx) -> None:  # noqa: ANN001
+        def before_llm(self, ctx) -> None:
             order.append(self.name)
 
     loop, _, _ = loop_with([Reply(text="ok")])
@@ -76,13 +81,13 @@ async def test_priority_order_and_ties_in_registration_order() -> None:
 
 async def test_before_llm_modify_messages_model_tools() -> None:
     class Rewrite:
-        async def before_llm(self, ctx):  # noqa: ANN001, ANN201
+        async def before_llm(self, ctx):
             assert ctx.turn_id and ctx.session_id == "s"
             msgs = [*ctx.request.messages[:-1], Message("user", "rewritten")]
             return HookDecision(HookAction.MODIFY, messages=msgs, model="other-model", tools=["look"])
 
     class Sees:
-        def before_llm(self, ctx) -> None:  # noqa: ANN001
+        def before_llm(self, ctx) -> None:
             seen.append(ctx.request.messages[-1].content)
 
     seen: list[str] = []
@@ -100,7 +105,7 @@ async def test_before_llm_modify_messages_model_tools() -> None:
 
 async def test_after_llm_modify_replaces_reply() -> None:
     class Replace:
-        def after_llm(self, ctx):  # noqa: ANN001, ANN201
+        def after_llm(self, ctx):
             if ctx.response.text == "raw":
                 return HookDecision(HookAction.MODIFY, tool_calls=[("look", {"path": "x"})], text="")
             return None
@@ -114,7 +119,7 @@ async def test_after_llm_modify_replaces_reply() -> None:
 
 async def test_before_tool_modify_deny_respond() -> None:
     class Gate:
-        def before_tool(self, ctx):  # noqa: ANN001, ANN201
+        def before_tool(self, ctx):
             path = ctx.call.arguments.get("path")
             if path == "secret":
                 return HookDecision(HookAction.DENY_TOOL, reason="secrets are off limits")
@@ -142,7 +147,7 @@ async def test_before_tool_modify_deny_respond() -> None:
 
 async def test_after_tool_modify_result() -> None:
     class Redact:
-        def after_tool(self, ctx):  # noqa: ANN001, ANN201
+        def after_tool(self, ctx):
             return HookDecision(HookAction.MODIFY, result=ctx.result.content.replace("x", "*"))
 
     loop, _, sub = loop_with([Reply(tool_calls=[("look", {"path": "xx"})]), Reply(text="ok")])
@@ -154,7 +159,7 @@ async def test_after_tool_modify_result() -> None:
 
 async def test_abort_turn_keeps_consistent_prefix_and_makes_no_more_calls() -> None:
     class Stop:
-        def before_tool(self, ctx):  # noqa: ANN001, ANN201
+        def before_tool(self, ctx):
             if ctx.call.arguments["path"] == "b":
                 return HookDecision(HookAction.ABORT_TURN, reason="policy")
             return None
@@ -176,7 +181,7 @@ async def test_abort_turn_keeps_consistent_prefix_and_makes_no_more_calls() -> N
 
 async def test_hard_abort_from_hook_rolls_back() -> None:
     class Kill:
-        def after_llm(self, ctx):  # noqa: ANN001, ANN201
+        def after_llm(self, ctx):
             return HookDecision(HookAction.HARD_ABORT)
 
     loop, _, sub = loop_with([Reply(text="nope")])
@@ -188,26 +193,26 @@ async def test_hard_abort_from_hook_rolls_back() -> None:
 
 async def test_hanging_and_raising_hooks_are_contained() -> None:
     class Hangs:
-        async def before_llm(self, ctx) -> None:  # noqa: ANN001
+        async def before_llm(self, ctx) -> None:
             await asyncio.Event().wait()
 
     class IgnoresCancel:
-        async def before_tool(self, ctx) -> None:  # noqa: ANN001
+        async def before_tool(self, ctx) -> None:
             try:
                 await asyncio.sleep(10)
             except asyncio.CancelledError:
                 await asyncio.sleep(0.3)
 
     class SyncHangs:
-        def after_tool(self, ctx) -> None:  # noqa: ANN001
+        def after_tool(self, ctx) -> None:
             time.sleep(0.3)
 
     class Raises:
-        def after_llm(self, ctx) -> None:  # noqa: ANN001
+        def after_llm(self, ctx) -> None:
             raise ValueError("bad hook")
 
     class Garbage:
-        def before_llm(self, ctx) -> int:  # noqa: ANN001
+        def before_llm(self, ctx) -> int:
             return 42
 
     loop, _, sub = loop_with([Reply(tool_calls=[("look", {"path": "a"})]), Reply(text="fine")],
@@ -227,7 +232,7 @@ async def test_hanging_and_raising_hooks_are_contained() -> None:
 
 async def test_per_hook_timeout_overrides_default() -> None:
     class Slow:
-        async def before_llm(self, ctx) -> None:  # noqa: ANN001
+        async def before_llm(self, ctx) -> None:
             await asyncio.sleep(0.1)
             seen.append("finished")
 
@@ -240,7 +245,7 @@ async def test_per_hook_timeout_overrides_default() -> None:
 
 async def test_unregister() -> None:
     class Count:
-        def before_llm(self, ctx) -> None:  # noqa: ANN001
+        def before_llm(self, ctx) -> None:
             calls.append(1)
 
     calls: list[int] = []
@@ -257,7 +262,7 @@ async def test_observers_never_slow_the_loop() -> None:
     received: list[EventKind] = []
 
     class SlowObserver:
-        async def on_event(self, event) -> None:  # noqa: ANN001
+        async def on_event(self, event) -> None:
             received.append(event.kind)
             await release.wait()
 
@@ -294,7 +299,7 @@ async def test_approvers_asked_for_mutating_calls_only() -> None:
     asked: list[str] = []
 
     class Approver:
-        def approve_tool(self, ctx) -> bool:  # noqa: ANN001
+        def approve_tool(self, ctx) -> bool:
             asked.append(ctx.call.name)
             return ctx.call.arguments["path"] != "no"
 
@@ -311,11 +316,11 @@ async def test_approvers_asked_for_mutating_calls_only() -> None:
 
 async def test_every_approver_must_agree() -> None:
     class Yes:
-        def approve_tool(self, ctx) -> bool:  # noqa: ANN001
+        def approve_tool(self, ctx) -> bool:
             return True
 
     class No:
-        def approve_tool(self, ctx) -> HookDecision:  # noqa: ANN001
+        def approve_tool(self, ctx) -> HookDecision:
             return HookDecision(HookAction.DENY_TOOL, reason="not today")
 
     loop, _, sub = loop_with([Reply(tool_calls=[("write", {"path": "a"})]), Reply(text="ok")])
@@ -327,12 +332,12 @@ async def test_every_approver_must_agree() -> None:
 
 async def test_approver_timeout_and_exception_deny() -> None:
     class Slow:
-        async def approve_tool(self, ctx) -> bool:  # noqa: ANN001
+        async def approve_tool(self, ctx) -> bool:
             await asyncio.sleep(10)
             return True
 
     class Broken:
-        def approve_tool(self, ctx) -> bool:  # noqa: ANN001
+        def approve_tool(self, ctx) -> bool:
             raise RuntimeError("approver bug")
 
     for hook, expect in ((Slow(), "timed out"), (Broken(), "approver bug")):
@@ -392,7 +397,7 @@ async def test_hard_abort_while_waiting_for_approval() -> None:
     assert_one_terminal_per_call_after(events)
 
 
-def assert_one_terminal_per_call_after(events) -> None:  # noqa: ANN001
+def assert_one_terminal_per_call_after(events) -> None:
     terminal = [e for e in events if e.kind in (K.TOOL_EXEC_END, K.TOOL_EXEC_SKIPPED)]
     assert len(terminal) == 1 and terminal[0].kind is K.TOOL_EXEC_SKIPPED
 
@@ -401,7 +406,7 @@ async def test_dry_run_does_not_ask() -> None:
     asked: list[str] = []
 
     class Approver:
-        def approve_tool(self, ctx) -> bool:  # noqa: ANN001
+        def approve_tool(self, ctx) -> bool:
             asked.append(ctx.call.name)
             return True
 
@@ -415,7 +420,7 @@ async def test_permission_rules() -> None:
     asked: list[str] = []
 
     class Approver:
-        def approve_tool(self, ctx) -> bool:  # noqa: ANN001
+        def approve_tool(self, ctx) -> bool:
             asked.append(ctx.call.arguments["path"])
             return True
 
@@ -452,7 +457,7 @@ async def test_control_from_inside_a_tool_thread_and_a_hook() -> None:
         return "ok"
 
     class Interrupter:
-        def before_llm(self, ctx) -> None:  # noqa: ANN001
+        def before_llm(self, ctx) -> None:
             if ctx.iteration == 2:
                 assert threading.current_thread() is not threading.main_thread()
                 holder["loop"].interrupt_graceful("s")
