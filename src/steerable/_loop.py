@@ -291,10 +291,11 @@ class AgentLoop:
         """Start a turn and wait for it. Cancelling the caller hard-aborts the turn."""
         handle = self.start_turn(input, session_id, agent=agent)
         try:
-            return await handle
+            result: TurnResult = await handle
         except asyncio.CancelledError:
             handle.interrupt_hard()
             raise
+        return result
 
     # -- control ------------------------------------------------------------------------------
 

@@ -154,10 +154,10 @@ class EventBus:
             raise ValueError(f"subscription buffer must be an int >= 1, got {buffer!r}")
         wanted: frozenset[EventKind] | None = None
         if kinds is not None:
-            if isinstance(kinds, EventKind | str):
-                kinds = [kinds]  # a lone kind is a common slip; accept it
+            # A lone kind is a common slip; accept it.
+            listed: Iterable[EventKind | str] = [kinds] if isinstance(kinds, EventKind | str) else kinds
             try:
-                wanted = frozenset(EventKind(k) for k in kinds)
+                wanted = frozenset(EventKind(k) for k in listed)
             except ValueError as exc:
                 raise ValueError(f"unknown event kind in subscribe(kinds=...): {exc}") from None
         sub = Subscription(self, wanted, buffer)

@@ -211,7 +211,9 @@ async def _stream(engine: Engine, st: TurnState, request: LLMRequest) -> LLMResp
                 usage, finish = chunk.usage, chunk.finish_reason
             elif type(chunk) is RetryNotice:
                 # The provider starts over: what it streamed so far is void.
-                texts.clear(), thinking.clear(), calls.clear()
+                texts.clear()
+                thinking.clear()
+                calls.clear()
                 engine.emit(st, LLMRetry, iteration=st.iteration, attempt=chunk.attempt,
                             reason=chunk.reason, delay=chunk.delay)
             else:

@@ -274,11 +274,12 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
                           is_error=True)
     if task.cancelled():
         return ToolResult(f"Tool '{name}' was cancelled.", is_error=True)
-    exc = task.exception()
-    if isinstance(exc, ToolError):
-        return ToolResult(str(exc), is_error=True)
-    if exc is not None:
-        return ToolResult(f"Tool '{name}' failed: {type(exc).__name__}: {exc}", is_error=True)
+    failure = task.exception()
+    if isinstance(failure, ToolError):
+        return ToolResult(str(failure), is_error=True)
+    if failure is not None:
+        return ToolResult(f"Tool '{name}' failed: {type(failure).__name__}: {failure}",
+                          is_error=True)
     try:
         return result_from_return(task.result())
     except Exception as exc:

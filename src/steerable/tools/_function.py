@@ -12,12 +12,13 @@ import asyncio
 import inspect
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, get_args, get_type_hints, overload
-
-import pydantic
+from typing import TYPE_CHECKING, Any, get_args, get_type_hints, overload
 
 from steerable.errors import ConfigurationError, ToolArgumentsError
 from steerable.tools._base import BaseTool, ToolContext
+
+if TYPE_CHECKING:
+    import pydantic
 
 __all__ = ["FunctionTool", "tool"]
 
@@ -115,6 +116,8 @@ class FunctionTool(BaseTool):
         self.__wrapped__ = fn
 
     def _build_model(self, arg_docs: dict[str, str]) -> type[pydantic.BaseModel]:
+        import pydantic  # deferred: `import steerable` stays fast without tools
+
         try:
             # ToolContext is resolvable by name even when imported only inside a function
             # (string annotations under `from __future__ import annotations`).
@@ -147,9 +150,12 @@ class FunctionTool(BaseTool):
 
     @property
     def parameters(self) -> Mapping[str, Any]:
-        return self._parameters
+        params: Mapping[str, Any] = self._parameters
+        return params
 
     def validate(self, arguments: Mapping[str, Any]) -> Mapping[str, Any]:
+        import pydantic  # already imported by _build_model: a dict lookup
+
         try:
             model = self._model.model_validate(dict(arguments))
         except pydantic.ValidationError as exc:
