@@ -327,3 +327,72 @@ async def test_start_turn_rejects_bad_input(bad: object) -> None:
     loop, _, _ = make_loop([])
     with pytest.raises((TypeError, ValueError)):
         loop.start_turn(bad)  # type: ignore[arg-type]
+
+
+class SlowStream:
+    """A provider that streams one delta every 20 ms and records whether it was closed."""
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.sent = 0
+
+    async def stream(self, request):
+        from steerable.providers import TextDelta
+
+        try:
+            for i in range(1000):
+                yield TextDelta(f"w{i} ")
+                self.sent += 1
+                await asyncio.sleep(0.02)
+        finally:
+            self.closed = True
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_hard_abort_mid_stream_closes_the_provider_stream() -> None:
+    from steerable import Agent, AgentLoop
+
+    provider = SlowStream()
+    loop = AgentLoop(Agent(provider=provider))
+    sub = loop.subscribe()
+    handle = loop.start_turn("go", session_id="s")
+    deltas = 0
+    async for event in sub:
+        if event.kind is K.LLM_DELTA:
+            deltas += 1
+            if deltas == 3:
+                break
+    assert loop.interrupt_hard("s")
+    result = await handle
+    assert result.status is TurnStatus.ABORTED
+    assert provider.closed and provider.sent < 10
+    assert loop.session_messages("s") == []
+
+
+async def test_provider_that_goes_silent_fails_the_turn_not_the_loop() -> None:
+    from steerable import Agent, AgentLoop, Timeouts
+
+    loop = AgentLoop(Agent(provider=SlowStream()), timeouts=Timeouts(llm_idle=0.005))
+    result = await loop.run_turn("go", session_id="s")
+    assert result.status is TurnStatus.ERROR
+    assert "sent nothing for 0.005 s" in str(result.error)
+
+
+async def test_provider_yielding_garbage_is_an_error() -> None:
+    from steerable import Agent, AgentLoop
+
+    class Garbage:
+        async def stream(self, request):
+            yield "not a chunk"
+
+        async def aclose(self) -> None:
+            return None
+
+    loop = AgentLoop(Agent(provider=Garbage()))
+    sub = loop.subscribe()
+    result = await loop.run_turn("go", session_id="s")
+    assert result.status is TurnStatus.ERROR and "yielded str" in str(result.error)
+    assert sub.drain_nowait()[-1].kind is K.TURN_END
+    assert loop.session_messages("s") == [Message("user", "go")]

@@ -20,16 +20,20 @@ class Timeouts:
 
     A hook that overruns ``hook`` is treated as CONTINUE; an approver that overruns ``approval``
     as a denial. ``tool`` is the default for tools that declare no timeout (None: no limit).
+    ``llm_idle`` bounds the wait for each chunk of an LLM stream (the first one included): a
+    provider that goes silent that long fails the call instead of hanging the turn.
     """
 
     hook: float = 5.0
     approval: float = 60.0
     tool: float | None = None
+    llm_idle: float | None = 300.0
 
     def __post_init__(self) -> None:
         _check_positive("Timeouts", "hook", self.hook)
         _check_positive("Timeouts", "approval", self.approval)
         _check_positive("Timeouts", "tool", self.tool, allow_none=True)
+        _check_positive("Timeouts", "llm_idle", self.llm_idle, allow_none=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

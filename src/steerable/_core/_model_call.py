@@ -7,6 +7,7 @@ snapshot moves with them, and the call is retried once.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from contextlib import aclosing
@@ -191,13 +192,26 @@ def _unique_calls(st: TurnState, calls: list[ToolCall]) -> tuple[ToolCall, ...]:
 
 
 async def _stream(engine: Engine, st: TurnState, request: LLMRequest) -> LLMResponse:
+    try:
+        return await _stream_once(engine, st, request)
+    except TimeoutError:
+        raise ProviderError(
+            f"the provider sent nothing for {engine.timeouts.llm_idle:g} s "
+            "(Timeouts.llm_idle); the call was abandoned"
+        ) from None
+
+
+async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest) -> LLMResponse:
     texts: list[str] = []
     thinking: list[str] = []
     calls: list[ToolCall] = []
     usage: Usage | None = None
     finish: str | None = None
-    async with aclosing(st.agent.provider.stream(request)) as stream:
+    idle = engine.timeouts.llm_idle
+    async with aclosing(st.agent.provider.stream(request)) as stream, asyncio.timeout(idle) as deadline:
         async for chunk in stream:
+            if idle is not None:  # an idle timeout: every chunk buys the provider more time
+                deadline.reschedule(asyncio.get_running_loop().time() + idle)
             if type(chunk) is TextDelta:
                 if chunk.text:
                     texts.append(chunk.text)
