@@ -1,6 +1,6 @@
 """steerable: an agent loop you can watch, intercept, interrupt and steer while it runs."""
 
-from steerable._config import Limits, Timeouts
+from steerable._config import Limits, SummaryPolicy, Timeouts
 from steerable._core._agent import Agent
 from steerable._core._approval import HumanApprover
 from steerable._core._bus import Subscription
@@ -54,6 +54,7 @@ __all__ = [
     "SessionInfo",
     "SessionStore",
     "Subscription",
+    "SummaryPolicy",
     "Timeouts",
     "Tool",
     "ToolCall",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Limits", "Timeouts"]
+__all__ = ["DEFAULT_SUMMARY_PROMPT", "Limits", "SummaryPolicy", "Timeouts"]
 
 
 def _check_positive(owner: str, name: str, value: object, *, allow_none: bool = False) -> None:
@@ -60,3 +60,30 @@ class Limits:
             or self.active_turns < 1
         ):
             raise ValueError(f"Limits.active_turns must be an int >= 1 or None, got {self.active_turns!r}")
+
+
+DEFAULT_SUMMARY_PROMPT = (
+    "Summarise the conversation below for your own later use: the user's goals, decisions made, "
+    "facts learned (file names, values, errors), and what is still open. Be concise and concrete."
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SummaryPolicy:
+    """When and how a long session is summarised in the background after a turn.
+
+    Once the stored session is estimated above ``at_tokens``, every exchange but the last
+    ``keep_exchanges`` is replaced by one summary message written by the agent's own model.
+    """
+
+    at_tokens: int
+    keep_exchanges: int = 2
+    prompt: str = DEFAULT_SUMMARY_PROMPT
+
+    def __post_init__(self) -> None:
+        for name in ("at_tokens", "keep_exchanges"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"SummaryPolicy.{name} must be an int >= 1, got {value!r}")
+        if not isinstance(self.prompt, str) or not self.prompt.strip():
+            raise ValueError("SummaryPolicy.prompt must be a non-empty str")

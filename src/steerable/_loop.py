@@ -24,9 +24,10 @@ from steerable._core._engine import Engine
 from steerable._core._hook_manager import Registration
 from steerable._core._permissions import Permissions
 from steerable._core._session import InMemorySessionStore, SessionStore
+from steerable._core._summarize import needs_summary, summarize_session
 from steerable._core._turn import TurnResult, begin_turn, run_turn
 from steerable._core._turn_state import TurnState
-from steerable._events import ErrorEvent, EventKind, TurnPhase
+from steerable._events import ErrorEvent, EventKind, TurnPhase, TurnStatus
 from steerable._messages import Message
 from steerable._recorder import record_events
 from steerable.errors import ConfigurationError, SessionBusyError
@@ -164,6 +165,9 @@ class AgentLoop:
         self._observers: dict[Registration, tuple[Subscription, asyncio.Task[None] | None]] = {}
         self._turns_started = 0
         self._turns_finished = 0
+        self._summarizing: set[str] = set()
+        self._background: set[asyncio.Task[bool]] = set()
+        """Summaries under way: owned here, cancelled by aclose."""
         record = record_events if record_events is not None else os.environ.get(_RECORD_ENV)
         self._record_path = Path(record) if record else None
         self._recorder: asyncio.Task[None] | None = None
@@ -280,12 +284,33 @@ class AgentLoop:
 
     async def _drive(self, st: TurnState) -> TurnResult:
         try:
-            return await run_turn(self._engine, st)
+            result = await run_turn(self._engine, st)
         finally:
             self._engine.turns.pop(st.turn_id, None)
             if self._engine.active.get(st.session_id) is st:
                 del self._engine.active[st.session_id]
             self._turns_finished += 1
+        self._maybe_summarize(st, result)
+        return result
+
+    def _maybe_summarize(self, st: TurnState, result: TurnResult) -> None:
+        policy = st.agent.summary
+        if policy is None or self._closed or result.status in (TurnStatus.ABORTED, TurnStatus.ERROR):
+            return
+        if st.session_id in self._summarizing:
+            return
+        # The estimate uses what the turn already holds: no store read on the hot path.
+        if not needs_summary([*st.base, *st.new], policy):
+            return
+        self._summarizing.add(st.session_id)
+        task = asyncio.get_running_loop().create_task(summarize_session(self._engine, st, policy))
+        self._background.add(task)
+
+        def done(t: asyncio.Task[bool]) -> None:
+            self._background.discard(t)
+            self._summarizing.discard(st.session_id)
+
+        task.add_done_callback(done)
 
     async def run_turn(self, input: str, session_id: str | None = None, *, agent: Agent | None = None) -> TurnResult:
         """Start a turn and wait for it. Cancelling the caller hard-aborts the turn."""
@@ -393,6 +418,10 @@ class AgentLoop:
                 self._engine.interrupt_hard(st)
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=grace)
+        for task in list(self._background):
+            task.cancel()
+        if self._background:
+            await asyncio.wait(list(self._background), timeout=grace)
         self._engine.bus.close()
         waiting: list[asyncio.Task[Any]] = [t for _, t in self._observers.values() if t is not None]
         if self._recorder is not None:

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from steerable._config import SummaryPolicy
 from steerable.errors import ConfigurationError
 from steerable.providers._base import Provider, ToolSpec
 from steerable.tools._base import Tool
@@ -24,6 +25,7 @@ class Agent:
     no tools offered so the model must answer. ``dry_run`` makes mutating tools return a preview
     instead of running. ``context_window`` (tokens) lets the loop compress before a request that
     would not fit; without it the loop compresses when the provider reports an overflow.
+    ``summary`` turns on background summarisation of long sessions after each turn.
     """
 
     def __init__(
@@ -38,6 +40,7 @@ class Agent:
         model: str | None = None,
         params: Mapping[str, Any] | None = None,
         context_window: int | None = None,
+        summary: SummaryPolicy | None = None,
     ) -> None:
         if not callable(getattr(provider, "stream", None)):
             raise ConfigurationError(
@@ -57,6 +60,8 @@ class Agent:
             isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1
         ):
             raise ConfigurationError(f"context_window must be a positive int, got {context_window!r}")
+        if summary is not None and not isinstance(summary, SummaryPolicy):
+            raise ConfigurationError(f"summary must be a SummaryPolicy, got {type(summary).__name__}")
         if isinstance(tools, str | bytes) or not isinstance(tools, Sequence):
             raise ConfigurationError("Agent tools must be a list of tools")
         by_name: dict[str, Tool] = {}
@@ -76,6 +81,7 @@ class Agent:
         self.model = model
         self.params: Mapping[str, Any] = MappingProxyType(dict(params or {}))
         self.context_window = context_window
+        self.summary = summary
         self.tools: tuple[Tool, ...] = tuple(by_name.values())
         self.tools_by_name: Mapping[str, Tool] = MappingProxyType(by_name)
         self.tool_specs: tuple[ToolSpec, ...] = tuple(_spec(t) for t in self.tools)

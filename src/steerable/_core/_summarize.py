@@ -1,0 +1,81 @@
+"""Background summarisation of long sessions (``SESSION_SUMMARIZE``).
+
+Runs after a turn was saved, outside any turn: the older exchanges are rendered as a transcript
+and the agent's model is asked for a summary, which then replaces them in the store as one
+message. The replacement happens only if the session is idle and unchanged since the summary
+was started; otherwise the summary is dropped and the next turn's end tries again.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import aclosing
+
+from steerable._config import SummaryPolicy
+from steerable._core._compaction import estimate_tokens
+from steerable._core._engine import Engine
+from steerable._core._turn_state import TurnState
+from steerable._events import SessionSummarize
+from steerable._messages import Message
+from steerable.providers._base import LLMRequest, TextDelta
+
+__all__ = ["SUMMARY_HEADER", "needs_summary", "summarize_session"]
+
+SUMMARY_HEADER = "[Summary of the earlier conversation]"
+
+
+def needs_summary(messages: list[Message], policy: SummaryPolicy) -> bool:
+    return estimate_tokens(messages) > policy.at_tokens
+
+
+def _cut(messages: list[Message], keep: int) -> int:
+    starts = [i for i, m in enumerate(messages) if m.role == "user"]
+    if len(starts) <= keep:
+        return 0
+    return starts[-keep]
+
+
+def _transcript(messages: list[Message]) -> str:
+    lines = []
+    for m in messages:
+        if m.role == "tool":
+            lines.append(f"tool result ({m.name}): {m.content}")
+            continue
+        if m.content:
+            lines.append(f"{m.role}: {m.content}")
+        for call in m.tool_calls:
+            lines.append(f"assistant called {call.name}({json.dumps(call.arguments, default=str)})")
+    return "\n".join(lines)
+
+
+async def summarize_session(engine: Engine, st: TurnState, policy: SummaryPolicy) -> bool:
+    """Summarise ``st.session_id`` now; True when the store was rewritten."""
+    messages = await engine.load(st.session_id)
+    cut = _cut(messages, policy.keep_exchanges)
+    if cut == 0:
+        return False
+    request = LLMRequest(
+        messages=(Message("system", policy.prompt),
+                  Message("user", f"<conversation>\n{_transcript(messages[:cut])}\n</conversation>")),
+        model=st.agent.model, params=st.agent.params,
+    )
+    parts: list[str] = []
+    try:
+        async with aclosing(st.agent.provider.stream(request)) as stream:
+            async for chunk in stream:
+                if isinstance(chunk, TextDelta):
+                    parts.append(chunk.text)
+    except Exception as exc:
+        engine.error(st, f"summarising session {st.session_id!r} failed: {exc}", "summarize")
+        return False
+    summary = "".join(parts).strip()
+    if not summary:
+        return False
+    # Only an idle, unchanged session is rewritten; the check and the write are one step on the
+    # loop's thread, so no turn can start in between.
+    if st.session_id in engine.active or engine.store.load(st.session_id) != messages:
+        return False
+    engine.store.replace(st.session_id, [Message("user", f"{SUMMARY_HEADER}\n{summary}"),
+                                         *messages[cut:]])
+    engine.emit(st, SessionSummarize, messages_summarized=cut, summary=summary)
+    return True

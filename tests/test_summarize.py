@@ -1,0 +1,70 @@
+"""Background summarisation of long sessions after a turn (SESSION_SUMMARIZE)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from steerable import Agent, AgentLoop, EventKind, LLMRequest, Reply, ScriptedProvider, SummaryPolicy
+from tests.conftest import assert_history_consistent, wait_for
+
+K = EventKind
+LONG = "x" * 400  # ~100 tokens a message
+
+
+def summary_reply(request: LLMRequest) -> Reply:
+    transcript = request.messages[-1].content
+    assert request.tools == () and "<conversation>" in transcript
+    return Reply(text=f"They asked {transcript.count('user:')} questions.")
+
+
+async def test_long_session_is_summarised_after_a_turn() -> None:
+    script = [Reply(text=LONG), Reply(text=LONG), Reply(text=LONG), summary_reply]
+    provider = ScriptedProvider(script)
+    loop = AgentLoop(Agent(provider=provider, summary=SummaryPolicy(at_tokens=250, keep_exchanges=1)))
+    sub = loop.subscribe(kinds=[K.SESSION_SUMMARIZE])
+    await loop.run_turn("q1", session_id="s")
+    await loop.run_turn("q2", session_id="s")
+    last = await loop.run_turn("q3", session_id="s")
+    event = await wait_for(sub, K.SESSION_SUMMARIZE)
+    assert event.messages_summarized == 4 and event.summary == "They asked 2 questions."
+    assert event.turn_id == last.turn_id
+    saved = loop.session_messages("s")
+    assert saved[0].content.startswith("[Summary of the earlier conversation]\nThey asked 2")
+    assert [m.content for m in saved[1:]] == ["q3", LONG]
+    assert_history_consistent(saved)
+    provider.assert_consumed()
+    await loop.aclose()
+
+
+async def test_summary_is_dropped_if_a_turn_starts_meanwhile() -> None:
+    gate = asyncio.Event()
+
+    async def slow_summary(request: LLMRequest) -> Reply:
+        await gate.wait()
+        return Reply(text="stale summary")
+
+    provider = ScriptedProvider([Reply(text=LONG), Reply(text=LONG), slow_summary, Reply(text="next")])
+    loop = AgentLoop(Agent(provider=provider, summary=SummaryPolicy(at_tokens=150, keep_exchanges=1)))
+    sub = loop.subscribe(kinds=[K.SESSION_SUMMARIZE])
+    await loop.run_turn("q1", session_id="s")
+    await loop.run_turn("q2", session_id="s")
+    while len(provider.requests) < 3:  # the summary request is in flight
+        await asyncio.sleep(0.001)
+    handle = loop.start_turn("q3", session_id="s")
+    gate.set()
+    await handle
+    await asyncio.sleep(0.01)
+    assert sub.drain_nowait() == []
+    assert [m.content for m in loop.session_messages("s")][::2] == ["q1", "q2", "q3"]
+    await loop.aclose()
+
+
+async def test_short_sessions_are_left_alone_and_policy_is_validated() -> None:
+    provider = ScriptedProvider([Reply(text="short")])
+    loop = AgentLoop(Agent(provider=provider, summary=SummaryPolicy(at_tokens=10_000)))
+    await loop.run_turn("q", session_id="s")
+    provider.assert_consumed()  # no summary request was made
+    with pytest.raises(ValueError):
+        SummaryPolicy(at_tokens=0)
