@@ -469,3 +469,45 @@ async def test_control_from_inside_a_tool_thread_and_a_hook() -> None:
     result = await loop.run_turn("go", session_id="s")
     assert result.status is TurnStatus.INTERRUPTED
     assert provider.requests[1].messages[-1].content == "note from the tool"
+
+
+async def test_hook_errors_are_reported_on_their_own_turn() -> None:
+    class SlowForS2:
+        async def before_llm(self, ctx) -> None:
+            if ctx.session_id == "s2":
+                await asyncio.sleep(1)
+
+    provider = ScriptedProvider([Reply(text="a", delay=0.02), Reply(text="b")])
+    loop = AgentLoop(Agent(provider=provider), timeouts=Timeouts(hook=0.05))
+    sub = loop.subscribe(kinds=[K.ERROR])
+    loop.register_hook(SlowForS2())
+    h1 = loop.start_turn("one", session_id="s1")
+    h2 = loop.start_turn("two", session_id="s2")
+    await h1, await h2
+    errors = sub.drain_nowait()
+    assert len(errors) == 1
+    assert errors[0].session_id == "s2" and errors[0].turn_id == h2.turn_id
+    await loop.aclose()
+
+
+async def test_an_always_failing_observer_does_not_feed_on_itself() -> None:
+    seen: list[EventKind] = []
+
+    class Broken:
+        def on_event(self, event) -> None:
+            seen.append(event.kind)
+            raise RuntimeError("observer bug")
+
+    loop, _, sub = loop_with([Reply(text="ok")])
+    loop.register_hook(Broken())
+    await loop.run_turn("go", session_id="s")
+    for _ in range(200):
+        await asyncio.sleep(0.005)
+        if seen and seen[-1] is K.ERROR and seen.count(K.ERROR) == len([k for k in seen if k is not K.ERROR]):
+            break
+    await asyncio.sleep(0.05)
+    errors = of(sub.drain_nowait(), K.ERROR)
+    observed = [k for k in seen if k is not K.ERROR]
+    assert len(errors) == len(observed) and all(e.source == "observer" for e in errors)
+    assert seen.count(K.ERROR) == len(errors)  # it saw its reports, and they made no more
+    await loop.aclose()

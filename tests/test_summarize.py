@@ -6,7 +6,15 @@ import asyncio
 
 import pytest
 
-from steerable import Agent, AgentLoop, EventKind, LLMRequest, Reply, ScriptedProvider, SummaryPolicy
+from steerable import (
+    Agent,
+    AgentLoop,
+    EventKind,
+    LLMRequest,
+    Reply,
+    ScriptedProvider,
+    SummaryPolicy,
+)
 from tests.conftest import assert_history_consistent, wait_for
 
 K = EventKind

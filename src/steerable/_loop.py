@@ -11,7 +11,7 @@ import asyncio
 import concurrent.futures
 import os
 import secrets
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -112,7 +112,7 @@ class TurnHandle:
     def interrupt_hard(self) -> bool:
         return self._loop._call(self._loop._engine.interrupt_hard, self._state)
 
-    def __await__(self) -> Any:
+    def __await__(self) -> Generator[Any, None, TurnResult]:
         return asyncio.shield(self._task).__await__()
 
     def __repr__(self) -> str:
@@ -246,10 +246,10 @@ class AgentLoop:
     async def _observe(self, reg: Registration, sub: Subscription) -> None:
         # Observers read a subscription in their own task, so they can never slow a turn.
         async for event in sub:
-            value = await self._engine.hooks.call(reg, "on_event", event, self._engine.timeouts.hook)
-            del value  # observers cannot change anything
-            if isinstance(event, ErrorEvent) and event.source == "hook":
-                continue  # never re-report while observing reports (no feedback loop)
+            # An observer that fails on the report of its own failure must not loop forever.
+            quiet = isinstance(event, ErrorEvent) and event.source == "observer"
+            await self._engine.hooks.call(reg, "on_event", event, self._engine.timeouts.hook,
+                                          report=not quiet)
 
     # -- turns --------------------------------------------------------------------------------
 

@@ -54,7 +54,6 @@ class Engine:
         """Every running turn, top-level and sub-turn, by turn id."""
         self.active: dict[str, TurnState] = {}
         """The running top-level turn of each session."""
-        self._hook_error_turn: TurnState | None = None
 
     # -- events -------------------------------------------------------------------------------
 
@@ -71,13 +70,14 @@ class Engine:
     def error(self, st: TurnState | None, message: str, source: str) -> None:
         self.emit(st, ErrorEvent, message=message, source=source)
 
-    def _report_hook_error(self, message: str) -> None:
-        self.error(self._hook_error_turn, message, "hook")
-
-    def hooks_for(self, st: TurnState) -> HookManager:
-        """The hook manager, with its error reports attributed to ``st``."""
-        self._hook_error_turn = st
-        return self.hooks
+    def _report_hook_error(self, message: str, ctx: Any) -> None:
+        # Every hook context and every event carries its turn's ids: report on that turn.
+        source = "observer" if hasattr(ctx, "kind") else "hook"
+        self.bus.emit(ErrorEvent(
+            turn_id=getattr(ctx, "turn_id", ""), parent_turn_id=getattr(ctx, "parent_turn_id", None),
+            session_id=getattr(ctx, "session_id", ""), seq=self.bus.next_seq(), time=time.time(),
+            message=message, source=source,
+        ))
 
     def set_phase(self, st: TurnState, new: TurnPhase) -> None:
         old = st.phase

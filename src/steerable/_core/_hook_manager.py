@@ -43,7 +43,7 @@ class HookFailure:
 
 
 class HookManager:
-    def __init__(self, reaper: Reaper, report: Callable[[str], None]) -> None:
+    def __init__(self, reaper: Reaper, report: Callable[[str, Any], None]) -> None:
         self._reaper = reaper
         self._report = report
         self._order = itertools.count()
@@ -83,9 +83,14 @@ class HookManager:
         return self._by_point[point]
 
     async def call(
-        self, reg: Registration, point: str, ctx: Any, default_timeout: float
+        self, reg: Registration, point: str, ctx: Any, default_timeout: float,
+        *, report: bool = True,
     ) -> Any | HookFailure:
-        """Call one hook method; return its value, or a HookFailure after reporting it."""
+        """Call one hook method; return its value, or a HookFailure after reporting it.
+
+        ``ctx`` (a hook context, or the event for ``on_event``) says which turn the report is
+        about; ``report=False`` keeps a failure quiet (used to break observer feedback loops).
+        """
         fn = getattr(reg.hook, point)
         timeout = reg.timeout if reg.timeout is not None else default_timeout
         if inspect.iscoroutinefunction(fn):
@@ -100,19 +105,21 @@ class HookManager:
         if not done:
             self._reaper.adopt(task)
             message = f"hook {reg.label}.{point} timed out after {timeout:g} s"
-            self._report(message)
+            if report:
+                self._report(message, ctx)
             return HookFailure(reg, message)
         exc = task.exception()
         if exc is not None:
             message = f"hook {reg.label}.{point} raised {type(exc).__name__}: {exc}"
-            self._report(message)
+            if report:
+                self._report(message, ctx)
             return HookFailure(reg, message)
         value = task.result()
         if inspect.isawaitable(value):  # a sync method returning a coroutine
             value = await value
         return value
 
-    def coerce(self, reg: Registration, point: str, value: Any) -> HookDecision | None:
+    def coerce(self, reg: Registration, point: str, value: Any, ctx: Any) -> HookDecision | None:
         """Check a hook's return value; garbage is reported and treated as CONTINUE."""
         if value is None or isinstance(value, HookDecision):
             return value
@@ -120,7 +127,8 @@ class HookManager:
             return None if value else HookDecision(HookAction.DENY_TOOL, reason="denied")
         self._report(
             f"hook {reg.label}.{point} returned {type(value).__name__}; expected None or "
-            "HookDecision (ignored)"
+            "HookDecision (ignored)",
+            ctx,
         )
         return None
 

@@ -84,7 +84,7 @@ def _terminal(engine: Engine, st: TurnState, decision: HookDecision, point: str)
 
 
 async def _before_llm(engine: Engine, st: TurnState, request: LLMRequest) -> LLMRequest:
-    hooks = engine.hooks_for(st)
+    hooks = engine.hooks
     for reg in hooks.at("before_llm"):
         ctx = LLMRequestContext(turn_id=st.turn_id, session_id=st.session_id,
                                 parent_turn_id=st.parent_turn_id, iteration=st.iteration,
@@ -92,7 +92,7 @@ async def _before_llm(engine: Engine, st: TurnState, request: LLMRequest) -> LLM
         value = await hooks.call(reg, "before_llm", ctx, engine.timeouts.hook)
         if isinstance(value, HookFailure):
             continue
-        decision = hooks.coerce(reg, "before_llm", value)
+        decision = hooks.coerce(reg, "before_llm", value, ctx)
         if decision is None or decision.action is HookAction.CONTINUE:
             continue
         _terminal(engine, st, decision, "before_llm")
@@ -116,7 +116,7 @@ async def _before_llm(engine: Engine, st: TurnState, request: LLMRequest) -> LLM
 async def _after_llm(
     engine: Engine, st: TurnState, request: LLMRequest, response: LLMResponse
 ) -> LLMResponse:
-    hooks = engine.hooks_for(st)
+    hooks = engine.hooks
     for reg in hooks.at("after_llm"):
         ctx = LLMResponseContext(turn_id=st.turn_id, session_id=st.session_id,
                                  parent_turn_id=st.parent_turn_id, iteration=st.iteration,
@@ -124,7 +124,7 @@ async def _after_llm(
         value = await hooks.call(reg, "after_llm", ctx, engine.timeouts.hook)
         if isinstance(value, HookFailure):
             continue
-        decision = hooks.coerce(reg, "after_llm", value)
+        decision = hooks.coerce(reg, "after_llm", value, ctx)
         if decision is None or decision.action is HookAction.CONTINUE:
             continue
         _terminal(engine, st, decision, "after_llm")
@@ -149,7 +149,7 @@ async def _compress(engine: Engine, st: TurnState, reason: str, target: int | No
     """Drop old exchanges; False when nothing could be dropped. May raise AbortSignal."""
     history = [*st.base, *st.new]
     tokens = estimate_tokens(history)
-    hooks = engine.hooks_for(st)
+    hooks = engine.hooks
     for reg in hooks.at("before_compress"):
         ctx = CompressContext(turn_id=st.turn_id, session_id=st.session_id,
                               parent_turn_id=st.parent_turn_id, iteration=st.iteration,
@@ -157,7 +157,7 @@ async def _compress(engine: Engine, st: TurnState, reason: str, target: int | No
         value = await hooks.call(reg, "before_compress", ctx, engine.timeouts.hook)
         if isinstance(value, HookFailure):
             continue
-        decision = hooks.coerce(reg, "before_compress", value)
+        decision = hooks.coerce(reg, "before_compress", value, ctx)
         if decision is not None:
             _terminal(engine, st, decision, "before_compress")
     cut = compress(history, target)

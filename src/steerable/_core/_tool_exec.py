@@ -122,13 +122,13 @@ async def _before_tool(
 ) -> tuple[ToolCall, HookDecision | None]:
     """Run before_tool hooks; returns the (maybe modified) call and a DENY/RESPOND decision."""
     call = rec.call
-    hooks = engine.hooks_for(st)
+    hooks = engine.hooks
     for reg in hooks.at("before_tool"):
         ctx = _hook_ctx(st, call, rec)
         value = await hooks.call(reg, "before_tool", ctx, engine.timeouts.hook)
         if isinstance(value, HookFailure):
             continue
-        decision = hooks.coerce(reg, "before_tool", value)
+        decision = hooks.coerce(reg, "before_tool", value, ctx)
         if decision is None or decision.action is HookAction.CONTINUE:
             continue
         _terminal(engine, st, decision, "before_tool")
@@ -144,7 +144,7 @@ async def _before_tool(
 
 async def _approve(engine: Engine, st: TurnState, rec: _Call, call: ToolCall) -> tuple[bool, str]:
     """Ask every approver in turn; the first denial (or failure, or timeout) refuses."""
-    hooks = engine.hooks_for(st)
+    hooks = engine.hooks
     open_requests: dict[str, bool] = {}
 
     async def ask_human() -> tuple[bool, str]:
@@ -194,7 +194,7 @@ async def _approve(engine: Engine, st: TurnState, rec: _Call, call: ToolCall) ->
 async def _after_tool(
     engine: Engine, st: TurnState, call: ToolCall, result: ToolResult
 ) -> ToolResult:
-    hooks = engine.hooks_for(st)
+    hooks = engine.hooks
     for reg in hooks.at("after_tool"):
         ctx = ToolResultContext(turn_id=st.turn_id, session_id=st.session_id,
                                 parent_turn_id=st.parent_turn_id, iteration=st.iteration,
@@ -202,7 +202,7 @@ async def _after_tool(
         value = await hooks.call(reg, "after_tool", ctx, engine.timeouts.hook)
         if isinstance(value, HookFailure):
             continue
-        decision = hooks.coerce(reg, "after_tool", value)
+        decision = hooks.coerce(reg, "after_tool", value, ctx)
         if decision is None or decision.action is HookAction.CONTINUE:
             continue
         _terminal(engine, st, decision, "after_tool")
