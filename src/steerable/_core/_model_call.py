@@ -15,8 +15,8 @@ from typing import Any
 
 from steerable._core._compaction import compress, estimate_tokens
 from steerable._core._engine import Engine
-from steerable._core._hook_manager import HookFailure
-from steerable._core._turn_state import AbortSignal, TurnState
+from steerable._core._hook_chain import decisions, ignored
+from steerable._core._turn_state import TurnState
 from steerable._events import (
     ContextCompress,
     LLMDelta,
@@ -28,7 +28,6 @@ from steerable._events import (
 from steerable._hooks import (
     CompressContext,
     HookAction,
-    HookDecision,
     LLMRequestContext,
     LLMResponseContext,
 )
@@ -75,73 +74,56 @@ def _tool_specs(st: TurnState, tools: Sequence[Any]) -> tuple[ToolSpec, ...]:
     return tuple(specs)
 
 
-def _terminal(engine: Engine, st: TurnState, decision: HookDecision, point: str) -> None:
-    if decision.action is HookAction.HARD_ABORT:
-        engine.hard_abort_inside(st, f"hook {point} asked for a hard abort")
-        raise AbortSignal(True, decision.reason)
-    if decision.action is HookAction.ABORT_TURN:
-        raise AbortSignal(False, decision.reason or f"aborted by a {point} hook")
+def _ctx_ids(st: TurnState) -> dict[str, Any]:
+    return {"turn_id": st.turn_id, "session_id": st.session_id,
+            "parent_turn_id": st.parent_turn_id, "iteration": st.iteration}
 
 
 async def _before_llm(engine: Engine, st: TurnState, request: LLMRequest) -> LLMRequest:
-    hooks = engine.hooks
-    for reg in hooks.at("before_llm"):
-        ctx = LLMRequestContext(turn_id=st.turn_id, session_id=st.session_id,
-                                parent_turn_id=st.parent_turn_id, iteration=st.iteration,
-                                request=request)
-        value = await hooks.call(reg, "before_llm", ctx, engine.timeouts.hook)
-        if isinstance(value, HookFailure):
-            continue
-        decision = hooks.coerce(reg, "before_llm", value, ctx)
-        if decision is None or decision.action is HookAction.CONTINUE:
-            continue
-        _terminal(engine, st, decision, "before_llm")
-        if decision.action is HookAction.MODIFY:
+    def ctx() -> LLMRequestContext:
+        return LLMRequestContext(**_ctx_ids(st), request=request)
+
+    async with aclosing(decisions(engine, st, "before_llm", ctx)) as chain:
+        async for reg, _, decision in chain:
+            if decision.action is not HookAction.MODIFY:
+                ignored(engine, st, reg, "before_llm", decision)
+                continue
             try:
                 request = LLMRequest(
-                    messages=tuple(decision.messages) if decision.messages is not None
-                    else ctx.request.messages,
-                    tools=_tool_specs(st, decision.tools) if decision.tools is not None
-                    else ctx.request.tools,
-                    model=decision.model if decision.model is not None else ctx.request.model,
-                    params=decision.params if decision.params is not None else ctx.request.params,
+                    messages=request.messages if decision.messages is None
+                    else tuple(decision.messages),
+                    tools=request.tools if decision.tools is None
+                    else _tool_specs(st, decision.tools),
+                    model=request.model if decision.model is None else decision.model,
+                    params=request.params if decision.params is None else decision.params,
                 )
             except (ValueError, AttributeError) as exc:
                 engine.error(st, f"hook {reg.label}.before_llm MODIFY ignored: {exc}", "hook")
-        else:
-            engine.error(st, f"hook {reg.label}.before_llm cannot {decision.action}; ignored", "hook")
     return request
 
 
 async def _after_llm(
     engine: Engine, st: TurnState, request: LLMRequest, response: LLMResponse
 ) -> LLMResponse:
-    hooks = engine.hooks
-    for reg in hooks.at("after_llm"):
-        ctx = LLMResponseContext(turn_id=st.turn_id, session_id=st.session_id,
-                                 parent_turn_id=st.parent_turn_id, iteration=st.iteration,
-                                 request=request, response=response)
-        value = await hooks.call(reg, "after_llm", ctx, engine.timeouts.hook)
-        if isinstance(value, HookFailure):
-            continue
-        decision = hooks.coerce(reg, "after_llm", value, ctx)
-        if decision is None or decision.action is HookAction.CONTINUE:
-            continue
-        _terminal(engine, st, decision, "after_llm")
-        if decision.action is not HookAction.MODIFY:
-            engine.error(st, f"hook {reg.label}.after_llm cannot {decision.action}; ignored", "hook")
-            continue
-        calls = response.tool_calls
-        if decision.tool_calls is not None:
-            calls = tuple(
-                ToolCall(f"{st.turn_id}_h{st.iteration}_{i}", name, dict(args))
-                for i, (name, args) in enumerate(decision.tool_calls)
+    def ctx() -> LLMResponseContext:
+        return LLMResponseContext(**_ctx_ids(st), request=request, response=response)
+
+    async with aclosing(decisions(engine, st, "after_llm", ctx)) as chain:
+        async for reg, _, decision in chain:
+            if decision.action is not HookAction.MODIFY:
+                ignored(engine, st, reg, "after_llm", decision)
+                continue
+            calls = response.tool_calls
+            if decision.tool_calls is not None:
+                calls = tuple(
+                    ToolCall(f"{st.turn_id}_h{st.iteration}_{i}", name, dict(args))
+                    for i, (name, args) in enumerate(decision.tool_calls)
+                )
+            response = LLMResponse(
+                text=response.text if decision.text is None else decision.text,
+                tool_calls=calls, thinking=response.thinking, usage=response.usage,
+                finish_reason=response.finish_reason,
             )
-        response = LLMResponse(
-            text=decision.text if decision.text is not None else response.text,
-            tool_calls=calls, thinking=response.thinking, usage=response.usage,
-            finish_reason=response.finish_reason,
-        )
     return response
 
 
@@ -149,17 +131,15 @@ async def _compress(engine: Engine, st: TurnState, reason: str, target: int | No
     """Drop old exchanges; False when nothing could be dropped. May raise AbortSignal."""
     history = [*st.base, *st.new]
     tokens = estimate_tokens(history)
-    hooks = engine.hooks
-    for reg in hooks.at("before_compress"):
-        ctx = CompressContext(turn_id=st.turn_id, session_id=st.session_id,
-                              parent_turn_id=st.parent_turn_id, iteration=st.iteration,
-                              messages=tuple(history), reason=reason, tokens=tokens)
-        value = await hooks.call(reg, "before_compress", ctx, engine.timeouts.hook)
-        if isinstance(value, HookFailure):
-            continue
-        decision = hooks.coerce(reg, "before_compress", value, ctx)
-        if decision is not None:
-            _terminal(engine, st, decision, "before_compress")
+
+    def ctx() -> CompressContext:
+        return CompressContext(**_ctx_ids(st), messages=tuple(history), reason=reason,
+                               tokens=tokens)
+
+    # Only ABORT_TURN / HARD_ABORT mean anything here, and the chain raises for those.
+    async with aclosing(decisions(engine, st, "before_compress", ctx)) as chain:
+        async for reg, _, decision in chain:
+            ignored(engine, st, reg, "before_compress", decision)
     cut = compress(history, target)
     if cut == 0:
         return False

@@ -15,10 +15,12 @@ import asyncio
 import threading
 import time
 from collections.abc import Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
 from steerable._core._engine import Engine
+from steerable._core._hook_chain import decisions, ignored, raise_if_terminal
 from steerable._core._hook_manager import HookFailure
 from steerable._core._permissions import Permission
 from steerable._core._turn_state import AbortSignal, TurnState
@@ -102,14 +104,6 @@ def skip_calls(engine: Engine, st: TurnState, calls: tuple[ToolCall, ...], reaso
         st.new.append(rec.message)
 
 
-def _terminal(engine: Engine, st: TurnState, decision: HookDecision, point: str) -> None:
-    if decision.action is HookAction.HARD_ABORT:
-        engine.hard_abort_inside(st, f"hook {point} asked for a hard abort")
-        raise AbortSignal(True, decision.reason)
-    if decision.action is HookAction.ABORT_TURN:
-        raise AbortSignal(False, decision.reason or f"aborted by a {point} hook")
-
-
 def _hook_ctx(st: TurnState, call: ToolCall, rec: _Call) -> ToolCallContext:
     return ToolCallContext(turn_id=st.turn_id, session_id=st.session_id,
                            parent_turn_id=st.parent_turn_id, iteration=st.iteration, call=call,
@@ -122,23 +116,14 @@ async def _before_tool(
 ) -> tuple[ToolCall, HookDecision | None]:
     """Run before_tool hooks; returns the (maybe modified) call and a DENY/RESPOND decision."""
     call = rec.call
-    hooks = engine.hooks
-    for reg in hooks.at("before_tool"):
-        ctx = _hook_ctx(st, call, rec)
-        value = await hooks.call(reg, "before_tool", ctx, engine.timeouts.hook)
-        if isinstance(value, HookFailure):
-            continue
-        decision = hooks.coerce(reg, "before_tool", value, ctx)
-        if decision is None or decision.action is HookAction.CONTINUE:
-            continue
-        _terminal(engine, st, decision, "before_tool")
-        if decision.action is HookAction.MODIFY and decision.arguments is not None:
-            call = ToolCall(call.id, call.name, dict(decision.arguments))
-        elif decision.action in (HookAction.DENY_TOOL, HookAction.RESPOND):
-            return call, decision
-        else:
-            engine.error(st, f"hook {reg.label}.before_tool returned {decision.action} "
-                         "without its field; ignored", "hook")
+    async with aclosing(decisions(engine, st, "before_tool", lambda: _hook_ctx(st, call, rec))) as chain:
+        async for reg, _, decision in chain:
+            if decision.action is HookAction.MODIFY and decision.arguments is not None:
+                call = ToolCall(call.id, call.name, dict(decision.arguments))
+            elif decision.action in (HookAction.DENY_TOOL, HookAction.RESPOND):
+                return call, decision
+            else:
+                ignored(engine, st, reg, "before_tool", decision)
     return call, None
 
 
@@ -186,7 +171,7 @@ async def _approve(engine: Engine, st: TurnState, rec: _Call, call: ToolCall) ->
             return False, f"approver {reg.label} returned an invalid answer"
         if value.action is HookAction.CONTINUE:
             continue
-        _terminal(engine, st, value, "approve_tool")
+        raise_if_terminal(engine, st, value, "approve_tool")
         return False, value.reason or f"denied by {reg.label}"
     return True, ""
 
@@ -194,29 +179,23 @@ async def _approve(engine: Engine, st: TurnState, rec: _Call, call: ToolCall) ->
 async def _after_tool(
     engine: Engine, st: TurnState, call: ToolCall, result: ToolResult
 ) -> ToolResult:
-    hooks = engine.hooks
-    for reg in hooks.at("after_tool"):
-        ctx = ToolResultContext(turn_id=st.turn_id, session_id=st.session_id,
-                                parent_turn_id=st.parent_turn_id, iteration=st.iteration,
-                                call=call, result=result)
-        value = await hooks.call(reg, "after_tool", ctx, engine.timeouts.hook)
-        if isinstance(value, HookFailure):
-            continue
-        decision = hooks.coerce(reg, "after_tool", value, ctx)
-        if decision is None or decision.action is HookAction.CONTINUE:
-            continue
-        _terminal(engine, st, decision, "after_tool")
-        if decision.action is HookAction.MODIFY and (
-            decision.result is not None or decision.is_error is not None
-        ):
-            result = ToolResult(
-                decision.result if decision.result is not None else result.content,
-                decision.is_error if decision.is_error is not None else result.is_error,
-                result.metadata,
-            )
-        else:
-            engine.error(st, f"hook {reg.label}.after_tool cannot {decision.action}; ignored",
-                         "hook")
+    def ctx() -> ToolResultContext:
+        return ToolResultContext(turn_id=st.turn_id, session_id=st.session_id,
+                                 parent_turn_id=st.parent_turn_id, iteration=st.iteration,
+                                 call=call, result=result)
+
+    async with aclosing(decisions(engine, st, "after_tool", ctx)) as chain:
+        async for reg, _, decision in chain:
+            if decision.action is HookAction.MODIFY and (
+                decision.result is not None or decision.is_error is not None
+            ):
+                result = ToolResult(
+                    result.content if decision.result is None else decision.result,
+                    result.is_error if decision.is_error is None else decision.is_error,
+                    result.metadata,
+                )
+            else:
+                ignored(engine, st, reg, "after_tool", decision)
     return result
 
 
