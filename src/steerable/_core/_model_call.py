@@ -7,7 +7,6 @@ snapshot moves with them, and the call is retried once.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 from contextlib import aclosing
@@ -17,6 +16,7 @@ from steerable._core._compaction import compress, estimate_tokens
 from steerable._core._engine import Engine
 from steerable._core._hook_chain import decisions, ignored
 from steerable._core._turn_state import TurnState
+from steerable._core._watchdog import IdleWatchdog
 from steerable._events import (
     ContextCompress,
     LLMDelta,
@@ -187,11 +187,10 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest) -> LL
     calls: list[ToolCall] = []
     usage: Usage | None = None
     finish: str | None = None
-    idle = engine.timeouts.llm_idle
-    async with aclosing(st.agent.provider.stream(request)) as stream, asyncio.timeout(idle) as deadline:
+    async with IdleWatchdog(engine.timeouts.llm_idle) as watchdog, \
+            aclosing(st.agent.provider.stream(request)) as stream:
         async for chunk in stream:
-            if idle is not None:  # an idle timeout: every chunk buys the provider more time
-                deadline.reschedule(asyncio.get_running_loop().time() + idle)
+            watchdog.tick()  # every chunk buys the provider more time
             if type(chunk) is TextDelta:
                 if chunk.text:
                     texts.append(chunk.text)

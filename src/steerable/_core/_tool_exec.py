@@ -243,11 +243,11 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
     try:
         done, _ = await asyncio.wait((task,), timeout=timeout)
     except asyncio.CancelledError:
-        ctx.cancelled.set()
+        ctx.cancel()
         engine.reaper.adopt(task)
         raise
     if not done:
-        ctx.cancelled.set()
+        ctx.cancel()
         engine.reaper.adopt(task)
         return ToolResult(f"Tool '{name}' timed out after {timeout:g} s and was cancelled.",
                           is_error=True)
@@ -366,7 +366,7 @@ async def execute_tools(engine: Engine, st: TurnState, calls: tuple[ToolCall, ..
         for rec in recs:
             if rec.state == "running":
                 if rec.ctx is not None:
-                    rec.ctx.cancelled.set()
+                    rec.ctx.cancel()
                 _finish(engine, st, rec,
                         ToolResult(f"Tool '{rec.call.name}' was cancelled: {note}.", True))
             elif rec.state == "pending":

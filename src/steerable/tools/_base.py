@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from steerable._messages import ToolResult
@@ -24,8 +24,8 @@ class ToolContext:
     """Handed to a running tool: who called it, and how to report progress.
 
     ``progress`` is safe to call from the tool's own thread (sync tools run in a worker thread).
-    ``cancelled`` is set when the turn is aborted or the tool timed out, so a sync tool that
-    loops can stop early; async tools are cancelled the usual asyncio way.
+    ``cancelled`` (a ``threading.Event``) is set when the turn is aborted or the tool timed out,
+    so a sync tool that loops can stop early; async tools are cancelled the usual asyncio way.
     """
 
     call_id: str
@@ -35,10 +35,26 @@ class ToolContext:
     parent_turn_id: str | None = None
     iteration: int = 0
     dry_run: bool = False
-    cancelled: threading.Event = field(default_factory=threading.Event)
+    _cancel_event: threading.Event | None = None
+    _cancel_requested: bool = False
     _report: Callable[[str, Mapping[str, Any]], None] | None = None
     services: Any = None
     """The engine's per-turn services (sub-turn spawning); None outside a loop."""
+
+    @property
+    def cancelled(self) -> threading.Event:
+        # Made on first use: most tools never look, and an Event costs more than a tool call.
+        if self._cancel_event is None:
+            self._cancel_event = threading.Event()
+            if self._cancel_requested:
+                self._cancel_event.set()
+        return self._cancel_event
+
+    def cancel(self) -> None:
+        """Set ``cancelled`` (the loop calls this on abort and timeout)."""
+        self._cancel_requested = True
+        if self._cancel_event is not None:
+            self._cancel_event.set()
 
     def progress(self, text: str, **data: Any) -> None:
         """Emit ``TOOL_EXEC_PROGRESS`` with ``text`` and any JSON-able ``data``."""
