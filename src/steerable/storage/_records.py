@@ -56,6 +56,10 @@ def message_from_record(raw: Any, version: int) -> Message:
     if not isinstance(raw, Mapping):
         raise RecordError("a message must be an object")
     try:
+        if "tool_calls" not in raw:  # most messages: skip the tool-call decoding
+            return Message(raw["role"], raw.get("content", ""),
+                           tool_call_id=raw.get("tool_call_id"), name=raw.get("name"),
+                           is_error=bool(raw.get("is_error", False)))
         return Message(
             raw["role"], raw.get("content", ""),
             tool_calls=tuple(_call_v1(c) for c in raw.get("tool_calls", ())),

@@ -20,6 +20,7 @@ reading the file's tail, so a turn costs the same with 1 or 10,000 messages befo
 from __future__ import annotations
 
 import fcntl
+import gc
 import json
 import logging
 import os
@@ -131,6 +132,60 @@ class JSONLSessionStore:
         return record if isinstance(record, dict) and record.get("type") == "session" else {}
 
     def _parse(self, data: bytes, path: Path) -> _Parsed:
+        # Tens of thousands of fresh dicts would trigger the cyclic GC over and over (a third
+        # of the load time); none of them can form a cycle, so it is paused meanwhile.
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            fast = self._parse_fast(data)
+            return fast if fast is not None else self._parse_lines(data, path)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _parse_fast(self, data: bytes) -> _Parsed | None:
+        """The common case, a clean file, in one ``json.loads`` call (3x faster than a call
+        per line). Any surprise returns None and the careful line-by-line parser takes over,
+        with its exact diagnostics. Raw newlines occur only between records: JSON escapes
+        them inside strings."""
+        if not data.endswith(b"\n"):
+            return None
+        try:
+            records = json.loads(b"[" + data.rstrip(b"\n").replace(b"\n", b",") + b"]")
+        except ValueError:
+            return None
+        out = _Parsed()
+        pending: list[Message] = []
+        pending_turn: object = None
+        for record in records:
+            if not isinstance(record, dict) or record.get("v") != SCHEMA_VERSION:
+                return None
+            kind = record.get("type")
+            if kind == "message":
+                if record.get("turn") != pending_turn:
+                    out.dropped += len(pending)
+                    pending, pending_turn = [], record.get("turn")
+                try:
+                    pending.append(message_from_record(record.get("message"), SCHEMA_VERSION))
+                except RecordError:
+                    return None
+            elif kind == "turn":
+                if record.get("turn") == pending_turn:
+                    out.messages.extend(pending)
+                else:
+                    out.dropped += len(pending)
+                pending, pending_turn = [], None
+                out.last_marker = record
+            elif kind == "session":
+                out.header = record
+            else:
+                return None
+        out.dropped += len(pending)
+        if out.dropped:
+            log.warning("ignoring %d message(s) of a turn that never finished", out.dropped)
+        return out
+
+    def _parse_lines(self, data: bytes, path: Path) -> _Parsed:
         out = _Parsed()
         pending: list[Message] = []
         pending_turn: object = None
