@@ -11,8 +11,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from steerable import Message, ToolCall, TurnRecord  # noqa: E402
-from steerable.storage import JSONLSessionStore  # noqa: E402
+from steerable import Message, ToolCall, TurnRecord
+from steerable.storage import JSONLSessionStore
 
 
 def turn(i: int) -> list[Message]:
