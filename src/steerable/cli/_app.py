@@ -1,0 +1,137 @@
+"""Everything a run or chat needs, built from settings: provider, tools, store, loop, approvals."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from steerable import Agent, AgentLoop, HookAction, HookDecision, Permissions, Timeouts
+from steerable.cli._args import UsageError
+from steerable.cli._settings import SECRET_ENV, Settings
+from steerable.coding import Workspace, coding_tools
+from steerable.errors import ConfigurationError
+from steerable.providers import select_provider
+from steerable.storage import JSONLSessionStore
+
+__all__ = ["App", "Redactor", "build_app", "new_session_id"]
+
+BASE_INSTRUCTIONS = """\
+You are a coding agent working in the folder {root}. Use the tools to look around, change files
+and run commands there; paths are relative to that folder. Read a file before you edit it and
+prefer edit over write for files that exist. When you are done, say briefly what you changed and
+how you checked it. The user may send new messages while you work: follow the latest one."""
+
+# Approvals wait for a person, who may be away for a while; the loop's 60 s default is for bots.
+HUMAN_APPROVAL_TIMEOUT = 24 * 3600.0
+
+
+class Redactor:
+    """Blanks the values of API keys wherever CLI output or session files might repeat them."""
+
+    def __init__(self, environ: dict[str, str] | None = None) -> None:
+        env = os.environ if environ is None else environ
+        names = set(SECRET_ENV) | {k for k in env if re.search(r"_(API_KEY|TOKEN|SECRET)$", k)}
+        values = sorted({env[n] for n in names if len(env.get(n, "")) >= 8}, key=len, reverse=True)
+        self._pattern = re.compile("|".join(map(re.escape, values))) if values else None
+
+    def __call__(self, text: str) -> str:
+        return self._pattern.sub("[redacted]", text) if self._pattern else text
+
+
+class DenyWithoutTerminal:
+    """The approver when nobody can be asked: refuse, and say how to allow."""
+
+    name = "no-terminal"
+
+    def approve_tool(self, ctx: Any) -> HookDecision:
+        return HookDecision(HookAction.DENY_TOOL, reason="no terminal to ask for approval; "
+                            "rerun with --yes or add an --allow rule")
+
+
+@dataclass
+class App:
+    settings: Settings
+    workspace: Workspace
+    store: JSONLSessionStore
+    loop: AgentLoop
+    agent: Agent
+    dry_agent: Agent
+    session_id: str
+    redact: Redactor
+    interactive_approvals: bool
+
+    def agent_for(self, dry_run: bool) -> Agent:
+        return self.dry_agent if dry_run else self.agent
+
+
+def new_session_id() -> str:
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+
+
+def make_store(settings: Settings, redact: Redactor | None = None) -> JSONLSessionStore:
+    data_dir = settings["data_dir"]
+    directory = Path(data_dir).expanduser() / "sessions" if data_dir else None
+    return JSONLSessionStore(directory, redact=redact)
+
+
+def _workspace(settings: Settings) -> Workspace:
+    root = Path(settings["workspace"]).expanduser()
+    if not root.is_dir():
+        raise UsageError(f"workspace {str(root)!r} does not exist or is not a folder")
+    return Workspace(root, settings["extra_roots"])
+
+
+def _session(store: JSONLSessionStore, requested: str | None) -> str:
+    if requested in (None, "new"):
+        return new_session_id()
+    assert requested is not None
+    try:
+        known = store.exists(requested)
+    except ConfigurationError as exc:
+        raise UsageError(str(exc)) from None
+    if not known:
+        raise UsageError(f"no session {requested!r}; see 'steerable sessions list'")
+    store.load(requested)  # a corrupt file fails here, before anything runs
+    return requested
+
+
+def build_app(settings: Settings, *, session: str | None, can_ask: bool,
+              script: str | None = None) -> App:
+    workspace = _workspace(settings)
+    redact = Redactor()
+    store = make_store(settings, redact)
+    session_id = _session(store, session)
+    provider = select_provider(settings["provider"], model=settings["model"],
+                               base_url=settings["base_url"], script=script)
+    tools = coding_tools(workspace, bash_timeout=settings["bash_timeout"])
+    instructions = BASE_INSTRUCTIONS.format(root=workspace.root)
+    if settings["instructions"]:
+        instructions += "\n\n" + settings["instructions"]
+    common: dict[str, Any] = {"provider": provider, "name": "coder", "instructions": instructions,
+                                  "tools": tools, "max_iterations": settings["max_iterations"],
+                                  "model": settings["model"]}
+    agent = Agent(dry_run=bool(settings["dry_run"]), **common)
+    dry_agent = Agent(dry_run=True, **common) if not settings["dry_run"] else agent
+    try:
+        permissions = Permissions([(action, pattern) for action, pattern, _ in settings.rules])
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    loop = AgentLoop(agent, store=store, permissions=permissions,
+                     timeouts=Timeouts(approval=HUMAN_APPROVAL_TIMEOUT))
+    interactive = False
+    if not settings["yes"]:
+        if can_ask and sys.stdin.isatty():
+            from steerable import HumanApprover
+
+            loop.register_hook(HumanApprover())
+            interactive = True
+        else:
+            loop.register_hook(DenyWithoutTerminal())
+    return App(settings, workspace, store, loop, agent, dry_agent, session_id, redact,
+               interactive)

@@ -1,0 +1,98 @@
+"""The command line grammar (argparse only: building it must stay cheap for ``--help``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn
+
+__all__ = ["USAGE_ERROR", "UsageError", "build_parser"]
+
+USAGE_ERROR = 2
+
+
+class UsageError(Exception):
+    """The command line asks for something impossible; exit code 2, one line on stderr."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # One clear line instead of argparse's usage dump; --help shows the rest.
+        sys.stderr.write(f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        raise SystemExit(USAGE_ERROR)
+
+
+_EPILOG = """\
+exit codes: 0 completed, 1 error, 2 bad command line, 3 interrupted or aborted.
+configuration: flags > environment (STEERABLE_*) > ./.steerable.toml > user config.toml.
+"""
+
+
+def _agent_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("agent")
+    g.add_argument("--provider", choices=["openai", "anthropic", "local", "scripted"],
+                   help="LLM provider (default: openai with OPENAI_API_KEY or OPENAI_BASE_URL, "
+                        "anthropic with ANTHROPIC_API_KEY, else local)")
+    g.add_argument("--model", help="model name for the provider")
+    g.add_argument("--base-url", help="API base URL (OpenAI-compatible servers)")
+    g.add_argument("--workspace", help="folder the tools work in (default: current folder)")
+    g.add_argument("--session", metavar="ID", help="continue session ID ('new' or none: start one)")
+    g.add_argument("--dry-run", action="store_true", default=None,
+                   help="mutating tools show what they would do instead of doing it")
+    g.add_argument("--yes", action="store_true", default=None,
+                   help="approve every tool call that would be asked")
+    g.add_argument("--allow", action="append", metavar="RULE", default=[],
+                   help="permission rule to allow, e.g. 'bash(git status*)' (repeatable)")
+    g.add_argument("--deny", action="append", metavar="RULE", default=[],
+                   help="permission rule to deny, e.g. 'write(secrets/**)' (repeatable)")
+    g.add_argument("--max-iterations", type=int, metavar="N", help="LLM calls per turn at most")
+    g.add_argument("--template", metavar="FILE",
+                   help="prompt template; {name} is filled from --var, wrapped as untrusted")
+    g.add_argument("--var", action="append", metavar="NAME=VALUE", default=[],
+                   help="a value for the template (repeatable)")
+    # Test-only: plays a JSON script of replies instead of calling a model.
+    g.add_argument("--script", help=argparse.SUPPRESS)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="steerable", epilog=_EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                     description="A coding agent you can watch, steer and stop while it works.")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    run = sub.add_parser("run", help="run one prompt and exit", epilog=_EPILOG,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("prompt", nargs="?", help="what to ask (optional with --template)")
+    run.add_argument("--json", action="store_true",
+                     help="print every event as one JSON object per line instead of rendering")
+    _agent_options(run)
+
+    chat = sub.add_parser("chat", help="interactive session: type to steer while it works")
+    _agent_options(chat)
+
+    sessions = sub.add_parser("sessions", help="list, show, export, fork or remove sessions")
+    ss = sessions.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser,
+                                 required=True)
+    ls = ss.add_parser("list", help="saved sessions, newest first")
+    ls.add_argument("--json", action="store_true")
+    show = ss.add_parser("show", help="print a session's conversation")
+    show.add_argument("id")
+    export = ss.add_parser("export", help="write a session as Markdown or JSON")
+    export.add_argument("id")
+    export.add_argument("--format", choices=["markdown", "json"], default="markdown")
+    export.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+    fork = ss.add_parser("fork", help="copy a session (or its first N messages) to a new one")
+    fork.add_argument("id")
+    fork.add_argument("--at", type=int, metavar="N", help="keep the first N messages")
+    fork.add_argument("--to", metavar="NEW_ID", help="id of the copy (default: generated)")
+    rm = ss.add_parser("rm", help="delete sessions")
+    rm.add_argument("ids", nargs="+", metavar="id")
+
+    config = sub.add_parser("config", help="show the merged configuration")
+    cs = config.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser,
+                               required=True)
+    cshow = cs.add_parser("show", help="every setting, where it came from, secrets masked")
+    cshow.add_argument("--json", action="store_true")
+    _agent_options(cshow)
+    return parser

@@ -1,0 +1,279 @@
+"""``steerable chat``: an interactive session whose prompt stays usable while the agent works.
+
+Enter while a turn runs sends the line as steering (it reaches the model at the next
+checkpoint); a line starting with ``>>`` queues a follow-up (a new turn once this one has ended
+and been saved). Ctrl+C interrupts gracefully, a second Ctrl+C within 2 s aborts, Ctrl+D quits.
+Finished things (answers, tool results) are printed above the prompt; what is running now is
+shown in the toolbar under it. Approvals are asked in the prompt itself: y, n or a (always).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from steerable import EventKind, TurnStatus
+from steerable.cli._app import App, build_app, new_session_id
+from steerable.cli._approve import always_rule, describe_request, parse_answer
+from steerable.cli._args import UsageError
+from steerable.cli._settings import Settings
+
+__all__ = ["chat"]
+
+DOUBLE_PRESS = 2.0
+HELP = """\
+Enter          send a message; while the agent works it steers the running turn
+>> text        queue a follow-up: it runs as a new turn after the current one
+Ctrl+C         interrupt gracefully; twice within 2 s: abort at once (nothing is saved)
+Ctrl+D, /quit  leave
+/sessions      list saved sessions        /resume ID   continue another session
+/new           start a new session        /export [markdown|json] [FILE]
+/dry-run on|off  preview changes instead of making them
+/events        show or hide the raw event stream"""
+
+
+class ChatSession:
+    def __init__(self, app: App) -> None:
+        from rich.console import Console
+
+        from steerable.cli._render import TurnView
+
+        self.app = app
+        self.console = Console(highlight=False)
+        self.view = TurnView(app.redact)
+        self.runner: asyncio.Task[None] | None = None
+        self.pending: deque[str] = deque()
+        self.approvals: deque[Any] = deque()
+        self.dry_run = bool(app.settings["dry_run"])
+        self.show_events = False
+        self.last_ctrl_c = 0.0
+        self.quit = False
+        self.invalidate: Any = lambda: None
+
+    @property
+    def busy(self) -> bool:
+        return self.runner is not None and not self.runner.done()
+
+    def say(self, text: str, style: str = "dim") -> None:
+        from rich.text import Text
+
+        self.console.print(Text(text, style=style))
+
+    # -- what the prompt shows ----------------------------------------------------------------
+
+    def message(self) -> str:
+        if self.approvals:
+            return "allow? [y]es/[n]o/[a]lways > "
+        return "steer > " if self.busy else "> "
+
+    def toolbar(self) -> str:
+        if self.busy:
+            frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+            spin = frames[int(time.monotonic() * 10) % len(frames)]
+            return f" {spin} {self.view.toolbar() or 'working'}   (Enter: steer, >>: follow-up)"
+        dry = " · dry-run" if self.dry_run else ""
+        return f" session {self.app.session_id}{dry} · /help · Ctrl+D quits"
+
+    # -- events -------------------------------------------------------------------------------
+
+    async def consume(self, sub: Any) -> None:
+        from rich.text import Text
+
+        from steerable.cli._render import describe_call, event_json
+
+        async for event in sub:
+            if self.show_events:
+                self.say(event_json(event, self.app.redact)[:400])
+            if event.kind is EventKind.TOOL_EXEC_START:
+                self.console.print(Text(f"▶ {event.tool_name} "
+                                        f"{self.app.redact(describe_call(event.tool_name, event.arguments))}",
+                                        style="magenta"))
+            for block in self.view.handle(event):
+                self.console.print(block)
+            if event.kind is EventKind.APPROVAL_REQUESTED and self.app.interactive_approvals:
+                self.say(describe_request(self.app, event.tool_name, event.arguments), "yellow")
+                self.approvals.append(event)
+            elif event.kind is EventKind.APPROVAL_RESOLVED:
+                self.approvals = deque(a for a in self.approvals
+                                       if a.request_id != event.request_id)
+            self.invalidate()
+
+    # -- input --------------------------------------------------------------------------------
+
+    async def on_line(self, line: str) -> None:
+        text = line.strip()
+        if self.approvals:
+            self.answer(text)
+            return
+        if not text:
+            return
+        if text.startswith("/"):
+            await self.command(text)
+            return
+        follow_up = text.startswith(">>")
+        body = text[2:].strip() if follow_up else text
+        if not body:
+            return
+        loop, sid = self.app.loop, self.app.session_id
+        if self.busy:
+            if follow_up and loop.inject_follow_up(body, sid):
+                return  # FOLLOW_UP_QUEUED is printed by the view
+            if not follow_up and loop.inject_steering(body, sid):
+                self.say(f"↳ steering sent: {body}", "cyan")
+                return
+            # The turn is ending: the message becomes the next turn.
+            self.pending.append(body)
+            self.say(f"↳ queued as the next turn: {body}", "cyan")
+            return
+        self.pending.append(body)
+        self.runner = asyncio.ensure_future(self.run_turns())
+
+    def answer(self, text: str) -> None:
+        choice = parse_answer(text)
+        if choice is None:
+            self.say("answer y (yes), n (no) or a (always allow)", "yellow")
+            return
+        event = self.approvals.popleft()
+        if choice == "a":
+            rule = self.app.loop.permissions.add("allow", always_rule(event.tool_name,
+                                                                      event.arguments))
+            self.say(f"added rule for this session: {rule}")
+        self.app.loop.resolve_approval(event.request_id, choice != "n",
+                                       "the user said no" if choice == "n" else "")
+
+    async def run_turns(self) -> None:
+        app = self.app
+        while self.pending:
+            text = self.pending.popleft()
+            handle = app.loop.start_turn(text, app.session_id, agent=app.agent_for(self.dry_run))
+            result = await handle
+            if result.status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS):
+                self.pending.extend(result.follow_ups)
+                continue
+            lost = [f"{i.kind}: {i.text}" for i in result.unprocessed]
+            lost += [f"queued: {t}" for t in self.pending]
+            self.pending.clear()
+            for item in lost:
+                self.say(f"not delivered ({app.redact(item)})", "yellow")
+            if result.status is TurnStatus.ERROR and result.error is not None:
+                self.say(f"error: {app.redact(str(result.error))}", "red")
+        self.invalidate()
+
+    def ctrl_c(self) -> None:
+        for event in list(self.approvals):
+            self.app.loop.resolve_approval(event.request_id, False, "interrupted by the user")
+        self.approvals.clear()
+        if not self.busy:
+            self.say("(nothing is running; Ctrl+D or /quit to leave)")
+            return
+        now, sid = time.monotonic(), self.app.session_id
+        if now - self.last_ctrl_c <= DOUBLE_PRESS:
+            self.app.loop.interrupt_hard(sid)
+        elif self.app.loop.interrupt_graceful(sid):
+            self.say("Ctrl+C again within 2 s to abort at once", "yellow")
+        else:
+            self.say("Ctrl+C again within 2 s to abort at once", "yellow")
+        self.last_ctrl_c = now
+
+    async def command(self, text: str) -> None:
+        name, _, rest = text.partition(" ")
+        arg = rest.strip()
+        app = self.app
+        if name in ("/quit", "/exit"):
+            self.quit = True
+        elif name == "/help":
+            self.say(HELP, "")
+        elif name == "/events":
+            self.show_events = not self.show_events
+            self.say(f"raw events {'on' if self.show_events else 'off'}")
+        elif name == "/dry-run" and arg in ("on", "off"):
+            self.dry_run = arg == "on"
+            self.say(f"dry-run {arg}: {'changes are previewed only' if self.dry_run else 'tools act for real'}")
+        elif name == "/sessions":
+            from steerable.cli._sessions import _list
+
+            _list(app.store, False)
+        elif name in ("/resume", "/new", "/export") and self.busy:
+            self.say("wait for the turn to end (or Ctrl+C) first", "yellow")
+        elif name == "/resume" and arg:
+            self.resume(arg)
+        elif name == "/new":
+            app.session_id = new_session_id()
+            self.say(f"new session {app.session_id}")
+        elif name == "/export":
+            self.export(arg.split())
+        else:
+            self.say(f"unknown or incomplete command {text!r}; /help lists them", "yellow")
+
+    def resume(self, session_id: str) -> None:
+        from steerable.errors import SteerableError
+
+        try:
+            if not self.app.store.exists(session_id):
+                self.say(f"no session {session_id!r}; /sessions lists them", "yellow")
+                return
+            count = len(self.app.store.load(session_id))
+        except (SteerableError, ValueError) as exc:
+            self.say(f"cannot resume: {exc}", "red")
+            return
+        self.app.session_id = session_id
+        self.say(f"resumed {session_id} ({count} messages)")
+
+    def export(self, args: list[str]) -> None:
+        from steerable.cli._sessions import export_json, export_markdown
+
+        fmt = args[0] if args and args[0] in ("markdown", "json") else "markdown"
+        rest = args[1:] if args and args[0] in ("markdown", "json") else args
+        sid = self.app.session_id
+        target = Path(rest[0] if rest else f"{sid}.{'md' if fmt == 'markdown' else 'json'}")
+        messages = self.app.store.load(sid)
+        text = export_markdown(sid, messages) if fmt == "markdown" else export_json(sid, messages)
+        target.write_text(text + "\n", encoding="utf-8")
+        self.say(f"wrote {len(messages)} messages to {target}")
+
+
+async def _main(app: App) -> int:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.patch_stdout import patch_stdout
+
+    chat = ChatSession(app)
+    session: PromptSession[str] = PromptSession()
+    chat.invalidate = lambda: session.app.invalidate() if session.app.is_running else None
+    sub = app.loop.subscribe(buffer=65536)
+    with patch_stdout(raw=True):
+        consumer = asyncio.ensure_future(chat.consume(sub))
+        chat.say(f"steerable chat · workspace {app.workspace.root} · session {app.session_id}"
+                 " · /help for keys")
+        while not chat.quit:
+            try:
+                line = await session.prompt_async(chat.message, bottom_toolbar=chat.toolbar,
+                                                  refresh_interval=0.2)
+            except KeyboardInterrupt:
+                chat.ctrl_c()
+                continue
+            except EOFError:
+                break
+            await chat.on_line(line)
+        if chat.busy:
+            app.loop.interrupt_hard(app.session_id)
+        if chat.runner is not None:
+            await chat.runner
+        sub.close()
+        await consumer
+        await app.loop.aclose()
+    print(f"session {app.session_id}")
+    return 0
+
+
+def chat(args: argparse.Namespace, settings: Settings) -> int:
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError("chat needs a terminal; use 'steerable run' in scripts and pipes")
+    if args.template or args.var:
+        raise UsageError("--template and --var are for 'run'")
+    app = build_app(settings, session=args.session, can_ask=True, script=args.script)
+    return asyncio.run(_main(app))

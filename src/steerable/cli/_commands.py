@@ -1,0 +1,87 @@
+"""Dispatch of parsed command lines to the commands (imported here, not at start-up)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+
+from steerable.cli._args import UsageError
+from steerable.cli._settings import SECRET_ENV, Settings, load_settings, mask, user_config_path
+
+__all__ = ["dispatch"]
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    settings = load_settings(args)
+    if args.command == "sessions":
+        from steerable.cli._sessions import sessions_command
+
+        return sessions_command(args, settings)
+    if args.command == "config":
+        return config_show(settings, args.json)
+    if args.command == "run":
+        return _run(args, settings)
+    if args.command == "chat":
+        from steerable.cli._chat import chat
+
+        return chat(args, settings)
+    raise UsageError(f"unknown command {args.command!r}")
+
+
+def _prompt(args: argparse.Namespace) -> str:
+    from steerable.cli._template import load_template
+
+    parts = []
+    if args.template:
+        parts.append(load_template(args.template, args.var))
+    elif args.var:
+        raise UsageError("--var needs --template")
+    if args.prompt:
+        parts.append(args.prompt)
+    if not parts or not "".join(parts).strip():
+        raise UsageError("run needs a prompt (or --template FILE)")
+    return "\n\n".join(parts)
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from steerable.cli._app import build_app
+    from steerable.cli._run import run_prompt
+
+    prompt = _prompt(args)
+    app = build_app(settings, session=args.session, can_ask=True, script=args.script)
+
+    async def go() -> int:
+        return await run_prompt(app, prompt, as_json=args.json)
+
+    return asyncio.run(go())
+
+
+def config_show(settings: Settings, as_json: bool) -> int:
+    secrets = {name: mask(os.environ[name]) for name in SECRET_ENV if os.environ.get(name)}
+    env_urls = {n: os.environ[n] for n in ("OPENAI_BASE_URL",) if os.environ.get(n)}
+    from steerable.providers import choose_provider_name
+
+    effective = choose_provider_name(settings["provider"])
+    if as_json:
+        print(json.dumps({"settings": settings.values, "sources": settings.sources,
+                          "provider_in_use": effective,
+                          "permissions": [{"action": a, "pattern": p, "source": s}
+                                          for a, p, s in settings.rules],
+                          "secrets": secrets, "environment": env_urls,
+                          "files": {"user": str(user_config_path()), "read": settings.files}},
+                         indent=2))
+        return 0
+    print(f"# user config: {user_config_path()}")
+    print(f"# files read: {', '.join(settings.files) or 'none'}")
+    for key, value in settings.values.items():
+        print(f"{key} = {json.dumps(value)}    # {settings.sources[key]}")
+    print(f"# provider in use: {effective}")
+    for action, pattern, source in settings.rules:
+        print(f"permission {action} {pattern}    # {source}")
+    for name, shown in {**secrets, **env_urls}.items():
+        print(f"{name} = {shown}    # environment")
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,228 @@
+"""Showing a turn in the terminal with rich: streamed markdown, tool cards, a status line.
+
+``TurnView`` keeps what is in flight (the text being streamed, the tools running, with their
+last lines of output) and turns finished things into printable blocks. ``LiveRenderer`` shows
+the in-flight part in a ``rich.live.Live`` region under the printed blocks (``run``);
+the chat prints the blocks and shows the in-flight part in its prompt's toolbar instead, since
+a live region and an editable prompt cannot share the bottom of the screen.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.markdown import Markdown
+from rich.padding import Padding
+from rich.spinner import Spinner
+from rich.text import Text
+
+from steerable import EventKind, event_to_dict
+from steerable.cli._app import Redactor
+
+__all__ = ["LiveRenderer", "TurnView", "describe_call", "status_line"]
+
+TAIL_LINES = 6
+
+
+def describe_call(name: str, arguments: Any, width: int = 70) -> str:
+    """A one-line summary of a tool call: its main argument, shortened."""
+    args = dict(arguments) if isinstance(arguments, dict) else {}
+    main = args.get("command") or args.get("path") or args.get("pattern")
+    text = str(main) if main is not None else json.dumps(args, ensure_ascii=False)
+    if name == "grep" and args.get("path") not in (None, "."):
+        text += f"  in {args['path']}"
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def status_line(status: str, iterations: int, tokens: tuple[int, int] | None,
+                seconds: float) -> str:
+    parts = [status, f"{iterations} iteration{'s' if iterations != 1 else ''}"]
+    if tokens and any(tokens):
+        parts.append(f"{tokens[0]:,} tokens in / {tokens[1]:,} out")
+    parts.append(f"{seconds:.1f}s")
+    return " · ".join(parts)
+
+
+@dataclass
+class _Card:
+    name: str
+    summary: str
+    started: float
+    depth: int
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+    partial: str = ""
+
+    def feed(self, text: str) -> None:
+        lines = (self.partial + text).split("\n")
+        self.partial = lines.pop()
+        self.tail.extend(line for line in lines)
+
+
+class TurnView:
+    """The state of the turns being shown, updated event by event."""
+
+    def __init__(self, redact: Redactor) -> None:
+        self.redact = redact
+        self.stream = ""
+        self.cards: dict[str, _Card] = {}
+        self.depth: dict[str, int] = {}
+        self.tokens: dict[str, list[int]] = {}
+        self.spinner = Spinner("dots")
+        self.activity = ""
+
+    def _depth(self, event: Any) -> int:
+        if event.turn_id not in self.depth:
+            parent = event.parent_turn_id
+            self.depth[event.turn_id] = self.depth.get(parent, 0) + 1 if parent else 0
+        return self.depth[event.turn_id]
+
+    def handle(self, event: Any) -> list[RenderableType]:
+        """Apply ``event``; return the blocks to print now (finished things)."""
+        kind, depth = event.kind, self._depth(event)
+        out: list[RenderableType] = []
+        if kind is EventKind.LLM_DELTA and not event.thinking:
+            self.stream += event.text
+            self.activity = "writing"
+        elif kind is EventKind.LLM_REQUEST:
+            self.activity = "thinking"
+        elif kind is EventKind.LLM_RESPONSE:
+            self.stream = ""
+            if event.usage is not None:
+                t = self.tokens.setdefault(event.turn_id, [0, 0])
+                t[0] += event.usage.input_tokens
+                t[1] += event.usage.output_tokens
+            if event.text.strip():
+                out.append(Markdown(self.redact(event.text)))
+        elif kind is EventKind.TOOL_EXEC_START:
+            self.cards[event.call_id] = _Card(event.tool_name, self.redact(
+                describe_call(event.tool_name, event.arguments)), time.monotonic(), depth)
+        elif kind is EventKind.TOOL_EXEC_PROGRESS and event.call_id in self.cards:
+            self.cards[event.call_id].feed(self.redact(event.text))
+        elif kind is EventKind.TOOL_EXEC_END:
+            out.append(self._ended(event))
+        elif kind is EventKind.TOOL_EXEC_SKIPPED:
+            detail = f": {event.detail}" if event.detail else ""
+            out.append(Text(f"⊘ {event.tool_name} {event.reason}{detail}", style="yellow"))
+        else:
+            out += self._notice(event)
+        return [Padding(block, (0, 0, 0, 2 * depth)) if depth else block for block in out]
+
+    def _ended(self, event: Any) -> RenderableType:
+        card = self.cards.pop(event.call_id, None)
+        summary = card.summary if card else ""
+        first = next((ln for ln in event.content.splitlines() if ln.strip()), "")
+        lines = event.content.count("\n") + 1 if event.content else 0
+        mark, style = ("✗", "red") if event.is_error else ("✓", "green")
+        text = Text(f"{mark} {event.tool_name} ", style=style)
+        text.append(summary, style="bold")
+        text.append(f"  ({event.duration:.1f}s, {lines} line{'s' if lines != 1 else ''})",
+                    style="dim")
+        if event.is_error:
+            text.append("\n  " + self.redact(first[:200]), style="red")
+        return text
+
+    def _notice(self, event: Any) -> list[RenderableType]:
+        kind = event.kind
+        if kind is EventKind.STEERING_INJECTED:
+            return [Text(f"↳ steering delivered: {self.redact(event.text)}", style="cyan")]
+        if kind is EventKind.FOLLOW_UP_QUEUED:
+            return [Text(f"↳ follow-up queued: {self.redact(event.text)}", style="cyan")]
+        if kind is EventKind.INTERRUPT_RECEIVED:
+            what = {"graceful": "interrupting: finishing the running tool, then a summary",
+                    "hard": "aborting now"}.get(event.mode, f"interrupt ({event.mode})")
+            return [Text(f"⏸ {what}", style="yellow")]
+        if kind is EventKind.ERROR:
+            return [Text(f"error: {self.redact(event.message)}", style="red")]
+        if kind is EventKind.LLM_RETRY:
+            return [Text(f"retrying in {event.delay:.1f}s (attempt {event.attempt}): "
+                         f"{event.reason}", style="dim")]
+        if kind is EventKind.SUBTURN_SPAWN:
+            return [Text(f"┌ sub-agent {event.agent} started", style="magenta")]
+        if kind is EventKind.TURN_END:
+            used = self.tokens.pop(event.turn_id, None)
+            tokens = (used[0], used[1]) if used else None
+            style = "green" if event.status.value == "completed" else "yellow"
+            prefix = "└ sub-agent " if event.parent_turn_id else ""
+            return [Text(prefix + status_line(event.status.value, event.iterations,
+                                              tokens, event.duration), style=f"bold {style}")]
+        return []
+
+    def live(self) -> RenderableType:
+        """The in-flight part: streamed text as markdown, then one card per running tool."""
+        parts: list[RenderableType] = []
+        if self.stream.strip():
+            parts.append(Markdown(self.redact(self.stream)))
+        now = time.monotonic()
+        for card in self.cards.values():
+            head = Text.assemble(" ", (card.name, "bold"), " ", card.summary,
+                                 (f"  {now - card.started:.1f}s", "dim"))
+            frame = self.spinner.render(now)
+            rows: list[RenderableType] = [
+                Text.assemble(frame if isinstance(frame, Text) else Text("*"), head)]
+            tail = [*card.tail, card.partial] if card.partial else list(card.tail)
+            rows += [Text("    " + line[:160], style="dim") for line in tail[-TAIL_LINES:]]
+            block = Group(*rows)
+            parts.append(Padding(block, (0, 0, 0, 2 * card.depth)) if card.depth else block)
+        return Group(*parts)
+
+    def toolbar(self) -> str:
+        """One line for the chat's toolbar: what runs now, for how long, its last output."""
+        now = time.monotonic()
+        if self.cards:
+            card = next(reversed(self.cards.values()))
+            last = card.partial or (card.tail[-1] if card.tail else "")
+            return f"{card.name}: {card.summary} ({now - card.started:.0f}s)  {last[:60]}"
+        if self.activity == "writing" and self.stream:
+            return "writing: " + " ".join(self.stream[-70:].split())
+        return self.activity
+
+
+class LiveRenderer:
+    """``run``'s renderer: printed blocks above, the live region below (when on a terminal)."""
+
+    def __init__(self, console: Console, view: TurnView) -> None:
+        from rich.live import Live
+
+        self.console = console
+        self.view = view
+        self._live = Live(_Proxy(view), console=console, refresh_per_second=10,
+                          transient=True) if console.is_terminal else None
+
+    def __enter__(self) -> LiveRenderer:
+        if self._live is not None:
+            self._live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.stop()
+
+    def pause(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+
+    def resume(self) -> None:
+        if self._live is not None:
+            self._live.start()
+
+    def handle(self, event: Any) -> None:
+        for block in self.view.handle(event):
+            self.console.print(block)
+
+
+class _Proxy:
+    def __init__(self, view: TurnView) -> None:
+        self.view = view
+
+    def __rich__(self) -> RenderableType:
+        return self.view.live()
+
+
+def event_json(event: Any, redact: Redactor) -> str:
+    return redact(json.dumps(event_to_dict(event), ensure_ascii=False))

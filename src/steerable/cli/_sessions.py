@@ -1,0 +1,133 @@
+"""``steerable sessions``: list, show, export (Markdown or JSON), fork and rm."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from steerable import Message
+from steerable.cli._app import make_store, new_session_id
+from steerable.cli._args import UsageError
+from steerable.cli._settings import Settings
+from steerable.errors import ConfigurationError
+from steerable.storage import JSONLSessionStore
+from steerable.storage._records import message_to_record
+
+__all__ = ["export_json", "export_markdown", "sessions_command"]
+
+
+def _fence(text: str) -> str:
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}\n{text}\n{ticks}"
+
+
+def export_markdown(session_id: str, messages: Sequence[Message]) -> str:
+    out = [f"# Session {session_id}", ""]
+    for m in messages:
+        if m.role == "tool":
+            status = " (error)" if m.is_error else ""
+            out += [f"**Result of `{m.name}`{status}:**", "", _fence(m.content), ""]
+            continue
+        out += [f"## {m.role.capitalize()}", ""]
+        if m.content:
+            out += [m.content, ""]
+        for call in m.tool_calls:
+            args = json.dumps(dict(call.arguments), ensure_ascii=False, indent=2)
+            out += [f"**Tool call `{call.name}`** (`{call.id}`):", "", _fence(args), ""]
+    return "\n".join(out)
+
+
+def export_json(session_id: str, messages: Sequence[Message]) -> str:
+    return json.dumps({"session_id": session_id,
+                       "messages": [message_to_record(m) for m in messages]},
+                      ensure_ascii=False, indent=2)
+
+
+def _existing(store: JSONLSessionStore, session_id: str) -> list[Message]:
+    try:
+        known = store.exists(session_id)
+    except ConfigurationError as exc:
+        raise UsageError(str(exc)) from None
+    if not known:
+        raise UsageError(f"no session {session_id!r}; see 'steerable sessions list'")
+    return store.load(session_id)
+
+
+def _list(store: JSONLSessionStore, as_json: bool) -> int:
+    infos = store.list_sessions()
+    if as_json:
+        print(json.dumps([{"session_id": i.session_id, "messages": i.message_count,
+                           "updated": i.updated, "title": i.title} for i in infos], indent=2))
+        return 0
+    if not infos:
+        print(f"no sessions in {store.directory}")
+        return 0
+    for i in infos:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(i.updated))
+        print(f"{i.session_id:<28} {when}  {i.message_count:>5} msgs  {i.title[:60]}")
+    return 0
+
+
+def _show(session_id: str, messages: Sequence[Message]) -> int:
+    from rich.console import Console
+    from rich.markdown import Markdown
+    from rich.text import Text
+
+    console = Console(highlight=False)
+    console.print(Text(f"session {session_id} · {len(messages)} messages", style="bold"))
+    for m in messages:
+        if m.role == "user":
+            console.print(Text(f"\n> {m.content}", style="bold cyan"))
+        elif m.role == "assistant":
+            if m.content.strip():
+                console.print(Markdown(m.content))
+            for call in m.tool_calls:
+                args = json.dumps(dict(call.arguments), ensure_ascii=False)
+                console.print(Text(f"  ▶ {call.name} {args[:150]}", style="magenta"))
+        elif m.role == "tool":
+            lines = m.content.splitlines()
+            shown = "\n".join(f"    {ln}" for ln in lines[:8])
+            more = f"\n    … {len(lines) - 8} more lines" if len(lines) > 8 else ""
+            console.print(Text(shown + more, style="red" if m.is_error else "dim"))
+    return 0
+
+
+def sessions_command(args: argparse.Namespace, settings: Settings) -> int:
+    store = make_store(settings)
+    action = args.action
+    if action == "list":
+        return _list(store, args.json)
+    if action == "rm":
+        for sid in args.ids:
+            _existing(store, sid)
+        for sid in args.ids:
+            store.delete(sid)
+            print(f"deleted {sid}")
+        return 0
+    messages = _existing(store, args.id)
+    if action == "show":
+        return _show(args.id, messages)
+    if action == "export":
+        text = export_markdown(args.id, messages) if args.format == "markdown" \
+            else export_json(args.id, messages)
+        if args.output:
+            Path(args.output).write_text(text + "\n", encoding="utf-8")
+            print(f"wrote {args.output}", file=sys.stderr)
+        else:
+            print(text)
+        return 0
+    if action == "fork":
+        new_id = args.to or new_session_id()
+        try:
+            kept = store.fork(args.id, new_id, args.at)
+        except ConfigurationError as exc:
+            raise UsageError(str(exc)) from None
+        print(f"forked {args.id} into {new_id} ({kept} messages)")
+        return 0
+    raise UsageError(f"unknown action {action!r}")

@@ -1,0 +1,158 @@
+"""Configuration: the user file, the project file, the environment and the flags, merged.
+
+Precedence, highest first: command-line flags, environment variables (``STEERABLE_*``),
+``./.steerable.toml`` (the project), the user's ``config.toml`` (``~/.config/steerable`` on
+Linux, via platformdirs; ``STEERABLE_CONFIG`` names another file), built-in defaults.
+Permission rules are not overridden but collected from every source (deny still wins).
+
+A project file comes with whatever repository was cloned, so it is not trusted with what could
+hurt the user: its ``allow`` rules, ``base_url`` (which would send the API key elsewhere),
+``workspace``, ``extra_roots`` and ``data_dir`` are ignored with a warning.
+API keys are never read from these files: providers take them from the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from steerable.errors import ConfigurationError
+
+__all__ = ["SECRET_ENV", "Settings", "load_settings", "mask", "user_config_path"]
+
+log = logging.getLogger("steerable.cli")
+
+SECRET_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+
+# key -> (type, default, environment variable)
+_KEYS: dict[str, tuple[type, Any, str | None]] = {
+    "provider": (str, None, "STEERABLE_PROVIDER"),
+    "model": (str, None, "STEERABLE_MODEL"),
+    "base_url": (str, None, "STEERABLE_BASE_URL"),
+    "workspace": (str, ".", "STEERABLE_WORKSPACE"),
+    "data_dir": (str, None, "STEERABLE_DATA_DIR"),
+    "max_iterations": (int, 30, "STEERABLE_MAX_ITERATIONS"),
+    "dry_run": (bool, False, None),
+    "yes": (bool, False, None),
+    "instructions": (str, "", None),
+    "extra_roots": (list, [], None),
+    "bash_timeout": (float, 120.0, None),
+}
+_UNTRUSTED_IN_PROJECT = frozenset({"base_url", "workspace", "extra_roots", "data_dir", "yes"})
+_RULE_KINDS = ("allow", "ask", "deny")
+
+
+@dataclass
+class Settings:
+    values: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    rules: list[tuple[str, str, str]] = field(default_factory=list)
+    """(action, pattern, source) for every permission rule."""
+    files: list[str] = field(default_factory=list)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+
+def user_config_path() -> Path:
+    env = os.environ.get("STEERABLE_CONFIG")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("steerable", appauthor=False)) / "config.toml"
+
+
+def _coerce(key: str, value: Any, where: str) -> Any:
+    kind = _KEYS[key][0]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if kind is list and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    raise ConfigurationError(f"{where}: '{key}' must be {kind.__name__}, got {value!r}")
+
+
+def _read_toml(path: Path) -> dict[str, Any] | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ConfigurationError(f"cannot read config file {path}: {reason}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigurationError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def _apply_file(s: Settings, path: Path, source: str, trusted: bool) -> None:
+    data = _read_toml(path)
+    if data is None:
+        return
+    s.files.append(str(path))
+    for key, value in data.items():
+        if key == "permissions":
+            _apply_rules(s, value, path, source, trusted)
+        elif key not in _KEYS:
+            log.warning("%s: unknown setting '%s' ignored", path, key)
+        elif not trusted and key in _UNTRUSTED_IN_PROJECT:
+            log.warning("%s: '%s' is not accepted from a project file; set it in your user "
+                        "config, the environment or a flag", path, key)
+        else:
+            s.values[key] = _coerce(key, value, str(path))
+            s.sources[key] = source
+
+
+def _apply_rules(s: Settings, table: Any, path: Path, source: str, trusted: bool) -> None:
+    if not isinstance(table, dict):
+        raise ConfigurationError(f"{path}: [permissions] must be a table of allow/ask/deny lists")
+    for kind, patterns in table.items():
+        if kind not in _RULE_KINDS or not isinstance(patterns, list):
+            raise ConfigurationError(f"{path}: permissions.{kind} is not an allow/ask/deny list")
+        if kind == "allow" and not trusted:
+            log.warning("%s: 'allow' rules from a project file are ignored; approve them when "
+                        "asked or add them to your user config", path)
+            continue
+        s.rules += [(kind, str(p), source) for p in patterns]
+
+
+def load_settings(args: argparse.Namespace, cwd: Path | None = None) -> Settings:
+    s = Settings()
+    for key, (_, default, _) in _KEYS.items():
+        s.values[key] = default
+        s.sources[key] = "default"
+    _apply_file(s, user_config_path(), "user config", trusted=True)
+    _apply_file(s, (cwd or Path.cwd()) / ".steerable.toml", "project config", trusted=False)
+    for key, (_, _, env) in _KEYS.items():
+        if env and os.environ.get(env):
+            raw = os.environ[env]
+            try:
+                s.values[key] = int(raw) if _KEYS[key][0] is int else raw
+            except ValueError:
+                raise ConfigurationError(f"{env} must be an integer, got {raw!r}") from None
+            s.sources[key] = f"env {env}"
+    for key in _KEYS:
+        value = getattr(args, key, None)
+        if value is not None:
+            s.values[key] = value
+            s.sources[key] = "flag"
+    s.rules += [("allow", p, "flag") for p in getattr(args, "allow", [])]
+    s.rules += [("deny", p, "flag") for p in getattr(args, "deny", [])]
+    if s.values["max_iterations"] < 1:
+        raise ConfigurationError("max_iterations must be at least 1")
+    return s
+
+
+def mask(value: str) -> str:
+    """Enough of a secret to recognise which one it is, never enough to use it."""
+    if len(value) <= 8:
+        return "****"
+    return f"{value[:3]}…{value[-4:]} (masked)"

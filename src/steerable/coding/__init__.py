@@ -1,0 +1,54 @@
+"""The built-in coding tools: read, write, edit, bash, grep, ls and find.
+
+Every path they take is confined to a workspace root (see ``Workspace``); read, grep, ls and
+find are read-only, so the loop runs them in parallel and asks nobody before running them.
+``coding_tools`` builds the whole set for one workspace.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from steerable.coding._workspace import Workspace
+from steerable.coding.bash import DEFAULT_HIDDEN_ENV, DEFAULT_TIMEOUT, make_bash_tool
+from steerable.coding.edit import make_edit_tool
+from steerable.coding.find import make_find_tool
+from steerable.coding.grep import make_grep_tool
+from steerable.coding.ls import make_ls_tool
+from steerable.coding.read import make_read_tool
+from steerable.coding.write import make_write_tool
+from steerable.tools import FunctionTool
+
+__all__ = [
+    "Workspace",
+    "coding_tools",
+    "make_bash_tool",
+    "make_edit_tool",
+    "make_find_tool",
+    "make_grep_tool",
+    "make_ls_tool",
+    "make_read_tool",
+    "make_write_tool",
+]
+
+
+def coding_tools(
+    workspace: str | os.PathLike[str] | Workspace,
+    extra_roots: Iterable[str | os.PathLike[str]] = (),
+    *,
+    bash_timeout: float = DEFAULT_TIMEOUT,
+    hidden_env: Iterable[str] = DEFAULT_HIDDEN_ENV,
+    use_ripgrep: bool = True,
+) -> list[FunctionTool]:
+    """The seven coding tools bound to ``workspace`` (plus any ``extra_roots``)."""
+    ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace, extra_roots)
+    return [
+        make_read_tool(ws),
+        make_write_tool(ws),
+        make_edit_tool(ws),
+        make_bash_tool(ws, default_timeout=bash_timeout, hidden_env=hidden_env),
+        make_grep_tool(ws, use_ripgrep=use_ripgrep),
+        make_ls_tool(ws),
+        make_find_tool(ws),
+    ]

@@ -1,0 +1,70 @@
+"""Workspace confinement: every path a coding tool touches must resolve inside the workspace.
+
+A path is joined to the workspace root (absolute paths are taken as they are), then resolved
+with every symlink followed. The resolved path must lie under the real workspace root or one of
+the allowed extra roots; ``..`` that climbs out, an absolute path elsewhere and a symlink whose
+target is elsewhere are all refused the same way. Checking the *resolved* path is what makes
+symlinks safe: a link inside the tree that points at ``/etc`` resolves to ``/etc``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from steerable.errors import ConfigurationError, ToolError
+
+__all__ = ["Workspace"]
+
+
+class Workspace:
+    """The root the coding tools work in, plus any extra roots they may also use."""
+
+    def __init__(self, root: str | os.PathLike[str],
+                 extra_roots: Iterable[str | os.PathLike[str]] = ()) -> None:
+        real = Path(os.path.realpath(root))
+        if not real.is_dir():
+            raise ConfigurationError(f"workspace {os.fspath(root)!r} is not a directory")
+        self.root = real
+        self.extra_roots: tuple[Path, ...] = tuple(
+            Path(os.path.realpath(os.path.expanduser(p))) for p in extra_roots
+        )
+
+    @property
+    def roots(self) -> tuple[Path, ...]:
+        return (self.root, *self.extra_roots)
+
+    def contains(self, resolved: Path) -> bool:
+        return any(resolved == r or resolved.is_relative_to(r) for r in self.roots)
+
+    def resolve(self, path: str) -> Path:
+        """The real path ``path`` names, or a ``ToolError`` if it leaves the allowed roots."""
+        if not isinstance(path, str) or not path.strip():
+            raise ToolError("path must be a non-empty string (relative to the workspace root)")
+        if "\x00" in path:
+            raise ToolError("path must not contain a NUL character")
+        candidate = Path(os.path.expanduser(path))
+        if not candidate.is_absolute():
+            candidate = self.root / candidate
+        # realpath follows symlinks as far as they exist, so a dangling link or a path through a
+        # linked directory is judged by where it really lands.
+        resolved = Path(os.path.realpath(candidate))
+        if not self.contains(resolved):
+            raise ToolError(
+                f"path {path!r} is outside the workspace ({self.root}); it resolves to "
+                f"{resolved}. Use a path inside the workspace"
+                + (" or an allowed extra root" if self.extra_roots else "") + "."
+            )
+        return resolved
+
+    def display(self, resolved: Path) -> str:
+        """How to show ``resolved`` to the model: relative to the root when inside it."""
+        if resolved == self.root:
+            return "."
+        if resolved.is_relative_to(self.root):
+            return resolved.relative_to(self.root).as_posix()
+        return str(resolved)
+
+    def __repr__(self) -> str:
+        return f"<Workspace {self.root} extra={[str(p) for p in self.extra_roots]}>"

@@ -1,0 +1,162 @@
+"""``bash``: run a shell command in the workspace, in its own process group.
+
+The command's whole process group is killed on timeout and on a hard abort (asyncio
+cancellation of the tool), so a ``make`` that started compilers, or a shell that started a
+``sleep`` in the background, leaves nothing behind. Output (stdout and stderr interleaved) is
+streamed as ``TOOL_EXEC_PROGRESS`` while it arrives and capped in the result, keeping its start
+and its end. The environment given to the command lacks the API keys of the model providers so
+that ``env`` or a chatty script cannot copy them into the conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import fnmatch
+import os
+import signal
+import subprocess
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from steerable._messages import ToolResult
+from steerable.coding._text import cap_text
+from steerable.coding._workspace import Workspace
+from steerable.errors import ToolError
+from steerable.tools import FunctionTool, ToolContext, tool
+
+__all__ = ["DEFAULT_HIDDEN_ENV", "make_bash_tool", "scrubbed_env"]
+
+DEFAULT_TIMEOUT = 120.0
+MAX_TIMEOUT = 1800.0
+MAX_OUTPUT = 30_000
+# After the shell exits, how long background children may keep the output pipe open before
+# they are stopped (they would otherwise hold the tool open forever).
+PIPE_GRACE = 0.5
+DEFAULT_HIDDEN_ENV = ("*_API_KEY", "*_API_TOKEN", "*_SECRET_KEY", "*_ACCESS_TOKEN")
+
+
+def scrubbed_env(hidden: Iterable[str], base: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    patterns = tuple(hidden)
+    return {k: v for k, v in env.items()
+            if not any(fnmatch.fnmatchcase(k.upper(), p.upper()) for p in patterns)}
+
+
+def _kill_group(pid: int) -> None:
+    # The shell is the group leader (start_new_session), so its pid is the group id.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+class _Output:
+    """Collects the command's output and streams each chunk as progress."""
+
+    def __init__(self, ctx: ToolContext) -> None:
+        self.ctx = ctx
+        self.parts: list[str] = []
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def feed(self, data: bytes, final: bool = False) -> None:
+        text = self.decoder.decode(data, final)
+        if text:
+            self.parts.append(text)
+            self.ctx.progress(text, stream="output")
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+class _Protocol(asyncio.SubprocessProtocol):
+    """Tells apart the shell exiting and its output pipe closing.
+
+    ``Process.wait()`` of asyncio's stream API waits for both, so a background child that
+    keeps the pipe open would hold the tool; here each has its own future.
+    """
+
+    def __init__(self, out: _Output) -> None:
+        loop = asyncio.get_running_loop()
+        self.out = out
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        self.out.feed(data.encode() if isinstance(data, str) else data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.out.feed(b"", final=True)
+            self.closed.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+async def _run(command: str, cwd: str, env: dict[str, str], limit: float,
+               out: _Output) -> tuple[int | None, str]:
+    """Run ``command``; returns (exit code or None, a note about how it ended)."""
+    loop = asyncio.get_running_loop()
+    transport, proto = await loop.subprocess_exec(
+        lambda: _Protocol(out), "/bin/bash", "-c", command, cwd=cwd, env=env,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=True)
+    pid = transport.get_pid()
+    note = ""
+    try:
+        done, _ = await asyncio.wait((proto.exited,), timeout=limit)
+        if not done:
+            _kill_group(pid)
+            note = f"timed out after {limit:g} s; the command and its children were killed"
+        done, _ = await asyncio.wait((proto.closed,), timeout=PIPE_GRACE)
+        if not done:
+            _kill_group(pid)  # background children still hold the pipe open
+            note = note or "background processes still writing output were stopped"
+        await proto.closed
+        await proto.exited
+    except asyncio.CancelledError:
+        # A hard abort: kill the group at once (synchronously), then let the cancel proceed.
+        _kill_group(pid)
+        raise
+    finally:
+        transport.close()
+    code = transport.get_returncode()
+    return (None if note.startswith("timed out") else code), note
+
+
+def make_bash_tool(ws: Workspace, *, default_timeout: float = DEFAULT_TIMEOUT,
+                   max_output: int = MAX_OUTPUT,
+                   hidden_env: Iterable[str] = DEFAULT_HIDDEN_ENV) -> FunctionTool:
+    hidden = tuple(hidden_env)
+
+    def preview(arguments: Mapping[str, Any]) -> str:
+        return f"[dry-run] bash would run in {ws.root}; nothing was run:\n$ {arguments['command']}"
+
+    @tool(name="bash", permission_key="command", preview=preview)
+    # ``timeout`` is the model's argument (a JSON field), not an asyncio deadline of a caller.
+    async def bash(command: str, ctx: ToolContext,
+                   timeout: float | None = None) -> ToolResult:  # noqa: ASYNC109
+        """Run a bash command in the workspace root; stdout and stderr are returned together.
+
+        Args:
+            command: The command line to run with bash -c.
+            timeout: Seconds before the command is killed (default 120).
+        """
+        if not command.strip():
+            raise ToolError("command must not be empty")
+        limit = default_timeout if timeout is None else timeout
+        if not 0 < limit <= MAX_TIMEOUT:
+            raise ToolError(f"timeout must be between 0 and {MAX_TIMEOUT:g} seconds")
+        out = _Output(ctx)
+        code, note = await _run(command, str(ws.root), scrubbed_env(hidden), limit, out)
+        body = cap_text(out.text(), max_output) or "(no output)"
+        if not body.endswith("\n"):
+            body += "\n"
+        status = f"[exit code {code}]" if code is not None else "[no exit code]"
+        if note:
+            status += f" [{note}]"
+        failed = code != 0
+        return ToolResult(body + status, is_error=failed, metadata={"exit_code": code})
+
+    return bash

@@ -1,0 +1,87 @@
+"""``edit``: replace an exact piece of text in a file.
+
+The old text must occur exactly once unless ``replace_all`` is set: an edit that could land in
+two places is refused with the line numbers of each, so the model can add context to pick one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from steerable.coding._text import read_text, unified_diff
+from steerable.coding._workspace import Workspace
+from steerable.coding.write import atomic_write
+from steerable.errors import ToolError
+from steerable.tools import FunctionTool, tool
+
+__all__ = ["make_edit_tool"]
+
+
+def _line_of(text: str, index: int) -> int:
+    return text.count("\n", 0, index) + 1
+
+
+def _apply(ws: Workspace, path: str, old_text: str, new_text: str,
+           replace_all: bool) -> tuple[Path, str, str, str]:
+    """Work out the edit without writing: (target, name, old content, new content)."""
+    target = ws.resolve(path)
+    name = ws.display(target)
+    if not old_text:
+        raise ToolError("old_text must not be empty; use write to create or replace a file")
+    if old_text == new_text:
+        raise ToolError("old_text and new_text are the same; nothing to change")
+    if target.is_dir():
+        raise ToolError(f"{name} is a directory")
+    if not target.exists():
+        raise ToolError(f"{name} does not exist; use write to create it")
+    before = read_text(target)
+    if before is None:
+        raise ToolError(f"{name} is a binary file; edit changes text files only")
+    count = before.count(old_text)
+    if count == 0:
+        hint = ""
+        if old_text.strip() and old_text.strip() in before:
+            hint = " (it does occur with different surrounding whitespace)"
+        raise ToolError(f"old_text was not found in {name}{hint}; read the file and copy the "
+                        "text exactly, including indentation")
+    if count > 1 and not replace_all:
+        lines, start = [], 0
+        for _ in range(count):
+            start = before.index(old_text, start)
+            lines.append(str(_line_of(before, start)))
+            start += len(old_text)
+        raise ToolError(f"old_text occurs {count} times in {name} (at lines {', '.join(lines)}); "
+                        "include more surrounding text to make it unique, or set replace_all")
+    after = before.replace(old_text, new_text) if replace_all else \
+        before.replace(old_text, new_text, 1)
+    return target, name, before, after
+
+
+def make_edit_tool(ws: Workspace) -> FunctionTool:
+    def preview(arguments: Mapping[str, Any]) -> str:
+        _, name, before, after = _apply(ws, str(arguments["path"]), str(arguments["old_text"]),
+                                        str(arguments["new_text"]),
+                                        bool(arguments.get("replace_all", False)))
+        return f"[dry-run] edit would change {name}; nothing was changed.\n" + \
+            unified_diff(before, after, name)
+
+    @tool(name="edit", permission_key="path", preview=preview)
+    def edit(path: str, old_text: str, new_text: str, replace_all: bool = False) -> str:
+        """Replace exact text in a file. old_text must match exactly once unless replace_all.
+
+        Args:
+            path: File path, relative to the workspace root.
+            old_text: The exact text to replace, including indentation.
+            new_text: The text to put in its place.
+            replace_all: Replace every occurrence instead of requiring exactly one.
+        """
+        target, name, before, after = _apply(ws, path, old_text, new_text, replace_all)
+        atomic_write(target, after)
+        count = before.count(old_text) if replace_all else 1
+        first = _line_of(before, before.index(old_text))
+        plural = "s" if count > 1 else ""
+        return f"Edited {name}: replaced {count} occurrence{plural} (first at line {first})."
+
+    return edit

@@ -1,0 +1,49 @@
+"""``find``: files whose path matches a glob, .gitignore respected."""
+
+from __future__ import annotations
+
+import re
+
+from steerable.coding._walk import glob_to_regex, walk_files
+from steerable.coding._workspace import Workspace
+from steerable.errors import ToolError
+from steerable.tools import FunctionTool, tool
+
+__all__ = ["make_find_tool"]
+
+MAX_RESULTS = 1000
+
+
+def make_find_tool(ws: Workspace, *, max_results: int = MAX_RESULTS) -> FunctionTool:
+    @tool(name="find", read_only=True, permission_key="pattern")
+    def find(pattern: str, path: str = ".") -> str:
+        """Find files by glob. '*.py' matches names at any depth; 'src/**/*.py' matches paths.
+
+        Args:
+            pattern: Glob pattern; '**' crosses folders, '*' does not.
+            path: Folder to search, relative to the workspace root.
+        """
+        if not pattern.strip():
+            raise ToolError("pattern must not be empty")
+        start = ws.resolve(path)
+        if not start.is_dir():
+            raise ToolError(f"{ws.display(start)} is not a folder")
+        body = glob_to_regex(pattern.lstrip("/"))
+        # A pattern without '/' names files at any depth, like .gitignore and `find -name`.
+        regex = re.compile(("^" if "/" in pattern else "^(?:.*/)?") + body + "$")
+        found: list[str] = []
+        more = False
+        for file in walk_files(ws, start):
+            rel = file.relative_to(start).as_posix()
+            if regex.match(rel):
+                if len(found) == max_results:
+                    more = True
+                    break
+                found.append(ws.display(file))
+        if not found:
+            return f"No files match {pattern!r} under {ws.display(start)}."
+        if more:
+            found.append(f"[stopped at {max_results} results; narrow the pattern]")
+        return "\n".join(found)
+
+    return find

@@ -1,0 +1,131 @@
+"""``grep``: search file contents with a regular expression.
+
+Uses ripgrep when it is installed (fast on big trees) and a pure-Python walk otherwise; both
+respect .gitignore, skip .git and binary files, and print ``path:line: text``. The two engines
+speak slightly different regex dialects (Rust's and Python's); the common subset is what models
+write anyway.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from steerable.coding._walk import glob_to_regex, walk_files
+from steerable.coding._workspace import Workspace
+from steerable.errors import ToolError
+from steerable.tools import FunctionTool, ToolContext, tool
+
+__all__ = ["make_grep_tool"]
+
+MAX_RESULTS = 200
+MAX_LINE = 300
+MAX_FILE_BYTES = 5 * 1024 * 1024
+RG_TIMEOUT = 60.0
+
+
+def _clip(line: str) -> str:
+    line = line.rstrip("\r\n")
+    return line if len(line) <= MAX_LINE else line[:MAX_LINE] + " [...]"
+
+
+def _python_grep(ws: Workspace, start: Path, regex: re.Pattern[str], glob: str | None,
+                 limit: int, ctx: ToolContext) -> tuple[list[str], bool]:
+    name_filter = None
+    if glob:
+        body = glob_to_regex(glob)
+        name_filter = re.compile(("^" if "/" in glob else "^(?:.*/)?") + body + "$")
+    hits: list[str] = []
+    for file in walk_files(ws, start):
+        if ctx.cancelled.is_set():
+            break
+        rel = file.relative_to(start).as_posix() if file != start else file.name
+        if name_filter is not None and not name_filter.match(rel):
+            continue
+        try:
+            if file.stat().st_size > MAX_FILE_BYTES:
+                continue
+            data = file.read_bytes()
+        except OSError:
+            continue
+        if b"\x00" in data[:8192]:
+            continue
+        shown = ws.display(file)
+        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+            if regex.search(line):
+                if len(hits) == limit:
+                    return hits, True
+                hits.append(f"{shown}:{number}: {_clip(line)}")
+    return hits, False
+
+
+def _rg_grep(rg: str, ws: Workspace, start: Path, pattern: str, glob: str | None,
+             ignore_case: bool, limit: int) -> tuple[list[str], bool]:
+    target = ws.display(start)
+    args = [rg, "--line-number", "--no-heading", "--with-filename", "--color=never",
+            "--hidden", "--no-require-git", "--glob", "!.git", "--no-messages"]
+    if ignore_case:
+        args.append("--ignore-case")
+    if glob:
+        # A file type, not --glob: rg's --glob overrides .gitignore, a type does not.
+        args += ["--type-add", f"steerable:{glob}", "--type", "steerable"]
+    args += ["--regexp", pattern, "--", target]
+    hits: list[str] = []
+    more = False
+    with subprocess.Popen(args, cwd=ws.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL, text=True, errors="replace") as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        for raw in proc.stdout:
+            if len(hits) == limit:
+                more = True
+                proc.kill()
+                break
+            path, _, rest = raw.partition(":")
+            number, _, text = rest.partition(":")
+            path = path[2:] if path.startswith("./") else path
+            hits.append(f"{path}:{number}: {_clip(text)}")
+        err = proc.stderr.read()
+        code = proc.wait(timeout=RG_TIMEOUT)
+    if code == 2 and not hits and not more:
+        raise ToolError(f"grep failed: {err.strip().splitlines()[0] if err.strip() else 'rg error'}")
+    hits.sort(key=lambda h: h.split(":", 1)[0])  # rg runs in parallel: make the order stable
+    return hits, more
+
+
+def make_grep_tool(ws: Workspace, *, use_ripgrep: bool = True,
+                   max_results: int = MAX_RESULTS) -> FunctionTool:
+    rg = shutil.which("rg") if use_ripgrep else None
+
+    @tool(name="grep", read_only=True, permission_key="pattern")
+    def grep(pattern: str, ctx: ToolContext, path: str = ".", glob: str | None = None,
+             ignore_case: bool = False) -> str:
+        """Search file contents with a regular expression; prints path:line: text.
+
+        Args:
+            pattern: Regular expression to look for.
+            path: File or folder to search, relative to the workspace root.
+            glob: Only search files matching this glob, e.g. '*.py'.
+            ignore_case: Match without regard to case.
+        """
+        try:
+            regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+        except re.error as exc:
+            raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
+        start = ws.resolve(path)
+        if not start.exists():
+            raise ToolError(f"{ws.display(start)} does not exist")
+        # rg file types match names only, so a glob with a folder in it goes to Python.
+        if rg is not None and os.path.isdir(start) and "/" not in (glob or ""):
+            hits, more = _rg_grep(rg, ws, start, pattern, glob, ignore_case, max_results)
+        else:
+            hits, more = _python_grep(ws, start, regex, glob, max_results, ctx)
+        if not hits:
+            return f"No matches for {pattern!r} under {ws.display(start)}."
+        if more:
+            hits.append(f"[stopped at {max_results} matches; narrow the pattern or path]")
+        return "\n".join(hits)
+
+    return grep

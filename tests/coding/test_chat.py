@@ -1,0 +1,62 @@
+"""``steerable chat`` through a pseudo-terminal: steer, follow-up, Ctrl+C twice, Ctrl+D."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pexpect
+
+
+def test_chat_steer_follow_up_and_double_ctrl_c(cli_env, tmp_path: Path) -> None:
+    ws = tmp_path / "project"
+    ws.mkdir()
+    wait_for = "echo waiting; while [ ! -f {0} ]; do sleep 0.05; done; echo got {0}"
+    steps = [
+        {"tool_calls": [["bash", {"command": wait_for.format("go1")}]]},
+        {"text": "Steered answer."},
+        {"text": "Follow-up answer."},
+        {"tool_calls": [["bash", {"command": wait_for.format("never")}]]},
+    ]
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(steps))
+    env = {**cli_env, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm"}
+    child = pexpect.spawn(sys.executable, ["-m", "steerable", "chat", "--yes", "--provider",
+                                           "scripted", "--script", str(script), "--workspace",
+                                           str(ws)], env=env, encoding="utf-8", timeout=30,
+                          dimensions=(40, 160))
+    try:
+        child.expect("/help for keys")
+        child.sendline("start the job")
+        child.expect("▶ bash")
+        child.expect("waiting")
+        child.sendline("also check the tests")
+        child.expect("steering sent: also check the tests")
+        child.sendline(">> then write docs")
+        child.expect("follow-up queued: then write docs")
+        (ws / "go1").write_text("")
+        child.expect("steering delivered: also check the tests")
+        child.expect("Steered answer.")
+        child.expect("completed · 2 iterations")
+        child.expect("Follow-up answer.")
+        child.expect("completed · 1 iteration")
+        child.sendline("run forever")
+        child.expect("waiting")
+        child.sendcontrol("c")
+        child.expect("Ctrl\\+C again within 2 s")
+        child.sendcontrol("c")
+        child.expect("aborted · 1 iteration")
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    sessions = list((Path(cli_env["STEERABLE_DATA_DIR"]) / "sessions").glob("*.jsonl"))
+    assert len(sessions) == 1
+    saved = [json.loads(x) for x in sessions[0].read_text().splitlines()]
+    contents = [r["message"]["content"] for r in saved if r["type"] == "message"]
+    # the aborted turn was rolled back; the steered turn and the follow-up were saved in order
+    assert contents[0] == "start the job" and "also check the tests" in contents
+    assert contents[-2:] == ["then write docs", "Follow-up answer."]
+    assert "run forever" not in contents
