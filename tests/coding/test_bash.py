@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 
 import psutil
-from tests.coding.conftest import Progress, call
 
 from steerable import Agent, AgentLoop, EventKind, Reply, ScriptedProvider, ToolContext, TurnStatus
 from steerable.coding import Workspace, coding_tools, make_bash_tool
+from tests.coding.conftest import Progress, call
 
 
 async def test_bash_runs_in_workspace_and_reports_exit_code(ws: Workspace, tools) -> None:

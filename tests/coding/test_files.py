@@ -7,10 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.coding.conftest import call
 
 from steerable.coding import Workspace, coding_tools
 from steerable.coding._walk import IgnoreRules, glob_to_regex
+from tests.coding.conftest import call
 
 
 async def test_read_numbers_lines_and_windows(ws: Workspace, tools) -> None:

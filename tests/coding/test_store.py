@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.coding.conftest import SRC
 
 from steerable import Agent, AgentLoop, Message, Reply, ScriptedProvider, ToolCall, TurnRecord
 from steerable.storage import JSONLSessionStore, SessionFileError
+from tests.coding.conftest import SRC
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
