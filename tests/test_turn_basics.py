@@ -396,3 +396,13 @@ async def test_provider_yielding_garbage_is_an_error() -> None:
     assert result.status is TurnStatus.ERROR and "yielded str" in str(result.error)
     assert sub.drain_nowait()[-1].kind is K.TURN_END
     assert loop.session_messages("s") == [Message("user", "go")]
+
+
+async def test_usage_is_summed_into_the_result_and_turn_end() -> None:
+    from steerable import Usage
+
+    loop, _, sub = make_loop([Reply(tool_calls=[("read_file", {"path": "a"})], usage=Usage(10, 2)),
+                              Reply(text="ok", usage=Usage(15, 3))], tools=[read_file])
+    result = await loop.run_turn("go", session_id="s")
+    assert result.usage == Usage(25, 5)
+    assert of(sub.drain_nowait(), K.TURN_END)[0].usage == Usage(25, 5)

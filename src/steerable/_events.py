@@ -126,6 +126,8 @@ class TurnEnd(_Event):
     error: str | None = None
     duration: float = 0.0
     """Seconds from TURN_START to TURN_END."""
+    usage: Usage | None = None
+    """Tokens of every LLM call of the turn, when the provider reported them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -230,7 +230,8 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
     try:
         args = tool.validate(arguments)
         if st.agent.dry_run and not tool.read_only:
-            return ToolResult(tool.preview(args, ctx))
+            # Previews may read files (a diff for write/edit): keep them off the loop's thread.
+            return ToolResult(await asyncio.to_thread(tool.preview, args, ctx))
     except ToolError as exc:
         return ToolResult(str(exc), is_error=True)
     except Exception as exc:

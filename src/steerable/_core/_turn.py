@@ -181,5 +181,5 @@ async def _finish(engine: Engine, st: TurnState, status: TurnStatus,
     )
     engine.emit(st, TurnEnd, status=status, text=text, iterations=st.iteration,
                 error=None if error is None else f"{type(error).__name__}: {error}",
-                duration=duration)
+                duration=duration, usage=usage)
     return result
