@@ -2,10 +2,16 @@
 
 A rule is ``allow``, ``ask`` or ``deny`` with a pattern ``tool`` or ``tool(argument-glob)``,
 for example ``bash(git status*)`` or ``write(src/**)``. The tool part matches the tool name and
-the argument part matches the tool's permission key (its ``permission_key``, by default its
-first string parameter), both as shell globs where ``*`` matches any characters, ``/`` included.
-Among the rules that match a call, deny beats ask and ask beats allow. With no matching rule a
-read-only tool is allowed and any other tool is asked.
+the argument part matches the call's *subjects*, both as shell globs where ``*`` matches any
+characters, ``/`` included. A call's subjects are what the tool says its arguments touch
+(``permission_subjects``): by default the value of its ``permission_key`` argument; the coding
+tools give a path normalised against the workspace, and bash each command of a compound line,
+so ``./secrets/k`` cannot dodge ``deny: write(secrets/*)`` and ``git log; rm -rf .`` is not
+covered by ``allow: bash(git *)``.
+
+A deny rule matching any subject refuses the call; else an ask rule matching any subject asks;
+else the call is allowed only when allow rules cover every subject (a rule with no argument part
+covers them all). With no rule deciding, a read-only tool is allowed and any other tool asked.
 """
 
 from __future__ import annotations
@@ -13,9 +19,8 @@ from __future__ import annotations
 import enum
 import fnmatch
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = ["Permission", "PermissionRule", "Permissions"]
 
@@ -26,9 +31,6 @@ class Permission(enum.StrEnum):
     ALLOW = "allow"
     ASK = "ask"
     DENY = "deny"
-
-
-_RANK = {Permission.ALLOW: 0, Permission.ASK: 1, Permission.DENY: 2}
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,12 +54,11 @@ class PermissionRule:
             )
         return cls(act, m.group(1), m.group(2))
 
-    def matches(self, tool_name: str, key_value: str | None) -> bool:
-        if not fnmatch.fnmatchcase(tool_name, self.tool):
-            return False
-        if self.argument is None:
-            return True
-        return key_value is not None and fnmatch.fnmatchcase(key_value, self.argument)
+    def matches_tool(self, tool_name: str) -> bool:
+        return fnmatch.fnmatchcase(tool_name, self.tool)
+
+    def matches_subject(self, subject: str) -> bool:
+        return self.argument is None or fnmatch.fnmatchcase(subject, self.argument)
 
     def __str__(self) -> str:
         arg = "" if self.argument is None else f"({self.argument})"
@@ -89,22 +90,22 @@ class Permissions:
         return tuple(self._rules)
 
     def decide(
-        self,
-        tool_name: str,
-        arguments: Mapping[str, Any],
-        *,
-        read_only: bool,
-        permission_key: str | None = None,
+        self, tool_name: str, subjects: Sequence[str], *, read_only: bool
     ) -> tuple[Permission, PermissionRule | None]:
-        key_value = None
-        if permission_key is not None and permission_key in arguments:
-            key_value = str(arguments[permission_key])
-        best: PermissionRule | None = None
-        for rule in self._rules:
-            if rule.matches(tool_name, key_value) and (
-                best is None or _RANK[rule.action] > _RANK[best.action]
-            ):
-                best = rule
-        if best is not None:
-            return best.action, best
+        """The permission for a call of ``tool_name`` touching ``subjects``, and the deciding rule."""
+        rules = [r for r in self._rules if r.matches_tool(tool_name)]
+        for action in (Permission.DENY, Permission.ASK):
+            for rule in rules:
+                if rule.action is action and (
+                    rule.argument is None or any(rule.matches_subject(s) for s in subjects)
+                ):
+                    return action, rule
+        allows = [r for r in rules if r.action is Permission.ALLOW]
+        if allows:
+            unconditional = next((r for r in allows if r.argument is None), None)
+            if unconditional is not None:
+                return Permission.ALLOW, unconditional
+            covering = [next((r for r in allows if r.matches_subject(s)), None) for s in subjects]
+            if subjects and all(covering):
+                return Permission.ALLOW, covering[0]
         return (Permission.ALLOW if read_only else Permission.ASK), None

@@ -302,8 +302,7 @@ async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
     else:
         tool = rec.tool
         perm, rule = engine.permissions.decide(
-            call.name, call.arguments, read_only=tool.read_only,
-            permission_key=getattr(tool, "permission_key", None))
+            call.name, _subjects(tool, call.arguments), read_only=tool.read_only)
         if perm is Permission.DENY:
             _skip(engine, st, rec, "denied", f"refused by the rule '{rule}'")
             return
@@ -318,6 +317,18 @@ async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
     if engine.hooks.at("after_tool"):
         result = await _after_tool(engine, st, call, result)
     _finish(engine, st, rec, result)
+
+
+def _subjects(tool: Tool, arguments: Mapping[str, Any]) -> list[str]:
+    subjects = getattr(tool, "permission_subjects", None)
+    if subjects is None:
+        return []
+    try:
+        return [str(s) for s in subjects(arguments)]
+    except Exception:
+        # Arguments the tool cannot even interpret match no rule (so allow rules do not apply);
+        # the call then fails validation with a message the model can read.
+        return []
 
 
 def _groups(recs: list[_Call]) -> list[list[_Call]]:

@@ -1,8 +1,8 @@
 """Inline approvals: what to show for an asked tool call, and what "always" allows.
 
-"always" adds a rule for the rest of the session: for ``bash`` the exact command (glob
-characters escaped, so ``git status`` does not also allow ``git status; rm -rf ~``), for any
-other tool the tool as a whole.
+"always" adds rules for the rest of the session: for ``bash`` one per command of the line,
+each exact (glob characters escaped; rules match each command of a line on its own, so allowing
+``git status`` never allows ``git status; rm -rf ~``), for any other tool the tool as a whole.
 """
 
 from __future__ import annotations
@@ -15,18 +15,20 @@ from typing import Any
 
 from steerable import ToolContext
 from steerable.cli._app import App
+from steerable.coding._shell import command_subjects
 
-__all__ = ["always_rule", "describe_request", "parse_answer", "read_line"]
+__all__ = ["always_rules", "describe_request", "parse_answer", "read_line"]
 
 
 def _escape_glob(text: str) -> str:
     return "".join(f"[{c}]" if c in "*?[" else c for c in text)
 
 
-def always_rule(tool_name: str, arguments: Any) -> str:
+def always_rules(tool_name: str, arguments: Any) -> list[str]:
     if tool_name == "bash" and isinstance(arguments, dict) and "command" in arguments:
-        return f"bash({_escape_glob(str(arguments['command']))})"
-    return tool_name
+        commands = command_subjects(str(arguments["command"]))
+        return [f"bash({_escape_glob(c)})" for c in commands] or [tool_name]
+    return [tool_name]
 
 
 def describe_request(app: App, tool_name: str, arguments: Any) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 from steerable import EventKind, TurnStatus
 from steerable.cli._app import App, build_app, new_session_id
-from steerable.cli._approve import always_rule, describe_request, parse_answer
+from steerable.cli._approve import always_rules, describe_request, parse_answer
 from steerable.cli._args import UsageError
 from steerable.cli._settings import Settings
 
@@ -140,9 +140,9 @@ class ChatSession:
             return
         event = self.approvals.popleft()
         if choice == "a":
-            rule = self.app.loop.permissions.add("allow", always_rule(event.tool_name,
-                                                                      event.arguments))
-            self.say(f"added rule for this session: {rule}")
+            for pattern in always_rules(event.tool_name, event.arguments):
+                rule = self.app.loop.permissions.add("allow", pattern)
+                self.say(f"added rule for this session: {rule}")
         self.app.loop.resolve_approval(event.request_id, choice != "n",
                                        "the user said no" if choice == "n" else "")
 

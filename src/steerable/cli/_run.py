@@ -14,7 +14,7 @@ from typing import Any
 
 from steerable import EventKind, TurnResult, TurnStatus
 from steerable.cli._app import App
-from steerable.cli._approve import always_rule, describe_request, parse_answer, read_line
+from steerable.cli._approve import always_rules, describe_request, parse_answer, read_line
 
 __all__ = ["exit_code", "run_prompt"]
 
@@ -59,9 +59,9 @@ async def _approve(app: App, event: Any, pause: Any, resume: Any) -> None:
             if answer is not None:
                 break
         if answer == "a":
-            rule = app.loop.permissions.add("allow", always_rule(event.tool_name,
-                                                                 event.arguments))
-            sys.stderr.write(f"added rule for this session: {rule}\n")
+            for pattern in always_rules(event.tool_name, event.arguments):
+                rule = app.loop.permissions.add("allow", pattern)
+                sys.stderr.write(f"added rule for this session: {rule}\n")
         app.loop.resolve_approval(event.request_id, answer in ("y", "a"),
                                   "" if answer != "n" else "the user said no")
     finally:

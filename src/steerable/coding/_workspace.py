@@ -10,8 +10,9 @@ symlinks safe: a link inside the tree that points at ``/etc`` resolves to ``/etc
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from steerable.errors import ConfigurationError, ToolError
 
@@ -57,6 +58,12 @@ class Workspace:
                 + (" or an allowed extra root" if self.extra_roots else "") + "."
             )
         return resolved
+
+    def path_subjects(self, arguments: Mapping[str, Any], key: str = "path") -> list[str]:
+        """The path a call touches, as permission rules see it: resolved, then shown relative to
+        the root, so ``./a/../secrets/k`` and an absolute path both read ``secrets/k``."""
+        raw = arguments.get(key, ".")
+        return [self.display(self.resolve(str(raw)))]
 
     def display(self, resolved: Path) -> str:
         """How to show ``resolved`` to the model: relative to the root when inside it."""

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from steerable._messages import ToolResult
+from steerable.coding._shell import command_subjects
 from steerable.coding._text import cap_text
 from steerable.coding._workspace import Workspace
 from steerable.errors import ToolError
@@ -133,7 +134,8 @@ def make_bash_tool(ws: Workspace, *, default_timeout: float = DEFAULT_TIMEOUT,
     def preview(arguments: Mapping[str, Any]) -> str:
         return f"[dry-run] bash would run in {ws.root}; nothing was run:\n$ {arguments['command']}"
 
-    @tool(name="bash", permission_key="command", preview=preview)
+    @tool(name="bash", permission_key="command", preview=preview,
+          permission_subjects=lambda a: command_subjects(str(a.get("command", ""))))
     # ``timeout`` is the model's argument (a JSON field), not an asyncio deadline of a caller.
     async def bash(command: str, ctx: ToolContext,
                    timeout: float | None = None) -> ToolResult:  # noqa: ASYNC109

@@ -25,7 +25,7 @@ def _size(n: int) -> str:
 
 
 def make_ls_tool(ws: Workspace, *, max_entries: int = MAX_ENTRIES) -> FunctionTool:
-    @tool(name="ls", read_only=True, permission_key="path")
+    @tool(name="ls", permission_subjects=ws.path_subjects, read_only=True, permission_key="path")
     def ls(path: str = ".") -> str:
         """List a folder of the workspace: subfolders end with '/', files show their size.
 

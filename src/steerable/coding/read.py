@@ -22,7 +22,7 @@ MAX_CHARS = 60_000
 
 
 def make_read_tool(ws: Workspace, *, max_chars: int = MAX_CHARS) -> FunctionTool:
-    @tool(name="read", read_only=True, permission_key="path")
+    @tool(name="read", permission_subjects=ws.path_subjects, read_only=True, permission_key="path")
     def read(path: str, offset: int = 1, limit: int = DEFAULT_LIMIT) -> str:
         """Read a text file from the workspace; lines come numbered.
 

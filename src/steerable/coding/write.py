@@ -53,7 +53,7 @@ def make_write_tool(ws: Workspace) -> FunctionTool:
         diff = unified_diff(_old_text(target, name), str(arguments["content"]), name)
         return f"[dry-run] write would {action} {name}; nothing was changed.\n{diff}"
 
-    @tool(name="write", permission_key="path", preview=preview)
+    @tool(name="write", permission_subjects=ws.path_subjects, permission_key="path", preview=preview)
     def write(path: str, content: str) -> str:
         """Write a whole file in the workspace, creating it (and its folders) or replacing it.
 

@@ -103,6 +103,13 @@ class BaseTool:
     def parameters(self) -> Mapping[str, Any]:
         return {"type": "object", "properties": {}}
 
+    def permission_subjects(self, arguments: Mapping[str, Any]) -> list[str]:
+        """What permission rules match for this call: by default the ``permission_key`` value."""
+        key = self.permission_key
+        if key is None or key not in arguments:
+            return []
+        return [str(arguments[key])]
+
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.parameters)
 

@@ -86,6 +86,7 @@ class FunctionTool(BaseTool):
         timeout: float | None = None,
         preview: Callable[[Mapping[str, Any]], str] | None = None,
         permission_key: str | None = None,
+        permission_subjects: Callable[[Mapping[str, Any]], list[str]] | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"@tool needs a function, got {type(fn).__name__}")
@@ -106,6 +107,7 @@ class FunctionTool(BaseTool):
         self.read_only = read_only
         self.timeout = float(timeout) if timeout is not None else None
         self._preview = preview
+        self._subjects = permission_subjects
         self._is_async = inspect.iscoroutinefunction(fn)
         self._context_param: str | None = None
         self._model = self._build_model(arg_docs)
@@ -171,6 +173,11 @@ class FunctionTool(BaseTool):
             return await self.fn(**kwargs)
         return await asyncio.to_thread(self.fn, **kwargs)
 
+    def permission_subjects(self, arguments: Mapping[str, Any]) -> list[str]:
+        if self._subjects is not None:
+            return list(self._subjects(arguments))
+        return super().permission_subjects(arguments)
+
     def preview(self, arguments: Mapping[str, Any], ctx: ToolContext) -> str:
         if self._preview is not None:
             return self._preview(arguments)
@@ -198,6 +205,7 @@ def tool(
     description: str | None = None,
     preview: Callable[[Mapping[str, Any]], str] | None = None,
     permission_key: str | None = None,
+    permission_subjects: Callable[[Mapping[str, Any]], list[str]] | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -211,11 +219,13 @@ def tool(
     description: str | None = None,
     preview: Callable[[Mapping[str, Any]], str] | None = None,
     permission_key: str | None = None,
+    permission_subjects: Callable[[Mapping[str, Any]], list[str]] | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a tool from a function: ``@tool`` or ``@tool(read_only=True, timeout=10)``.
 
     ``preview`` returns the dry-run text for a mutating tool; ``permission_key`` names the
-    argument that permission rules match (default: the first string parameter).
+    argument that permission rules match (default: the first string parameter), and
+    ``permission_subjects`` can instead compute the normalised values they match.
     """
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
@@ -227,6 +237,7 @@ def tool(
             timeout=timeout,
             preview=preview,
             permission_key=permission_key,
+            permission_subjects=permission_subjects,
         )
 
     if fn is not None:

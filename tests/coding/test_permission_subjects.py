@@ -1,0 +1,77 @@
+"""Permission rules see normalised subjects: no bypass by path spelling or compound commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from steerable import Agent, AgentLoop, EventKind, Permissions, Reply, ScriptedProvider
+from steerable.coding import Workspace, coding_tools
+from steerable.coding._shell import command_subjects
+
+K = EventKind
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("git status", ["git status"]),
+    ("git log; rm -rf .", ["git log", "rm -rf ."]),
+    ('git log && echo "a; b" | wc -l', ["git log", 'echo "a; b"', "wc -l"]),
+    ("echo $(rm -rf /) done", ["echo $(rm -rf /) done", "rm -rf /"]),
+    ("echo `whoami`", ["echo `whoami`", "whoami"]),
+    ("(cd x && make) || true", ["(cd x && make)", "true", "cd x", "make"]),
+    ("echo 'a && b'", ["echo 'a && b'"]),
+    ("sleep 1 &\nls", ["sleep 1", "ls"]),
+])
+def test_command_subjects(line: str, expected: list[str]) -> None:
+    assert command_subjects(line) == expected
+
+
+async def run_calls(tmp_path: Path, calls, rules):
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "k").write_text("key")
+    (tmp_path / "src").mkdir()
+    asked: list[str] = []
+
+    class Approver:
+        def approve_tool(self, ctx) -> bool:
+            asked.append(str(dict(ctx.call.arguments)))
+            return False  # never run what was asked: we only want to see who was asked
+
+    provider = ScriptedProvider([Reply(tool_calls=calls), Reply(text="ok")])
+    loop = AgentLoop(Agent(provider=provider, tools=coding_tools(Workspace(tmp_path))),
+                     permissions=Permissions(rules))
+    loop.register_hook(Approver())
+    sub = loop.subscribe()
+    await loop.run_turn("go", session_id="s")
+    events = sub.drain_nowait()
+    skipped = {e.call_id: e.detail for e in events if e.kind is K.TOOL_EXEC_SKIPPED}
+    ran = [e.call_id for e in events if e.kind is K.TOOL_EXEC_START]
+    await loop.aclose()
+    return skipped, ran, asked
+
+
+async def test_path_spellings_cannot_dodge_a_deny_rule(tmp_path: Path) -> None:
+    spellings = ["secrets/k", "./secrets/k", "src/../secrets/k", str(tmp_path / "secrets" / "k")]
+    calls = [("write", {"path": p, "content": "x"}) for p in spellings]
+    skipped, ran, asked = await run_calls(tmp_path, calls, [("allow", "write"), ("deny", "write(secrets/*)")])
+    assert len(skipped) == 4 and all("deny: write(secrets/*)" in d for d in skipped.values())
+    assert ran == [] and asked == []
+    assert (tmp_path / "secrets" / "k").read_text() == "key"
+
+
+async def test_allow_covers_each_command_not_the_line(tmp_path: Path) -> None:
+    calls = [("bash", {"command": "git --version"}),
+             ("bash", {"command": "git --version; touch pwned"}),
+             ("bash", {"command": "git log $(touch pwned2)"})]
+    skipped, ran, asked = await run_calls(tmp_path, calls, [("allow", "bash(git *)")])
+    assert len(ran) == 1  # only the plain git command ran without asking
+    assert len(asked) == 2 and all("pwned" in a for a in asked)
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned2").exists()
+
+
+async def test_deny_on_any_command_of_the_line(tmp_path: Path) -> None:
+    calls = [("bash", {"command": "echo hi && rm -rf src"})]
+    skipped, ran, _ = await run_calls(tmp_path, calls, [("allow", "bash"), ("deny", "bash(rm *)")])
+    assert ran == [] and "deny: bash(rm *)" in next(iter(skipped.values()))
+    assert (tmp_path / "src").exists()
