@@ -57,7 +57,7 @@ class RetryPolicy:
         because the server asked for a longer wait than ``max_delay``."""
         if retry_after is not None and retry_after > self.max_delay:
             return None
-        cap = min(self.max_delay, self.base_delay * 2 ** (retry - 1))
+        cap = min(self.max_delay, self.base_delay * 2.0 ** (retry - 1))
         jittered = cap * self.random()
         return max(jittered, retry_after or 0.0)
 
