@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from functools import partial
 from typing import Any
@@ -193,7 +193,7 @@ class AnthropicProvider:
     def __repr__(self) -> str:  # never show the key
         return f"<AnthropicProvider model={self.model!r} base_url={self.base_url!r}>"
 
-    def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
+    def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         return with_retries(self.retry, partial(self._attempt, request))
 
     async def aclose(self) -> None:

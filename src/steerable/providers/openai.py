@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from functools import partial
@@ -241,7 +241,7 @@ class OpenAIProvider:
     def __repr__(self) -> str:  # never show the key
         return f"<OpenAIProvider model={self.model!r} base_url={self.base_url!r}>"
 
-    def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
+    def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         return with_retries(self.retry, partial(self._attempt, request))
 
     async def aclose(self) -> None:
