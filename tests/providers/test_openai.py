@@ -80,7 +80,7 @@ async def test_parallel_tool_calls_are_assembled_from_interleaved_fragments(serv
     ends = kinds(events, EventKind.TOOL_EXEC_END)
     assert sorted((e.call_id, e.is_error) for e in ends) == [("call_a", False), ("call_b", False)]
     sent = server.requests[1].body["messages"]
-    assert sent[1] == {"role": "assistant", "content": None, "tool_calls": [
+    assert sent[1] == {"role": "assistant", "tool_calls": [
         {"id": "call_a", "type": "function",
          "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'}},
         {"id": "call_b", "type": "function",

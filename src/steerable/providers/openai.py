@@ -81,12 +81,19 @@ def wire_messages(messages: tuple[Message, ...], profile: ModelProfile) -> list[
     for m in messages:
         if m.role == "assistant" and m.tool_calls:
             calls.update((c.id, c) for c in m.tool_calls)
-            if as_text:
+            if not profile.calls_in_history:
+                if m.content:
+                    out.append({"role": "assistant", "content": m.content})
+            elif as_text:
                 text = "\n".join([m.content, *map(tool_call_as_text, m.tool_calls)]).strip()
                 out.append({"role": "assistant", "content": text})
             else:
-                out.append({"role": "assistant", "content": m.content or None,
-                            "tool_calls": [_wire_call(c) for c in m.tool_calls]})
+                # No "content": null: OpenAI allows leaving it out, llama-cpp-python rejects null.
+                wire: dict[str, Any] = {"role": "assistant",
+                                        "tool_calls": [_wire_call(c) for c in m.tool_calls]}
+                if m.content:
+                    wire["content"] = m.content
+                out.append(wire)
         elif m.role == "tool" and as_text:
             text = tool_result_as_user(m, calls)
             previous = out[-1] if out else None
@@ -267,7 +274,8 @@ class OpenAIProvider:
         }
         if self.stream_usage:
             body["stream_options"] = {"include_usage": True}
-        if request.tools:
+        answering = bool(request.messages) and request.messages[-1].role == "tool"
+        if request.tools and (profile.tools_after_results or not answering):
             body["tools"] = wire_tools(request.tools)
         body.update(profile.apply_params(request.params))
         return body
@@ -280,9 +288,9 @@ class OpenAIProvider:
                            model=model, key_hint="OPENAI_API_KEY (or api_key=)")
         if self._client is None:
             self._client = make_client(self.timeouts)
-        reply = _Reply(target, profile.text_tool_calls and bool(request.tools))
-        events = stream_events(self._client, target, headers,
-                               self._body(request, profile, model), self.timeouts.total)
+        body = self._body(request, profile, model)
+        reply = _Reply(target, profile.text_tool_calls and "tools" in body)
+        events = stream_events(self._client, target, headers, body, self.timeouts.total)
         async with aclosing(events):
             async for event in events:
                 if reply.done:

@@ -35,12 +35,18 @@ class ModelProfile:
     ``text_tool_calls``: tool calls may arrive as JSON in the reply text (``<tool_call>`` tags,
     fenced or bare) and are parsed back into calls. ``tool_results_as_user``: tool results are
     sent as user messages ("Result of name(args): ...") and the model's own calls as text, so the
-    conversation is plain text. ``temperature``: forced on every request when not None.
+    conversation is plain text. ``calls_in_history``: False leaves the model's earlier calls out
+    of the history it is sent (the result message names the call instead).
+    ``tools_after_results``: False sends a request that ends with tool results without tools, so
+    the model answers from them (one round of tools per turn). ``temperature``: forced on every
+    request when not None.
     """
 
     name: str
     text_tool_calls: bool = False
     tool_results_as_user: bool = False
+    calls_in_history: bool = True
+    tools_after_results: bool = True
     temperature: float | None = None
 
     def apply_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -54,11 +60,14 @@ DEFAULT_PROFILE = ModelProfile(name="default")
 
 QWEN25_CODER_SMALL = ModelProfile(
     name="qwen2.5-coder-small",
-    # Measured with Qwen2.5-Coder-0.5B-Instruct Q4_K_M: calls come as fenced or bare JSON; it
-    # answers from a result sent as a user message but not from a role "tool" one; sampling
-    # above temperature 0 corrupts the arguments.
+    # Measured with Qwen2.5-Coder-0.5B-Instruct Q4_K_M through llama-cpp-python 0.3.36: calls
+    # come as fenced or bare JSON; it answers from a result sent as a user message, but not from
+    # a role "tool" one, and not while it still sees its own call or the tool definitions (it
+    # repeats the call instead); sampling above temperature 0 corrupts the arguments.
     text_tool_calls=True,
     tool_results_as_user=True,
+    calls_in_history=False,
+    tools_after_results=False,
     temperature=0.0,
 )
 
