@@ -167,6 +167,7 @@ class LoopbackServer:
         self.connections_total = 0
         self.last_close: float | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Event()
         self._server: asyncio.Server | None = None
         self.url = ""
@@ -185,6 +186,8 @@ class LoopbackServer:
         self._server.close()
         for writer in list(self._writers):
             writer.transport.abort()
+        if self._handlers:  # let each handler see its aborted connection and finish
+            await asyncio.wait(self._handlers, timeout=2.0)
         await self._server.wait_closed()
 
     async def wait_closed_connections(self, timeout: float = 2.0) -> None:
@@ -198,6 +201,9 @@ class LoopbackServer:
         self.open_connections += 1
         self.connections_total += 1
         self._writers.add(writer)
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
         try:
             while True:
                 request = await _read_request(reader)
@@ -215,6 +221,7 @@ class LoopbackServer:
             pass
         finally:
             self._writers.discard(writer)
+            self._handlers.discard(task)
             writer.close()
             self.open_connections -= 1
             self.last_close = time.monotonic()

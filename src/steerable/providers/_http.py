@@ -211,14 +211,15 @@ async def _reject(response: httpx.Response, target: ApiTarget) -> ProviderError:
 
 async def stream_events(
     client: httpx.AsyncClient, target: ApiTarget, headers: Mapping[str, str],
-    body: Mapping[str, Any], total: float | None,
+    body: Mapping[str, Any], timeouts: ProviderTimeouts,
 ) -> AsyncGenerator[ServerSentEvent, None]:
     """POST ``body`` and yield the server-sent events of the reply.
 
     Transport failures become ``RetryableProviderError`` (the retry layer decides whether a
-    retry is still allowed), overrunning ``total`` a ``ProviderError``.
+    retry is still allowed), overrunning ``timeouts.total`` a ``ProviderError``.
     """
     loop = asyncio.get_running_loop()
+    total = timeouts.total
     deadline = None if total is None else loop.time() + total
     response = await _open(client, target, headers, body)
     try:
@@ -228,7 +229,10 @@ async def stream_events(
         async with aclosing(EventSource(response).aiter_sse()) as events:
             while True:
                 try:
-                    if deadline is None:
+                    # While more than a read timeout remains, httpx's read timeout ends any
+                    # stalled wait before the deadline, so the timer (a few microseconds per
+                    # event) is armed only for the last stretch.
+                    if deadline is None or deadline - loop.time() > timeouts.read:
                         event = await anext(events)
                     else:
                         async with asyncio.timeout_at(deadline):
@@ -238,7 +242,7 @@ async def stream_events(
                 except TimeoutError:
                     raise ProviderError(
                         f"{target.api} reply did not complete within the total timeout "
-                        f"({total:g} s)") from None
+                        f"({total or 0:g} s)") from None
                 except httpx.TimeoutException:
                     raise RetryableProviderError(
                         f"{target.api} server went silent mid-reply (read timeout)") from None

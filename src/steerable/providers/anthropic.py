@@ -228,7 +228,7 @@ class AnthropicProvider:
             self._client = make_client(self.timeouts)
         reply = _Reply(target)
         events = stream_events(self._client, target, headers, self._body(request, model),
-                               self.timeouts.total)
+                               self.timeouts)
         async with aclosing(events):
             async for event in events:
                 if reply.stopped:

@@ -290,7 +290,7 @@ class OpenAIProvider:
             self._client = make_client(self.timeouts)
         body = self._body(request, profile, model)
         reply = _Reply(target, profile.text_tool_calls and "tools" in body)
-        events = stream_events(self._client, target, headers, body, self.timeouts.total)
+        events = stream_events(self._client, target, headers, body, self.timeouts)
         async with aclosing(events):
             async for event in events:
                 if reply.done:
