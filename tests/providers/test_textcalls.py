@@ -85,12 +85,31 @@ def test_buffer_streams_prose_and_holds_back_from_a_marker_split_across_deltas()
     assert rest == "" and [c.name for c in calls] == ["read_file"]
 
 
-def test_buffer_gives_back_held_text_that_was_no_call():
+def test_buffer_releases_what_turns_out_not_to_be_a_call():
     buffer = TextCallBuffer()
     assert buffer.feed("Answer: <") == "Answer: "
     assert buffer.feed("b>bold</b>") == "<b>bold</b>"
-    assert buffer.feed(" and {x}") == " and "
-    assert buffer.finish() == ("{x}", [])
+    assert buffer.feed(" and {") == " and "
+    assert buffer.feed("x} then [") == "{x} then "
+    assert buffer.feed("1, 2] and {\"na") == "[1, 2] and "
+    assert buffer.feed("me_of\": 1}") == '{"name_of": 1}'
+    assert buffer.finish() == ("", [])
+
+
+def test_code_blocks_in_other_languages_stream():
+    buffer = TextCallBuffer()
+    shown = [buffer.feed(d) for d in ["Here:\n``", "`pyth", "on\ndef f(x):\n", "    return {}\n",
+                                      "```\n", "Done."]]
+    assert "".join(shown) == "Here:\n```python\ndef f(x):\n    return {}\n```\nDone."
+    assert shown[2] == "```python\ndef f(x):\n"
+    assert buffer.finish() == ("", [])
+
+
+def test_a_json_fence_that_holds_data_is_given_back_at_the_end():
+    buffer = TextCallBuffer()
+    shown = buffer.feed('```json\n{"a": 1}\n```')
+    assert shown == ""
+    assert buffer.finish() == ('```json\n{"a": 1}\n```', [])
 
 
 def test_profiles_by_model_name():

@@ -3,8 +3,8 @@
 Small models often answer a tool request with JSON in the reply text instead: inside
 ``<tool_call>`` tags (the Qwen chat template's convention), in a fenced block, or bare. This
 module finds such calls and strips them from the text. ``TextCallBuffer`` does it on a live
-stream: prose streams through untouched, and only from the first character that could open a
-call (``<tool_call>``, a fence, a ``{``) on is text held back until the reply ends.
+stream: prose and ordinary code blocks stream through, and only what opens like a call is held
+back until the reply ends.
 """
 
 from __future__ import annotations
@@ -135,39 +135,78 @@ def _partial_marker(text: str) -> int:
     return 0
 
 
-class TextCallBuffer:
-    """Streams text through, holding back everything from a possible tool call on."""
+_CALL_OPENINGS = ('{"name"', '{"type"', '{"function"', '[{"name"', '[{"type"', '[{"function"')
+_CALL_FENCES = ("", "json", "tool_call", "tool")
+_CALL, _TEXT, _WAIT = "call", "text", "wait"
 
-    __slots__ = ("_held", "_holding")
+
+def _classify(text: str, i: int) -> str:
+    """Whether the candidate at ``i`` opens a call, is plain text, or cannot be told yet."""
+    if text.startswith(_OPEN_TAG, i):
+        return _CALL
+    if text.startswith(_FENCE, i):
+        line_end = text.find("\n", i)
+        if line_end < 0:
+            return _WAIT
+        if text[i + len(_FENCE):line_end].strip().lower() not in _CALL_FENCES:
+            return _TEXT  # a code block in some language: stream it
+        body = text[line_end + 1:].lstrip()
+        if not body:
+            return _WAIT
+        return _CALL if body[0] in "{[" else _TEXT
+    compact = re.sub(r"\s+", "", text[i:i + 48])
+    if any(compact.startswith(opening) for opening in _CALL_OPENINGS):
+        return _CALL
+    if any(opening.startswith(compact) for opening in _CALL_OPENINGS):
+        return _WAIT
+    return _TEXT
+
+
+def _next_candidate(text: str, pos: int) -> int:
+    found = [i for i in (text.find(_OPEN_TAG, pos), text.find(_FENCE, pos),
+                         text.find("{", pos), text.find("[", pos)) if i >= 0]
+    return min(found, default=-1)
+
+
+class TextCallBuffer:
+    """Streams text through, holding back what may be a tool call until it can tell.
+
+    Prose and code blocks in other languages stream as they come; only a ``<tool_call>`` tag,
+    a json (or unlabelled) fence opening with ``{``/``[``, or a bare ``{"name"...`` is held
+    until the reply ends and parsed then. Text that might still become one of those (``{"na``
+    at the end of a delta) waits for the next delta.
+    """
+
+    __slots__ = ("_holding", "_pending")
 
     def __init__(self) -> None:
-        self._held: list[str] = []
+        self._pending = ""
         self._holding = False
 
     def feed(self, text: str) -> str:
         """Add a delta; return the part that can be shown now (possibly empty)."""
+        buffer = self._pending + text
         if self._holding:
-            self._held.append(text)
+            self._pending = buffer
             return ""
-        buffer = "".join(self._held) + text if self._held else text
-        self._held.clear()
-        starts = [i for i in (buffer.find(_OPEN_TAG), buffer.find(_FENCE), buffer.find("{"))
-                  if i >= 0]
-        if starts:
-            cut = min(starts)
-            self._holding = True
-        else:
-            cut = len(buffer) - _partial_marker(buffer)
-        if cut < len(buffer):
-            self._held.append(buffer[cut:])
+        pos = 0
+        while True:
+            i = _next_candidate(buffer, pos)
+            if i < 0:
+                cut = len(buffer) - _partial_marker(buffer[pos:])
+                break
+            verdict = _classify(buffer, i)
+            if verdict != _TEXT:
+                self._holding = verdict == _CALL
+                cut = i
+                break
+            pos = i + (len(_FENCE) if buffer.startswith(_FENCE, i) else 1)
+        self._pending = buffer[cut:]
         return buffer[:cut]
 
     def finish(self) -> tuple[str, list[TextCall]]:
         """The held-back text still to show and the calls found in it."""
-        held = "".join(self._held)
-        self._held.clear()
-        self._holding = False
+        held, self._pending, self._holding = self._pending, "", False
         if not held:
             return "", []
-        rest, calls = find_text_calls(held)
-        return rest, calls
+        return find_text_calls(held)
