@@ -28,7 +28,7 @@ from steerable import Agent, AgentLoop, EventKind, tool  # noqa: E402
 from steerable.providers.local import LocalModelProvider  # noqa: E402
 from steerable.providers.openai import wire_tools  # noqa: E402
 
-ROUNDS = 3
+ROUNDS = 5
 PROMPT = "Write a Python function that reverses a string, with a one-line docstring."
 MAX_TOKENS = 64
 
@@ -80,17 +80,22 @@ def _figures(started: float, times: list[float]) -> tuple[float, float, int]:
 async def scenario(provider: LocalModelProvider, base_url: str, tools: bool) -> None:
     ours, theirs = [], []
     for i in range(ROUNDS):
-        theirs.append(await direct(base_url, i, tools))
         agent = Agent(provider=provider, instructions=system(i, "steerable"),
                       tools=[read_file] if tools else [],
                       params={"max_tokens": MAX_TOKENS})
-        ours.append(await steerable_turn(AgentLoop(agent), i))
+        if i % 2:  # alternate who goes first
+            ours.append(await steerable_turn(AgentLoop(agent), i))
+            theirs.append(await direct(base_url, i, tools))
+        else:
+            theirs.append(await direct(base_url, i, tools))
+            ours.append(await steerable_turn(AgentLoop(agent), i))
     label = "with tool definitions" if tools else "no tools"
     for name, runs in (("llama.cpp direct", theirs), ("through steerable", ours)):
         first = statistics.median(r[0] for r in runs)
         rate = statistics.median(r[1] for r in runs)
-        print(f"{label:22} {name:18} first token {first:.3f} s, {rate:.1f} tokens/s "
-              f"({runs[0][2]} tokens)")
+        spread = ", ".join(f"{r[0]:.2f}s/{r[1]:.0f}" for r in runs)
+        print(f"{label:22} {name:18} median first token {first:.3f} s, {rate:.1f} tokens/s "
+              f"({runs[0][2]} tokens; runs: {spread})")
 
 
 async def main() -> None:
