@@ -25,8 +25,7 @@ from steerable.errors import (
     ProviderError,
     RetryableProviderError,
 )
-from steerable.providers._http import ProviderTimeouts
-from steerable.providers._retry import RetryPolicy
+from steerable.providers import ProviderTimeouts, RetryPolicy
 from steerable.providers.openai import OpenAIProvider
 
 read_paths: list[str] = []

@@ -29,10 +29,10 @@ from steerable.errors import (
     RetryableProviderError,
 )
 from steerable.providers._retry import parse_retry_after
+from steerable.providers._timeouts import ProviderTimeouts
 
 __all__ = [
     "ApiTarget",
-    "ProviderTimeouts",
     "check_base_url",
     "classify_error",
     "is_context_overflow",
@@ -51,24 +51,6 @@ _OVERFLOW = re.compile(
     re.IGNORECASE,
 )
 _BODY_PREVIEW = 300
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProviderTimeouts:
-    """Seconds. ``read`` bounds every silence, the wait for the first token included;
-    ``total`` bounds one whole attempt (None: no bound)."""
-
-    connect: float = 10.0
-    read: float = 120.0
-    total: float | None = 600.0
-
-    def __post_init__(self) -> None:
-        for name in ("connect", "read", "total"):
-            value = getattr(self, name)
-            if value is None and name == "total":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ValueError(f"ProviderTimeouts.{name} must be a positive number, got {value!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -26,7 +26,6 @@ from pathlib import Path
 
 from steerable.errors import ConfigurationError, FatalProviderError, ProviderError
 from steerable.providers._base import Chunk, LLMRequest
-from steerable.providers._http import ProviderTimeouts
 from steerable.providers._llama_server import LlamaServer, llama_command
 from steerable.providers._model_file import (
     DEFAULT_MODEL,
@@ -35,6 +34,7 @@ from steerable.providers._model_file import (
     verify,
 )
 from steerable.providers._retry import RetryPolicy
+from steerable.providers._timeouts import ProviderTimeouts
 from steerable.providers.openai import OpenAIProvider
 from steerable.providers.profiles import ModelProfile, profile_for
 
