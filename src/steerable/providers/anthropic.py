@@ -31,7 +31,6 @@ from steerable.providers._base import (
 )
 from steerable.providers._http import (
     ApiTarget,
-    ProviderTimeouts,
     check_base_url,
     make_client,
     parse_event,
@@ -39,6 +38,7 @@ from steerable.providers._http import (
     stream_events,
 )
 from steerable.providers._retry import RetryPolicy, with_retries
+from steerable.providers._timeouts import ProviderTimeouts
 
 __all__ = ["AnthropicProvider"]
 

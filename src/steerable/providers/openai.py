@@ -34,7 +34,6 @@ from steerable.providers._base import (
 )
 from steerable.providers._http import (
     ApiTarget,
-    ProviderTimeouts,
     check_base_url,
     make_client,
     parse_event,
@@ -43,6 +42,7 @@ from steerable.providers._http import (
 )
 from steerable.providers._retry import RetryPolicy, with_retries
 from steerable.providers._textcalls import TextCallBuffer
+from steerable.providers._timeouts import ProviderTimeouts
 from steerable.providers.profiles import (
     ModelProfile,
     profile_for,
