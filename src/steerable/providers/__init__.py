@@ -12,12 +12,14 @@ from steerable.providers._base import (
     ToolCallChunk,
     ToolSpec,
 )
+from steerable.providers._retry import RetryPolicy
 from steerable.providers._select import (
     PROVIDER_NAMES,
     choose_provider_name,
     load_script,
     select_provider,
 )
+from steerable.providers._timeouts import ProviderTimeouts
 from steerable.providers.scripted import Reply, ScriptedProvider, ScriptStep
 
 __all__ = [
@@ -26,8 +28,10 @@ __all__ = [
     "LLMRequest",
     "LLMResponse",
     "Provider",
+    "ProviderTimeouts",
     "Reply",
     "RetryNotice",
+    "RetryPolicy",
     "ScriptStep",
     "ScriptedProvider",
     "StreamEnd",

@@ -1,0 +1,143 @@
+"""A llama.cpp OpenAI-compatible server run as a child process on a free loopback port.
+
+The server runs in its own process group, so stopping it (or a crash of steerable) takes any
+helper processes with it. Startup is bounded: the process must answer ``GET /v1/models`` within
+``startup_timeout`` seconds, and if it exits first the error quotes the tail of its log instead
+of leaving the caller waiting. A finalizer kills the group if the owner forgets ``stop()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import tempfile
+import weakref
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import httpx
+
+from steerable.errors import ProviderError
+
+__all__ = ["LlamaServer", "free_port", "llama_command"]
+
+_POLL = 0.1
+_STOP_GRACE = 5.0
+
+
+def free_port() -> int:
+    """A port nobody listens on now (the server binds it a moment later; a clash fails fast)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def llama_command(python: str, model_path: Path, n_ctx: int,
+                  threads: int | None) -> Callable[[int], list[str]]:
+    """The command line of ``python -m llama_cpp.server`` for a port."""
+    def command(port: int) -> list[str]:
+        args = [python, "-m", "llama_cpp.server", "--model", str(model_path),
+                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx)]
+        if threads is not None:
+            args += ["--n_threads", str(threads)]
+        return args
+    return command
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+class LlamaServer:
+    """One child server process. ``start()`` returns its base URL (ending in ``/v1``)."""
+
+    def __init__(self, command: Callable[[int], Sequence[str]], *,
+                 startup_timeout: float = 120.0) -> None:
+        self._command = command
+        self._startup_timeout = startup_timeout
+        self._process: asyncio.subprocess.Process | None = None
+        self._finalizer: weakref.finalize[[int], LlamaServer] | None = None
+        self._log: Path | None = None
+        self.base_url: str | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.returncode is None
+
+    async def start(self) -> str:
+        port = free_port()
+        fd, log_name = tempfile.mkstemp(prefix="steerable-llama-", suffix=".log")
+        self._log = Path(log_name)
+        try:
+            self._process = await asyncio.create_subprocess_exec(
+                *self._command(port), stdin=asyncio.subprocess.DEVNULL, stdout=fd,
+                stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            raise ProviderError(f"cannot start the local model server: {exc}") from None
+        finally:
+            os.close(fd)
+        self._finalizer = weakref.finalize(self, _kill_group, self._process.pid)
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        try:
+            await self._wait_ready(self.base_url)
+        except BaseException:
+            await self.stop()
+            raise
+        return self.base_url
+
+    async def _wait_ready(self, base_url: str) -> None:
+        assert self._process is not None
+        deadline = asyncio.get_running_loop().time() + self._startup_timeout
+        async with httpx.AsyncClient(timeout=httpx.Timeout(2.0)) as client:
+            while True:
+                if self._process.returncode is not None:
+                    raise self.exited_error("while starting")
+                with contextlib.suppress(httpx.TransportError):
+                    if (await client.get(f"{base_url}/models")).status_code == 200:
+                        return
+                if asyncio.get_running_loop().time() > deadline:
+                    raise ProviderError(
+                        f"the local model server did not answer within "
+                        f"{self._startup_timeout:g} s{self._log_tail()}")
+                await asyncio.sleep(_POLL)
+
+    def exited_error(self, when: str) -> ProviderError:
+        code = None if self._process is None else self._process.returncode
+        return ProviderError(f"the local model server exited {when} (exit code {code})"
+                             f"{self._log_tail()}")
+
+    def _log_tail(self, lines: int = 12) -> str:
+        if self._log is None:
+            return ""
+        try:
+            text = self._log.read_text(errors="replace").strip().splitlines()[-lines:]
+        except OSError:
+            return ""
+        return (":\n  " + "\n  ".join(text)) if text else ""
+
+    async def stop(self) -> None:
+        """Terminate the process group; kill it if it has not gone after a grace period."""
+        process, self._process = self._process, None
+        if process is not None:
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGTERM)
+                try:
+                    async with asyncio.timeout(_STOP_GRACE):
+                        await process.wait()
+                except TimeoutError:
+                    _kill_group(process.pid)
+                    await process.wait()
+            else:
+                _kill_group(process.pid)  # helpers it left behind
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        if self._log is not None:
+            self._log.unlink(missing_ok=True)
+            self._log = None

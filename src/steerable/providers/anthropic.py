@@ -1,0 +1,239 @@
+"""The Anthropic Messages API provider.
+
+Differences from Chat Completions that this module absorbs: the system prompt is a top-level
+``system`` field; tool results are ``tool_result`` blocks inside a user message, and roles must
+alternate, so consecutive same-role messages are merged into one; ``max_tokens`` is required;
+the stream is typed events (``content_block_start/delta/stop``...) with tool arguments as
+``input_json_delta`` fragments, assembled here and yielded whole when their block stops.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
+from functools import partial
+from typing import Any
+
+import httpx
+
+from steerable._messages import Message, ToolCall, Usage
+from steerable.errors import FatalProviderError, RetryableProviderError
+from steerable.providers._base import (
+    Chunk,
+    LLMRequest,
+    StreamEnd,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallChunk,
+    ToolSpec,
+)
+from steerable.providers._http import (
+    ApiTarget,
+    check_base_url,
+    make_client,
+    parse_event,
+    stream_error,
+    stream_events,
+)
+from steerable.providers._retry import RetryPolicy, with_retries
+from steerable.providers._timeouts import ProviderTimeouts
+
+__all__ = ["AnthropicProvider"]
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+DEFAULT_MODEL = "claude-sonnet-4-5"
+API_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096
+
+
+def _blocks(m: Message) -> list[dict[str, Any]]:
+    if m.role == "tool":
+        return [{"type": "tool_result", "tool_use_id": m.tool_call_id,
+                 "content": m.content, "is_error": m.is_error}]
+    # The API refuses empty text blocks.
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+    blocks.extend({"type": "tool_use", "id": c.id, "name": c.name, "input": dict(c.arguments)}
+                  for c in m.tool_calls)
+    return blocks
+
+
+def wire_messages(messages: tuple[Message, ...]) -> tuple[str, list[dict[str, Any]]]:
+    """The top-level system text and the alternating user/assistant messages."""
+    system: list[str] = []
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "system":
+            system.append(m.content)
+            continue
+        role = "assistant" if m.role == "assistant" else "user"
+        blocks = _blocks(m)
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return "\n\n".join(s for s in system if s), out
+
+
+def wire_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+    return [{"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
+            for t in tools]
+
+
+class _Reply:
+    """One streamed message: open content blocks, usage, stop reason."""
+
+    __slots__ = ("blocks", "finish", "input_tokens", "output_tokens", "stopped", "target")
+
+    def __init__(self, target: ApiTarget) -> None:
+        self.target = target
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.finish: str | None = None
+        self.stopped = False
+
+    def feed(self, name: str, data: Any) -> Chunk | None:
+        if not isinstance(data, dict):
+            raise stream_error(self.target, f"unexpected event data {str(data)[:200]!r}", None)
+        if name == "content_block_delta":
+            return self._delta(data.get("index", 0), data.get("delta") or {})
+        if name == "content_block_start":
+            block = dict(data.get("content_block") or {})
+            block["fragments"] = []
+            self.blocks[data.get("index", 0)] = block
+        elif name == "content_block_stop":
+            return self._stop(data.get("index", 0))
+        elif name == "message_start":
+            usage = (data.get("message") or {}).get("usage") or {}
+            self.input_tokens = int(usage.get("input_tokens") or 0)
+            self.output_tokens = int(usage.get("output_tokens") or 0)
+        elif name == "message_delta":
+            self.finish = (data.get("delta") or {}).get("stop_reason") or self.finish
+            usage = data.get("usage") or {}
+            self.output_tokens = int(usage.get("output_tokens") or self.output_tokens)
+        elif name == "message_stop":
+            self.stopped = True
+        elif name == "error":
+            error = data.get("error") or {}
+            raise stream_error(self.target, str(error.get("message", data)), error.get("type"))
+        return None  # ping and event types added to the API later
+
+    def _delta(self, index: int, delta: Mapping[str, Any]) -> Chunk | None:
+        kind = delta.get("type")
+        if kind == "text_delta":
+            return TextDelta(delta.get("text", "")) if delta.get("text") else None
+        if kind == "thinking_delta":
+            return ThinkingDelta(delta.get("thinking", "")) if delta.get("thinking") else None
+        if kind == "input_json_delta":
+            block = self.blocks.get(index)
+            if block is None:
+                raise stream_error(self.target, f"tool input for unknown block {index}", None)
+            block["fragments"].append(delta.get("partial_json", ""))
+        return None
+
+    def _stop(self, index: int) -> Chunk | None:
+        block = self.blocks.pop(index, None)
+        if block is None or block.get("type") != "tool_use":
+            return None
+        raw = "".join(block["fragments"])
+        arguments: Any = block.get("input") or {}
+        error = None
+        if raw.strip():
+            try:
+                arguments = json.loads(raw)
+            except ValueError as exc:
+                arguments, error = {}, f"arguments are not valid JSON ({exc})"
+        if not isinstance(arguments, dict):
+            arguments, error = {}, f"arguments must be a JSON object, got {type(arguments).__name__}"
+        call_id = block.get("id") or f"toolu_{index}"
+        return ToolCallChunk(ToolCall(call_id, str(block.get("name", "")), arguments, error))
+
+    def end(self) -> StreamEnd:
+        if not self.stopped:
+            raise RetryableProviderError(
+                "the Anthropic stream ended before the reply was complete (no message_stop)")
+        return StreamEnd(Usage(self.input_tokens, self.output_tokens), self.finish)
+
+
+class AnthropicProvider:
+    """Anthropic Messages over httpx with server-sent events.
+
+    ``api_key`` falls back to ``ANTHROPIC_API_KEY``, ``base_url`` to ``ANTHROPIC_BASE_URL`` then
+    Anthropic's own, ``model`` to ``ANTHROPIC_MODEL`` then ``claude-sonnet-4-5``. ``max_tokens``
+    (required by the API) may also come per request in ``params``.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeouts: ProviderTimeouts | None = None,
+        retry: RetryPolicy | None = None,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        env = os.environ if environ is None else environ
+        self.model = model or env.get("ANTHROPIC_MODEL") or DEFAULT_MODEL
+        self.base_url = check_base_url(
+            base_url or env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL)
+        self._api_key = api_key if api_key is not None else env.get("ANTHROPIC_API_KEY")
+        self._headers = dict(headers or {})
+        self.timeouts = timeouts or ProviderTimeouts()
+        self.retry = retry or RetryPolicy()
+        self.max_tokens = max_tokens
+        self._client: httpx.AsyncClient | None = None
+
+    def __repr__(self) -> str:  # never show the key
+        return f"<AnthropicProvider model={self.model!r} base_url={self.base_url!r}>"
+
+    def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
+        return with_retries(self.retry, partial(self._attempt, request))
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+    def _request_headers(self) -> dict[str, str]:
+        if not self._api_key:
+            raise FatalProviderError(
+                "no Anthropic API key: set ANTHROPIC_API_KEY (or pass api_key=)")
+        return {"x-api-key": self._api_key, "anthropic-version": API_VERSION,
+                "Accept": "text/event-stream", **self._headers}
+
+    def _body(self, request: LLMRequest, model: str) -> dict[str, Any]:
+        system, messages = wire_messages(request.messages)
+        body: dict[str, Any] = {"model": model, "max_tokens": self.max_tokens,
+                                "messages": messages, "stream": True}
+        if system:
+            body["system"] = system
+        if request.tools:
+            body["tools"] = wire_tools(request.tools)
+        body.update(request.params)
+        return body
+
+    async def _attempt(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
+        model = request.model or self.model
+        headers = self._request_headers()
+        target = ApiTarget(api="Anthropic", url=f"{self.base_url}/v1/messages", model=model,
+                           key_hint="ANTHROPIC_API_KEY (or api_key=)")
+        if self._client is None:
+            self._client = make_client(self.timeouts)
+        reply = _Reply(target)
+        events = stream_events(self._client, target, headers, self._body(request, model),
+                               self.timeouts)
+        async with aclosing(events):
+            async for event in events:
+                if reply.stopped:
+                    continue  # read to the end so the connection can be reused
+                chunk = reply.feed(event.event, parse_event(target, event))
+                if chunk is not None:
+                    yield chunk
+        yield reply.end()

@@ -1,0 +1,304 @@
+"""The OpenAI-compatible Chat Completions provider (OpenAI, vLLM, Ollama, llama.cpp, LM Studio,
+OpenRouter...).
+
+Streams with ``stream: true``: text and reasoning deltas pass straight through; tool calls come
+as argument fragments keyed by index and are yielded whole once the reply ends. A model profile
+adapts weak models (tool calls written as text, tool results sent as user messages). Retries,
+timeouts and error wording live in ``_retry`` and ``_http``, shared with the Anthropic provider.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from steerable._messages import Message, ToolCall, Usage
+from steerable.errors import FatalProviderError, RetryableProviderError
+from steerable.providers._base import (
+    Chunk,
+    LLMRequest,
+    StreamEnd,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallChunk,
+    ToolSpec,
+)
+from steerable.providers._http import (
+    ApiTarget,
+    check_base_url,
+    make_client,
+    parse_event,
+    stream_error,
+    stream_events,
+)
+from steerable.providers._retry import RetryPolicy, with_retries
+from steerable.providers._textcalls import TextCallBuffer
+from steerable.providers._timeouts import ProviderTimeouts
+from steerable.providers.profiles import (
+    ModelProfile,
+    profile_for,
+    tool_call_as_text,
+    tool_result_as_user,
+)
+
+__all__ = ["OpenAIProvider"]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_MODEL = "gpt-4o-mini"
+
+
+def _parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
+    if not raw.strip():
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        return {}, f"arguments are not valid JSON ({exc})"
+    if not isinstance(value, dict):
+        return {}, f"arguments must be a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def _wire_call(call: ToolCall) -> dict[str, Any]:
+    return {"id": call.id, "type": "function",
+            "function": {"name": call.name, "arguments": json.dumps(dict(call.arguments))}}
+
+
+def wire_messages(messages: tuple[Message, ...], profile: ModelProfile) -> list[dict[str, Any]]:
+    """Messages in the Chat Completions shape, adapted to the profile."""
+    out: list[dict[str, Any]] = []
+    calls: dict[str, ToolCall] = {}
+    as_text = profile.tool_results_as_user
+    for m in messages:
+        if m.role == "assistant" and m.tool_calls:
+            calls.update((c.id, c) for c in m.tool_calls)
+            if not profile.calls_in_history:
+                if m.content:
+                    out.append({"role": "assistant", "content": m.content})
+            elif as_text:
+                text = "\n".join([m.content, *map(tool_call_as_text, m.tool_calls)]).strip()
+                out.append({"role": "assistant", "content": text})
+            else:
+                # No "content": null: OpenAI allows leaving it out, llama-cpp-python rejects null.
+                wire: dict[str, Any] = {"role": "assistant",
+                                        "tool_calls": [_wire_call(c) for c in m.tool_calls]}
+                if m.content:
+                    wire["content"] = m.content
+                out.append(wire)
+        elif m.role == "tool" and as_text:
+            text = tool_result_as_user(m, calls)
+            previous = out[-1] if out else None
+            if previous is not None and previous.get("_results"):
+                previous["content"] += "\n\n" + text  # one user message for a batch of results
+            else:
+                out.append({"role": "user", "content": text, "_results": True})
+        elif m.role == "tool":
+            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})
+        else:
+            out.append({"role": m.role, "content": m.content})
+    for item in out:
+        item.pop("_results", None)
+    return out
+
+
+def wire_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                              "parameters": dict(t.parameters)}}
+            for t in tools]
+
+
+@dataclass(slots=True)
+class _PartialCall:
+    id: str | None = None
+    name: str = ""
+    fragments: list[str] = field(default_factory=list)
+
+
+class _Reply:
+    """The state of one streamed reply: partial tool calls, text held back, usage, finish."""
+
+    __slots__ = ("calls", "done", "finish", "target", "text_calls", "usage")
+
+    def __init__(self, target: ApiTarget, text_calls: bool) -> None:
+        self.target = target
+        self.calls: dict[int, _PartialCall] = {}
+        self.text_calls = TextCallBuffer() if text_calls else None
+        self.usage: Usage | None = None
+        self.finish: str | None = None
+        self.done = False
+
+    def feed(self, data: Any) -> list[Chunk]:
+        if not isinstance(data, dict):
+            raise stream_error(self.target, f"unexpected chunk {str(data)[:200]!r}", None)
+        if "error" in data:
+            error = data["error"]
+            if isinstance(error, dict):
+                raise stream_error(self.target, str(error.get("message", error)),
+                                   error.get("code") or error.get("type"))
+            raise stream_error(self.target, str(error), None)
+        out: list[Chunk] = []
+        usage = data.get("usage")
+        if isinstance(usage, dict):
+            self.usage = Usage(int(usage.get("prompt_tokens") or 0),
+                               int(usage.get("completion_tokens") or 0))
+        for choice in data.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue  # n > 1 is not something a turn can use
+            delta = choice.get("delta") or {}
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if reasoning:
+                out.append(ThinkingDelta(reasoning))
+            text = delta.get("content")
+            if text:
+                if self.text_calls is not None:
+                    text = self.text_calls.feed(text)
+                if text:
+                    out.append(TextDelta(text))
+            for position, fragment in enumerate(delta.get("tool_calls") or ()):
+                self._add_fragment(position, fragment)
+            if choice.get("finish_reason"):
+                self.finish = choice["finish_reason"]
+        return out
+
+    def _add_fragment(self, position: int, fragment: Mapping[str, Any]) -> None:
+        index = fragment.get("index", position)
+        partial_call = self.calls.get(index)
+        if partial_call is None:
+            partial_call = self.calls[index] = _PartialCall()
+        if fragment.get("id"):
+            partial_call.id = fragment["id"]
+        function = fragment.get("function") or {}
+        if function.get("name"):
+            partial_call.name += function["name"]
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            partial_call.fragments.append(arguments)
+        elif isinstance(arguments, dict):  # some servers send the object itself
+            partial_call.fragments.append(json.dumps(arguments))
+
+    def end(self) -> list[Chunk]:
+        if not self.done and self.finish is None:
+            raise RetryableProviderError(
+                f"the {self.target.api} stream ended before the reply was complete")
+        out: list[Chunk] = []
+        for index in sorted(self.calls):
+            part = self.calls[index]
+            arguments, error = _parse_arguments("".join(part.fragments))
+            if not part.name:
+                error = "the model sent a tool call without a name"
+            call_id = part.id or f"call_{secrets.token_hex(6)}"
+            out.append(ToolCallChunk(ToolCall(call_id, part.name, arguments, error)))
+        finish = self.finish
+        if self.text_calls is not None:
+            rest, found = self.text_calls.finish()
+            if rest:
+                out.insert(0, TextDelta(rest))
+            for c in found:
+                call = ToolCall(f"call_{secrets.token_hex(6)}", c.name, c.arguments, c.error)
+                out.append(ToolCallChunk(call))
+            if found and finish in (None, "stop"):
+                finish = "tool_calls"
+        out.append(StreamEnd(self.usage, finish))
+        return out
+
+
+class OpenAIProvider:
+    """Chat Completions over httpx with server-sent events.
+
+    Every argument is optional: ``api_key`` falls back to ``OPENAI_API_KEY``, ``base_url`` to
+    ``OPENAI_BASE_URL`` then OpenAI's own, ``model`` to ``OPENAI_MODEL`` then ``gpt-4o-mini``.
+    A key is required only for OpenAI's own URL (local servers need none). ``profile`` overrides
+    the one chosen by model name. ``stream_usage`` asks for the usage chunk
+    (``stream_options.include_usage``), which a few old servers reject.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeouts: ProviderTimeouts | None = None,
+        retry: RetryPolicy | None = None,
+        profile: ModelProfile | None = None,
+        stream_usage: bool = True,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        env = os.environ if environ is None else environ
+        self.model = model or env.get("OPENAI_MODEL") or DEFAULT_MODEL
+        self.base_url = check_base_url(base_url or env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
+        self._api_key = api_key if api_key is not None else env.get("OPENAI_API_KEY")
+        self._headers = dict(headers or {})
+        self.timeouts = timeouts or ProviderTimeouts()
+        self.retry = retry or RetryPolicy()
+        self.profile = profile
+        self.stream_usage = stream_usage
+        self._client: httpx.AsyncClient | None = None
+
+    def __repr__(self) -> str:  # never show the key
+        return f"<OpenAIProvider model={self.model!r} base_url={self.base_url!r}>"
+
+    def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
+        return with_retries(self.retry, partial(self._attempt, request))
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+    def _request_headers(self) -> dict[str, str]:
+        headers = {"Accept": "text/event-stream", **self._headers}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        elif urlsplit(self.base_url).hostname == "api.openai.com":
+            raise FatalProviderError(
+                "no OpenAI API key: set OPENAI_API_KEY (or pass api_key=), or set "
+                "OPENAI_BASE_URL to a server that needs no key")
+        return headers
+
+    def _body(self, request: LLMRequest, profile: ModelProfile, model: str) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": wire_messages(request.messages, profile),
+            "stream": True,
+        }
+        if self.stream_usage:
+            body["stream_options"] = {"include_usage": True}
+        answering = bool(request.messages) and request.messages[-1].role == "tool"
+        if request.tools and (profile.tools_after_results or not answering):
+            body["tools"] = wire_tools(request.tools)
+        body.update(profile.apply_params(request.params))
+        return body
+
+    async def _attempt(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
+        model = request.model or self.model
+        profile = self.profile or profile_for(model)
+        headers = self._request_headers()
+        target = ApiTarget(api="OpenAI-compatible", url=f"{self.base_url}/chat/completions",
+                           model=model, key_hint="OPENAI_API_KEY (or api_key=)")
+        if self._client is None:
+            self._client = make_client(self.timeouts)
+        body = self._body(request, profile, model)
+        reply = _Reply(target, profile.text_tool_calls and "tools" in body)
+        events = stream_events(self._client, target, headers, body, self.timeouts)
+        async with aclosing(events):
+            async for event in events:
+                if reply.done:
+                    continue  # read to the end so the connection can be reused
+                if event.data == "[DONE]":
+                    reply.done = True
+                    continue
+                for chunk in reply.feed(parse_event(target, event)):
+                    yield chunk
+        for chunk in reply.end():
+            yield chunk
