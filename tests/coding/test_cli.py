@@ -130,7 +130,7 @@ def test_continuing_a_session(cli_env, tmp_path: Path, ws: Path) -> None:
     (["run", "x", "--workspace", "/does/not/exist"], 2, "workspace '/does/not/exist' does not exist"),
     (["run", "x", "--session", "nope"], 2, "no session 'nope'"),
     (["sessions", "show", "nope"], 2, "no session 'nope'"),
-    (["run", "x", "--provider", "openai"], 1, "openai provider"),
+    (["run", "x", "--provider", "openai"], 1, "no OpenAI API key"),
     (["run"], 2, "run needs a prompt"),
 ])
 def test_bad_input_gives_one_line_and_the_right_code(cli_env, args, code, message) -> None:

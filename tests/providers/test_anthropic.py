@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from conftest import kinds, run_turn
+import pytest
 from loopback_llm import LoopbackServer, anthropic_frames, json_response, sse, stream
 
+from conftest import kinds, run_turn
 from steerable import Agent, AgentLoop, EventKind, TurnStatus, tool
-from steerable.errors import FatalProviderError, ProviderError
+from steerable.errors import ConfigurationError, FatalProviderError, ProviderError
 from steerable.providers._retry import RetryPolicy
 from steerable.providers.anthropic import AnthropicProvider
 
@@ -124,10 +125,9 @@ async def test_401_names_the_key(server, retry):
     assert "ANTHROPIC_API_KEY" in str(result.error) and "invalid x-api-key" in str(result.error)
 
 
-async def test_missing_key(retry):
-    result, _ = await run_turn(AnthropicProvider(environ={}, retry=retry))
-    assert isinstance(result.error, FatalProviderError)
-    assert "no Anthropic API key" in str(result.error)
+def test_missing_key_is_refused_when_made(retry):
+    with pytest.raises(ConfigurationError, match="no Anthropic API key"):
+        AnthropicProvider(environ={}, retry=retry)
 
 
 async def test_stream_without_message_stop_is_incomplete(server, retry):

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import run_turn
 
+from conftest import run_turn
 from steerable import TurnStatus, tool
 from steerable.errors import ConfigurationError, FatalProviderError, ProviderError
 from steerable.providers._llama_server import LlamaServer

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from conftest import kinds, run_turn
 from loopback_llm import openai_frames, stream
 
+from conftest import kinds, run_turn
 from steerable import EventKind, TurnStatus, tool
 from steerable.providers._textcalls import TextCall, TextCallBuffer, find_text_calls
 from steerable.providers.openai import OpenAIProvider

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from steerable._messages import Message, ToolCall, Usage
-from steerable.errors import FatalProviderError, RetryableProviderError
+from steerable.errors import ConfigurationError, RetryableProviderError
 from steerable.providers._base import (
     Chunk,
     LLMRequest,
@@ -189,6 +189,8 @@ class AnthropicProvider:
         self.retry = retry or RetryPolicy()
         self.max_tokens = max_tokens
         self._client: httpx.AsyncClient | None = None
+        if not self._api_key:  # known now, so said now
+            raise ConfigurationError("no Anthropic API key: set ANTHROPIC_API_KEY (or pass api_key=)")
 
     def __repr__(self) -> str:  # never show the key
         return f"<AnthropicProvider model={self.model!r} base_url={self.base_url!r}>"
@@ -202,9 +204,7 @@ class AnthropicProvider:
             await client.aclose()
 
     def _request_headers(self) -> dict[str, str]:
-        if not self._api_key:
-            raise FatalProviderError(
-                "no Anthropic API key: set ANTHROPIC_API_KEY (or pass api_key=)")
+        assert self._api_key is not None
         return {"x-api-key": self._api_key, "anthropic-version": API_VERSION,
                 "Accept": "text/event-stream", **self._headers}
 

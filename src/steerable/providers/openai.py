@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from steerable._messages import Message, ToolCall, Usage
-from steerable.errors import FatalProviderError, RetryableProviderError
+from steerable.errors import ConfigurationError, RetryableProviderError
 from steerable.providers._base import (
     Chunk,
     LLMRequest,
@@ -244,6 +244,11 @@ class OpenAIProvider:
         self.profile = profile
         self.stream_usage = stream_usage
         self._client: httpx.AsyncClient | None = None
+        # Known now, so said now: before a session is created or anything is printed.
+        if not self._api_key and urlsplit(self.base_url).hostname == "api.openai.com":
+            raise ConfigurationError(
+                "no OpenAI API key: set OPENAI_API_KEY (or pass api_key=), or set "
+                "OPENAI_BASE_URL to a server that needs no key")
 
     def __repr__(self) -> str:  # never show the key
         return f"<OpenAIProvider model={self.model!r} base_url={self.base_url!r}>"
@@ -260,10 +265,6 @@ class OpenAIProvider:
         headers = {"Accept": "text/event-stream", **self._headers}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        elif urlsplit(self.base_url).hostname == "api.openai.com":
-            raise FatalProviderError(
-                "no OpenAI API key: set OPENAI_API_KEY (or pass api_key=), or set "
-                "OPENAI_BASE_URL to a server that needs no key")
         return headers
 
     def _body(self, request: LLMRequest, profile: ModelProfile, model: str) -> dict[str, Any]:
