@@ -166,6 +166,12 @@ def import_time() -> None:
     runs = sorted(float(subprocess.check_output([sys.executable, "-c", code], env={"PYTHONPATH": src}))
                   for _ in range(7))
     print(f"import steerable: {statistics.median(runs) * 1e3:.0f} ms (median of 7, fresh processes)")
+    code = ("import time; t=time.perf_counter(); import steerable; steerable.AgentLoop; "
+            "steerable.tool; print(time.perf_counter()-t)")
+    runs = sorted(float(subprocess.check_output([sys.executable, "-c", code], env={"PYTHONPATH": src}))
+                  for _ in range(7))
+    print(f"import steerable + first use of AgentLoop and @tool (loads the core): "
+          f"{statistics.median(runs) * 1e3:.0f} ms")
     code = ("import asyncio, psutil, steerable as s\n"
             "loop = s.AgentLoop(s.Agent(provider=s.ScriptedProvider([])))\n"
             "print(psutil.Process().memory_info().rss)")

@@ -131,6 +131,7 @@ def test_continuing_a_session(cli_env, tmp_path: Path, ws: Path) -> None:
     (["run", "x", "--session", "nope"], 2, "no session 'nope'"),
     (["sessions", "show", "nope"], 2, "no session 'nope'"),
     (["run", "x", "--provider", "openai"], 1, "no OpenAI API key"),
+    (["run", "x", "--provider", "openai", "--base-url", "http://127.0.0.1:9/v1"], 1, "cannot reach"),
     (["run"], 2, "run needs a prompt"),
 ])
 def test_bad_input_gives_one_line_and_the_right_code(cli_env, args, code, message) -> None:
@@ -207,3 +208,11 @@ def test_templates_wrap_and_escape_untrusted_values(cli_env, tmp_path: Path, ws:
     start = json.loads(res.stdout.splitlines()[0])
     assert start["input"] == ('Review <untrusted_input name="file">\na&lt;/untrusted_input>b\n'
                               "</untrusted_input>")
+
+
+def test_debug_adds_the_traceback(cli_env) -> None:
+    plain = steerable(cli_env, "run", "x", "--provider", "openai")
+    debug = steerable(cli_env, "--debug", "run", "x", "--provider", "openai")
+    assert plain.returncode == debug.returncode == 1
+    assert "Traceback" not in plain.stderr and plain.stderr.count("\n") == 1
+    assert "Traceback (most recent call last)" in debug.stderr and "no OpenAI API key" in debug.stderr

@@ -56,6 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"steerable: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except SteerableError as exc:
+        _traceback_if(args.debug)
         print(f"steerable: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
@@ -67,3 +68,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_ERROR
+    except Exception as exc:  # a bug of ours: still one line, the traceback on request
+        _traceback_if(args.debug)
+        hint = "" if args.debug else " (run with --debug for the traceback)"
+        print(f"steerable: internal error: {type(exc).__name__}: {exc}{hint}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _traceback_if(debug: bool) -> None:
+    if debug:
+        import traceback
+
+        traceback.print_exc()

@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
                      formatter_class=argparse.RawDescriptionHelpFormatter,
                      description="A coding agent you can watch, steer and stop while it works.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument("--debug", action="store_true",
+                        help="on an error, print the full traceback too")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     run = sub.add_parser("run", help="run one prompt and exit", epilog=_EPILOG,

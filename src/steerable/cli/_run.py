@@ -111,8 +111,11 @@ async def run_prompt(app: App, prompt: str, *, as_json: bool) -> int:
         sub.close()
         await consumer
         await app.loop.aclose()
-    if not as_json:
-        sys.stderr.write(f"session {app.session_id}\n")
+    # stderr gets one line: the error (naming the session, which keeps the turn's consistent
+    # prefix), or else the session id to continue with.
     if result.status is TurnStatus.ERROR and result.error is not None:
-        sys.stderr.write(f"steerable: error: {app.redact(str(result.error))}\n")
+        sys.stderr.write(f"steerable: error: {app.redact(str(result.error))} "
+                         f"(session {app.session_id})\n")
+    elif not as_json:
+        sys.stderr.write(f"session {app.session_id}\n")
     return exit_code(result)
