@@ -73,11 +73,38 @@ def default_data_dir() -> Path:
 
 @dataclass(slots=True)
 class _Parsed:
+    """A session file read back, assembled turn by turn: a turn's messages count only once
+    the turn marker that commits them has been read."""
+
     messages: list[Message] = field(default_factory=list)
     header: dict[str, Any] = field(default_factory=dict)
     last_marker: dict[str, Any] | None = None
     dropped: int = 0
     torn: bool = False
+    _pending: list[Message] = field(default_factory=list)
+    _pending_turn: object = None
+
+    def add_message(self, turn: object, message: Message) -> None:
+        if turn != self._pending_turn:  # an earlier turn never got its marker
+            self.dropped += len(self._pending)
+            self._pending, self._pending_turn = [], turn
+        self._pending.append(message)
+
+    def add_marker(self, record: dict[str, Any]) -> None:
+        if record.get("turn") == self._pending_turn:
+            self.messages.extend(self._pending)
+        else:
+            self.dropped += len(self._pending)
+        self._pending, self._pending_turn = [], None
+        self.last_marker = record
+
+    def finish(self, where: str) -> _Parsed:
+        self.dropped += len(self._pending)
+        self._pending = []
+        if self.dropped:
+            log.warning("%signoring %d message(s) of a turn that never finished", where,
+                        self.dropped)
+        return self
 
 
 def _line(record: dict[str, Any]) -> str:
@@ -155,40 +182,26 @@ class JSONLSessionStore:
         except ValueError:
             return None
         out = _Parsed()
-        pending: list[Message] = []
-        pending_turn: object = None
         for record in records:
             if not isinstance(record, dict) or record.get("v") != SCHEMA_VERSION:
                 return None
             kind = record.get("type")
             if kind == "message":
-                if record.get("turn") != pending_turn:
-                    out.dropped += len(pending)
-                    pending, pending_turn = [], record.get("turn")
                 try:
-                    pending.append(message_from_record(record.get("message"), SCHEMA_VERSION))
+                    out.add_message(record.get("turn"),
+                                    message_from_record(record.get("message"), SCHEMA_VERSION))
                 except RecordError:
                     return None
             elif kind == "turn":
-                if record.get("turn") == pending_turn:
-                    out.messages.extend(pending)
-                else:
-                    out.dropped += len(pending)
-                pending, pending_turn = [], None
-                out.last_marker = record
+                out.add_marker(record)
             elif kind == "session":
                 out.header = record
             else:
                 return None
-        out.dropped += len(pending)
-        if out.dropped:
-            log.warning("ignoring %d message(s) of a turn that never finished", out.dropped)
-        return out
+        return out.finish("")
 
     def _parse_lines(self, data: bytes, path: Path) -> _Parsed:
         out = _Parsed()
-        pending: list[Message] = []
-        pending_turn: object = None
         lines = data.split(b"\n")
         last_index = len(lines) - 1
         for number, raw in enumerate(lines, 1):
@@ -208,26 +221,15 @@ class JSONLSessionStore:
             if kind == "session":
                 out.header = record
             elif kind == "message":
-                if record.get("turn") != pending_turn:
-                    out.dropped += len(pending)
-                    pending, pending_turn = [], record.get("turn")
                 try:
-                    pending.append(message_from_record(record.get("message"), version))
+                    message = message_from_record(record.get("message"), version)
                 except RecordError as exc:
                     raise SessionFileError(f"session file {path} is corrupt at line {number} "
                                            f"({exc}); it was left untouched") from None
+                out.add_message(record.get("turn"), message)
             elif kind == "turn":
-                if record.get("turn") == pending_turn:
-                    out.messages.extend(pending)
-                else:
-                    out.dropped += len(pending)
-                pending, pending_turn = [], None
-                out.last_marker = record
-        out.dropped += len(pending)
-        if out.dropped:
-            log.warning("%s: ignoring %d message(s) of a turn that never finished", path,
-                        out.dropped)
-        return out
+                out.add_marker(record)
+        return out.finish(f"{path}: ")
 
     @staticmethod
     def _check(record: Any, path: Path) -> tuple[str, int]:
