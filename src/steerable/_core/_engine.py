@@ -169,9 +169,3 @@ class Engine:
         for child in list(st.children.values()):
             self.interrupt_hard(child)
         return True
-
-    def services_for(self, st: TurnState) -> Any:
-        """What a running tool may use of the engine (sub-turn spawning); None until wired."""
-        return self.tool_services(st) if self.tool_services is not None else None
-
-    tool_services: Any = None

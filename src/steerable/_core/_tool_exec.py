@@ -224,8 +224,7 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
     ctx = ToolContext(call_id=rec.call.id, tool_name=name, turn_id=st.turn_id,
                       session_id=st.session_id, parent_turn_id=st.parent_turn_id,
                       iteration=st.iteration, dry_run=st.agent.dry_run,
-                      _report=_progress_reporter(engine, st, rec),
-                      services=engine.services_for(st))
+                      _report=_progress_reporter(engine, st, rec))
     rec.ctx = ctx
     try:
         args = tool.validate(arguments)

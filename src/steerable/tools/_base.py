@@ -38,8 +38,6 @@ class ToolContext:
     _cancel_event: threading.Event | None = None
     _cancel_requested: bool = False
     _report: Callable[[str, Mapping[str, Any]], None] | None = None
-    services: Any = None
-    """The engine's per-turn services (sub-turn spawning); None outside a loop."""
 
     @property
     def cancelled(self) -> threading.Event:
