@@ -216,3 +216,10 @@ def test_debug_adds_the_traceback(cli_env) -> None:
     assert plain.returncode == debug.returncode == 1
     assert "Traceback" not in plain.stderr and plain.stderr.count("\n") == 1
     assert "Traceback (most recent call last)" in debug.stderr and "no OpenAI API key" in debug.stderr
+
+
+def test_debug_shows_the_traceback_of_a_failed_turn(cli_env) -> None:
+    args = ("run", "x", "--provider", "openai", "--base-url", "http://127.0.0.1:9/v1")
+    debug = steerable(cli_env, "--debug", *args)
+    assert debug.returncode == 1
+    assert "Traceback (most recent call last)" in debug.stderr and "cannot reach" in debug.stderr

@@ -54,7 +54,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     app = build_app(settings, session=args.session, can_ask=True, script=args.script)
 
     async def go() -> int:
-        return await run_prompt(app, prompt, as_json=args.json)
+        return await run_prompt(app, prompt, as_json=args.json, debug=args.debug)
 
     return asyncio.run(go())
 

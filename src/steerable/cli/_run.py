@@ -89,7 +89,7 @@ async def _consume(app: App, sub: Any, as_json: bool) -> None:
                 await _approve(app, event, renderer.pause, renderer.resume)
 
 
-async def run_prompt(app: App, prompt: str, *, as_json: bool) -> int:
+async def run_prompt(app: App, prompt: str, *, as_json: bool, debug: bool = False) -> int:
     loop = asyncio.get_running_loop()
     sub = app.loop.subscribe(buffer=65536)
     consumer = asyncio.ensure_future(_consume(app, sub, as_json))
@@ -114,6 +114,10 @@ async def run_prompt(app: App, prompt: str, *, as_json: bool) -> int:
     # stderr gets one line: the error (naming the session, which keeps the turn's consistent
     # prefix), or else the session id to continue with.
     if result.status is TurnStatus.ERROR and result.error is not None:
+        if debug:
+            import traceback
+
+            traceback.print_exception(result.error, file=sys.stderr)
         sys.stderr.write(f"steerable: error: {app.redact(str(result.error))} "
                          f"(session {app.session_id})\n")
     elif not as_json:
