@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from steerable import Agent, AgentLoop, HookAction, HookDecision, Permissions, Timeouts
+from steerable import Agent, AgentLoop, HookAction, HookDecision, Message, Permissions, Timeouts
 from steerable.cli._args import UsageError
 from steerable.cli._settings import SECRET_ENV, Settings
 from steerable.coding import Workspace, coding_tools
@@ -87,17 +87,23 @@ def _workspace(settings: Settings) -> Workspace:
     return Workspace(root, settings["extra_roots"])
 
 
+def existing_session(store: JSONLSessionStore, session_id: str) -> list[Message]:
+    """The messages of a session that must exist; a usage error naming it otherwise.
+    A corrupt file fails here, before anything runs."""
+    try:
+        known = store.exists(session_id)
+    except ConfigurationError as exc:
+        raise UsageError(str(exc)) from None
+    if not known:
+        raise UsageError(f"no session {session_id!r}; see 'steerable sessions list'")
+    return store.load(session_id)
+
+
 def _session(store: JSONLSessionStore, requested: str | None) -> str:
     if requested in (None, "new"):
         return new_session_id()
     assert requested is not None
-    try:
-        known = store.exists(requested)
-    except ConfigurationError as exc:
-        raise UsageError(str(exc)) from None
-    if not known:
-        raise UsageError(f"no session {requested!r}; see 'steerable sessions list'")
-    store.load(requested)  # a corrupt file fails here, before anything runs
+    existing_session(store, requested)
     return requested
 
 

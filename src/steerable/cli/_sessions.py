@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from steerable import Message
-from steerable.cli._app import make_store, new_session_id
+from steerable.cli._app import existing_session, make_store, new_session_id
 from steerable.cli._args import UsageError
 from steerable.cli._settings import Settings
 from steerable.errors import ConfigurationError
@@ -47,16 +47,6 @@ def export_json(session_id: str, messages: Sequence[Message]) -> str:
     return json.dumps({"session_id": session_id,
                        "messages": [message_to_record(m) for m in messages]},
                       ensure_ascii=False, indent=2)
-
-
-def _existing(store: JSONLSessionStore, session_id: str) -> list[Message]:
-    try:
-        known = store.exists(session_id)
-    except ConfigurationError as exc:
-        raise UsageError(str(exc)) from None
-    if not known:
-        raise UsageError(f"no session {session_id!r}; see 'steerable sessions list'")
-    return store.load(session_id)
 
 
 def _list(store: JSONLSessionStore, as_json: bool) -> int:
@@ -105,12 +95,12 @@ def sessions_command(args: argparse.Namespace, settings: Settings) -> int:
         return _list(store, args.json)
     if action == "rm":
         for sid in args.ids:
-            _existing(store, sid)
+            existing_session(store, sid)
         for sid in args.ids:
             store.delete(sid)
             print(f"deleted {sid}")
         return 0
-    messages = _existing(store, args.id)
+    messages = existing_session(store, args.id)
     if action == "show":
         return _show(args.id, messages)
     if action == "export":
