@@ -44,14 +44,11 @@ class Limits:
     """Read-only calls of one group that run at once."""
     steering_queue: int = 32
     follow_up_queue: int = 32
-    subturn_depth: int = 3
-    subturns_per_turn: int = 5
     active_turns: int | None = None
     """Turns running at once across sessions (None: no limit); drivers queue past it."""
 
     def __post_init__(self) -> None:
-        for name in ("parallel_tools", "steering_queue", "follow_up_queue", "subturn_depth",
-                     "subturns_per_turn"):
+        for name in ("parallel_tools", "steering_queue", "follow_up_queue"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"Limits.{name} must be an int >= 1, got {value!r}")

@@ -249,7 +249,7 @@ class AgentLoop:
             # An observer that fails on the report of its own failure must not loop forever.
             quiet = isinstance(event, ErrorEvent) and event.source == "observer"
             await self._engine.hooks.call(reg, "on_event", event, self._engine.timeouts.hook,
-                                          report=not quiet)
+                                          source=None if quiet else "observer")
 
     # -- turns --------------------------------------------------------------------------------
 

@@ -3,7 +3,6 @@
     SteerableError
      ├── ConfigurationError (also ValueError)   bad arguments to Agent, AgentLoop, @tool
      ├── SessionBusyError (also RuntimeError)    a second turn started on a busy session
-     ├── SessionNotFoundError (also KeyError)    a session id no store knows
      ├── IllegalTransitionError (also RuntimeError)  a turn-state bug: never caught, always fixed
      ├── ToolError                               a tool failed in a way the model should read
      │    └── ToolArgumentsError                 arguments were not valid for the tool's schema
@@ -28,7 +27,6 @@ __all__ = [
     "RetryableProviderError",
     "ScriptExhaustedError",
     "SessionBusyError",
-    "SessionNotFoundError",
     "SteerableError",
     "ToolArgumentsError",
     "ToolError",
@@ -45,13 +43,6 @@ class ConfigurationError(SteerableError, ValueError):
 
 class SessionBusyError(SteerableError, RuntimeError):
     """A turn was started on a session that already has an active turn."""
-
-
-class SessionNotFoundError(SteerableError, KeyError):
-    """No session with that id exists in the store."""
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0]) if self.args else ""
 
 
 class IllegalTransitionError(SteerableError, RuntimeError):

@@ -43,10 +43,6 @@ class ApprovalBroker:
         pending.future.set_result((approved, reason))
         return True
 
-    def open_requests(self, session_id: str | None = None) -> list[str]:
-        return [rid for rid, p in self._pending.items()
-                if session_id is None or p.session_id == session_id]
-
 
 class HumanApprover:
     """Asks a person: emits APPROVAL_REQUESTED and waits for ``resolve_approval``."""

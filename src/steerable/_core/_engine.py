@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from steerable._config import Limits, Timeouts
@@ -70,9 +69,8 @@ class Engine:
     def error(self, st: TurnState | None, message: str, source: str) -> None:
         self.emit(st, ErrorEvent, message=message, source=source)
 
-    def _report_hook_error(self, message: str, ctx: Any) -> None:
+    def _report_hook_error(self, message: str, ctx: Any, source: str) -> None:
         # Every hook context and every event carries its turn's ids: report on that turn.
-        source = "observer" if hasattr(ctx, "kind") else "hook"
         self.bus.emit(ErrorEvent(
             turn_id=getattr(ctx, "turn_id", ""), parent_turn_id=getattr(ctx, "parent_turn_id", None),
             session_id=getattr(ctx, "session_id", ""), seq=self.bus.next_seq(), time=time.time(),
@@ -112,14 +110,11 @@ class Engine:
         else:
             op[0](*op[1:])
 
-    def append_orphan(self, session_id: str, messages: Sequence[Message]) -> None:
-        self.store.append(session_id, messages, None)
-
     # -- control ------------------------------------------------------------------------------
     # These run on the loop's thread (the AgentLoop marshals calls from other threads).
 
     def steer(self, st: TurnState, text: str) -> bool:
-        if st.finishing or st.interrupt >= Interrupt.ABORT_TURN:
+        if st.finishing or st.interrupt is Interrupt.HARD:
             return False
         if len(st.steering) >= self.limits.steering_queue:
             self.error(st, f"steering queue full ({self.limits.steering_queue} messages); "

@@ -43,7 +43,7 @@ class HookFailure:
 
 
 class HookManager:
-    def __init__(self, reaper: Reaper, report: Callable[[str, Any], None]) -> None:
+    def __init__(self, reaper: Reaper, report: Callable[[str, Any, str], None]) -> None:
         self._reaper = reaper
         self._report = report
         self._order = itertools.count()
@@ -84,12 +84,13 @@ class HookManager:
 
     async def call(
         self, reg: Registration, point: str, ctx: Any, default_timeout: float,
-        *, report: bool = True,
+        *, source: str | None = "hook",
     ) -> Any | HookFailure:
         """Call one hook method; return its value, or a HookFailure after reporting it.
 
         ``ctx`` (a hook context, or the event for ``on_event``) says which turn the report is
-        about; ``report=False`` keeps a failure quiet (used to break observer feedback loops).
+        about and ``source`` what to call the failure in the ERROR event; ``source=None``
+        keeps it quiet (used to break observer feedback loops).
         """
         fn = getattr(reg.hook, point)
         timeout = reg.timeout if reg.timeout is not None else default_timeout
@@ -105,14 +106,14 @@ class HookManager:
         if not done:
             self._reaper.adopt(task)
             message = f"hook {reg.label}.{point} timed out after {timeout:g} s"
-            if report:
-                self._report(message, ctx)
+            if source is not None:
+                self._report(message, ctx, source)
             return HookFailure(reg, message)
         exc = task.exception()
         if exc is not None:
             message = f"hook {reg.label}.{point} raised {type(exc).__name__}: {exc}"
-            if report:
-                self._report(message, ctx)
+            if source is not None:
+                self._report(message, ctx, source)
             return HookFailure(reg, message)
         value = task.result()
         if inspect.isawaitable(value):  # a sync method returning a coroutine
@@ -129,6 +130,7 @@ class HookManager:
             f"hook {reg.label}.{point} returned {type(value).__name__}; expected None or "
             "HookDecision (ignored)",
             ctx,
+            "hook",
         )
         return None
 

@@ -20,7 +20,6 @@ from steerable._events import (
     FollowUpQueued,
     InterruptReceived,
     SteeringInjected,
-    SubturnResultDelivered,
     TurnEnd,
     TurnPhase,
     TurnStart,
@@ -63,10 +62,6 @@ def _drain_steering(engine: Engine, st: TurnState) -> None:
         st.new.append(Message("user", text))
         st.injected_steering.append(text)
         engine.emit(st, SteeringInjected, text=text)
-    while st.pending_results:
-        msg = st.pending_results.popleft()
-        st.new.append(msg)
-        engine.emit(st, SubturnResultDelivered, child_turn_id=msg.name or "", text=msg.content)
 
 
 async def _iterate(engine: Engine, st: TurnState) -> TurnStatus:
@@ -91,7 +86,7 @@ async def _iterate(engine: Engine, st: TurnState) -> TurnStatus:
         st.last_had_tools = bool(response.tool_calls)
         if response.tool_calls:
             await execute_tools(engine, st, response.tool_calls)
-        elif not st.steering and not st.pending_results and st.interrupt is Interrupt.NONE:
+        elif not st.steering and st.interrupt is Interrupt.NONE:
             return TurnStatus.COMPLETED
         # steering pending after a final answer, or an interrupt: iterate again
 

@@ -42,8 +42,8 @@ class Interrupt(enum.IntEnum):
 
     NONE = 0
     GRACEFUL = 1
-    ABORT_TURN = 2  # a hook's ABORT_TURN: stop now, keep the consistent prefix
-    HARD = 3
+    HARD = 2
+    # A hook's ABORT_TURN is not a flag: it ends the turn at once, as an AbortSignal.
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +82,6 @@ class TurnState:
     finishing: bool = False
     """True once the turn is saving its result: interrupts can no longer change anything."""
     last_had_tools: bool = False
-    pending_results: deque[Message] = field(default_factory=deque)
     children: dict[str, Any] = field(default_factory=dict)
     tools_run: list[str] = field(default_factory=list)
     usage_in: int = 0
@@ -90,13 +89,9 @@ class TurnState:
     started: float = field(default_factory=time.monotonic)
     task: asyncio.Task[Any] | None = None
 
-    @property
-    def messages(self) -> list[Message]:
-        return [*self.base, *self.new]
-
     def stop_reason(self) -> str | None:
         """Why tools not yet started must be skipped now, or None to go on."""
-        if self.interrupt >= Interrupt.ABORT_TURN:
+        if self.interrupt is Interrupt.HARD:
             return "aborted"
         if self.interrupt is Interrupt.GRACEFUL:
             return "interrupted"
