@@ -66,7 +66,8 @@ async def test_close_wakes_a_waiting_reader_and_works_from_another_thread() -> N
         return [e async for e in sub]
 
     reader = asyncio.create_task(read())
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0)  # one step: the reader is now blocked on the empty buffer
+    assert not reader.done()
     await asyncio.to_thread(sub.close)
     assert await asyncio.wait_for(reader, 1) == []
 

@@ -258,12 +258,14 @@ async def test_unregister() -> None:
 
 
 async def test_observers_never_slow_the_loop() -> None:
-    release = asyncio.Event()
+    release, saw_end = asyncio.Event(), asyncio.Event()
     received: list[EventKind] = []
 
     class SlowObserver:
         async def on_event(self, event) -> None:
             received.append(event.kind)
+            if event.kind is K.TURN_END:
+                saw_end.set()
             await release.wait()
 
     loop, _, _ = loop_with([Reply(tool_calls=[("look", {"path": "a"})]), Reply(text="ok")],
@@ -274,10 +276,7 @@ async def test_observers_never_slow_the_loop() -> None:
     assert time.perf_counter() - t0 < 1 and result.status is TurnStatus.COMPLETED
     assert received == [K.TURN_START]  # still stuck on the first event
     release.set()
-    for _ in range(100):
-        await asyncio.sleep(0.005)
-        if received[-1] is K.TURN_END:
-            break
+    await asyncio.wait_for(saw_end.wait(), 5)  # it caught up, in order, missing nothing
     assert received[0] is K.TURN_START and received[-1] is K.TURN_END
     await loop.aclose()
 

@@ -271,3 +271,30 @@ async def test_awaiting_a_handle_with_timeout_does_not_cancel_the_turn() -> None
 
 async def _await(handle):
     return await handle
+
+
+async def test_interrupts_while_the_turn_is_saving_change_nothing() -> None:
+    """A turn whose result is being written can no longer be interrupted: the save completes
+    and the result stands (never half saved, never aborted after the fact)."""
+    from steerable import Agent, AgentLoop, InMemorySessionStore, ScriptedProvider
+
+    saving, release = threading.Event(), threading.Event()
+
+    class SlowStore(InMemorySessionStore):
+        blocking = True  # called from a worker thread, like a file store
+
+        def append(self, session_id, messages, turn):
+            saving.set()
+            release.wait(5)
+            super().append(session_id, messages, turn)
+
+    loop = AgentLoop(Agent(provider=ScriptedProvider([Reply(text="done")])), store=SlowStore())
+    handle = loop.start_turn("go", session_id="s")
+    await asyncio.to_thread(saving.wait, 5)
+    assert loop.interrupt_hard("s") is False
+    assert loop.interrupt_graceful("s") is False
+    assert loop.inject_steering("too late", "s") is False
+    release.set()
+    result = await handle
+    assert result.status is TurnStatus.COMPLETED and result.text == "done"
+    assert [m.content for m in loop.session_messages("s")] == ["go", "done"]

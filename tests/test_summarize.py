@@ -15,7 +15,7 @@ from steerable import (
     ScriptedProvider,
     SummaryPolicy,
 )
-from tests.conftest import assert_history_consistent, wait_for
+from tests.conftest import assert_history_consistent
 
 K = EventKind
 LONG = "x" * 400  # ~100 tokens a message
@@ -35,7 +35,8 @@ async def test_long_session_is_summarised_after_a_turn() -> None:
     await loop.run_turn("q1", session_id="s")
     await loop.run_turn("q2", session_id="s")
     last = await loop.run_turn("q3", session_id="s")
-    event = await wait_for(sub, K.SESSION_SUMMARIZE)
+    await loop.wait_idle()
+    [event] = sub.drain_nowait()
     assert event.messages_summarized == 4 and event.summary == "They asked 2 questions."
     assert event.turn_id == last.turn_id
     saved = loop.session_messages("s")
@@ -46,26 +47,29 @@ async def test_long_session_is_summarised_after_a_turn() -> None:
     await loop.aclose()
 
 
-async def test_summary_is_dropped_if_a_turn_starts_meanwhile() -> None:
-    gate = asyncio.Event()
+async def test_a_turn_during_a_summary_gets_a_fresh_summary_not_a_stale_one() -> None:
+    started, gate = asyncio.Event(), asyncio.Event()
 
     async def slow_summary(request: LLMRequest) -> Reply:
+        started.set()
         await gate.wait()
         return Reply(text="stale summary")
 
-    provider = ScriptedProvider([Reply(text=LONG), Reply(text=LONG), slow_summary, Reply(text="next")])
+    provider = ScriptedProvider([Reply(text=LONG), Reply(text=LONG), slow_summary, Reply(text="next"),
+                                 Reply(text="fresh summary")])
     loop = AgentLoop(Agent(provider=provider, summary=SummaryPolicy(at_tokens=150, keep_exchanges=1)))
     sub = loop.subscribe(kinds=[K.SESSION_SUMMARIZE])
     await loop.run_turn("q1", session_id="s")
     await loop.run_turn("q2", session_id="s")
-    while len(provider.requests) < 3:  # the summary request is in flight
-        await asyncio.sleep(0.001)
+    await asyncio.wait_for(started.wait(), 5)  # the summary request is in flight
     handle = loop.start_turn("q3", session_id="s")
     gate.set()
     await handle
-    await asyncio.sleep(0.01)
-    assert sub.drain_nowait() == []
-    assert [m.content for m in loop.session_messages("s")][::2] == ["q1", "q2", "q3"]
+    await loop.wait_idle()  # the stale summary was judged, and q3's end summarised afresh
+    provider.assert_consumed()
+    assert [e.summary for e in sub.drain_nowait()] == ["fresh summary"]
+    saved = loop.session_messages("s")
+    assert "stale" not in saved[0].content and [m.content for m in saved[1:]] == ["q3", "next"]
     await loop.aclose()
 
 

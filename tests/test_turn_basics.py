@@ -94,9 +94,9 @@ async def test_grouping_mutating_tools_run_alone_and_in_order() -> None:
     async def look(name: str) -> str:
         """Look."""
         running.append(name)
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0)  # let every call of the group start (they are all scheduled)
         log.append(f"look {name} saw {sorted(running)}")
-        await asyncio.sleep(0.015)
+        await asyncio.sleep(0)  # stay inside until the siblings have looked too
         running.remove(name)
         return name
 
@@ -104,7 +104,7 @@ async def test_grouping_mutating_tools_run_alone_and_in_order() -> None:
     async def change(name: str) -> str:
         """Change."""
         running.append(name)
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # a sibling running at once would be seen here
         log.append(f"change {name} saw {sorted(running)}")
         running.remove(name)
         return name

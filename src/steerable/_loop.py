@@ -406,6 +406,12 @@ class AgentLoop:
             turns_finished=self._turns_finished,
         )
 
+    async def wait_idle(self) -> None:
+        """Wait until no turn runs and no background summary is under way (a turn's end may
+        start a summary, so this waits until both are done together)."""
+        while self._tasks or self._background:
+            await asyncio.wait([*self._tasks, *self._background])
+
     # -- shutdown -----------------------------------------------------------------------------
 
     async def aclose(self, grace: float = 1.0) -> None:

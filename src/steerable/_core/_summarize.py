@@ -3,11 +3,12 @@
 Runs after a turn was saved, outside any turn: the older exchanges are rendered as a transcript
 and the agent's model is asked for a summary, which then replaces them in the store as one
 message. The replacement happens only if the session is idle and unchanged since the summary
-was started; otherwise the summary is dropped and the next turn's end tries again.
+was started; otherwise the summary is written again from the new history once it is idle.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from contextlib import aclosing
 
@@ -48,15 +49,11 @@ def _transcript(messages: list[Message]) -> str:
     return "\n".join(lines)
 
 
-async def summarize_session(engine: Engine, st: TurnState, policy: SummaryPolicy) -> bool:
-    """Summarise ``st.session_id`` now; True when the store was rewritten."""
-    messages = await engine.load(st.session_id)
-    cut = _cut(messages, policy.keep_exchanges)
-    if cut == 0:
-        return False
+async def _ask_for_summary(engine: Engine, st: TurnState, policy: SummaryPolicy,
+                           older: list[Message]) -> str | None:
     request = LLMRequest(
         messages=(Message("system", policy.prompt),
-                  Message("user", f"<conversation>\n{_transcript(messages[:cut])}\n</conversation>")),
+                  Message("user", f"<conversation>\n{_transcript(older)}\n</conversation>")),
         model=st.agent.model, params=st.agent.params,
     )
     parts: list[str] = []
@@ -67,15 +64,32 @@ async def summarize_session(engine: Engine, st: TurnState, policy: SummaryPolicy
                     parts.append(chunk.text)
     except Exception as exc:
         engine.error(st, f"summarising session {st.session_id!r} failed: {exc}", "summarize")
-        return False
-    summary = "".join(parts).strip()
-    if not summary:
-        return False
-    # Only an idle, unchanged session is rewritten; the check and the write are one step on the
-    # loop's thread, so no turn can start in between.
-    if st.session_id in engine.active or engine.store.load(st.session_id) != messages:
-        return False
-    engine.store.replace(st.session_id, [Message("user", f"{SUMMARY_HEADER}\n{summary}"),
-                                         *messages[cut:]])
-    engine.emit(st, SessionSummarize, messages_summarized=cut, summary=summary)
-    return True
+        return None
+    return "".join(parts).strip() or None
+
+
+async def summarize_session(engine: Engine, st: TurnState, policy: SummaryPolicy,
+                            tries: int = 3) -> bool:
+    """Summarise ``st.session_id``; True when the store was rewritten.
+
+    A session that moved on while the model was writing is summarised afresh once it is idle
+    (a turn that ended meanwhile left the summary to this task), at most ``tries`` times.
+    """
+    for _ in range(tries):
+        messages = await engine.load(st.session_id)
+        cut = _cut(messages, policy.keep_exchanges)
+        if cut == 0 or not needs_summary(messages, policy):
+            return False
+        summary = await _ask_for_summary(engine, st, policy, messages[:cut])
+        if summary is None:
+            return False
+        running = engine.active.get(st.session_id)
+        # The check and the write are one step on the loop's thread: no turn can start between.
+        if running is None and engine.store.load(st.session_id) == messages:
+            engine.store.replace(st.session_id, [Message("user", f"{SUMMARY_HEADER}\n{summary}"),
+                                                 *messages[cut:]])
+            engine.emit(st, SessionSummarize, messages_summarized=cut, summary=summary)
+            return True
+        if running is not None and running.task is not None:
+            await asyncio.wait([running.task])  # let that turn end and be saved, then retry
+    return False
