@@ -13,10 +13,7 @@ import json
 import os
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
-from functools import partial
 from typing import Any
-
-import httpx
 
 from steerable._messages import Message, ToolCall, Usage
 from steerable.errors import ConfigurationError, RetryableProviderError
@@ -32,12 +29,12 @@ from steerable.providers._base import (
 from steerable.providers._http import (
     ApiTarget,
     check_base_url,
-    make_client,
     parse_event,
     stream_error,
     stream_events,
 )
-from steerable.providers._retry import RetryPolicy, with_retries
+from steerable.providers._http_provider import HttpProvider
+from steerable.providers._retry import RetryPolicy
 from steerable.providers._timeouts import ProviderTimeouts
 
 __all__ = ["AnthropicProvider"]
@@ -159,7 +156,7 @@ class _Reply:
         return StreamEnd(Usage(self.input_tokens, self.output_tokens), self.finish)
 
 
-class AnthropicProvider:
+class AnthropicProvider(HttpProvider):
     """Anthropic Messages over httpx with server-sent events.
 
     ``api_key`` falls back to ``ANTHROPIC_API_KEY``, ``base_url`` to ``ANTHROPIC_BASE_URL`` then
@@ -185,23 +182,13 @@ class AnthropicProvider:
             base_url or env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL)
         self._api_key = api_key if api_key is not None else env.get("ANTHROPIC_API_KEY")
         self._headers = dict(headers or {})
-        self.timeouts = timeouts or ProviderTimeouts()
-        self.retry = retry or RetryPolicy()
+        super().__init__(timeouts, retry)
         self.max_tokens = max_tokens
-        self._client: httpx.AsyncClient | None = None
         if not self._api_key:  # known now, so said now
             raise ConfigurationError("no Anthropic API key: set ANTHROPIC_API_KEY (or pass api_key=)")
 
     def __repr__(self) -> str:  # never show the key
         return f"<AnthropicProvider model={self.model!r} base_url={self.base_url!r}>"
-
-    def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
-        return with_retries(self.retry, partial(self._attempt, request))
-
-    async def aclose(self) -> None:
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
 
     def _request_headers(self) -> dict[str, str]:
         assert self._api_key is not None
@@ -224,10 +211,8 @@ class AnthropicProvider:
         headers = self._request_headers()
         target = ApiTarget(api="Anthropic", url=f"{self.base_url}/v1/messages", model=model,
                            key_hint="ANTHROPIC_API_KEY (or api_key=)")
-        if self._client is None:
-            self._client = make_client(self.timeouts)
         reply = _Reply(target)
-        events = stream_events(self._client, target, headers, self._body(request, model),
+        events = stream_events(self._http(), target, headers, self._body(request, model),
                                self.timeouts)
         async with aclosing(events):
             async for event in events:

@@ -15,11 +15,8 @@ import secrets
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
-
-import httpx
 
 from steerable._messages import Message, ToolCall, Usage
 from steerable.errors import ConfigurationError, RetryableProviderError
@@ -35,12 +32,12 @@ from steerable.providers._base import (
 from steerable.providers._http import (
     ApiTarget,
     check_base_url,
-    make_client,
     parse_event,
     stream_error,
     stream_events,
 )
-from steerable.providers._retry import RetryPolicy, with_retries
+from steerable.providers._http_provider import HttpProvider
+from steerable.providers._retry import RetryPolicy
 from steerable.providers._textcalls import TextCallBuffer
 from steerable.providers._timeouts import ProviderTimeouts
 from steerable.providers.profiles import (
@@ -211,7 +208,7 @@ class _Reply:
         return out
 
 
-class OpenAIProvider:
+class OpenAIProvider(HttpProvider):
     """Chat Completions over httpx with server-sent events.
 
     Every argument is optional: ``api_key`` falls back to ``OPENAI_API_KEY``, ``base_url`` to
@@ -239,11 +236,9 @@ class OpenAIProvider:
         self.base_url = check_base_url(base_url or env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
         self._api_key = api_key if api_key is not None else env.get("OPENAI_API_KEY")
         self._headers = dict(headers or {})
-        self.timeouts = timeouts or ProviderTimeouts()
-        self.retry = retry or RetryPolicy()
+        super().__init__(timeouts, retry)
         self.profile = profile
         self.stream_usage = stream_usage
-        self._client: httpx.AsyncClient | None = None
         # Known now, so said now: before a session is created or anything is printed.
         if not self._api_key and urlsplit(self.base_url).hostname == "api.openai.com":
             raise ConfigurationError(
@@ -252,14 +247,6 @@ class OpenAIProvider:
 
     def __repr__(self) -> str:  # never show the key
         return f"<OpenAIProvider model={self.model!r} base_url={self.base_url!r}>"
-
-    def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
-        return with_retries(self.retry, partial(self._attempt, request))
-
-    async def aclose(self) -> None:
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
 
     def _request_headers(self) -> dict[str, str]:
         headers = {"Accept": "text/event-stream", **self._headers}
@@ -287,11 +274,9 @@ class OpenAIProvider:
         headers = self._request_headers()
         target = ApiTarget(api="OpenAI-compatible", url=f"{self.base_url}/chat/completions",
                            model=model, key_hint="OPENAI_API_KEY (or api_key=)")
-        if self._client is None:
-            self._client = make_client(self.timeouts)
         body = self._body(request, profile, model)
         reply = _Reply(target, profile.text_tool_calls and "tools" in body)
-        events = stream_events(self._client, target, headers, body, self.timeouts)
+        events = stream_events(self._http(), target, headers, body, self.timeouts)
         async with aclosing(events):
             async for event in events:
                 if reply.done:

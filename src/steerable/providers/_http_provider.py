@@ -1,0 +1,43 @@
+"""What the HTTP providers share: retries around one streamed attempt, and one client.
+
+A subclass implements ``_attempt(request)``, an async generator for a single try; ``stream``
+wraps it in the retry policy, and the httpx client is made on first use (so building a provider
+costs nothing and opens no connection) and closed by ``aclose``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from functools import partial
+
+import httpx
+
+from steerable.providers._base import Chunk, LLMRequest
+from steerable.providers._http import make_client
+from steerable.providers._retry import RetryPolicy, with_retries
+from steerable.providers._timeouts import ProviderTimeouts
+
+__all__ = ["HttpProvider"]
+
+
+class HttpProvider:
+    def __init__(self, timeouts: ProviderTimeouts | None, retry: RetryPolicy | None) -> None:
+        self.timeouts = timeouts or ProviderTimeouts()
+        self.retry = retry or RetryPolicy()
+        self._client: httpx.AsyncClient | None = None
+
+    def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
+        return with_retries(self.retry, partial(self._attempt, request))
+
+    def _attempt(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
+        raise NotImplementedError
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = make_client(self.timeouts)
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
