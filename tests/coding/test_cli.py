@@ -223,3 +223,13 @@ def test_debug_shows_the_traceback_of_a_failed_turn(cli_env) -> None:
     debug = steerable(cli_env, "--debug", *args)
     assert debug.returncode == 1
     assert "Traceback (most recent call last)" in debug.stderr and "cannot reach" in debug.stderr
+
+
+def test_record_events_flag_writes_the_debug_log(cli_env, tmp_path: Path, ws: Path) -> None:
+    log = tmp_path / "events.jsonl"
+    res = steerable(cli_env, "run", "hi", "--provider", "scripted",
+                    "--script", script(tmp_path, [{"text": "hello"}]), "--workspace", str(ws),
+                    "--record-events", str(log))
+    assert res.returncode == 0
+    kinds = [json.loads(line)["kind"] for line in log.read_text().splitlines()]
+    assert kinds[0] == "turn_start" and kinds[-1] == "turn_end"

@@ -108,7 +108,7 @@ def _session(store: JSONLSessionStore, requested: str | None) -> str:
 
 
 def build_app(settings: Settings, *, session: str | None, can_ask: bool,
-              script: str | None = None) -> App:
+              script: str | None = None, record_events: str | None = None) -> App:
     workspace = _workspace(settings)
     redact = Redactor()
     store = make_store(settings, redact)
@@ -129,7 +129,8 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     loop = AgentLoop(agent, store=store, permissions=permissions,
-                     timeouts=Timeouts(approval=HUMAN_APPROVAL_TIMEOUT))
+                     timeouts=Timeouts(approval=HUMAN_APPROVAL_TIMEOUT),
+                     record_events=record_events)
     interactive = False
     if not settings["yes"]:
         if can_ask and sys.stdin.isatty():

@@ -275,5 +275,6 @@ def chat(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("chat needs a terminal; use 'steerable run' in scripts and pipes")
     if args.template or args.var:
         raise UsageError("--template and --var are for 'run'")
-    app = build_app(settings, session=args.session, can_ask=True, script=args.script)
+    app = build_app(settings, session=args.session, can_ask=True, script=args.script,
+                    record_events=args.record_events)
     return asyncio.run(_main(app))

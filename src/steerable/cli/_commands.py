@@ -51,7 +51,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     from steerable.cli._run import run_prompt
 
     prompt = _prompt(args)
-    app = build_app(settings, session=args.session, can_ask=True, script=args.script)
+    app = build_app(settings, session=args.session, can_ask=True, script=args.script,
+                    record_events=args.record_events)
 
     async def go() -> int:
         return await run_prompt(app, prompt, as_json=args.json, debug=args.debug)
