@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 from steerable._config import Limits, Timeouts
 from steerable._core._approval import ApprovalBroker
@@ -91,6 +92,16 @@ class Engine:
         if self.store.blocking:
             return await asyncio.to_thread(self.store.load, session_id)
         return self.store.load(session_id)
+
+    async def history(self, session_id: str) -> Sequence[Message]:
+        """The session's messages for a turn's ``base``: never edited in place by the turn.
+
+        A store with ``snapshot()`` (the in-memory one) hands out an O(1) read-only view, so
+        starting a turn does not copy the whole history; others are loaded as usual."""
+        snapshot = getattr(self.store, "snapshot", None)
+        if snapshot is not None:
+            return cast("Sequence[Message]", snapshot(session_id))
+        return await self.load(session_id)
 
     async def save(self, st: TurnState, status: str, rollback: bool) -> None:
         """Append the turn's messages, or on rollback write nothing of the turn."""

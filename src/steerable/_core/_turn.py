@@ -114,7 +114,7 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
         if st.interrupt is Interrupt.HARD:  # aborted before its task first ran
             raise asyncio.CancelledError
         if not st.ephemeral:
-            st.base = await engine.load(st.session_id)
+            st.base = await engine.history(st.session_id)
         st.new.append(Message("user", st.input))
         status = await _iterate(engine, st)
     except asyncio.CancelledError:

@@ -11,6 +11,7 @@ import asyncio
 import enum
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,7 +66,7 @@ class TurnState:
     ephemeral: bool = False
     phase: TurnPhase = TurnPhase.IDLE
     iteration: int = 0
-    base: list[Message] = field(default_factory=list)
+    base: Sequence[Message] = ()
     """The session history before this turn: the rollback snapshot."""
     base_rewritten: bool = False
     """True once compression changed ``base``: saving or rolling back must rewrite the store."""
