@@ -160,6 +160,11 @@ class Engine:
         # Before the task runs, cancelling it would skip TURN_START/END: the flag is enough,
         # run_turn checks it first thing.
         if st.running and st.task is not None and not st.task.done():
+            # The tools first, so they see CancelledError on the very next loop cycle instead
+            # of one cycle after the turn's task has woken up and passed the cancel on.
+            for task, ctx in st.running_tools.items():
+                ctx.cancel()
+                task.cancel()
             st.task.cancel()
         return True
 

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Mapping
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from steerable._core._engine import Engine
@@ -57,7 +57,6 @@ class _Call:
     message: Message | None = None
     started: float = 0.0
     ctx: ToolContext | None = None
-    task: asyncio.Future[Any] | None = field(default=None, repr=False)
 
 
 def _tool_message(call: ToolCall, content: str, is_error: bool) -> Message:
@@ -89,6 +88,7 @@ def _finish(engine: Engine, st: TurnState, rec: _Call, result: ToolResult) -> No
     if rec.state == "done":
         return
     rec.state = "done"
+    rec.ctx = None  # rec -> ctx -> progress reporter -> rec: a cycle only the collector frees
     rec.message = _tool_message(rec.call, result.content, result.is_error)
     engine.emit(st, ToolExecEnd, call_id=rec.call.id, tool_name=rec.call.name,
                 is_error=result.is_error, content=result.content,
@@ -238,7 +238,7 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
                           is_error=True)
     timeout = tool.timeout if tool.timeout is not None else engine.timeouts.tool
     task = asyncio.ensure_future(tool.run(args, ctx))
-    rec.task = task
+    st.running_tools[task] = ctx  # a hard abort cancels it directly, without waiting for us
     st.tools_run.append(name)
     try:
         done, _ = await asyncio.wait((task,), timeout=timeout)
@@ -246,6 +246,8 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
         ctx.cancel()
         engine.reaper.adopt(task)
         raise
+    finally:
+        del st.running_tools[task]
     if not done:
         ctx.cancel()
         engine.reaper.adopt(task)

@@ -87,6 +87,8 @@ class TurnState:
     last_had_tools: bool = False
     children: dict[str, Any] = field(default_factory=dict)
     tools_run: list[str] = field(default_factory=list)
+    running_tools: dict[asyncio.Future[Any], Any] = field(default_factory=dict)
+    """Each running tool's task and its ToolContext: a hard abort cancels them at once."""
     usage_in: int = 0
     usage_out: int = 0
     started: float = field(default_factory=time.monotonic)
