@@ -51,3 +51,22 @@ def http_server(marks: Path) -> Iterator[str]:
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    """Environment for CLI subprocesses: isolated config and data dirs, no provider keys."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.endswith("_API_KEY") and not k.startswith(("OPENAI_", "STEERABLE_"))}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2] / "src")
+    env["STEERABLE_DATA_DIR"] = str(tmp_path / "data")
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    env["HOME"] = str(tmp_path / "home")
+    env["NO_COLOR"] = "1"
+    return env
+
+
+def run_cli(env: dict[str, str], *args: str, cwd: Path | None = None,
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "steerable", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=60)
