@@ -10,6 +10,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from steerable._composites import (
+        LoopAgent,
+        ParallelAgent,
+        SequentialAgent,
+    )
     from steerable._config import (
         Limits,
         SummaryPolicy,
@@ -17,6 +22,7 @@ if TYPE_CHECKING:
     )
     from steerable._core._agent import (
         Agent,
+        BaseAgent,
     )
     from steerable._core._approval import (
         HumanApprover,
@@ -34,6 +40,9 @@ if TYPE_CHECKING:
         SessionInfo,
         SessionStore,
         TurnRecord,
+    )
+    from steerable._core._subturn import (
+        SubturnHandle,
     )
     from steerable._core._turn import (
         TurnResult,
@@ -89,6 +98,7 @@ __version__ = "0.1.0"
 _WHERE: dict[str, str] = {
     "Agent": "steerable._core._agent",
     "AgentLoop": "steerable._loop",
+    "BaseAgent": "steerable._core._agent",
     "BaseTool": "steerable.tools",
     "CompressContext": "steerable._hooks",
     "Event": "steerable._events",
@@ -103,8 +113,10 @@ _WHERE: dict[str, str] = {
     "LLMResponse": "steerable.providers",
     "LLMResponseContext": "steerable._hooks",
     "Limits": "steerable._config",
+    "LoopAgent": "steerable._composites",
     "LoopStatistics": "steerable._loop",
     "Message": "steerable._messages",
+    "ParallelAgent": "steerable._composites",
     "Permission": "steerable._core._permissions",
     "PermissionRule": "steerable._core._permissions",
     "Permissions": "steerable._core._permissions",
@@ -112,9 +124,11 @@ _WHERE: dict[str, str] = {
     "QueuedMessage": "steerable._core._turn_state",
     "Reply": "steerable.providers",
     "ScriptedProvider": "steerable.providers",
+    "SequentialAgent": "steerable._composites",
     "SessionInfo": "steerable._core._session",
     "SessionStore": "steerable._core._session",
     "Subscription": "steerable._core._bus",
+    "SubturnHandle": "steerable._core._subturn",
     "SummaryPolicy": "steerable._config",
     "Timeouts": "steerable._config",
     "Tool": "steerable.tools",
@@ -137,6 +151,7 @@ _WHERE: dict[str, str] = {
 __all__ = [
     "Agent",
     "AgentLoop",
+    "BaseAgent",
     "BaseTool",
     "CompressContext",
     "Event",
@@ -151,8 +166,10 @@ __all__ = [
     "LLMResponse",
     "LLMResponseContext",
     "Limits",
+    "LoopAgent",
     "LoopStatistics",
     "Message",
+    "ParallelAgent",
     "Permission",
     "PermissionRule",
     "Permissions",
@@ -160,9 +177,11 @@ __all__ = [
     "QueuedMessage",
     "Reply",
     "ScriptedProvider",
+    "SequentialAgent",
     "SessionInfo",
     "SessionStore",
     "Subscription",
+    "SubturnHandle",
     "SummaryPolicy",
     "Timeouts",
     "Tool",
