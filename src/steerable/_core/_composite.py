@@ -74,7 +74,7 @@ class CompositeScope:
             self.check()
         handle = spawn(self._engine, self._state, agent, task, is_async=False, deliver=False)
         try:
-            return await handle
+            return await handle.task
         except asyncio.CancelledError:
             handle.interrupt_hard()  # whoever cancelled this wait, the child goes with it
             raise

@@ -239,6 +239,11 @@ class SubturnHandle:
         name: str = self._state.agent.name
         return name
 
+    @property
+    def task(self) -> asyncio.Task[Any]:
+        """The child's task (it resolves to the child's ``TurnResult``)."""
+        return self._task
+
     def done(self) -> bool:
         return self._task.done()
 
@@ -295,7 +300,7 @@ class Subturns:
         handle = spawn(self._engine, self._state, self._agent(agent), task, is_async=False,
                        deliver=False)
         try:
-            return await handle
+            return await handle.task  # no shield: a cancelled wait aborts the child anyway
         except asyncio.CancelledError:
             # The caller stopped waiting (a tool timeout, an abort): a sync child goes with it.
             handle.interrupt_hard()
