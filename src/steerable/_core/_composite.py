@@ -74,7 +74,9 @@ class CompositeScope:
             self.check()
         handle = spawn(self._engine, self._state, agent, task, is_async=False, deliver=False)
         try:
-            return await handle.task
+            # Shielded: the child ends itself on abort and returns a result, which must not
+            # swallow this waiter's own cancellation.
+            return await handle
         except asyncio.CancelledError:
             handle.interrupt_hard()  # whoever cancelled this wait, the child goes with it
             raise

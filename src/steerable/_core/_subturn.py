@@ -300,7 +300,9 @@ class Subturns:
         handle = spawn(self._engine, self._state, self._agent(agent), task, is_async=False,
                        deliver=False)
         try:
-            return await handle.task  # no shield: a cancelled wait aborts the child anyway
+            # Shielded: the child ends itself on abort and returns a result, which must not
+            # swallow this waiter's own cancellation.
+            return await handle
         except asyncio.CancelledError:
             # The caller stopped waiting (a tool timeout, an abort): a sync child goes with it.
             handle.interrupt_hard()
