@@ -23,6 +23,7 @@ from steerable._core._engine import Engine
 from steerable._core._hook_chain import decisions, ignored, raise_if_terminal
 from steerable._core._hook_manager import HookFailure
 from steerable._core._permissions import Permission
+from steerable._core._subturn import subturns_of
 from steerable._core._turn_state import AbortSignal, TurnState
 from steerable._events import (
     ApprovalRequested,
@@ -229,7 +230,8 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
     ctx = ToolContext(call_id=rec.call.id, tool_name=name, turn_id=st.turn_id,
                       session_id=st.session_id, parent_turn_id=st.parent_turn_id,
                       iteration=st.iteration, dry_run=st.agent.dry_run,
-                      _report=_progress_reporter(engine, st, rec))
+                      _report=_progress_reporter(engine, st, rec),
+                      _subturns=subturns_of(engine, st))
     rec.ctx = ctx
     try:
         args = tool.validate(arguments)
