@@ -73,6 +73,7 @@ def _agents(roots: Iterable[Agent]) -> list[Agent]:
 
 def _agent_json(agent: Agent) -> dict[str, Any]:
     return {
+        "provider": type(agent.provider).__name__,  # for the reader of a bug report
         "instructions": agent.instructions,
         "model": agent.model,
         "params": json.loads(json.dumps(dict(agent.params), default=str)),
