@@ -235,7 +235,7 @@ def test_sub_turn_spans_are_children_of_the_spawning_tool_span() -> None:
         ev(ToolExecEnd, "P", call_id="c1", tool_name="subagent", is_error=False, content="done"),
         ev(TurnEnd, "P", status=TurnStatus.COMPLETED, text="ok", iterations=2),
     ]:
-        hook.on_event(event)
+        hook.handle(event)
     named = _by_name(exporter.get_finished_spans())
     (boss,), (worker,), (call,) = (named["invoke_agent boss"], named["invoke_agent worker"],
                                    named["execute_tool subagent"])

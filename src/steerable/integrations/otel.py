@@ -11,15 +11,21 @@ skipped tools, compressions and errors are span events. A turn that ends ``abort
 ``error`` gets an error status, and so does every span of it still open (a cancelled LLM call).
 
 The hook is an observer only (``on_event``): the loop feeds it from a bounded subscription in a
-task of its own, so it never slows or blocks a turn, and it costs nothing when not registered.
-Spans take their times from the events, so they are exact however late the observer runs.
+task of its own, so it never slows a turn, and it costs nothing when not registered. The events
+it needs are collected on the loop's thread and turned into spans in batches (at each turn's
+end, or every few dozen events) on one worker thread of the hook's own, so a slow exporter
+cannot block the loop and the span work costs one thread hop per batch, not per event. Deltas
+and state changes are dropped at once. Spans take their times from the events, so they are
+exact however late they are made.
 No message content is recorded unless ``capture_content=True`` (then: the turn's input, each
 LLM reply, tool arguments and results, steering text).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +42,7 @@ from steerable import Event, EventKind, TurnStatus, __version__
 __all__ = ["OpenTelemetryHook"]
 
 _FAILED = (TurnStatus.ABORTED, TurnStatus.ERROR)
+_BATCH = 32
 
 
 def _ns(seconds: float) -> int:
@@ -59,6 +66,11 @@ class OpenTelemetryHook:
 
     name = "opentelemetry"
 
+    @property
+    def event_kinds(self) -> frozenset[EventKind]:
+        """The kinds this observer uses: the loop does not send it the others."""
+        return frozenset(_HANDLERS)
+
     def __init__(self, *, tracer_provider: TracerProvider | None = None,
                  provider_name: str | None = None, capture_content: bool = False) -> None:
         self._tracer = trace.get_tracer("steerable", __version__, tracer_provider=tracer_provider)
@@ -67,10 +79,29 @@ class OpenTelemetryHook:
         self._turns: dict[str, _Turn] = {}
         self._spawned_by: dict[str, Span] = {}
         """child turn id -> the span the child's turn span goes under."""
+        self._pending: list[Event] = []
+        self._worker: ThreadPoolExecutor | None = None
 
     # -- the observer -------------------------------------------------------------------------
 
-    def on_event(self, event: Event) -> None:
+    async def on_event(self, event: Event) -> None:
+        if event.kind not in _HANDLERS:
+            return
+        self._pending.append(event)
+        if len(self._pending) >= _BATCH or event.kind is EventKind.TURN_END:
+            batch, self._pending = self._pending, []
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix="steerable-otel")
+            # One worker: batches are applied in order even if an earlier one was slow.
+            await asyncio.get_running_loop().run_in_executor(self._worker, self._apply, batch)
+
+    def _apply(self, batch: list[Event]) -> None:
+        for event in batch:
+            self.handle(event)
+
+    def handle(self, event: Event) -> None:
+        """Turn one event into span work at once, on the caller's thread (``on_event`` batches
+        events and calls this from its worker)."""
         handler = _HANDLERS.get(event.kind)
         if handler is not None:
             handler(self, event)

@@ -316,6 +316,10 @@ class Player:
                 if reader in done:
                     event, reader = reader.result(), None
                     self._check(event)
+                    for event in sub.drain_nowait():  # one wake-up for all that is buffered
+                        if self._failure is not None:
+                            break
+                        self._check(event)
                 elif idle in done:
                     for event in sub.drain_nowait():
                         self._check(event)

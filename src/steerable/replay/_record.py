@@ -30,6 +30,7 @@ from steerable.replay._format import (
     error_to_json,
     messages_to_json,
     request_to_json,
+    shorten_request,
 )
 
 __all__ = ["Recorder"]
@@ -97,11 +98,14 @@ class _RecordingProvider:
         self._recorder = recorder
         self._agent = agent
         self._calls = 0
+        self._previous: list[Any] = []
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
         self._calls += 1
+        full = request_to_json(request)
         entry: dict[str, Any] = {"type": "llm", "agent": self._agent, "n": self._calls,
-                                 "request": request_to_json(request), "chunks": []}
+                                 "request": shorten_request(full, self._previous), "chunks": []}
+        self._previous = full["messages"]
         try:
             async with aclosing(self.inner.stream(request)) as chunks:  # type: ignore[type-var]
                 async for chunk in chunks:
