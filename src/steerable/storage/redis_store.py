@@ -214,6 +214,13 @@ class RedisSessionStore:
         args += [_record(m, turn_id) for m in messages]
         self._run(f"replace session {session_id!r}", self._replace, keys=keys, args=args)
 
+    def has_turn(self, session_id: str, turn_id: str) -> bool:
+        """True once the turn ``turn_id`` of this session has been saved (a worker that takes
+        over a dead worker's session asks, so that a saved turn is never run again). Looks at
+        the last 64 turns: a taken-over turn is always among the newest."""
+        raw = self._run("read Redis", self._redis.lrange, self.key(session_id, "turns"), -64, -1)
+        return any(json.loads(item).get("turn") == turn_id for item in raw)
+
     def exists(self, session_id: str) -> bool:
         return bool(self._run("read Redis", self._redis.exists, self.key(session_id, "meta")))
 

@@ -192,6 +192,14 @@ class SQLiteSessionStore:
             db.execute("UPDATE sessions SET count=?, updated=? WHERE session_id=?",
                        (len(rows), now, session_id))
 
+    def has_turn(self, session_id: str, turn_id: str) -> bool:
+        """True once the turn ``turn_id`` of this session has been saved (a worker that takes
+        over a dead worker's session asks, so that a saved turn is never run again)."""
+        check_session_id(session_id)
+        with self._connection() as db:
+            return db.execute("SELECT 1 FROM turns WHERE session_id=? AND turn=?",
+                              (session_id, turn_id)).fetchone() is not None
+
     def exists(self, session_id: str) -> bool:
         check_session_id(session_id)
         with self._connection() as db:
