@@ -3,7 +3,8 @@ that never runs out of script and reads its orders from the last user message:
 
 - ``tool:<seconds>:<tag>``: call the mutating tool ``work`` (which logs ``<worker> start/end
   <tag>`` to the ledger file and sleeps), then answer ``done <tag>``;
-- ``slow:<seconds>:<tag>``: answer ``done <tag>`` after a delay, streamed in pieces;
+- ``slow:<seconds>:<tag>``: stream ``done <tag>`` slowly: the deltas are spread over the
+  seconds, so a kill lands mid-stream;
 - anything else: answer ``done <text>`` at once.
 
 argv: redis url, worker name, ledger file, lease seconds, [sqlite path]
@@ -18,7 +19,7 @@ import time
 from collections.abc import AsyncIterator
 
 from steerable import Agent, Reply, ScriptedProvider, tool
-from steerable.providers._base import Chunk, LLMRequest
+from steerable.providers._base import Chunk, LLMRequest, StreamEnd, TextDelta
 from steerable.scale import LeaseTiming, RedisWorker
 from steerable.storage import SQLiteSessionStore
 
@@ -49,9 +50,6 @@ def answer(request: LLMRequest) -> Reply:
     if kind == "tool":
         seconds, _, tag = rest.partition(":")
         return Reply(tool_calls=[("work", {"seconds": float(seconds), "tag": tag})])
-    if kind == "slow":
-        seconds, _, tag = rest.partition(":")
-        return Reply(text=f"done {tag} " + "word " * 20, delay=float(seconds))
     return Reply(text=f"done {order}")
 
 
@@ -59,6 +57,15 @@ class Endless:
     """A provider that answers every request with ``answer`` (a fresh one-step script)."""
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
+        kind, _, rest = request.messages[-1].content.partition(":")
+        if kind == "slow" and request.messages[-1].role == "user":
+            seconds, _, tag = rest.partition(":")
+            pieces = ["done", " ", tag]
+            for piece in pieces:
+                yield TextDelta(piece)
+                await asyncio.sleep(float(seconds) / len(pieces))
+            yield StreamEnd(None, "stop")
+            return
         async for chunk in ScriptedProvider([answer]).stream(request):
             yield chunk
 
