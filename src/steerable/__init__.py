@@ -24,6 +24,13 @@ if TYPE_CHECKING:
     from steerable._core._bus import (
         Subscription,
     )
+    from steerable._core._cancel import (
+        CancelHandle,
+        CancelMode,
+    )
+    from steerable._core._checkpoint import (
+        Checkpoint,
+    )
     from steerable._core._permissions import (
         Permission,
         PermissionRule,
@@ -90,6 +97,9 @@ _WHERE: dict[str, str] = {
     "Agent": "steerable._core._agent",
     "AgentLoop": "steerable._loop",
     "BaseTool": "steerable.tools",
+    "CancelHandle": "steerable._core._cancel",
+    "CancelMode": "steerable._core._cancel",
+    "Checkpoint": "steerable._core._checkpoint",
     "CompressContext": "steerable._hooks",
     "Event": "steerable._events",
     "EventKind": "steerable._events",
@@ -138,6 +148,9 @@ __all__ = [
     "Agent",
     "AgentLoop",
     "BaseTool",
+    "CancelHandle",
+    "CancelMode",
+    "Checkpoint",
     "CompressContext",
     "Event",
     "EventKind",

@@ -82,6 +82,9 @@ class TurnStatus(enum.StrEnum):
     ABORTED = "aborted"
     ERROR = "error"
     MAX_ITERATIONS = "max_iterations"
+    CANCELLED = "cancelled"
+    """Stopped at a safe point by a cancel (``AFTER_MODEL``/``AFTER_TOOLS``); its checkpoint
+    is kept and ``AgentLoop.resume`` continues it."""
 
 
 class TurnPhase(enum.StrEnum):
@@ -115,6 +118,8 @@ class TurnStart(_Event):
     kind: ClassVar[EventKind] = EventKind.TURN_START
     input: str
     agent: str
+    resumed_from: str | None = None
+    """For a resumed turn: the id of the turn whose checkpoint it continues."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,6 +133,9 @@ class TurnEnd(_Event):
     """Seconds from TURN_START to TURN_END."""
     usage: Usage | None = None
     """Tokens of every LLM call of the turn, when the provider reported them."""
+    cancel_mode: str | None = None
+    """The cancel mode that ended the turn (``immediate``, ``after_model``, ``after_tools``),
+    None when no cancel did."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -252,7 +260,8 @@ class FollowUpQueued(_Event):
 class InterruptReceived(_Event):
     kind: ClassVar[EventKind] = EventKind.INTERRUPT_RECEIVED
     mode: str
-    """``graceful``, ``hard`` or ``abort_turn`` (a hook's ABORT_TURN)."""
+    """``graceful``, ``hard`` (also for ``cancel(mode=IMMEDIATE)``), ``abort_turn`` (a hook's
+    ABORT_TURN), ``cancel_after_model`` or ``cancel_after_tools`` (``AgentLoop.cancel``)."""
     hint: str | None = None
 
 
