@@ -13,9 +13,11 @@ import time
 from dataclasses import dataclass
 
 from steerable._core._cancel import CancelMode, SafePoint
+from steerable._core._composite import CompositeAgent, run_composite
 from steerable._core._durable import drop_checkpoint, restore, safe_point, settle_writes
 from steerable._core._engine import Engine
 from steerable._core._model_call import call_model
+from steerable._core._subturn import close_results, deliver_results, wait_children
 from steerable._core._tool_exec import execute_tools, skip_calls
 from steerable._core._turn_state import (
     AbortSignal,
@@ -92,6 +94,8 @@ async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) ->
             await safe_point(engine, st, SafePoint.BEFORE_MODEL, "model",
                              write=drained or st.iteration == 0)
         st.iteration += 1
+        if st.results:
+            deliver_results(engine, st)  # async children that ended since the last call
         extra = (Message("user", st.hint or DEFAULT_INTERRUPT_HINT),) if graceful else ()
         st.final_call = last
         response = await call_model(engine, st, offer_tools=not last, extra=extra)
@@ -134,9 +138,13 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
     status = TurnStatus.ERROR
     error: BaseException | None = None
     rollback = False
+    took_slot = False
     try:
         if st.interrupt is Interrupt.HARD:  # aborted before its task first ran
             raise asyncio.CancelledError
+        if not st.holds_slot and engine.slots.limit is not None:
+            await engine.slots.take()  # Limits.active_turns: wait for a free slot
+            st.holds_slot = took_slot = True
         if st.resume is not None:  # resume() loaded and checked the base already
             restore(st, st.resume)
             status = await _iterate(engine, st, resume_tools=st.resume.stage == "tools")
@@ -145,7 +153,10 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
                 st.base = await engine.load(st.session_id)
                 st.base_count = len(st.base)
             st.new.append(Message("user", st.input))
-            status = await _iterate(engine, st)
+            if isinstance(st.agent, CompositeAgent):
+                status = await run_composite(engine, st)
+            else:
+                status = await _iterate(engine, st)
     except asyncio.CancelledError:
         # The edge that owns the turn: a hard abort (or the loop closing) ends here.
         task = asyncio.current_task()
@@ -162,7 +173,14 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
     except Exception as exc:
         error = exc
         engine.error(st, f"{type(exc).__name__}: {exc}", "turn")
-    return await _finish(engine, st, status, error, rollback)
+    try:
+        if rollback:
+            await wait_children(st)  # every aborted descendant ends before this turn does
+        return await _finish(engine, st, status, error, rollback)
+    finally:
+        if took_slot:
+            st.holds_slot = False
+            engine.slots.give_back()
 
 
 def _ended_by(st: TurnState, status: TurnStatus) -> CancelMode | None:
@@ -181,7 +199,7 @@ async def _store_outcome(engine: Engine, st: TurnState, status: TurnStatus,
     Ordering matters for a crash in between: an aborted turn drops its checkpoint first (a
     restart must not continue what the user aborted); a saved turn appends its history
     first (``resume`` recognises a checkpoint whose turn is already in the history)."""
-    if status is TurnStatus.CANCELLED:
+    if status is TurnStatus.CANCELLED and st.durable:
         await settle_writes(st)  # the checkpoint stays: resume continues from it
         return None
     if rollback:
@@ -236,6 +254,7 @@ async def _finish(engine: Engine, st: TurnState, status: TurnStatus,
         if status is TurnStatus.CANCELLED and st.durable else None,
         resumed_from=None if st.resume is None else st.resume.turn_id,
     )
+    await close_results(engine, st)  # results too late for this turn: to the session
     engine.emit(st, TurnEnd, status=status, text=text, iterations=st.iteration,
                 error=None if error is None else f"{type(error).__name__}: {error}",
                 duration=duration, usage=usage,
