@@ -238,3 +238,23 @@ async def test_a_cancelled_resumed_turn_can_be_resumed_again(store: Any) -> None
     cp_ids = {first.checkpoint_id}
     assert all(i and i.startswith(first.turn_id) for i in cp_ids)  # origin id kept
     assert_history_consistent(loop.session_messages("s"))
+
+
+async def test_a_turn_survives_a_crash_right_after_start_turn_returned(tmp_path: Path) -> None:
+    live, crashed = tmp_path / "live", tmp_path / "crashed"
+    tools = Tools()
+    store = JSONLSessionStore(live)
+    store.append("s", [Message("user", "earlier"), Message("assistant", "ok")], None)
+    loop, _ = make(store, [Reply(text="first")], tools)
+    handle = loop.start_turn("go", session_id="s")
+    shutil.copytree(live, crashed)  # killed before the turn's task ever ran
+    await handle
+    await loop.aclose()
+    again, provider = make(JSONLSessionStore(crashed), [Reply(text="after the crash")], tools)
+    cp = again.checkpoint("s")
+    assert cp is not None and cp.base_count is None and cp.iteration == 0
+    result = await again.resume("s")  # type: ignore[misc]
+    assert result.text == "after the crash"
+    assert [m.content for m in again.session_messages("s")] == [
+        "earlier", "ok", "go", "after the crash"]
+    assert [m.content for m in provider.requests[0].messages] == ["earlier", "ok", "go"]

@@ -24,6 +24,7 @@ from steerable._core._bus import Subscription
 from steerable._core._cancel import CancelHandle, CancelMode
 from steerable._core._checkpoint import Checkpoint
 from steerable._core._composite import CompositeAgent
+from steerable._core._durable import write_first_checkpoint
 from steerable._core._engine import Engine
 from steerable._core._hook_manager import Registration
 from steerable._core._permissions import Permissions
@@ -344,6 +345,8 @@ class AgentLoop:
         self._engine.turns[st.turn_id] = st
         self._turns_started += 1
         begin_turn(self._engine, st)
+        if st.resume is None:
+            write_first_checkpoint(self._engine, st)
         task = loop.create_task(self._drive(st))
         st.task = task
         self._tasks.add(task)
@@ -388,7 +391,8 @@ class AgentLoop:
         st = TurnState(turn_id=_new_id("turn"), session_id=session_id, input=cp.input,
                        agent=agent, resume=cp, origin_turn_id=cp.origin_turn_id,
                        created=cp.created, base=base[cp.base_dropped:],
-                       base_rewritten=cp.base_dropped > 0, base_count=cp.base_count,
+                       base_rewritten=cp.base_dropped > 0,
+                       base_count=len(base) if cp.base_count is None else cp.base_count,
                        base_dropped=cp.base_dropped)
         return self._launch(st)
 

@@ -53,8 +53,9 @@ class Checkpoint:
     steering: tuple[str, ...] = ()
     follow_ups: tuple[str, ...] = ()
     injected_steering: tuple[str, ...] = ()
-    base_count: int = 0
-    """Messages the session held when the turn began (resume checks it still does)."""
+    base_count: int | None = 0
+    """Messages the session held when the turn began (resume checks it still does); None in
+    the first checkpoint, written as the turn starts, before it has read the session."""
     base_dropped: int = 0
     """Of those, how many context compression dropped during the turn."""
     last_had_tools: bool = False

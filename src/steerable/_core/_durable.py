@@ -1,7 +1,7 @@
 """Writing a turn's checkpoints, stopping at safe points, and restoring a turn from one.
 
 A durable turn writes a checkpoint (through the store's ``CheckpointStore`` side) when it has
-something to lose: before its first LLM call, before an LLM call whose context steering
+something to lose: as it starts (before ``start_turn`` returns), before its first LLM call, before an LLM call whose context steering
 changed, after every LLM response that asks for tools, after every tool call that ends, and
 where a safe-point cancel stops it. A write finishes before the turn moves on, so what a
 checkpoint says has happened has happened exactly once; the one call that may have been
@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 from steerable._core._cancel import CancelMode, SafePoint
 from steerable._core._checkpoint import Checkpoint, Stage
 from steerable._core._engine import Engine
 from steerable._core._turn_state import CancelStop, TurnState
+from steerable._messages import Message
 
-__all__ = ["capture", "drop_checkpoint", "restore", "safe_point", "settle_writes", "write_checkpoint"]
+__all__ = ["capture", "drop_checkpoint", "restore", "safe_point", "settle_writes",
+           "write_checkpoint", "write_first_checkpoint"]
 
 
 def capture(st: TurnState, stage: Stage, cancel_mode: CancelMode | None = None) -> Checkpoint:
@@ -59,6 +62,23 @@ async def write_checkpoint(engine: Engine, st: TurnState, stage: Stage,
         st.checkpoint_saving = saving
         # Shielded: a hard abort does not tear a write; ``settle_writes`` waits for it.
         failure = await asyncio.shield(saving)
+    if failure is not None:
+        engine.error(st, f"writing the checkpoint of session {st.session_id!r} failed: "
+                     f"{failure}; the turn goes on without it", "checkpoint")
+
+
+def write_first_checkpoint(engine: Engine, st: TurnState) -> None:
+    """Called as the turn starts (synchronously, before ``start_turn`` returns): from then on
+    a crash cannot lose the turn. It has not read the session yet: ``base_count`` is None."""
+    if not st.durable:
+        return
+    st.checkpoint_seq += 1
+    st.new.append(Message("user", st.input))
+    try:
+        cp = capture(st, "model")
+    finally:
+        st.new.clear()  # run_turn adds the input again once it has read the session
+    failure = _save(engine, replace(cp, base_count=None))
     if failure is not None:
         engine.error(st, f"writing the checkpoint of session {st.session_id!r} failed: "
                      f"{failure}; the turn goes on without it", "checkpoint")

@@ -37,8 +37,8 @@ def check_agent(cp: Checkpoint, agent: Any) -> None:
 def checked_base(cp: Checkpoint, base: Sequence[Message]) -> bool:
     """True when ``base`` is the history the checkpoint was taken over; False when the turn
     is already in it (the checkpoint is stale); ``CheckpointError`` otherwise."""
-    if len(base) == cp.base_count:
-        return True
+    if cp.base_count is None or len(base) == cp.base_count:
+        return True  # None: written as the turn started, before it read the session
     first = cp.messages[0] if cp.messages else None
     if (first is not None and len(base) > cp.base_count and cp.base_dropped == 0
             and base[cp.base_count] == first):

@@ -4,7 +4,7 @@
      "agent": ..., "tools": [...], "input": ..., "stage": "model" | "tools", "iteration": N,
      "messages": [<message record>...], "results": [<message record>...],
      "steering": [...], "follow_ups": [...], "injected_steering": [...],
-     "base_count": N, "base_dropped": N, "last_had_tools": bool, "tools_run": [...],
+     "base_count": N | null, "base_dropped": N, "last_had_tools": bool, "tools_run": [...],
      "usage_in": N, "usage_out": N, "cancel_mode": null | "after_model" | "after_tools",
      "seq": N, "created": t, "updated": t}
 
@@ -35,7 +35,7 @@ __all__ = ["CHECKPOINT_VERSION", "checkpoint_from_record", "checkpoint_to_record
 CHECKPOINT_VERSION = 1
 
 _STR_LISTS = ("tools", "steering", "follow_ups", "injected_steering", "tools_run")
-_INTS = ("iteration", "base_count", "base_dropped", "usage_in", "usage_out", "seq")
+_INTS = ("iteration", "base_dropped", "usage_in", "usage_out", "seq")
 
 
 def checkpoint_to_record(cp: Checkpoint, *, messages: bool = True) -> dict[str, Any]:
@@ -51,6 +51,7 @@ def checkpoint_to_record(cp: Checkpoint, *, messages: bool = True) -> dict[str, 
         out[name] = list(getattr(cp, name))
     for name in _INTS:
         out[name] = getattr(cp, name)
+    out["base_count"] = cp.base_count
     if messages:
         out["messages"] = [message_to_record(m) for m in cp.messages]
     else:
@@ -73,6 +74,9 @@ def _from_v1(raw: Mapping[str, Any], messages: Sequence[Message] | None) -> Chec
         if isinstance(value, bool) or not isinstance(value, int):
             raise RecordError(f"{name} must be an int")
         fields[name] = value
+    base_count = raw.get("base_count")
+    if base_count is not None and (isinstance(base_count, bool) or not isinstance(base_count, int)):
+        raise RecordError("base_count must be an int or null")
     return Checkpoint(
         session_id=str(raw["session_id"]), turn_id=str(raw["turn_id"]),
         origin_turn_id=str(raw["origin_turn_id"]), agent=str(raw["agent"]),
@@ -80,7 +84,7 @@ def _from_v1(raw: Mapping[str, Any], messages: Sequence[Message] | None) -> Chec
         results=tuple(message_from_record(m, SCHEMA_VERSION) for m in raw.get("results", ())),
         last_had_tools=bool(raw.get("last_had_tools", False)), cancel_mode=mode,
         created=float(raw.get("created", 0.0)), updated=float(raw.get("updated", 0.0)),
-        **fields,
+        base_count=base_count, **fields,
     )
 
 
