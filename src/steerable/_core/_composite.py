@@ -40,6 +40,8 @@ def boundary_stop(st: TurnState) -> TurnStatus | None:
         return TurnStatus.ABORTED
     if st.interrupt is Interrupt.GRACEFUL:
         return TurnStatus.INTERRUPTED
+    if st.cancel.requested is not None:  # no child runs here: every cancel mode stops
+        return TurnStatus.CANCELLED
     return None
 
 

@@ -152,6 +152,7 @@ async def _compress(
         # The dropped messages are gone from the session too: move the rollback snapshot.
         del st.base[:from_base]
         st.base_rewritten = True
+        st.base_dropped += from_base
     if cut > from_base:
         del st.new[: cut - from_base]
     after = [*st.base, *st.new]
