@@ -23,6 +23,7 @@ from steerable._core._slots import TurnSlots
 from steerable._core._turn_state import Interrupt, TurnState, check_transition
 from steerable._events import (
     ErrorEvent,
+    ErrorSource,
     Event,
     FollowUpQueued,
     InterruptReceived,
@@ -75,10 +76,10 @@ class Engine:
                         **fields)
         self.bus.emit(event)
 
-    def error(self, st: TurnState | None, message: str, source: str) -> None:
+    def error(self, st: TurnState | None, message: str, source: ErrorSource) -> None:
         self.emit(st, ErrorEvent, message=message, source=source)
 
-    def _report_hook_error(self, message: str, ctx: Any, source: str) -> None:
+    def _report_hook_error(self, message: str, ctx: Any, source: ErrorSource) -> None:
         # Every hook context and every event carries its turn's ids: report on that turn.
         self.bus.emit(ErrorEvent(
             turn_id=getattr(ctx, "turn_id", ""), parent_turn_id=getattr(ctx, "parent_turn_id", None),

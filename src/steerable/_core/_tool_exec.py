@@ -28,6 +28,7 @@ from steerable._core._turn_state import AbortSignal, TurnState
 from steerable._events import (
     ApprovalRequested,
     ApprovalResolved,
+    SkipReason,
     ToolExecEnd,
     ToolExecProgress,
     ToolExecSkipped,
@@ -65,7 +66,9 @@ def _tool_message(call: ToolCall, content: str, is_error: bool) -> Message:
     return Message("tool", content, tool_call_id=call.id, name=call.name, is_error=is_error)
 
 
-def _skip(engine: Engine, st: TurnState, rec: _Call, reason: str, detail: str = "") -> None:
+def _skip(
+    engine: Engine, st: TurnState, rec: _Call, reason: SkipReason, detail: str = ""
+) -> None:
     if rec.state == "done":
         return
     rec.state = "done"
@@ -96,7 +99,9 @@ def _finish(engine: Engine, st: TurnState, rec: _Call, result: ToolResult) -> No
                 duration=time.monotonic() - rec.started if rec.started else 0.0)
 
 
-def skip_calls(engine: Engine, st: TurnState, calls: tuple[ToolCall, ...], reason: str) -> None:
+def skip_calls(
+    engine: Engine, st: TurnState, calls: tuple[ToolCall, ...], reason: SkipReason
+) -> None:
     """Close calls that will never run (e.g. tool calls in a reply that offered no tools)."""
     for call in calls:
         rec = _Call(call, None)

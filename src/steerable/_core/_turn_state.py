@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from steerable._events import TurnPhase
+from steerable._events import SkipReason, TurnPhase
 from steerable._messages import Message
 from steerable.errors import IllegalTransitionError
 
@@ -103,7 +103,7 @@ class TurnState:
     started: float = field(default_factory=time.monotonic)
     task: asyncio.Task[Any] | None = None
 
-    def stop_reason(self) -> str | None:
+    def stop_reason(self) -> SkipReason | None:
         """Why tools not yet started must be skipped now, or None to go on."""
         if self.interrupt is Interrupt.HARD:
             return "aborted"

@@ -7,11 +7,21 @@ import re
 import secrets
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from steerable import Agent, AgentLoop, HookAction, HookDecision, Message, Permissions, Timeouts
+from steerable import (
+    Agent,
+    AgentLoop,
+    HookAction,
+    HookDecision,
+    Message,
+    Permissions,
+    Timeouts,
+    Tool,
+)
 from steerable.cli._args import UsageError
 from steerable.cli._settings import SECRET_ENV, Settings
 from steerable.coding import Workspace, coding_tools
@@ -113,14 +123,15 @@ def _session(store: JSONLSessionStore, requested: str | None) -> str:
 
 
 def build_app(settings: Settings, *, session: str | None, can_ask: bool,
-              script: str | None = None, record_events: str | None = None) -> App:
+              script: str | None = None, record_events: str | None = None,
+              extra_tools: Sequence[Tool] = ()) -> App:
     workspace = _workspace(settings)
     redact = Redactor()
     store = make_store(settings, redact)
     session_id = _session(store, session)
     provider = select_provider(settings["provider"], model=settings["model"],
                                base_url=settings["base_url"], script=script)
-    tools = coding_tools(workspace, bash_timeout=settings["bash_timeout"])
+    tools = [*coding_tools(workspace, bash_timeout=settings["bash_timeout"]), *extra_tools]
     instructions = BASE_INSTRUCTIONS.format(root=workspace.root)
     if settings["instructions"]:
         instructions += "\n\n" + settings["instructions"]

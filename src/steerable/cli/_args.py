@@ -97,6 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     rm = ss.add_parser("rm", help="delete sessions")
     rm.add_argument("ids", nargs="+", metavar="id")
 
+    mcp = sub.add_parser("mcp", help="MCP servers of the configuration")
+    ms = mcp.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser, required=True)
+    mlist = ms.add_parser("list", help="connect to each configured server and list its tools")
+    mlist.add_argument("--json", action="store_true")
+
     config = sub.add_parser("config", help="show the merged configuration")
     cs = config.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser,
                                required=True)
