@@ -27,8 +27,8 @@ EXPORTS: dict[str, list[str]] = {
         "Event", "EventKind", "FollowUpQueued", "FunctionTool", "HookAction", "HookDecision",
         "HumanApprover", "InMemorySessionStore", "InterruptMode", "InterruptReceived",
         "LLMDelta", "LLMRequest", "LLMRequestContext", "LLMRequestEvent", "LLMResponse",
-        "LLMResponseContext", "LLMResponseEvent", "LLMRetry", "Limits", "LoopAgent",
-        "LoopStatistics", "Message", "ParallelAgent", "Permission", "PermissionRule", "Permissions", "Provider", "QueuedMessage",
+        "LLMResponseContext", "LLMResponseEvent", "LLMRetry", "Limits", "LoopAgent", "LoopStatistics",
+        "Message", "ParallelAgent", "Permission", "PermissionRule", "Permissions", "Provider", "QueuedMessage",
         "Reply", "ScriptedProvider", "SequentialAgent", "SessionInfo", "SessionStore", "SessionSummarize",
         "SkipReason", "StateChanged", "SteeringInjected", "Subscription", "SubturnEnd",
         "SubturnHandle", "SubturnOrphan", "SubturnResultDelivered", "SubturnSpawn", "SummaryPolicy", "Timeouts",
@@ -44,9 +44,14 @@ EXPORTS: dict[str, list[str]] = {
         "load_script", "select_provider",
     ],
     "steerable.tools": [
-        "BaseTool", "FunctionTool", "Tool", "ToolContext", "result_from_return", "tool",
+        "BaseTool", "FunctionTool", "Tool", "ToolContext", "UncoveredSubject", "result_from_return",
+        "tool",
     ],
-    "steerable.storage": ["JSONLSessionStore", "SessionFileError", "default_data_dir"],
+    "steerable.storage": [
+        "JSONLSessionStore", "LeaseLostError", "RedisSessionStore", "RedisStoreError",
+        "RedisUnavailableError", "SQLiteSessionStore", "SQLiteStoreError", "SessionFileError",
+        "default_data_dir",
+    ],
     "steerable.coding": [
         "Workspace", "coding_tools", "make_bash_tool", "make_edit_tool", "make_find_tool",
         "make_grep_tool", "make_ls_tool", "make_read_tool", "make_write_tool",
@@ -55,7 +60,8 @@ EXPORTS: dict[str, list[str]] = {
         "ConfigurationError", "ContextOverflowError", "FatalProviderError",
         "IllegalTransitionError", "ProviderError", "RetryableProviderError",
         "ScriptExhaustedError", "SessionBusyError", "SteerableError", "SubturnError",
-        "SubturnLimitError", "ToolArgumentsError", "ToolError",
+        "SubturnLimitError", "ToolArgumentsError",
+        "ToolError",
     ],
 }  # fmt: skip
 

@@ -232,10 +232,14 @@ class AgentLoop:
         return self._call(self._engine.bus.subscribe, kinds, buffer)
 
     def register_hook(self, hook: Any, priority: int = 0, timeout: float | None = None) -> Callable[[], bool]:
-        """Register ``hook``; higher priority runs first. Returns a function that unregisters it."""
+        """Register ``hook``; higher priority runs first. Returns a function that unregisters it.
+
+        An observer (``on_event``) gets every event, or only the kinds in its ``event_kinds``
+        attribute when it has one (the others then cost it nothing)."""
         reg = self._call(self._engine.hooks.register, hook, priority, timeout)
         if "on_event" in reg.points:
-            sub = self._call(self._engine.bus.subscribe, None, 4096)
+            kinds = getattr(hook, "event_kinds", None)
+            sub = self._call(self._engine.bus.subscribe, kinds, 4096)
             task = None
             if self._loop is not None:
                 task = self._loop.create_task(self._observe(reg, sub))

@@ -17,7 +17,7 @@ from steerable._events import TurnStatus
 from steerable._messages import ToolResult
 from steerable.providers._base import ToolSpec
 
-__all__ = ["BaseTool", "ChildResult", "ChildTurn", "Subturns", "Tool", "ToolContext"]
+__all__ = ["BaseTool", "ChildResult", "ChildTurn", "Subturns", "Tool", "ToolContext", "UncoveredSubject"]
 
 
 class ChildResult(Protocol):
@@ -77,6 +77,7 @@ class ToolContext:
     _cancel_requested: bool = False
     _report: Callable[[str, Mapping[str, Any]], None] | None = None
     _subturns: Subturns | None = None
+    _refuses: Callable[[str], bool] | None = None
 
     @property
     def cancelled(self) -> threading.Event:
@@ -117,6 +118,14 @@ class ToolContext:
             raise RuntimeError("this ToolContext was not made by a running turn; it cannot spawn")
         return self._subturns
 
+    def refuses(self, subject: str) -> bool:
+        """Whether a deny or ask rule for this tool (or its family) names ``subject``.
+
+        Tools that touch many things in one call (grep, find and ls walking folders) leave out
+        each entry refused here, so a rule on a path holds whatever folder was asked for.
+        """
+        return self._refuses is not None and self._refuses(subject)
+
     def progress(self, text: str, **data: Any) -> None:
         """Emit ``TOOL_EXEC_PROGRESS`` with ``text`` and any JSON-able ``data``."""
         if not isinstance(text, str):
@@ -150,6 +159,22 @@ class Tool(Protocol):
         ...
 
 
+class UncoveredSubject(str):
+    """A permission subject that no allow rule with an argument pattern covers.
+
+    A tool returns one from ``permission_subjects`` for a part of a call it cannot vouch for
+    (bash: a line its reader does not fully understand). Deny and ask rules still match its
+    text; the call is then asked instead of silently allowed. ``reason`` says why.
+    """
+
+    reason: str
+
+    def __new__(cls, text: str, reason: str = "") -> UncoveredSubject:
+        obj = super().__new__(cls, text)
+        obj.reason = reason
+        return obj
+
+
 class BaseTool:
     """A convenient base for class-based tools: override ``run`` (and ``preview``)."""
 
@@ -159,6 +184,8 @@ class BaseTool:
     timeout: float | None = None
     permission_key: str | None = None
     """The argument that permission patterns such as ``write(src/**)`` match against."""
+    permission_family: str | None = None
+    """Another tool name whose permission rules also hold for this tool (``edit`` -> ``write``)."""
 
     @property
     def parameters(self) -> Mapping[str, Any]:
