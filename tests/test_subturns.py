@@ -550,3 +550,26 @@ def test_bad_subagents_are_refused_when_the_agent_is_built() -> None:
         Limits(subturns_per_turn=0)
     plain = Agent(provider=provider)
     assert plain.tools == () and plain.subagents == ()
+
+
+async def test_a_dry_run_parent_runs_its_children_dry_too(tmp_path: Any) -> None:
+    target = tmp_path / "out.txt"
+
+    @tool
+    async def write_file(text: str) -> str:
+        """Write the file."""
+        target.write_text(text)
+        return "written"
+
+    writer = child("writer", Reply(tool_calls=[("write_file", {"text": "hi"})]), Reply(text="did it"),
+                   tools=[write_file])
+    main = parent([Reply(tool_calls=[call("subagent", "writer", "write hi")]), Reply(text="ok")],
+                  [writer], dry_run=True)
+    loop = AgentLoop(main)
+    sub = loop.subscribe(buffer=10_000)
+    await loop.run_turn("go")
+    events = sub.drain_nowait()
+    assert not target.exists()
+    child_end = next(e for e in of(events, K.TOOL_EXEC_END) if e.tool_name == "write_file")
+    assert child_end.content.startswith("[dry-run]")
+    assert writer.dry_run is False  # the agent itself is unchanged
