@@ -99,7 +99,9 @@ async def run_composite(engine: Engine, st: TurnState) -> TurnStatus:
     agent: CompositeAgent = st.agent
     try:
         text = await agent.run(scope)
-        status = TurnStatus.COMPLETED
+        # A graceful interrupt that came while the last children ran found no boundary left:
+        # the answer is whole, but the turn still ends as the caller asked.
+        status = boundary_stop(st) or TurnStatus.COMPLETED
     except BoundaryStop as stop:
         if stop.status is TurnStatus.ABORTED:
             raise asyncio.CancelledError from None  # the hard-abort path of run_turn
