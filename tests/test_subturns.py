@@ -573,3 +573,27 @@ async def test_a_dry_run_parent_runs_its_children_dry_too(tmp_path: Any) -> None
     child_end = next(e for e in of(events, K.TOOL_EXEC_END) if e.tool_name == "write_file")
     assert child_end.content.startswith("[dry-run]")
     assert writer.dry_run is False  # the agent itself is unchanged
+
+
+async def test_a_grandchild_outliving_its_parent_reaches_the_session() -> None:
+    gate = asyncio.Event()
+    grandkid = child("g", gated("grandchild text", gate))
+    kid = Agent(name="k", provider=ScriptedProvider([
+        Reply(tool_calls=[call("spawn", "g", "later")]), Reply(text="k done")]),
+        subagents=[grandkid])
+    main = parent([Reply(tool_calls=[call("subagent", "k", "go")]), Reply(text="main done")],
+                  [kid])
+    loop = AgentLoop(main)
+    sub = loop.subscribe(buffer=10_000)
+    result = await loop.run_turn("go", session_id="s")
+    assert result.status is TurnStatus.COMPLETED
+    info = loop.active_turn("s")
+    assert info is None  # the top-level turn is over; the grandchild runs on its own
+    gate.set()
+    await loop.wait_idle()
+    events = sub.drain_nowait()
+    k_turn = next(e.child_turn_id for e in of(events, K.SUBTURN_SPAWN) if e.agent == "k")
+    orphan = of(events, K.SUBTURN_ORPHAN)
+    assert len(orphan) == 1 and orphan[0].turn_id == k_turn
+    saved = loop.session_messages("s")
+    assert saved[-2].content == "main done" and "grandchild text" in saved[-1].content
