@@ -597,3 +597,42 @@ async def test_a_grandchild_outliving_its_parent_reaches_the_session() -> None:
     assert len(orphan) == 1 and orphan[0].turn_id == k_turn
     saved = loop.session_messages("s")
     assert saved[-2].content == "main done" and "grandchild text" in saved[-1].content
+
+
+class SlowToStop:
+    """A provider that never answers and takes a moment to close its call when cancelled
+    (as an HTTP provider closing its connection does)."""
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    async def stream(self, request: Any) -> Any:
+        try:
+            await asyncio.sleep(10)
+            yield None
+        finally:
+            await asyncio.sleep(0.05)
+            self.closed += 1
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_the_parent_waits_for_children_that_are_slow_to_stop() -> None:
+    slow = SlowToStop()
+    kid = Agent(name="slow", description="slow", provider=slow)
+    main = parent([Reply(tool_calls=[call("spawn", "slow", "a"), call("subagent", "slow", "b")])],
+                  [kid])
+    loop = AgentLoop(main)
+    sub = loop.subscribe(buffer=10_000)
+    handle = loop.start_turn("go", session_id="s")
+    seen: list[Any] = []
+    while len(of(seen, K.LLM_REQUEST)) < 3:
+        await wait_for(sub, K.LLM_REQUEST, seen=seen)
+    loop.interrupt_hard("s")
+    result = await asyncio.wait_for(handle, 2)
+    events = seen + sub.drain_nowait()
+    assert result.status is TurnStatus.ABORTED and slow.closed == 2
+    ends = of(events, K.TURN_END)
+    assert [e.turn_id == handle.turn_id for e in ends] == [False, False, True]
+    assert loop.statistics().active_turns == 0
