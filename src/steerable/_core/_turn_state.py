@@ -95,6 +95,8 @@ class TurnState:
     """Top level only: orphaned results held back while this turn runs, written after its save."""
     orphans_closed: bool = False
     """True once this turn wrote its held-back orphans: later ones go straight to the store."""
+    dry_run: bool = False
+    """Inherited dry-run: set on a sub-turn whose ancestor runs dry, so its tools do too."""
     holds_slot: bool = False
     """True while the turn counts against ``Limits.active_turns``."""
     subturns: Any = None
