@@ -44,7 +44,8 @@ EXPORTS: dict[str, list[str]] = {
         "load_script", "select_provider",
     ],
     "steerable.tools": [
-        "BaseTool", "FunctionTool", "Tool", "ToolContext", "result_from_return", "tool",
+        "BaseTool", "FunctionTool", "Tool", "ToolContext", "UncoveredSubject", "result_from_return",
+        "tool",
     ],
     "steerable.storage": ["JSONLSessionStore", "SessionFileError", "default_data_dir"],
     "steerable.coding": [

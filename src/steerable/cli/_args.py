@@ -46,6 +46,9 @@ def _agent_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--deny", action="append", metavar="RULE", default=[],
                    help="permission rule to deny, e.g. 'write(secrets/**)' (repeatable)")
     g.add_argument("--max-iterations", type=int, metavar="N", help="LLM calls per turn at most")
+    g.add_argument("--explorer", action="store_true", default=None,
+                   help="give the agent a read-only 'explorer' sub-agent it can delegate "
+                        "searches to (shown indented under the turn)")
     g.add_argument("--record-events", metavar="FILE",
                    help="append every event to FILE as JSON lines (debug recorder; also "
                         "STEERABLE_EVENT_LOG)")

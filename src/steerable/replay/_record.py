@@ -21,7 +21,7 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import IO, Any
 
-from steerable import Agent, AgentLoop, TurnHandle, event_to_dict
+from steerable import Agent, AgentLoop, BaseAgent, TurnHandle, event_to_dict
 from steerable._hooks import ToolResultContext
 from steerable.providers._base import Chunk, LLMRequest, Provider
 from steerable.replay._errors import RecordingError
@@ -61,17 +61,22 @@ def _discard(fn: Callable[[], object]) -> None:
     fn()
 
 
-def _agents(roots: Iterable[Agent]) -> list[Agent]:
-    """Every agent reachable from ``roots`` through ``subagents``, each once, in order."""
-    seen: dict[int, Agent] = {}
+def _agents(roots: Iterable[BaseAgent]) -> list[Agent]:
+    """Every model-backed agent reachable from ``roots`` through ``subagents`` and the children
+    of composite agents (``agents``, ``agent``), each once, in order."""
+    seen: dict[int, BaseAgent] = {}
     stack = list(roots)
     while stack:
         agent = stack.pop(0)
-        if id(agent) in seen or not isinstance(agent, Agent):
+        if id(agent) in seen or not isinstance(agent, BaseAgent):
             continue
         seen[id(agent)] = agent
         stack.extend(getattr(agent, "subagents", ()) or ())
-    return list(seen.values())
+        stack.extend(getattr(agent, "agents", ()) or ())
+        child = getattr(agent, "agent", None)
+        if child is not None:
+            stack.append(child)
+    return [a for a in seen.values() if isinstance(a, Agent)]
 
 
 def _agent_json(agent: Agent) -> dict[str, Any]:
@@ -146,7 +151,7 @@ class Recorder:
     recording is written with its position, so a replay makes it at the same point.
     """
 
-    def __init__(self, loop: AgentLoop, path: str | Path, *, agents: Iterable[Agent] = ()) -> None:
+    def __init__(self, loop: AgentLoop, path: str | Path, *, agents: Iterable[BaseAgent] = ()) -> None:
         if not isinstance(loop, AgentLoop):
             raise RecordingError(f"Recorder needs an AgentLoop, got {type(loop).__name__}")
         self._loop = loop
@@ -329,11 +334,13 @@ class Recorder:
 
         @functools.wraps(original)
         def start_turn(input: str, session_id: str | None = None, *,
-                       agent: Agent | None = None) -> TurnHandle:
+                       agent: BaseAgent | None = None) -> TurnHandle:
             if not self._on_loop_thread():
                 return self._on_loop(start_turn, input, session_id, agent=agent)  # type: ignore[no-any-return]
-            if agent is not None and all(agent is not a for a in self._agents):
-                self._add_agent(agent)
+            if agent is not None:
+                for found in _agents([agent]):
+                    if all(found is not a for a in self._agents):
+                        self._add_agent(found)
             after = self._position()
             history = self._loop.session_messages(session_id) if session_id else []
             handle = original(input, session_id, agent=agent)
