@@ -28,6 +28,8 @@ from steerable import (
     Agent,
     AgentLoop,
     Event,
+    HookAction,
+    HookDecision,
     HumanApprover,
     InMemorySessionStore,
     Message,
@@ -82,6 +84,20 @@ class _InOrder:
 
     async def after_tool(self, ctx: Any) -> None:
         await self._player.until_ready(ctx.call.id)
+
+
+class _RecordedDenials:
+    """An approver that refuses exactly the calls an approver refused in the recording without
+    asking a person (``DENY_TOOL`` from a hook: the CLI's no-terminal approver, a policy hook),
+    so that a replay without those hooks takes the same decisions. Used when no hooks are
+    given to ``replay``; with hooks, they decide."""
+
+    def __init__(self, denials: Mapping[str, str]) -> None:
+        self._denials = denials
+
+    def approve_tool(self, ctx: Any) -> HookDecision | None:
+        reason = self._denials.get(ctx.call.id)
+        return None if reason is None else HookDecision(HookAction.DENY_TOOL, reason=reason)
 
 
 class Player:
@@ -199,6 +215,12 @@ class Player:
         loop.register_hook(_InOrder(self), priority=2**62, timeout=self._stall * 2)
         for hook in self._hooks:
             loop.register_hook(hook)
+        asked = {e["call_id"] for e in self._events if e["kind"] == "approval_requested"}
+        denials = {e["call_id"]: e.get("detail", "") for e in self._events
+                   if e["kind"] == "tool_exec_skipped" and e["reason"] == "denied"
+                   and e["call_id"] not in asked}
+        if denials and not self._hooks:
+            loop.register_hook(_RecordedDenials(denials))
         if any(e["kind"] == "approval_requested" for e in self._events):
             loop.register_hook(HumanApprover())  # the recorded run asked someone: so do we
         return loop
