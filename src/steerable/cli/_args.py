@@ -52,6 +52,10 @@ def _agent_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--record-events", metavar="FILE",
                    help="append every event to FILE as JSON lines (debug recorder; also "
                         "STEERABLE_EVENT_LOG)")
+    g.add_argument("--otel", action="store_true", default=None,
+                   help="send OpenTelemetry traces (GenAI conventions) to the tracer provider "
+                        "the environment configured, e.g. under opentelemetry-instrument "
+                        "(also STEERABLE_OTEL=1)")
     g.add_argument("--record", metavar="FILE",
                    help="record the run to FILE (events, model streams, tool results, your "
                         "steering) for 'steerable replay FILE'")

@@ -39,6 +39,7 @@ _KEYS: dict[str, tuple[type, Any, str | None]] = {
     "max_iterations": (int, 30, "STEERABLE_MAX_ITERATIONS"),
     "dry_run": (bool, False, None),
     "yes": (bool, False, None),
+    "otel": (bool, False, "STEERABLE_OTEL"),
     "instructions": (str, "", None),
     "extra_roots": (list, [], None),
     "bash_timeout": (float, 120.0, None),
@@ -152,6 +153,10 @@ def load_settings(args: argparse.Namespace, cwd: Path | None = None) -> Settings
         if env and os.environ.get(env):
             raw = os.environ[env]
             try:
+                if _KEYS[key][0] is bool:
+                    s.values[key] = raw.strip().lower() in ("1", "true", "yes", "on")
+                    s.sources[key] = f"env {env}"
+                    continue
                 s.values[key] = int(raw) if _KEYS[key][0] is int else raw
             except ValueError:
                 raise ConfigurationError(f"{env} must be an integer, got {raw!r}") from None
