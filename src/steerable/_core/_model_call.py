@@ -18,6 +18,7 @@ from steerable._core._hook_chain import decisions, ignored
 from steerable._core._turn_state import TurnState
 from steerable._core._watchdog import IdleWatchdog
 from steerable._events import (
+    CompressReason,
     ContextCompress,
     LLMDelta,
     LLMRequestEvent,
@@ -127,7 +128,9 @@ async def _after_llm(
     return response
 
 
-async def _compress(engine: Engine, st: TurnState, reason: str, target: int | None) -> bool:
+async def _compress(
+    engine: Engine, st: TurnState, reason: CompressReason, target: int | None
+) -> bool:
     """Drop old exchanges; False when nothing could be dropped. May raise AbortSignal."""
     history = [*st.base, *st.new]
     tokens = estimate_tokens(history)

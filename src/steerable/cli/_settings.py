@@ -42,6 +42,7 @@ _KEYS: dict[str, tuple[type, Any, str | None]] = {
     "instructions": (str, "", None),
     "extra_roots": (list, [], None),
     "bash_timeout": (float, 120.0, None),
+    "explorer": (bool, False, None),
 }
 _UNTRUSTED_IN_PROJECT = frozenset({"base_url", "workspace", "extra_roots", "data_dir", "yes"})
 _RULE_KINDS = ("allow", "ask", "deny")
@@ -54,6 +55,8 @@ class Settings:
     rules: list[tuple[str, str, str]] = field(default_factory=list)
     """(action, pattern, source) for every permission rule."""
     files: list[str] = field(default_factory=list)
+    mcp_servers: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
+    """name -> (the server's table, source): MCP servers, from trusted files only."""
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -101,6 +104,8 @@ def _apply_file(s: Settings, path: Path, source: str, trusted: bool) -> None:
     for key, value in data.items():
         if key == "permissions":
             _apply_rules(s, value, path, source, trusted)
+        elif key == "mcp_servers":
+            _apply_mcp(s, value, path, source, trusted)
         elif key not in _KEYS:
             log.warning("%s: unknown setting '%s' ignored", path, key)
         elif not trusted and key in _UNTRUSTED_IN_PROJECT:
@@ -122,6 +127,18 @@ def _apply_rules(s: Settings, table: Any, path: Path, source: str, trusted: bool
                         "asked or add them to your user config", path)
             continue
         s.rules += [(kind, str(p), source) for p in patterns]
+
+
+def _apply_mcp(s: Settings, table: Any, path: Path, source: str, trusted: bool) -> None:
+    if not trusted:  # a server is a program to run or a place to send data: the user's call
+        log.warning("%s: [mcp_servers] from a project file are ignored; add them to your user "
+                    "config", path)
+        return
+    if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
+        raise ConfigurationError(f"{path}: [mcp_servers] must hold one table per server, "
+                                 "e.g. [mcp_servers.fs] with command = ... or url = ...")
+    for name, spec in table.items():
+        s.mcp_servers[str(name)] = (dict(spec), source)
 
 
 def load_settings(args: argparse.Namespace, cwd: Path | None = None) -> Settings:
