@@ -73,6 +73,8 @@ class TurnState:
     base_rewritten: bool = False
     """True once compression changed ``base``: saving or rolling back must rewrite the store."""
     new: list[Message] = field(default_factory=list)
+    """The turn's own messages. ``base`` and ``new`` are append-only: LLM requests hold views
+    of them (``MessageView``), so a change other than an append must assign a new list."""
     steering: deque[str] = field(default_factory=deque)
     follow_ups: deque[str] = field(default_factory=deque)
     injected_steering: list[str] = field(default_factory=list)
