@@ -22,16 +22,17 @@ from steerable._hooks import HOOK_POINTS
 
 EXPORTS: dict[str, list[str]] = {
     "steerable": [
-        "Agent", "AgentLoop", "ApprovalRequested", "ApprovalResolved", "BaseTool",
+        "Agent", "AgentLoop", "ApprovalRequested", "ApprovalResolved", "BaseAgent", "BaseTool",
         "CompressContext", "CompressReason", "ContextCompress", "ErrorEvent", "ErrorSource",
         "Event", "EventKind", "FollowUpQueued", "FunctionTool", "HookAction", "HookDecision",
         "HumanApprover", "InMemorySessionStore", "InterruptMode", "InterruptReceived",
         "LLMDelta", "LLMRequest", "LLMRequestContext", "LLMRequestEvent", "LLMResponse",
-        "LLMResponseContext", "LLMResponseEvent", "LLMRetry", "Limits", "LoopStatistics",
-        "Message", "Permission", "PermissionRule", "Permissions", "Provider", "QueuedMessage",
-        "Reply", "ScriptedProvider", "SessionInfo", "SessionStore", "SessionSummarize",
+        "LLMResponseContext", "LLMResponseEvent", "LLMRetry", "Limits", "LoopAgent",
+        "LoopStatistics", "Message", "ParallelAgent", "Permission", "PermissionRule", "Permissions", "Provider", "QueuedMessage",
+        "Reply", "ScriptedProvider", "SequentialAgent", "SessionInfo", "SessionStore", "SessionSummarize",
         "SkipReason", "StateChanged", "SteeringInjected", "Subscription", "SubturnEnd",
-        "SubturnOrphan", "SubturnResultDelivered", "SubturnSpawn", "SummaryPolicy", "Timeouts",
+        "SubturnHandle", "SubturnOrphan", "SubturnResultDelivered", "SubturnSpawn",
+        "SummaryPolicy", "Timeouts",
         "Tool", "ToolCall", "ToolCallContext", "ToolContext", "ToolExecEnd", "ToolExecProgress",
         "ToolExecSkipped", "ToolExecStart", "ToolResult", "ToolResultContext", "TurnEnd",
         "TurnHandle", "TurnInfo", "TurnPhase", "TurnRecord", "TurnResult", "TurnStart",
@@ -47,7 +48,11 @@ EXPORTS: dict[str, list[str]] = {
         "BaseTool", "FunctionTool", "Tool", "ToolContext", "UncoveredSubject", "result_from_return",
         "tool",
     ],
-    "steerable.storage": ["JSONLSessionStore", "SessionFileError", "default_data_dir"],
+    "steerable.storage": [
+        "JSONLSessionStore", "LeaseLostError", "RedisSessionStore", "RedisStoreError",
+        "RedisUnavailableError", "SQLiteSessionStore", "SQLiteStoreError", "SessionFileError",
+        "default_data_dir",
+    ],
     "steerable.coding": [
         "Sandbox", "Workspace", "coding_tools", "make_bash_tool", "make_edit_tool", "make_find_tool",
         "make_grep_tool", "make_ls_tool", "make_read_tool", "make_write_tool",
@@ -55,8 +60,8 @@ EXPORTS: dict[str, list[str]] = {
     "steerable.errors": [
         "ConfigurationError", "ContextOverflowError", "FatalProviderError",
         "IllegalTransitionError", "ProviderError", "RetryableProviderError",
-        "ScriptExhaustedError", "SessionBusyError", "SteerableError", "ToolArgumentsError",
-        "ToolError",
+        "ScriptExhaustedError", "SessionBusyError", "SteerableError", "SubturnError",
+        "SubturnLimitError", "ToolArgumentsError", "ToolError",
     ],
 }  # fmt: skip
 

@@ -10,6 +10,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from steerable._composites import (
+        LoopAgent,
+        ParallelAgent,
+        SequentialAgent,
+    )
     from steerable._config import (
         Limits,
         SummaryPolicy,
@@ -17,6 +22,7 @@ if TYPE_CHECKING:
     )
     from steerable._core._agent import (
         Agent,
+        BaseAgent,
     )
     from steerable._core._approval import (
         HumanApprover,
@@ -34,6 +40,9 @@ if TYPE_CHECKING:
         SessionInfo,
         SessionStore,
         TurnRecord,
+    )
+    from steerable._core._subturn import (
+        SubturnHandle,
     )
     from steerable._core._turn import (
         TurnResult,
@@ -118,6 +127,7 @@ _WHERE: dict[str, str] = {
     "AgentLoop": "steerable._loop",
     "ApprovalRequested": "steerable._events",
     "ApprovalResolved": "steerable._events",
+    "BaseAgent": "steerable._core._agent",
     "BaseTool": "steerable.tools",
     "CompressContext": "steerable._hooks",
     "CompressReason": "steerable._events",
@@ -143,8 +153,10 @@ _WHERE: dict[str, str] = {
     "LLMResponseEvent": "steerable._events",
     "LLMRetry": "steerable._events",
     "Limits": "steerable._config",
+    "LoopAgent": "steerable._composites",
     "LoopStatistics": "steerable._loop",
     "Message": "steerable._messages",
+    "ParallelAgent": "steerable._composites",
     "Permission": "steerable._core._permissions",
     "PermissionRule": "steerable._core._permissions",
     "Permissions": "steerable._core._permissions",
@@ -152,6 +164,7 @@ _WHERE: dict[str, str] = {
     "QueuedMessage": "steerable._core._turn_state",
     "Reply": "steerable.providers",
     "ScriptedProvider": "steerable.providers",
+    "SequentialAgent": "steerable._composites",
     "SessionInfo": "steerable._core._session",
     "SessionStore": "steerable._core._session",
     "SessionSummarize": "steerable._events",
@@ -160,6 +173,7 @@ _WHERE: dict[str, str] = {
     "SteeringInjected": "steerable._events",
     "Subscription": "steerable._core._bus",
     "SubturnEnd": "steerable._events",
+    "SubturnHandle": "steerable._core._subturn",
     "SubturnOrphan": "steerable._events",
     "SubturnResultDelivered": "steerable._events",
     "SubturnSpawn": "steerable._events",
@@ -193,6 +207,7 @@ __all__ = [
     "AgentLoop",
     "ApprovalRequested",
     "ApprovalResolved",
+    "BaseAgent",
     "BaseTool",
     "CompressContext",
     "CompressReason",
@@ -218,8 +233,10 @@ __all__ = [
     "LLMResponseEvent",
     "LLMRetry",
     "Limits",
+    "LoopAgent",
     "LoopStatistics",
     "Message",
+    "ParallelAgent",
     "Permission",
     "PermissionRule",
     "Permissions",
@@ -227,6 +244,7 @@ __all__ = [
     "QueuedMessage",
     "Reply",
     "ScriptedProvider",
+    "SequentialAgent",
     "SessionInfo",
     "SessionStore",
     "SessionSummarize",
@@ -235,6 +253,7 @@ __all__ = [
     "SteeringInjected",
     "Subscription",
     "SubturnEnd",
+    "SubturnHandle",
     "SubturnOrphan",
     "SubturnResultDelivered",
     "SubturnSpawn",

@@ -23,6 +23,7 @@ from steerable._core._engine import Engine
 from steerable._core._hook_chain import decisions, ignored, raise_if_terminal
 from steerable._core._hook_manager import HookFailure
 from steerable._core._permissions import Permission
+from steerable._core._subturn import subturns_of
 from steerable._core._turn_state import AbortSignal, TurnState
 from steerable._events import (
     ApprovalRequested,
@@ -230,6 +231,7 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
                       session_id=st.session_id, parent_turn_id=st.parent_turn_id,
                       iteration=st.iteration, dry_run=st.agent.dry_run,
                       _report=_progress_reporter(engine, st, rec),
+                      _subturns=subturns_of(engine, st),
                       _refuses=_refusal_check(engine, tool))
     rec.ctx = ctx
     try:

@@ -44,6 +44,7 @@ _KEYS: dict[str, tuple[type, Any, str | None]] = {
     "bash_timeout": (float, 120.0, None),
     "sandbox": (bool, True, "STEERABLE_SANDBOX"),
     "sandbox_network": (bool, False, None),
+    "explorer": (bool, False, None),
 }
 # A cloned repository must not turn the bash sandbox off or open its network either.
 _UNTRUSTED_IN_PROJECT = frozenset({"base_url", "workspace", "extra_roots", "data_dir", "yes",
