@@ -46,6 +46,10 @@ def _agent_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--deny", action="append", metavar="RULE", default=[],
                    help="permission rule to deny, e.g. 'write(secrets/**)' (repeatable)")
     g.add_argument("--max-iterations", type=int, metavar="N", help="LLM calls per turn at most")
+    g.add_argument("--no-sandbox", dest="sandbox", action="store_const", const=False, default=None,
+                   help="run bash unconfined (default: in bubblewrap when installed)")
+    g.add_argument("--sandbox-network", action="store_true", default=None,
+                   help="let sandboxed bash commands reach the network")
     g.add_argument("--explorer", action="store_true", default=None,
                    help="give the agent a read-only 'explorer' sub-agent it can delegate "
                         "searches to (shown indented under the turn)")
