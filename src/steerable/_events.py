@@ -12,24 +12,28 @@ import dataclasses
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from steerable._messages import ToolCall, Usage
 
 __all__ = [
     "ApprovalRequested",
     "ApprovalResolved",
+    "CompressReason",
     "ContextCompress",
     "ErrorEvent",
+    "ErrorSource",
     "Event",
     "EventKind",
     "FollowUpQueued",
+    "InterruptMode",
     "InterruptReceived",
     "LLMDelta",
     "LLMRequestEvent",
     "LLMResponseEvent",
     "LLMRetry",
     "SessionSummarize",
+    "SkipReason",
     "StateChanged",
     "SteeringInjected",
     "SubturnEnd",
@@ -82,6 +86,26 @@ class TurnStatus(enum.StrEnum):
     ABORTED = "aborted"
     ERROR = "error"
     MAX_ITERATIONS = "max_iterations"
+    CANCELLED = "cancelled"
+    """Stopped at a safe point by a cancel (``AFTER_MODEL``/``AFTER_TOOLS``); its checkpoint
+    is kept and ``AgentLoop.resume`` continues it."""
+
+
+SkipReason = Literal["interrupted", "steering", "denied", "aborted", "max_iterations"]
+"""Why a declared tool call did not run (``ToolExecSkipped.reason``); plain strings on the wire."""
+
+InterruptMode = Literal["graceful", "hard", "abort_turn", "cancel_after_model",
+                        "cancel_after_tools"]
+"""What stopped a turn early (``InterruptReceived.mode``); ``abort_turn`` is a hook's ABORT_TURN,
+``cancel_*`` a safe-point ``AgentLoop.cancel``."""
+
+CompressReason = Literal["overflow", "estimate"]
+"""Why the context was compressed: the provider said it overflowed, or the estimate did."""
+
+ErrorSource = Literal["checkpoint", "hook", "observer", "queue", "store", "summarize", "turn"]
+"""What failed, in an ERROR event: a hook (interceptor or approver), an ``on_event`` observer,
+a full steering or follow-up queue, a turn checkpoint's write, the session store, background summarisation, or the turn
+itself (an exception in user code or the engine)."""
 
 
 class TurnPhase(enum.StrEnum):
@@ -112,14 +136,16 @@ class _Event:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnStart(_Event):
-    kind: ClassVar[EventKind] = EventKind.TURN_START
+    kind: ClassVar[Literal[EventKind.TURN_START]] = EventKind.TURN_START
     input: str
     agent: str
+    resumed_from: str | None = None
+    """For a resumed turn: the id of the turn whose checkpoint it continues."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnEnd(_Event):
-    kind: ClassVar[EventKind] = EventKind.TURN_END
+    kind: ClassVar[Literal[EventKind.TURN_END]] = EventKind.TURN_END
     status: TurnStatus
     text: str
     iterations: int
@@ -128,18 +154,21 @@ class TurnEnd(_Event):
     """Seconds from TURN_START to TURN_END."""
     usage: Usage | None = None
     """Tokens of every LLM call of the turn, when the provider reported them."""
+    cancel_mode: str | None = None
+    """The cancel mode that ended the turn (``immediate``, ``after_model``, ``after_tools``),
+    None when no cancel did."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StateChanged(_Event):
-    kind: ClassVar[EventKind] = EventKind.STATE_CHANGED
+    kind: ClassVar[Literal[EventKind.STATE_CHANGED]] = EventKind.STATE_CHANGED
     old: TurnPhase
     new: TurnPhase
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LLMRequestEvent(_Event):
-    kind: ClassVar[EventKind] = EventKind.LLM_REQUEST
+    kind: ClassVar[Literal[EventKind.LLM_REQUEST]] = EventKind.LLM_REQUEST
     iteration: int
     model: str | None
     message_count: int
@@ -149,7 +178,7 @@ class LLMRequestEvent(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LLMDelta(_Event):
-    kind: ClassVar[EventKind] = EventKind.LLM_DELTA
+    kind: ClassVar[Literal[EventKind.LLM_DELTA]] = EventKind.LLM_DELTA
     iteration: int
     text: str
     thinking: bool = False
@@ -158,7 +187,7 @@ class LLMDelta(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LLMResponseEvent(_Event):
-    kind: ClassVar[EventKind] = EventKind.LLM_RESPONSE
+    kind: ClassVar[Literal[EventKind.LLM_RESPONSE]] = EventKind.LLM_RESPONSE
     iteration: int
     text: str
     tool_calls: tuple[ToolCall, ...]
@@ -169,7 +198,7 @@ class LLMResponseEvent(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LLMRetry(_Event):
-    kind: ClassVar[EventKind] = EventKind.LLM_RETRY
+    kind: ClassVar[Literal[EventKind.LLM_RETRY]] = EventKind.LLM_RETRY
     iteration: int
     attempt: int
     """The attempt about to be made (2 for the first retry)."""
@@ -179,7 +208,7 @@ class LLMRetry(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolExecStart(_Event):
-    kind: ClassVar[EventKind] = EventKind.TOOL_EXEC_START
+    kind: ClassVar[Literal[EventKind.TOOL_EXEC_START]] = EventKind.TOOL_EXEC_START
     iteration: int
     call_id: str
     tool_name: str
@@ -188,7 +217,7 @@ class ToolExecStart(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolExecProgress(_Event):
-    kind: ClassVar[EventKind] = EventKind.TOOL_EXEC_PROGRESS
+    kind: ClassVar[Literal[EventKind.TOOL_EXEC_PROGRESS]] = EventKind.TOOL_EXEC_PROGRESS
     call_id: str
     tool_name: str
     text: str
@@ -197,7 +226,7 @@ class ToolExecProgress(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolExecEnd(_Event):
-    kind: ClassVar[EventKind] = EventKind.TOOL_EXEC_END
+    kind: ClassVar[Literal[EventKind.TOOL_EXEC_END]] = EventKind.TOOL_EXEC_END
     call_id: str
     tool_name: str
     is_error: bool
@@ -208,10 +237,10 @@ class ToolExecEnd(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolExecSkipped(_Event):
-    kind: ClassVar[EventKind] = EventKind.TOOL_EXEC_SKIPPED
+    kind: ClassVar[Literal[EventKind.TOOL_EXEC_SKIPPED]] = EventKind.TOOL_EXEC_SKIPPED
     call_id: str
     tool_name: str
-    reason: str
+    reason: SkipReason
     """``interrupted``, ``steering``, ``denied``, ``aborted`` or ``max_iterations``."""
     detail: str = ""
     """Why, in words (for ``denied``: the approver's or rule's reason)."""
@@ -219,7 +248,7 @@ class ToolExecSkipped(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalRequested(_Event):
-    kind: ClassVar[EventKind] = EventKind.APPROVAL_REQUESTED
+    kind: ClassVar[Literal[EventKind.APPROVAL_REQUESTED]] = EventKind.APPROVAL_REQUESTED
     request_id: str
     call_id: str
     tool_name: str
@@ -228,7 +257,7 @@ class ApprovalRequested(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalResolved(_Event):
-    kind: ClassVar[EventKind] = EventKind.APPROVAL_RESOLVED
+    kind: ClassVar[Literal[EventKind.APPROVAL_RESOLVED]] = EventKind.APPROVAL_RESOLVED
     request_id: str
     call_id: str
     tool_name: str
@@ -238,28 +267,29 @@ class ApprovalResolved(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SteeringInjected(_Event):
-    kind: ClassVar[EventKind] = EventKind.STEERING_INJECTED
+    kind: ClassVar[Literal[EventKind.STEERING_INJECTED]] = EventKind.STEERING_INJECTED
     text: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FollowUpQueued(_Event):
-    kind: ClassVar[EventKind] = EventKind.FOLLOW_UP_QUEUED
+    kind: ClassVar[Literal[EventKind.FOLLOW_UP_QUEUED]] = EventKind.FOLLOW_UP_QUEUED
     text: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InterruptReceived(_Event):
-    kind: ClassVar[EventKind] = EventKind.INTERRUPT_RECEIVED
-    mode: str
-    """``graceful``, ``hard`` or ``abort_turn`` (a hook's ABORT_TURN)."""
+    kind: ClassVar[Literal[EventKind.INTERRUPT_RECEIVED]] = EventKind.INTERRUPT_RECEIVED
+    mode: InterruptMode
+    """``graceful``, ``hard`` (also for ``cancel(mode=IMMEDIATE)``), ``abort_turn`` (a hook's
+    ABORT_TURN), ``cancel_after_model`` or ``cancel_after_tools`` (``AgentLoop.cancel``)."""
     hint: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContextCompress(_Event):
-    kind: ClassVar[EventKind] = EventKind.CONTEXT_COMPRESS
-    reason: str
+    kind: ClassVar[Literal[EventKind.CONTEXT_COMPRESS]] = EventKind.CONTEXT_COMPRESS
+    reason: CompressReason
     messages_before: int
     messages_after: int
     tokens_before: int
@@ -268,14 +298,14 @@ class ContextCompress(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionSummarize(_Event):
-    kind: ClassVar[EventKind] = EventKind.SESSION_SUMMARIZE
+    kind: ClassVar[Literal[EventKind.SESSION_SUMMARIZE]] = EventKind.SESSION_SUMMARIZE
     messages_summarized: int
     summary: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubturnSpawn(_Event):
-    kind: ClassVar[EventKind] = EventKind.SUBTURN_SPAWN
+    kind: ClassVar[Literal[EventKind.SUBTURN_SPAWN]] = EventKind.SUBTURN_SPAWN
     child_turn_id: str
     agent: str
     is_async: bool
@@ -283,7 +313,7 @@ class SubturnSpawn(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubturnEnd(_Event):
-    kind: ClassVar[EventKind] = EventKind.SUBTURN_END
+    kind: ClassVar[Literal[EventKind.SUBTURN_END]] = EventKind.SUBTURN_END
     child_turn_id: str
     status: TurnStatus
     text: str
@@ -291,24 +321,24 @@ class SubturnEnd(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubturnResultDelivered(_Event):
-    kind: ClassVar[EventKind] = EventKind.SUBTURN_RESULT_DELIVERED
+    kind: ClassVar[Literal[EventKind.SUBTURN_RESULT_DELIVERED]] = EventKind.SUBTURN_RESULT_DELIVERED
     child_turn_id: str
     text: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubturnOrphan(_Event):
-    kind: ClassVar[EventKind] = EventKind.SUBTURN_ORPHAN
+    kind: ClassVar[Literal[EventKind.SUBTURN_ORPHAN]] = EventKind.SUBTURN_ORPHAN
     child_turn_id: str
     text: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ErrorEvent(_Event):
-    kind: ClassVar[EventKind] = EventKind.ERROR
+    kind: ClassVar[Literal[EventKind.ERROR]] = EventKind.ERROR
     message: str
-    source: str = ""
-    """What failed: ``hook``, ``tool``, ``provider``, ``queue``, ``subscriber``, ``turn``."""
+    source: ErrorSource
+    """What failed (see ``ErrorSource``)."""
 
 
 Event = (

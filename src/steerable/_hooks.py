@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from steerable._events import CompressReason
 from steerable._messages import Message, ToolCall, ToolResult
 from steerable.providers._base import LLMRequest, LLMResponse
 
@@ -139,5 +140,5 @@ class CompressContext(_HookContext):
     """For ``before_compress``: ABORT_TURN here ends the turn instead of compressing."""
 
     messages: tuple[Message, ...]
-    reason: str
+    reason: CompressReason
     tokens: int

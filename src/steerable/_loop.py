@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import os
 import secrets
 from collections.abc import Callable, Generator, Iterable, Mapping
@@ -18,11 +19,16 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from steerable._config import Limits, Timeouts
-from steerable._core._agent import Agent
+from steerable._core._agent import Agent, BaseAgent
 from steerable._core._bus import Subscription
+from steerable._core._cancel import CancelHandle, CancelMode
+from steerable._core._checkpoint import Checkpoint
+from steerable._core._composite import CompositeAgent
+from steerable._core._durable import write_first_checkpoint
 from steerable._core._engine import Engine
 from steerable._core._hook_manager import Registration
 from steerable._core._permissions import Permissions
+from steerable._core._resume import check_agent, checked_base
 from steerable._core._session import InMemorySessionStore, SessionStore
 from steerable._core._summarize import needs_summary, summarize_session
 from steerable._core._turn import TurnResult, begin_turn, run_turn
@@ -30,7 +36,7 @@ from steerable._core._turn_state import TurnState
 from steerable._events import ErrorEvent, EventKind, TurnPhase, TurnStatus
 from steerable._messages import Message
 from steerable._recorder import record_events
-from steerable.errors import ConfigurationError, SessionBusyError
+from steerable.errors import CheckpointError, ConfigurationError, SessionBusyError
 
 __all__ = ["AgentLoop", "LoopStatistics", "TurnHandle", "TurnInfo"]
 
@@ -40,6 +46,11 @@ _RECORD_ENV = "STEERABLE_EVENT_LOG"
 
 def _new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(6)}"
+
+
+def _check_mode(mode: object) -> None:
+    if not isinstance(mode, CancelMode):
+        raise TypeError(f"mode must be a CancelMode, got {mode!r}")
 
 
 def _check_text(what: str, text: object) -> str:
@@ -62,6 +73,15 @@ class TurnInfo:
     started: float
     steering_pending: int
     follow_ups_pending: int
+    agent: str = ""
+    children: tuple[TurnInfo, ...] = ()
+    """The turn's running sub-turns, each with its own children: the turn tree."""
+
+
+def _turn_info(st: TurnState) -> TurnInfo:
+    return TurnInfo(st.turn_id, st.session_id, st.parent_turn_id, st.phase, st.iteration,
+                    st.started, len(st.steering), len(st.follow_ups), st.agent.name,
+                    tuple(_turn_info(c) for c in list(st.children.values())))
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +132,12 @@ class TurnHandle:
     def interrupt_hard(self) -> bool:
         return self._loop._call(self._loop._engine.interrupt_hard, self._state)
 
+    def cancel(self, mode: CancelMode = CancelMode.IMMEDIATE) -> CancelHandle:
+        """Cancel this turn (see ``AgentLoop.cancel``); after it ended, a handle that did not
+        contribute."""
+        _check_mode(mode)
+        return self._loop._call(self._loop._engine.cancel, self._state, mode)
+
     def __await__(self) -> Generator[Any, None, TurnResult]:
         return asyncio.shield(self._task).__await__()
 
@@ -124,21 +150,25 @@ class AgentLoop:
 
     ``store`` keeps sessions between turns (in memory by default). ``record_events`` (or the
     ``STEERABLE_EVENT_LOG`` environment variable) names a file to write every event to, as
-    JSON lines.
+    JSON lines. When the store keeps checkpoints (``JSONLSessionStore``, the in-memory store)
+    every turn writes one at each safe point, so a cancelled turn, or one whose process was
+    killed, can be resumed (``resume``); ``checkpoints=False`` turns that off.
     """
 
     def __init__(
         self,
-        agent: Agent,
+        agent: BaseAgent,
         *,
         store: SessionStore | None = None,
         limits: Limits | None = None,
         timeouts: Timeouts | None = None,
         permissions: Permissions | Iterable[tuple[str, str]] | None = None,
         record_events: str | os.PathLike[str] | None = None,
+        checkpoints: bool = True,
     ) -> None:
-        if not isinstance(agent, Agent):
-            raise ConfigurationError(f"AgentLoop needs an Agent, got {type(agent).__name__}")
+        if not isinstance(agent, BaseAgent):
+            raise ConfigurationError(
+                f"AgentLoop needs an agent (Agent or a composite), got {type(agent).__name__}")
         if store is not None and not isinstance(store, SessionStore):
             raise ConfigurationError(
                 f"store must implement SessionStore (load/append/replace...), got {type(store).__name__}"
@@ -158,7 +188,9 @@ class AgentLoop:
             limits=limits or Limits(),
             timeouts=timeouts or Timeouts(),
             permissions=permissions,
+            checkpoints=checkpoints,
         )
+        self._engine.runner = functools.partial(run_turn, self._engine)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -220,10 +252,14 @@ class AgentLoop:
         return self._call(self._engine.bus.subscribe, kinds, buffer)
 
     def register_hook(self, hook: Any, priority: int = 0, timeout: float | None = None) -> Callable[[], bool]:
-        """Register ``hook``; higher priority runs first. Returns a function that unregisters it."""
+        """Register ``hook``; higher priority runs first. Returns a function that unregisters it.
+
+        An observer (``on_event``) gets every event, or only the kinds in its ``event_kinds``
+        attribute when it has one (the others then cost it nothing)."""
         reg = self._call(self._engine.hooks.register, hook, priority, timeout)
         if "on_event" in reg.points:
-            sub = self._call(self._engine.bus.subscribe, None, 4096)
+            kinds = getattr(hook, "event_kinds", None)
+            sub = self._call(self._engine.bus.subscribe, kinds, 4096)
             task = None
             if self._loop is not None:
                 task = self._loop.create_task(self._observe(reg, sub))
@@ -253,34 +289,112 @@ class AgentLoop:
 
     # -- turns --------------------------------------------------------------------------------
 
-    def start_turn(self, input: str, session_id: str | None = None, *, agent: Agent | None = None) -> TurnHandle:
-        """Start a turn and return at once. Raises ``SessionBusyError`` if the session is busy."""
+    def start_turn(self, input: str, session_id: str | None = None, *,
+                   agent: BaseAgent | None = None, discard_checkpoint: bool = False) -> TurnHandle:
+        """Start a turn and return at once. Raises ``SessionBusyError`` if the session is busy,
+        and ``ValueError`` (``CheckpointError``) if it has a pending checkpoint (a cancelled or
+        crashed turn: ``resume`` it, or pass ``discard_checkpoint=True`` to drop it)."""
         _check_text("turn input", input)
         if session_id is not None and (not isinstance(session_id, str) or not session_id):
             raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
-        if agent is not None and not isinstance(agent, Agent):
-            raise TypeError(f"agent must be an Agent, got {type(agent).__name__}")
+        if agent is not None and not isinstance(agent, BaseAgent):
+            raise TypeError(f"agent must be an agent, got {type(agent).__name__}")
+        sid = session_id or _new_id("session")
+        self._check_idle(sid)
+        if session_id is not None and self._engine.durable:
+            self._check_no_checkpoint(sid, discard_checkpoint)
+        st = TurnState(turn_id=_new_id("turn"), session_id=sid, input=input,
+                       agent=agent or self.agent)
+        return self._launch(st)
+
+    def _check_idle(self, sid: str) -> None:
         if self._closed:
             raise RuntimeError("this AgentLoop is closed")
-        loop = self._bind()
-        sid = session_id or _new_id("session")
         if sid in self._engine.active:
             busy = self._engine.active[sid]
             raise SessionBusyError(
                 f"session {sid!r} already has an active turn ({busy.turn_id}); steer it, queue "
                 "a follow-up, or wait for it to end"
             )
-        st = TurnState(turn_id=_new_id("turn"), session_id=sid, input=input,
-                       agent=agent or self.agent)
-        self._engine.active[sid] = st
+
+    def _check_no_checkpoint(self, sid: str, discard: bool) -> None:
+        store: Any = self._engine.store
+        if discard:
+            store.delete_checkpoint(sid)
+            return
+        try:
+            cp = store.load_checkpoint(sid)
+        except CheckpointError as exc:
+            raise CheckpointError(f"{exc} (session {sid!r} cannot start a new turn until "
+                                  "then)") from None
+        if cp is not None:
+            raise CheckpointError(
+                f"session {sid!r} has a pending turn ({cp.reason} at iteration {cp.iteration}, "
+                f"checkpoint {cp.checkpoint_id}): resume it with loop.resume({sid!r}), or pass "
+                "discard_checkpoint=True to drop it and start a new turn"
+            )
+
+    def _launch(self, st: TurnState) -> TurnHandle:
+        loop = self._bind()
+        if not st.origin_turn_id:
+            st.origin_turn_id = st.turn_id
+        # Composite turns run children, not a model loop: they stop at boundaries, keep no
+        # checkpoint, and a cancelled one is saved like an interrupted one.
+        st.durable = self._engine.durable and not isinstance(st.agent, CompositeAgent)
+        self._engine.active[st.session_id] = st
         self._engine.turns[st.turn_id] = st
         self._turns_started += 1
         begin_turn(self._engine, st)
+        if st.resume is None:
+            write_first_checkpoint(self._engine, st)
         task = loop.create_task(self._drive(st))
         st.task = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return TurnHandle(self, st, task)
+
+    # -- durable turns ------------------------------------------------------------------------
+
+    def checkpoint(self, session_id: str) -> Checkpoint | None:
+        """The pending checkpoint of ``session_id`` (a cancelled turn, or one whose process
+        stopped), or None. Raises ``CheckpointError`` when its file cannot be read."""
+        if not isinstance(session_id, str):
+            raise TypeError(f"session_id must be a str, got {type(session_id).__name__}")
+        if not self._engine.durable:
+            return None
+        cp: Checkpoint | None = self._engine.store.load_checkpoint(session_id)  # type: ignore[attr-defined]
+        return cp
+
+    def resume(self, session_id: str, *, agent: BaseAgent | None = None,
+               force: bool = False) -> TurnHandle | None:
+        """Continue the session's pending turn from its checkpoint; None when it has none.
+
+        Responses and tool results the checkpoint holds are not requested or run again; the
+        tool calls still pending run; the one call that may have been running when the
+        process died runs again with ``ToolContext.resumed`` set. The agent must have the
+        name and tools of the one that wrote the checkpoint (``CheckpointError`` otherwise),
+        unless ``force``.
+        """
+        if agent is not None and not isinstance(agent, BaseAgent):
+            raise TypeError(f"agent must be an agent, got {type(agent).__name__}")
+        self._check_idle(session_id)
+        cp = self.checkpoint(session_id)
+        if cp is None:
+            return None
+        agent = agent or self.agent
+        if not force:
+            check_agent(cp, agent)
+        base = self._engine.store.load(session_id)
+        if not checked_base(cp, base):
+            self._engine.store.delete_checkpoint(session_id)  # type: ignore[attr-defined]
+            return None
+        st = TurnState(turn_id=_new_id("turn"), session_id=session_id, input=cp.input,
+                       agent=agent, resume=cp, origin_turn_id=cp.origin_turn_id,
+                       created=cp.created, base=base[cp.base_dropped:],
+                       base_rewritten=cp.base_dropped > 0,
+                       base_count=len(base) if cp.base_count is None else cp.base_count,
+                       base_dropped=cp.base_dropped)
+        return self._launch(st)
 
     async def _drive(self, st: TurnState) -> TurnResult:
         try:
@@ -294,7 +408,7 @@ class AgentLoop:
         return result
 
     def _maybe_summarize(self, st: TurnState, result: TurnResult) -> None:
-        policy = st.agent.summary
+        policy = st.agent.summary if isinstance(st.agent, Agent) else None
         if policy is None or self._closed or result.status in (TurnStatus.ABORTED, TurnStatus.ERROR):
             return
         if st.session_id in self._summarizing:
@@ -312,9 +426,12 @@ class AgentLoop:
 
         task.add_done_callback(done)
 
-    async def run_turn(self, input: str, session_id: str | None = None, *, agent: Agent | None = None) -> TurnResult:
+    async def run_turn(self, input: str, session_id: str | None = None, *,
+                       agent: BaseAgent | None = None,
+                       discard_checkpoint: bool = False) -> TurnResult:
         """Start a turn and wait for it. Cancelling the caller hard-aborts the turn."""
-        handle = self.start_turn(input, session_id, agent=agent)
+        handle = self.start_turn(input, session_id, agent=agent,
+                                 discard_checkpoint=discard_checkpoint)
         try:
             result: TurnResult = await handle
         except asyncio.CancelledError:
@@ -363,6 +480,20 @@ class AgentLoop:
         """Cancel the LLM call and every tool now, roll the session back; the turn ends aborted."""
         return self._control(self._engine.interrupt_hard, session_id)
 
+    def cancel(self, session_id: str | None = None,
+               mode: CancelMode = CancelMode.IMMEDIATE) -> CancelHandle | None:
+        """Cancel the running turn; None when no turn is active. ``IMMEDIATE`` is
+        ``interrupt_hard``; ``AFTER_MODEL`` and ``AFTER_TOOLS`` stop it at a safe point with
+        status ``cancelled``, keeping its checkpoint for ``resume``. Repeated cancels combine,
+        the strongest wins. ``await handle.wait()``; ``handle.contributed``."""
+        _check_mode(mode)
+
+        def act() -> CancelHandle | None:
+            st = self._resolve(session_id)
+            return None if st is None else self._engine.cancel(st, mode)
+
+        return self._call(act)
+
     def resolve_approval(self, request_id: str, approved: bool, reason: str = "") -> bool:
         """Answer an APPROVAL_REQUESTED; False when no such request is open."""
         if not isinstance(request_id, str):
@@ -374,14 +505,26 @@ class AgentLoop:
         return self._call(self._engine.broker.resolve, request_id, approved, reason)
 
     def active_turn(self, session_id: str | None = None) -> TurnInfo | None:
+        """The session's running top-level turn, with its running sub-turns in ``children``."""
         def info() -> TurnInfo | None:
             st = self._resolve(session_id)
-            if st is None:
-                return None
-            return TurnInfo(st.turn_id, st.session_id, st.parent_turn_id, st.phase, st.iteration,
-                            st.started, len(st.steering), len(st.follow_ups))
+            return None if st is None else _turn_info(st)
 
         return self._call(info)
+
+    def turn_handle(self, turn_id: str) -> TurnHandle | None:
+        """A handle on any running turn, sub-turns included (by ``turn_id``, e.g. a
+        ``SUBTURN_SPAWN``'s ``child_turn_id``), to steer or interrupt it; None once it ended."""
+        if not isinstance(turn_id, str):
+            raise TypeError(f"turn_id must be a str, got {type(turn_id).__name__}")
+
+        def find() -> TurnHandle | None:
+            st = self._engine.turns.get(turn_id)
+            if st is None or st.task is None or st.task.done():
+                return None
+            return TurnHandle(self, st, st.task)
+
+        return self._call(find)
 
     # -- sessions and statistics --------------------------------------------------------------
 
@@ -409,8 +552,9 @@ class AgentLoop:
     async def wait_idle(self) -> None:
         """Wait until no turn runs and no background summary is under way (a turn's end may
         start a summary, so this waits until both are done together)."""
-        while self._tasks or self._background:
-            await asyncio.wait([*self._tasks, *self._background])
+        subturns = self._engine.subturn_tasks
+        while self._tasks or self._background or subturns:
+            await asyncio.wait([*self._tasks, *self._background, *subturns])
 
     # -- shutdown -----------------------------------------------------------------------------
 
@@ -419,11 +563,15 @@ class AgentLoop:
         if self._closed:
             return
         self._closed = True
-        for st in list(self._engine.turns.values()):
-            if st.parent_turn_id is None:
+        turns = self._engine.turns
+        for st in list(turns.values()):
+            # Top-level turns cascade to their children; async children whose parent has
+            # ended are aborted on their own.
+            if st.parent_turn_id is None or st.parent_turn_id not in turns:
                 self._engine.interrupt_hard(st)
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=grace)
+        running = [*self._tasks, *self._engine.subturn_tasks]
+        if running:
+            await asyncio.wait(running, timeout=grace)
         for task in list(self._background):
             task.cancel()
         if self._background:

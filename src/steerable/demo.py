@@ -14,6 +14,7 @@ from typing import TextIO
 from steerable import (
     Agent,
     AgentLoop,
+    Event,
     EventKind,
     LLMRequest,
     Reply,
@@ -109,31 +110,30 @@ class Printer:
         self.out.write(f"[{time.monotonic() - self.t0:5.2f}s] {text}\n")
         self.out.flush()
 
-    def show(self, e: object) -> None:  # one branch per event kind
-        kind = getattr(e, "kind", None)
-        if kind is EventKind.TURN_START:
-            self.line(f"▶ turn: {e.input}")  # type: ignore[attr-defined]
-        elif kind is EventKind.LLM_DELTA:
+    def show(self, e: Event) -> None:  # one branch per event kind; `e.kind is` narrows `e`
+        if e.kind is EventKind.TURN_START:
+            self.line(f"▶ turn: {e.input}")
+        elif e.kind is EventKind.LLM_DELTA:
             if not self.streaming:
                 self.out.write(f"[{time.monotonic() - self.t0:5.2f}s]   assistant: ")
                 self.streaming = True
-            self.out.write(e.text)  # type: ignore[attr-defined]
+            self.out.write(e.text)
             self.out.flush()
-        elif kind is EventKind.TOOL_EXEC_START:
-            self.line(f"  ⚙ {e.tool_name}({_args(e.arguments)}) started")  # type: ignore[attr-defined]
-        elif kind is EventKind.TOOL_EXEC_PROGRESS:
-            self.line(f"    … {e.tool_name}: {e.text}")  # type: ignore[attr-defined]
-        elif kind is EventKind.TOOL_EXEC_END:
-            mark = "✗" if e.is_error else "✓"  # type: ignore[attr-defined]
-            self.line(f"  {mark} {e.tool_name} done in {e.duration:.2f}s")  # type: ignore[attr-defined]
-        elif kind is EventKind.TOOL_EXEC_SKIPPED:
-            self.line(f"  ⤼ {e.tool_name} skipped ({e.reason})")  # type: ignore[attr-defined]
-        elif kind is EventKind.STEERING_INJECTED:
-            self.line(f"  ↪ steering reached the model: {e.text}")  # type: ignore[attr-defined]
-        elif kind is EventKind.INTERRUPT_RECEIVED:
-            self.line(f"  ■ interrupt ({e.mode})")  # type: ignore[attr-defined]
-        elif kind is EventKind.TURN_END:
-            self.line(f"■ turn {e.status}: {e.iterations} LLM calls, {e.duration:.2f}s\n")  # type: ignore[attr-defined]
+        elif e.kind is EventKind.TOOL_EXEC_START:
+            self.line(f"  ⚙ {e.tool_name}({_args(e.arguments)}) started")
+        elif e.kind is EventKind.TOOL_EXEC_PROGRESS:
+            self.line(f"    … {e.tool_name}: {e.text}")
+        elif e.kind is EventKind.TOOL_EXEC_END:
+            mark = "✗" if e.is_error else "✓"
+            self.line(f"  {mark} {e.tool_name} done in {e.duration:.2f}s")
+        elif e.kind is EventKind.TOOL_EXEC_SKIPPED:
+            self.line(f"  ⤼ {e.tool_name} skipped ({e.reason})")
+        elif e.kind is EventKind.STEERING_INJECTED:
+            self.line(f"  ↪ steering reached the model: {e.text}")
+        elif e.kind is EventKind.INTERRUPT_RECEIVED:
+            self.line(f"  ■ interrupt ({e.mode})")
+        elif e.kind is EventKind.TURN_END:
+            self.line(f"■ turn {e.status}: {e.iterations} LLM calls, {e.duration:.2f}s\n")
 
 
 def _args(arguments: object) -> str:

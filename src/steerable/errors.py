@@ -3,9 +3,12 @@
     SteerableError
      ├── ConfigurationError (also ValueError)   bad arguments to Agent, AgentLoop, @tool
      ├── SessionBusyError (also RuntimeError)    a second turn started on a busy session
+     ├── CheckpointError (also ValueError)       a turn checkpoint that cannot be resumed
      ├── IllegalTransitionError (also RuntimeError)  a turn-state bug: never caught, always fixed
      ├── ToolError                               a tool failed in a way the model should read
-     │    └── ToolArgumentsError                 arguments were not valid for the tool's schema
+     │    ├── ToolArgumentsError                 arguments were not valid for the tool's schema
+     │    └── SubturnError                       a sub-turn could not start, or a composite's child failed
+     │         └── SubturnLimitError             a Limits bound (depth, per turn, active turns) refused it
      └── ProviderError                           the LLM call failed
           ├── ScriptExhaustedError               ScriptedProvider got more requests than steps
           ├── ContextOverflowError               the request does not fit the model's window
@@ -19,6 +22,7 @@ by these classes: an exception here always means something went wrong.
 from __future__ import annotations
 
 __all__ = [
+    "CheckpointError",
     "ConfigurationError",
     "ContextOverflowError",
     "FatalProviderError",
@@ -28,6 +32,8 @@ __all__ = [
     "ScriptExhaustedError",
     "SessionBusyError",
     "SteerableError",
+    "SubturnError",
+    "SubturnLimitError",
     "ToolArgumentsError",
     "ToolError",
 ]
@@ -45,6 +51,12 @@ class SessionBusyError(SteerableError, RuntimeError):
     """A turn was started on a session that already has an active turn."""
 
 
+class CheckpointError(SteerableError, ValueError):
+    """A turn checkpoint that cannot be resumed: unreadable, foreign, from another schema, or
+    written by another agent. The message names the file or session and what to do; the
+    session's history is never affected."""
+
+
 class IllegalTransitionError(SteerableError, RuntimeError):
     """The turn state machine was asked for a transition it does not allow (a bug)."""
 
@@ -55,6 +67,19 @@ class ToolError(SteerableError):
 
 class ToolArgumentsError(ToolError):
     """The arguments the model sent do not match the tool's schema."""
+
+
+class SubturnError(ToolError):
+    """A sub-turn could not be started (unknown agent, the turn is ending), or a composite
+    agent's child failed. Raised from a tool, it is an error result the model can read."""
+
+
+class SubturnLimitError(SubturnError):
+    """A ``Limits`` bound refused a sub-turn; ``limit`` names it (e.g. ``subturn_depth``)."""
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class ProviderError(SteerableError):

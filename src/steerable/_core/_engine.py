@@ -9,19 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 from steerable._config import Limits, Timeouts
 from steerable._core._approval import ApprovalBroker
 from steerable._core._bus import EventBus
+from steerable._core._cancel import CancelHandle, CancelMode
+from steerable._core._checkpoint import CheckpointStore
 from steerable._core._hook_manager import HookManager
 from steerable._core._permissions import Permissions
 from steerable._core._reaper import Reaper
 from steerable._core._session import SessionStore, TurnRecord
+from steerable._core._slots import TurnSlots
 from steerable._core._turn_state import Interrupt, TurnState, check_transition
 from steerable._events import (
     ErrorEvent,
+    ErrorSource,
     Event,
     FollowUpQueued,
     InterruptReceived,
@@ -41,6 +45,8 @@ class Engine:
         limits: Limits,
         timeouts: Timeouts,
         permissions: Permissions,
+        runner: Callable[[TurnState], Awaitable[Any]] | None = None,
+        checkpoints: bool = True,
     ) -> None:
         self.bus = EventBus()
         self.reaper = Reaper()
@@ -50,10 +56,18 @@ class Engine:
         self.limits = limits
         self.timeouts = timeouts
         self.permissions = permissions
+        self.durable = checkpoints and isinstance(store, CheckpointStore)
+        """True when top-level turns write checkpoints (the store keeps them, not turned off)."""
         self.turns: dict[str, TurnState] = {}
         """Every running turn, top-level and sub-turn, by turn id."""
         self.active: dict[str, TurnState] = {}
         """The running top-level turn of each session."""
+        self.runner = runner
+        """Runs a begun turn to its end (``run_turn`` bound to this engine): how sub-turns run
+        on the same engine. Given by the driver, since the turn module sits above this one."""
+        self.slots = TurnSlots(limits.active_turns)
+        self.subturn_tasks: set[asyncio.Task[Any]] = set()
+        """Tasks of running sub-turns: owned here, so an async child outlives its parent."""
 
     # -- events -------------------------------------------------------------------------------
 
@@ -67,10 +81,10 @@ class Engine:
                         **fields)
         self.bus.emit(event)
 
-    def error(self, st: TurnState | None, message: str, source: str) -> None:
+    def error(self, st: TurnState | None, message: str, source: ErrorSource) -> None:
         self.emit(st, ErrorEvent, message=message, source=source)
 
-    def _report_hook_error(self, message: str, ctx: Any, source: str) -> None:
+    def _report_hook_error(self, message: str, ctx: Any, source: ErrorSource) -> None:
         # Every hook context and every event carries its turn's ids: report on that turn.
         self.bus.emit(ErrorEvent(
             turn_id=getattr(ctx, "turn_id", ""), parent_turn_id=getattr(ctx, "parent_turn_id", None),
@@ -167,6 +181,17 @@ class Engine:
                 task.cancel()
             st.task.cancel()
         return True
+
+    def cancel(self, st: TurnState, mode: CancelMode) -> CancelHandle:
+        """Record a cancel; IMMEDIATE is the hard abort. See ``_cancel`` for the modes."""
+        open_ = not st.finishing and st.interrupt is not Interrupt.HARD
+        handle = st.cancel.request(mode, st.turn_id, open_)
+        if handle.contributed:
+            if mode is CancelMode.IMMEDIATE:
+                self.interrupt_hard(st)  # emits INTERRUPT_RECEIVED(mode="hard")
+            else:
+                self.emit(st, InterruptReceived, mode=f"cancel_{mode.label}", hint=None)
+        return handle
 
     def hard_abort_inside(self, st: TurnState, reason: str) -> None:
         """A hard abort asked for from inside the turn's own task (a hook's HARD_ABORT)."""

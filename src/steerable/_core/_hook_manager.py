@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from steerable._core._reaper import Reaper
+from steerable._events import ErrorSource
 from steerable._hooks import HOOK_POINTS, HookAction, HookDecision
 
 __all__ = ["HookFailure", "HookManager", "Registration"]
@@ -43,7 +44,7 @@ class HookFailure:
 
 
 class HookManager:
-    def __init__(self, reaper: Reaper, report: Callable[[str, Any, str], None]) -> None:
+    def __init__(self, reaper: Reaper, report: Callable[[str, Any, ErrorSource], None]) -> None:
         self._reaper = reaper
         self._report = report
         self._order = itertools.count()
@@ -84,7 +85,7 @@ class HookManager:
 
     async def call(
         self, reg: Registration, point: str, ctx: Any, default_timeout: float,
-        *, source: str | None = "hook",
+        *, source: ErrorSource | None = "hook",
     ) -> Any | HookFailure:
         """Call one hook method; return its value, or a HookFailure after reporting it.
 

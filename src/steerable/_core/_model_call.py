@@ -18,6 +18,7 @@ from steerable._core._hook_chain import decisions, ignored
 from steerable._core._turn_state import TurnState
 from steerable._core._watchdog import IdleWatchdog
 from steerable._events import (
+    CompressReason,
     ContextCompress,
     LLMDelta,
     LLMRequestEvent,
@@ -128,7 +129,9 @@ async def _after_llm(
     return response
 
 
-async def _compress(engine: Engine, st: TurnState, reason: str, target: int | None) -> bool:
+async def _compress(
+    engine: Engine, st: TurnState, reason: CompressReason, target: int | None
+) -> bool:
     """Drop old exchanges; False when nothing could be dropped. May raise AbortSignal."""
     history = [*st.base, *st.new]
     tokens = estimate_tokens(history)
@@ -151,6 +154,7 @@ async def _compress(engine: Engine, st: TurnState, reason: str, target: int | No
         # New lists, never edits in place: earlier requests hold views of the old ones.
         st.base = st.base[from_base:]
         st.base_rewritten = True
+        st.base_dropped += from_base
     if cut > from_base:
         st.new = st.new[cut - from_base:]
     after = [*st.base, *st.new]

@@ -14,19 +14,23 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
+from steerable._core._cancel import SafePoint
+from steerable._core._durable import safe_point, write_checkpoint
 from steerable._core._engine import Engine
 from steerable._core._hook_chain import decisions, ignored, raise_if_terminal
 from steerable._core._hook_manager import HookFailure
 from steerable._core._permissions import Permission
-from steerable._core._turn_state import AbortSignal, TurnState
+from steerable._core._subturn import subturns_of
+from steerable._core._turn_state import AbortSignal, CancelStop, TurnState
 from steerable._events import (
     ApprovalRequested,
     ApprovalResolved,
+    SkipReason,
     ToolExecEnd,
     ToolExecProgress,
     ToolExecSkipped,
@@ -63,7 +67,9 @@ def _tool_message(call: ToolCall, content: str, is_error: bool) -> Message:
     return Message("tool", content, tool_call_id=call.id, name=call.name, is_error=is_error)
 
 
-def _skip(engine: Engine, st: TurnState, rec: _Call, reason: str, detail: str = "") -> None:
+def _skip(
+    engine: Engine, st: TurnState, rec: _Call, reason: SkipReason, detail: str = ""
+) -> None:
     if rec.state == "done":
         return
     rec.state = "done"
@@ -73,6 +79,7 @@ def _skip(engine: Engine, st: TurnState, rec: _Call, reason: str, detail: str = 
     else:
         text = SKIP_TEXT.get(reason, f"Tool call skipped ({reason}).")
     rec.message = _tool_message(rec.call, text, True)
+    st.batch_results[rec.call.id] = rec.message
     engine.emit(st, ToolExecSkipped, call_id=rec.call.id, tool_name=rec.call.name,
                 reason=reason, detail=detail)
 
@@ -90,12 +97,15 @@ def _finish(engine: Engine, st: TurnState, rec: _Call, result: ToolResult) -> No
     rec.state = "done"
     rec.ctx = None  # rec -> ctx -> progress reporter -> rec: a cycle only the collector frees
     rec.message = _tool_message(rec.call, result.content, result.is_error)
+    st.batch_results[rec.call.id] = rec.message
     engine.emit(st, ToolExecEnd, call_id=rec.call.id, tool_name=rec.call.name,
                 is_error=result.is_error, content=result.content,
                 duration=time.monotonic() - rec.started if rec.started else 0.0)
 
 
-def skip_calls(engine: Engine, st: TurnState, calls: tuple[ToolCall, ...], reason: str) -> None:
+def skip_calls(
+    engine: Engine, st: TurnState, calls: tuple[ToolCall, ...], reason: SkipReason
+) -> None:
     """Close calls that will never run (e.g. tool calls in a reply that offered no tools)."""
     for call in calls:
         rec = _Call(call, None)
@@ -224,7 +234,10 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
     ctx = ToolContext(call_id=rec.call.id, tool_name=name, turn_id=st.turn_id,
                       session_id=st.session_id, parent_turn_id=st.parent_turn_id,
                       iteration=st.iteration, dry_run=st.agent.dry_run,
-                      _report=_progress_reporter(engine, st, rec))
+                      resumed=rec.call.id in st.resumed_calls,
+                      _report=_progress_reporter(engine, st, rec),
+                      _subturns=subturns_of(engine, st),
+                      _refuses=_refusal_check(engine, tool))
     rec.ctx = ctx
     try:
         args = tool.validate(arguments)
@@ -270,8 +283,12 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
 
 async def _run_call(engine: Engine, st: TurnState, rec: _Call,
                     sem: asyncio.Semaphore | None) -> None:
+    if rec.state == "done":  # its result came from the checkpoint this turn resumed
+        return
     if sem is not None:
         async with sem:
+            if st.cancel.stops_at(SafePoint.BEFORE_CALL) is not None:
+                return  # left pending: the turn stops after this group, resume runs it
             reason = st.stop_reason()
             if reason is not None:
                 _skip(engine, st, rec, reason)
@@ -279,6 +296,8 @@ async def _run_call(engine: Engine, st: TurnState, rec: _Call,
             await _run_call_body(engine, st, rec)
     else:
         await _run_call_body(engine, st, rec)
+    # Its result is saved before anything else starts, so a resume never runs it again.
+    await write_checkpoint(engine, st, "tools")
 
 
 async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
@@ -303,7 +322,8 @@ async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
     else:
         tool = rec.tool
         perm, rule = engine.permissions.decide(
-            call.name, _subjects(tool, call.arguments), read_only=tool.read_only)
+            call.name, _subjects(tool, call.arguments), read_only=tool.read_only,
+            family=getattr(tool, "permission_family", None))
         if perm is Permission.DENY:
             _skip(engine, st, rec, "denied", f"refused by the rule '{rule}'")
             return
@@ -320,12 +340,21 @@ async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
     _finish(engine, st, rec, result)
 
 
+def _refusal_check(engine: Engine, tool: Tool) -> Callable[[str], bool] | None:
+    permissions = engine.permissions
+    if not permissions.rules:
+        return None
+    family = getattr(tool, "permission_family", None)
+    return lambda subject: permissions.refuses(tool.name, subject, family=family)
+
+
 def _subjects(tool: Tool, arguments: Mapping[str, Any]) -> list[str]:
     subjects = getattr(tool, "permission_subjects", None)
     if subjects is None:
         return []
     try:
-        return [str(s) for s in subjects(arguments)]
+        # UncoveredSubject (a str) must survive: it is what keeps allow rules off a call.
+        return [s if isinstance(s, str) else str(s) for s in subjects(arguments)]
     except Exception:
         # Arguments the tool cannot even interpret match no rule (so allow rules do not apply);
         # the call then fails validation with a message the model can read.
@@ -366,18 +395,50 @@ async def _run_group(engine: Engine, st: TurnState, group: list[_Call]) -> None:
             raise exc
 
 
-async def execute_tools(engine: Engine, st: TurnState, calls: tuple[ToolCall, ...]) -> None:
-    """Run ``calls`` and append one result message per call, in declared order."""
+def _recs(st: TurnState, calls: tuple[ToolCall, ...], resumed: bool) -> list[_Call]:
+    """The calls of a response, with the results a resumed checkpoint already holds."""
+    recs = []
+    for call in calls:
+        rec = _Call(call, st.agent.tools_by_name.get(call.name))
+        done = st.batch_results.get(call.id)
+        if done is not None:
+            rec.state, rec.message = "done", done
+        recs.append(rec)
+    if resumed and st.resume is not None and st.resume.cancel_mode is None:
+        # The process died here: the first unfinished group may have been running.
+        for group in _groups(recs):
+            open_ = [r.call.id for r in group if r.state != "done"]
+            if open_:
+                st.resumed_calls = frozenset(open_)
+                break
+    return recs
+
+
+async def execute_tools(engine: Engine, st: TurnState, calls: tuple[ToolCall, ...],
+                        resumed: bool = False) -> None:
+    """Run ``calls`` and append one result message per call, in declared order.
+
+    ``resumed``: the calls come from the checkpoint the turn resumed; those with a result in
+    ``st.batch_results`` are not run again. A safe-point cancel stops between groups
+    (``CancelStop``): the calls not yet run stay pending in the checkpoint, nothing is
+    appended."""
     engine.set_phase(st, TurnPhase.EXECUTING)
-    recs = [_Call(call, st.agent.tools_by_name.get(call.name)) for call in calls]
+    recs = _recs(st, calls, resumed)
+    cancelled = False
     try:
         for group in _groups(recs):
+            if all(rec.state == "done" for rec in group):
+                continue
             reason = st.stop_reason()
             if reason is not None:
                 for rec in recs:
                     _skip(engine, st, rec, reason)
                 break
             await _run_group(engine, st, group)
+            await safe_point(engine, st, SafePoint.AFTER_TOOLS, "tools")
+    except CancelStop:
+        cancelled = True
+        raise
     except BaseException as exc:
         # A hard abort (CancelledError), a hook's abort, or a bug: close every open call now.
         note = "the turn was aborted" if isinstance(exc, asyncio.CancelledError | AbortSignal) \
@@ -392,4 +453,6 @@ async def execute_tools(engine: Engine, st: TurnState, calls: tuple[ToolCall, ..
                 _skip(engine, st, rec, "aborted", note)
         raise
     finally:
-        st.new.extend(rec.message for rec in recs if rec.message is not None)
+        st.resumed_calls = frozenset()
+        if not cancelled:
+            st.new.extend(rec.message for rec in recs if rec.message is not None)

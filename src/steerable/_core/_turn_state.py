@@ -15,15 +15,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from steerable._events import TurnPhase
+from steerable._core._cancel import CancelMode, CancelState
+from steerable._events import SkipReason, TurnPhase
 from steerable._messages import Message
 from steerable.errors import IllegalTransitionError
 
-__all__ = ["Interrupt", "QueuedMessage", "TurnState", "check_transition"]
+__all__ = ["CancelStop", "Interrupt", "QueuedMessage", "TurnState", "check_transition"]
 
 P = TurnPhase
 _ALLOWED: dict[TurnPhase, frozenset[TurnPhase]] = {
-    P.IDLE: frozenset({P.THINKING, P.ABORTING, P.ERROR}),
+    # IDLE -> EXECUTING: a composite agent's turn runs its children without a model call, or
+    # a turn resumes with tool calls pending. IDLE -> DONE: cancelled before its first call.
+    P.IDLE: frozenset({P.THINKING, P.EXECUTING, P.ABORTING, P.DONE, P.ERROR}),
     P.THINKING: frozenset({P.EXECUTING, P.COMPACTING, P.ABORTING, P.DONE, P.ERROR}),
     P.EXECUTING: frozenset({P.THINKING, P.ABORTING, P.DONE, P.ERROR}),
     P.COMPACTING: frozenset({P.THINKING, P.ABORTING, P.ERROR}),
@@ -86,15 +89,47 @@ class TurnState:
     """True once the turn is saving its result: interrupts can no longer change anything."""
     last_had_tools: bool = False
     children: dict[str, Any] = field(default_factory=dict)
+    """Running sub-turns (TurnState) by turn id; a child leaves when it ends."""
+    parent: Any = None
+    """The spawning turn's state (None at top level)."""
+    results: list[Any] = field(default_factory=list)
+    """Async children's results waiting for the next checkpoint (``_subturn.ChildResult``)."""
+    orphans: list[Any] = field(default_factory=list)
+    """Top level only: orphaned results held back while this turn runs, written after its save."""
+    orphans_closed: bool = False
+    """True once this turn wrote its held-back orphans: later ones go straight to the store."""
+    dry_run: bool = False
+    """Inherited dry-run: set on a sub-turn whose ancestor runs dry, so its tools do too."""
+    holds_slot: bool = False
+    """True while the turn counts against ``Limits.active_turns``."""
+    subturns: Any = None
+    """The ``_subturn.Subturns`` scope tools of this turn spawn through (made on first use)."""
     tools_run: list[str] = field(default_factory=list)
     running_tools: dict[asyncio.Future[Any], Any] = field(default_factory=dict)
     """Each running tool's task and its ToolContext: a hard abort cancels them at once."""
     usage_in: int = 0
     usage_out: int = 0
     started: float = field(default_factory=time.monotonic)
+    created: float = field(default_factory=time.time)
+    """Wall-clock start of the turn (of its first run, for a resumed turn)."""
     task: asyncio.Task[Any] | None = None
+    cancel: CancelState = field(default_factory=CancelState)
+    # -- durability (see _durable.py) --
+    durable: bool = False
+    """True when the store keeps checkpoints and this turn writes them (never for sub-turns)."""
+    origin_turn_id: str = ""
+    """The id the turn was first started with; a resumed turn keeps it in its checkpoints."""
+    resume: Any = None  # the Checkpoint this turn continues (None for a fresh turn)
+    resumed_calls: frozenset[str] = frozenset()
+    """Calls that may have been running when the process that wrote the checkpoint died."""
+    base_count: int = 0
+    base_dropped: int = 0
+    batch_results: dict[str, Message] = field(default_factory=dict)
+    """Results so far of the tool calls being executed (by call id), for checkpoints."""
+    checkpoint_seq: int = 0
+    checkpoint_saving: asyncio.Future[Any] | None = None
 
-    def stop_reason(self) -> str | None:
+    def stop_reason(self) -> SkipReason | None:
         """Why tools not yet started must be skipped now, or None to go on."""
         if self.interrupt is Interrupt.HARD:
             return "aborted"
@@ -103,6 +138,15 @@ class TurnState:
         if self.steering:
             return "steering"
         return None
+
+
+class CancelStop(Exception):
+    """Raised at a safe point where a requested cancel stops the turn (after its checkpoint
+    was written). Private to the engine, like AbortSignal."""
+
+    def __init__(self, mode: CancelMode) -> None:
+        super().__init__(mode.label)
+        self.mode = mode
 
 
 class AbortSignal(Exception):

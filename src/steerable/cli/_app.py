@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
-import os
-import re
 import secrets
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from steerable import Agent, AgentLoop, HookAction, HookDecision, Message, Permissions, Timeouts
+from steerable import (
+    Agent,
+    AgentLoop,
+    HookAction,
+    HookDecision,
+    Message,
+    Permissions,
+    Timeouts,
+    Tool,
+)
+from steerable._secrets import Redactor
 from steerable.cli._args import UsageError
-from steerable.cli._settings import SECRET_ENV, Settings
-from steerable.coding import Workspace, coding_tools
+from steerable.cli._settings import Settings
+from steerable.coding import Sandbox, Workspace, coding_tools
 from steerable.errors import ConfigurationError
 from steerable.providers import select_provider
 from steerable.storage import JSONLSessionStore
@@ -27,21 +36,13 @@ and run commands there; paths are relative to that folder. Read a file before yo
 prefer edit over write for files that exist. When you are done, say briefly what you changed and
 how you checked it. The user may send new messages while you work: follow the latest one."""
 
+EXPLORER_INSTRUCTIONS = """\
+You explore the folder {root} to answer one question for another agent. You can only read:
+list, find, grep and read files. Answer with the facts found (file paths, line numbers, short
+quotes), concisely; say so if you could not find something."""
+
 # Approvals wait for a person, who may be away for a while; the loop's 60 s default is for bots.
 HUMAN_APPROVAL_TIMEOUT = 24 * 3600.0
-
-
-class Redactor:
-    """Blanks the values of API keys wherever CLI output or session files might repeat them."""
-
-    def __init__(self, environ: dict[str, str] | None = None) -> None:
-        env = os.environ if environ is None else environ
-        names = set(SECRET_ENV) | {k for k in env if re.search(r"_(API_KEY|TOKEN|SECRET)$", k)}
-        values = sorted({env[n] for n in names if len(env.get(n, "")) >= 8}, key=len, reverse=True)
-        self._pattern = re.compile("|".join(map(re.escape, values))) if values else None
-
-    def __call__(self, text: str) -> str:
-        return self._pattern.sub("[redacted]", text) if self._pattern else text
 
 
 class DenyWithoutTerminal:
@@ -91,7 +92,8 @@ def existing_session(store: JSONLSessionStore, session_id: str) -> list[Message]
     """The messages of a session that must exist; a usage error naming it otherwise.
     A corrupt file fails here, before anything runs."""
     try:
-        known = store.exists(session_id)
+        # A session whose first turn was cut off has only its checkpoint so far.
+        known = store.exists(session_id) or store.checkpoint_path(session_id).exists()
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from None
     if not known:
@@ -108,20 +110,29 @@ def _session(store: JSONLSessionStore, requested: str | None) -> str:
 
 
 def build_app(settings: Settings, *, session: str | None, can_ask: bool,
-              script: str | None = None, record_events: str | None = None) -> App:
+              script: str | None = None, record_events: str | None = None,
+              extra_tools: Sequence[Tool] = ()) -> App:
     workspace = _workspace(settings)
     redact = Redactor()
     store = make_store(settings, redact)
     session_id = _session(store, session)
     provider = select_provider(settings["provider"], model=settings["model"],
                                base_url=settings["base_url"], script=script)
-    tools = coding_tools(workspace, bash_timeout=settings["bash_timeout"])
+    sandbox = Sandbox(enabled=bool(settings["sandbox"]), network=bool(settings["sandbox_network"]))
+    tools = [*coding_tools(workspace, bash_timeout=settings["bash_timeout"], sandbox=sandbox),
+             *extra_tools]
     instructions = BASE_INSTRUCTIONS.format(root=workspace.root)
     if settings["instructions"]:
         instructions += "\n\n" + settings["instructions"]
     common: dict[str, Any] = {"provider": provider, "name": "coder", "instructions": instructions,
                                   "tools": tools, "max_iterations": settings["max_iterations"],
                                   "model": settings["model"]}
+    if settings["explorer"]:
+        common["subagents"] = [Agent(
+            name="explorer", provider=provider, model=settings["model"],
+            description="reads and searches the workspace to answer a question; changes nothing",
+            instructions=EXPLORER_INSTRUCTIONS.format(root=workspace.root),
+            tools=[t for t in tools if t.read_only], max_iterations=settings["max_iterations"])]
     agent = Agent(dry_run=bool(settings["dry_run"]), **common)
     dry_agent = Agent(dry_run=True, **common) if not settings["dry_run"] else agent
     try:

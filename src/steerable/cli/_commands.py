@@ -28,6 +28,14 @@ def dispatch(args: argparse.Namespace) -> int:
         from steerable.cli._chat import chat
 
         return chat(args, settings)
+    if args.command == "replay":
+        from steerable.cli._replay import replay_command
+
+        return asyncio.run(replay_command(args.file, args.json))
+    if args.command == "mcp":
+        from steerable.cli._mcp import mcp_list
+
+        return asyncio.run(mcp_list(settings, args.json))
     raise UsageError(f"unknown command {args.command!r}")
 
 
@@ -48,14 +56,28 @@ def _prompt(args: argparse.Namespace) -> str:
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from steerable.cli._app import build_app
+    from steerable.cli._integrations import recording, telemetry
+    from steerable.cli._mcp import configured_tools
     from steerable.cli._run import run_prompt
 
-    prompt = _prompt(args)
-    app = build_app(settings, session=args.session, can_ask=True, script=args.script,
-                    record_events=args.record_events)
+    if args.resume:
+        if args.session in (None, "new"):
+            raise UsageError("--resume needs --session ID (see 'steerable sessions list')")
+        if args.prompt or args.template or args.discard_pending:
+            raise UsageError("--resume continues a pending turn: it takes no prompt, "
+                             "--template or --discard-pending")
+        prompt = None
+    else:
+        prompt = _prompt(args)
 
     async def go() -> int:
-        return await run_prompt(app, prompt, as_json=args.json, debug=args.debug)
+        async with configured_tools(settings) as mcp_tools:
+            app = build_app(settings, session=args.session, can_ask=True, script=args.script,
+                            record_events=args.record_events, extra_tools=mcp_tools)
+            telemetry(app, settings)
+            async with recording(app, args.record):
+                return await run_prompt(app, prompt, as_json=args.json, debug=args.debug,
+                                        discard_pending=args.discard_pending)
 
     return asyncio.run(go())
 
@@ -66,8 +88,12 @@ def config_show(settings: Settings, as_json: bool) -> int:
     from steerable.providers import choose_provider_name
 
     effective = choose_provider_name(settings["provider"])
+    from steerable.cli._mcp import describe_servers
+
+    servers = describe_servers(settings)
     if as_json:
         print(json.dumps({"settings": settings.values, "sources": settings.sources,
+                          "mcp_servers": servers,
                           "provider_in_use": effective,
                           "permissions": [{"action": a, "pattern": p, "source": s}
                                           for a, p, s in settings.rules],
@@ -82,6 +108,9 @@ def config_show(settings: Settings, as_json: bool) -> int:
     print(f"# provider in use: {effective}")
     for action, pattern, source in settings.rules:
         print(f"permission {action} {pattern}    # {source}")
+    for server in servers:
+        where = server.get("url") or " ".join([server.get("command", ""), *server.get("args", [])])
+        print(f"mcp server {server['name']}: {where}    # {server['source']}")
     for name, shown in {**secrets, **env_urls}.items():
         print(f"{name} = {shown}    # environment")
     sys.stdout.flush()

@@ -39,11 +39,17 @@ _KEYS: dict[str, tuple[type, Any, str | None]] = {
     "max_iterations": (int, 30, "STEERABLE_MAX_ITERATIONS"),
     "dry_run": (bool, False, None),
     "yes": (bool, False, None),
+    "otel": (bool, False, "STEERABLE_OTEL"),
     "instructions": (str, "", None),
     "extra_roots": (list, [], None),
     "bash_timeout": (float, 120.0, None),
+    "sandbox": (bool, True, "STEERABLE_SANDBOX"),
+    "sandbox_network": (bool, False, None),
+    "explorer": (bool, False, None),
 }
-_UNTRUSTED_IN_PROJECT = frozenset({"base_url", "workspace", "extra_roots", "data_dir", "yes"})
+# A cloned repository must not turn the bash sandbox off or open its network either.
+_UNTRUSTED_IN_PROJECT = frozenset({"base_url", "workspace", "extra_roots", "data_dir", "yes",
+                                   "sandbox", "sandbox_network"})
 _RULE_KINDS = ("allow", "ask", "deny")
 
 
@@ -54,6 +60,8 @@ class Settings:
     rules: list[tuple[str, str, str]] = field(default_factory=list)
     """(action, pattern, source) for every permission rule."""
     files: list[str] = field(default_factory=list)
+    mcp_servers: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
+    """name -> (the server's table, source): MCP servers, from trusted files only."""
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -79,6 +87,18 @@ def _coerce(key: str, value: Any, where: str) -> Any:
     raise ConfigurationError(f"{where}: '{key}' must be {kind.__name__}, got {value!r}")
 
 
+def _from_env(kind: type, raw: str) -> Any:
+    if kind is int:
+        return int(raw)
+    if kind is bool:
+        flag = {"1": True, "true": True, "yes": True, "on": True,
+                "0": False, "false": False, "no": False, "off": False}.get(raw.strip().lower())
+        if flag is None:
+            raise ValueError(raw)
+        return flag
+    return raw
+
+
 def _read_toml(path: Path) -> dict[str, Any] | None:
     try:
         text = path.read_text(encoding="utf-8")
@@ -101,6 +121,8 @@ def _apply_file(s: Settings, path: Path, source: str, trusted: bool) -> None:
     for key, value in data.items():
         if key == "permissions":
             _apply_rules(s, value, path, source, trusted)
+        elif key == "mcp_servers":
+            _apply_mcp(s, value, path, source, trusted)
         elif key not in _KEYS:
             log.warning("%s: unknown setting '%s' ignored", path, key)
         elif not trusted and key in _UNTRUSTED_IN_PROJECT:
@@ -124,6 +146,18 @@ def _apply_rules(s: Settings, table: Any, path: Path, source: str, trusted: bool
         s.rules += [(kind, str(p), source) for p in patterns]
 
 
+def _apply_mcp(s: Settings, table: Any, path: Path, source: str, trusted: bool) -> None:
+    if not trusted:  # a server is a program to run or a place to send data: the user's call
+        log.warning("%s: [mcp_servers] from a project file are ignored; add them to your user "
+                    "config", path)
+        return
+    if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
+        raise ConfigurationError(f"{path}: [mcp_servers] must hold one table per server, "
+                                 "e.g. [mcp_servers.fs] with command = ... or url = ...")
+    for name, spec in table.items():
+        s.mcp_servers[str(name)] = (dict(spec), source)
+
+
 def load_settings(args: argparse.Namespace, cwd: Path | None = None) -> Settings:
     s = Settings()
     for key, (_, default, _) in _KEYS.items():
@@ -135,9 +169,10 @@ def load_settings(args: argparse.Namespace, cwd: Path | None = None) -> Settings
         if env and os.environ.get(env):
             raw = os.environ[env]
             try:
-                s.values[key] = int(raw) if _KEYS[key][0] is int else raw
+                s.values[key] = _from_env(_KEYS[key][0], raw)
             except ValueError:
-                raise ConfigurationError(f"{env} must be an integer, got {raw!r}") from None
+                raise ConfigurationError(
+                    f"{env} must be {_KEYS[key][0].__name__}, got {raw!r}") from None
             s.sources[key] = f"env {env}"
     for key in _KEYS:
         value = getattr(args, key, None)

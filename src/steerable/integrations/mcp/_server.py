@@ -1,0 +1,314 @@
+"""One MCP server: its connection, owned by one task, and the calls made through it.
+
+The official SDK is built on anyio: a transport and a ``ClientSession`` are context managers
+that must be entered and left in the same task. So each connection has an owner task that
+enters them, hands the session out, and waits to be told to stop; calls from tool tasks use the
+session concurrently, which the SDK allows.
+
+A server that dies fails the calls in flight (the SDK answers them "Connection closed") and is
+marked down for the rest of that turn: later calls in the same turn get an error result at
+once. A call cancelled by a hard abort or a tool timeout sends ``notifications/cancelled`` to
+the server and leaves the server suspect: the next call pings it first (a hung server does not
+answer and is marked down). A server marked down is restarted by the first call of a later turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from typing import Any
+
+from mcp import ClientSession, McpError, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from steerable import ToolContext, ToolResult
+from steerable.errors import ConfigurationError, ToolError
+
+__all__ = ["DEFAULT_TIMEOUT", "MCPServer"]
+
+log = logging.getLogger("steerable.mcp")
+
+DEFAULT_TIMEOUT = 60.0
+"""Seconds an MCP tool call may take unless the server's ``timeout`` says otherwise: a hung
+server must end in an error result, never a hung turn."""
+_PING_TIMEOUT = 2.0
+_CLOSE_GRACE = 3.0
+
+
+class MCPServer:
+    """An MCP server reached over stdio (``command``) or streamable HTTP (``url``).
+
+    ``name`` prefixes its tools (``mcp__<name>__<tool>``). ``env`` is added to the environment
+    a stdio server is started with; ``headers`` are sent with every HTTP request. ``timeout``
+    bounds each tool call (seconds, default 60) once the server is up; ``connect_timeout``
+    bounds starting it. Connect with ``async with`` or ``connect()``; ``tools()``
+    lists the server's tools as steerable tools.
+    """
+
+    def __init__(self, name: str, *, command: str | None = None, args: Sequence[str] = (),
+                 env: Mapping[str, str] | None = None, cwd: str | None = None,
+                 url: str | None = None, headers: Mapping[str, str] | None = None,
+                 timeout: float | None = None, connect_timeout: float = 30.0) -> None:
+        if not isinstance(name, str) or not name or "__" in name:
+            raise ConfigurationError(f"MCP server name must be a non-empty str without '__', "
+                                     f"got {name!r}")
+        if (command is None) == (url is None):
+            raise ConfigurationError(f"MCP server {name!r} needs exactly one of command "
+                                     "(stdio) or url (streamable HTTP)")
+        if timeout is not None and timeout <= 0:
+            raise ConfigurationError(f"MCP server {name!r}: timeout must be > 0, got {timeout}")
+        self.name = name
+        self.command = command
+        self.args = [str(a) for a in args]
+        self.env = dict(env or {})
+        self.cwd = cwd
+        self.url = url
+        self.headers = dict(headers or {})
+        self.timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
+        self._connect_timeout = connect_timeout
+        self._session: ClientSession | None = None
+        self._owner: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._down_in: str | None = None
+        """The turn in which the server was found down; a later turn restarts it."""
+        self._suspect = False
+        self._lock = asyncio.Lock()
+        self._background: set[asyncio.Task[None]] = set()
+        self.starts = 0
+        """How many times a connection was made (1 + restarts)."""
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command is not None else "http"
+
+    def __repr__(self) -> str:
+        where = self.url if self.url is not None else " ".join([self.command or "", *self.args])
+        return f"<MCPServer {self.name} {self.transport} {where}>"
+
+    # -- connection ---------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _streams(self) -> AsyncIterator[tuple[Any, Any]]:
+        if self.command is not None:
+            params = StdioServerParameters(command=self.command, args=self.args,
+                                           env={**os.environ, **self.env}, cwd=self.cwd)
+            async with stdio_client(params) as (read, write):
+                yield read, write
+        else:
+            assert self.url is not None
+            async with create_mcp_http_client(headers=self.headers) as http, \
+                    streamable_http_client(self.url, http_client=http) as (read, write, _):
+                yield read, write
+
+    async def _own(self, ready: asyncio.Future[ClientSession]) -> None:
+        try:
+            async with self._streams() as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                ready.set_result(session)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            elif not isinstance(exc, asyncio.CancelledError | Exception):
+                raise
+            else:
+                log.debug("MCP server %s connection ended: %r", self.name, exc)
+
+    async def connect(self) -> None:
+        """Start the server (stdio) or open the session (HTTP) and initialise it."""
+        async with self._lock:
+            if self._session is None:
+                await self._open()
+
+    async def _open(self) -> None:
+        self._stop = asyncio.Event()
+        ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
+        self._owner = asyncio.get_running_loop().create_task(self._own(ready))
+        try:
+            self._session = await asyncio.wait_for(asyncio.shield(ready), self._connect_timeout)
+        except BaseException as exc:
+            await self._close_owner()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            raise ToolError(f"MCP server {self.name!r} could not be started: "
+                            f"{_describe(exc)}") from exc
+        self.starts += 1
+        self._down_in, self._suspect = None, False
+
+    async def _close_owner(self) -> None:
+        await self._detach()
+
+    def _detach(self) -> Coroutine[Any, Any, None]:
+        """Forget the current connection at once; the returned coroutine ends it."""
+        owner, stop = self._owner, self._stop
+        self._owner, self._session = None, None
+        return _end_connection(owner, stop)
+
+    async def aclose(self) -> None:
+        """Close the session (a stdio server process is ended). Idempotent."""
+        async with self._lock:
+            await self._close_owner()
+        if self._background:
+            await asyncio.wait(set(self._background), timeout=_CLOSE_GRACE)
+
+    async def __aenter__(self) -> MCPServer:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- tools --------------------------------------------------------------------------------
+
+    async def list_tools(self) -> list[types.Tool]:
+        """The server's tool descriptions as the SDK gives them (every page)."""
+        await self.connect()
+        assert self._session is not None
+        found: list[types.Tool] = []
+        cursor: str | None = None
+        while True:
+            page = await self._session.list_tools(
+                params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+            found += page.tools
+            cursor = page.nextCursor
+            if not cursor:
+                return found
+
+    async def tools(self) -> list[Any]:
+        """The server's tools as steerable tools, named ``mcp__<server>__<tool>``."""
+        from steerable.integrations.mcp._tool import MCPTool
+
+        return [MCPTool(self, spec) for spec in await self.list_tools()]
+
+    async def _usable(self, turn_id: str) -> ClientSession:
+        async with self._lock:
+            if self._down_in is not None:
+                if self._down_in == turn_id:
+                    raise ToolError(f"MCP server {self.name!r} is not responding (it failed "
+                                    "earlier in this turn); it will be restarted on the next turn")
+                log.info("restarting MCP server %s", self.name)
+                await self._close_owner()
+            if self._session is None:
+                await self._open()
+            session = self._session
+            assert session is not None
+            if self._suspect and not await self._ping(session):
+                self._mark_down(turn_id)
+                raise ToolError(f"MCP server {self.name!r} does not answer a ping; it will be "
+                                "restarted on the next turn")
+            self._suspect = False
+            return session
+
+    async def _ping(self, session: ClientSession) -> bool:
+        try:
+            # Within the call's own deadline, so the answer is ours and not a tool timeout.
+            await asyncio.wait_for(session.send_ping(), min(_PING_TIMEOUT, self.timeout / 2))
+        except (Exception, TimeoutError):
+            return False
+        return True
+
+    async def call(self, tool: str, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        """Call ``tool`` on the server; progress notifications become ``ctx.progress``."""
+        session = await self._usable(ctx.turn_id)
+
+        async def report(progress: float, total: float | None, message: str | None) -> None:
+            shown = message or (f"{progress:g}/{total:g}" if total else f"{progress:g}")
+            ctx.progress(shown, progress=progress, total=total)
+
+        # The SDK numbers requests in order and has no cancel API: the id this call will get is
+        # the session's next one, read with no await in between so nothing else can take it.
+        request_id: int = getattr(session, "_request_id", -1)
+        call = asyncio.ensure_future(session.call_tool(tool, dict(arguments),
+                                                       progress_callback=report))
+        try:
+            # The deadline starts once the server is up: a restart does not eat into it.
+            async with asyncio.timeout(self.timeout):
+                try:
+                    result = await asyncio.shield(call)
+                except asyncio.CancelledError:  # our deadline, a hard abort, the loop's timeout
+                    call.cancel()
+                    self._suspect = True
+                    self._notify_cancelled(session, request_id)
+                    raise
+        except TimeoutError:
+            raise ToolError(f"MCP tool {tool!r} of server {self.name!r} timed out after "
+                            f"{self.timeout:g} s; the call was cancelled on the server") from None
+        except McpError as exc:
+            if exc.error.code == types.CONNECTION_CLOSED:
+                self._mark_down(ctx.turn_id)
+                raise ToolError(f"MCP server {self.name!r} closed the connection during the "
+                                "call; it will be restarted on the next turn") from None
+            raise ToolError(f"MCP server {self.name!r}: {exc.error.message}") from None
+        except Exception as exc:  # a broken pipe, a transport error: the server is gone
+            self._mark_down(ctx.turn_id)
+            raise ToolError(f"MCP server {self.name!r} failed during the call: "
+                            f"{_describe(exc)}; it will be restarted on the next turn") from None
+        return _result(result)
+
+    def _mark_down(self, turn_id: str) -> None:
+        """Fail the rest of this turn's calls; end the old connection now (a hung process can
+        take seconds to go), so that the next turn only has to start a new one."""
+        self._down_in = turn_id
+        self._own_task(self._detach())
+
+    def _own_task(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _notify_cancelled(self, session: ClientSession, request_id: int) -> None:
+        if request_id < 0:
+            return
+        note = types.ClientNotification(types.CancelledNotification(
+            params=types.CancelledNotificationParams(requestId=request_id,
+                                                     reason="cancelled by the agent loop")))
+
+        async def send() -> None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(session.send_notification(note), _PING_TIMEOUT)
+
+        # Sent from a task of its own: the caller is being cancelled and must not wait for it.
+        self._own_task(send())
+
+
+async def _end_connection(owner: asyncio.Task[None] | None, stop: asyncio.Event) -> None:
+    if owner is None:
+        return
+    stop.set()
+    done, _ = await asyncio.wait({owner}, timeout=_CLOSE_GRACE)
+    if not done:  # a hung server does not leave politely
+        owner.cancel()
+        await asyncio.wait({owner}, timeout=_CLOSE_GRACE)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return _describe(exc.exceptions[0])
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _result(result: types.CallToolResult) -> ToolResult:
+    """The text the model reads: text parts as they are, other parts described."""
+    parts: list[str] = []
+    for item in result.content:
+        if isinstance(item, types.TextContent):
+            parts.append(item.text)
+        elif isinstance(item, types.ImageContent | types.AudioContent):
+            parts.append(f"[{item.type} ({item.mimeType}), {len(item.data)} bytes base64]")
+        elif isinstance(item, types.EmbeddedResource):
+            res = item.resource
+            text = getattr(res, "text", None)
+            parts.append(text if isinstance(text, str) else f"[resource {res.uri}]")
+        elif isinstance(item, types.ResourceLink):
+            parts.append(f"[resource link {item.uri}]")
+    if not parts and result.structuredContent is not None:
+        import json
+
+        parts.append(json.dumps(result.structuredContent, ensure_ascii=False))
+    return ToolResult("\n".join(parts), is_error=bool(result.isError))

@@ -1,0 +1,51 @@
+"""``MCPTool``: one tool of an MCP server, offered to an agent like any other tool.
+
+Its name is ``mcp__<server>__<tool>`` (the convention other agent tools use), so permission
+rules name MCP tools like any tool: ``deny: mcp__github__*``, ``allow: mcp__fs__read_file``.
+``readOnlyHint`` makes it read-only (run in parallel, never asked); without the hint it is
+mutating, as MCP's own default says. Arguments are checked by the server, which knows its schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from mcp import types
+
+from steerable import BaseTool, ToolContext, ToolResult
+
+if TYPE_CHECKING:
+    from steerable.integrations.mcp._server import MCPServer
+
+__all__ = ["MCPTool", "mcp_tool_name"]
+
+
+def mcp_tool_name(server: str, tool: str) -> str:
+    return f"mcp__{server}__{tool}"
+
+
+class MCPTool(BaseTool):
+    """A tool of ``server`` described by ``spec`` (from the server's ``tools/list``)."""
+
+    def __init__(self, server: MCPServer, spec: types.Tool) -> None:
+        self.server = server
+        self.remote_name = spec.name
+        self.name = mcp_tool_name(server.name, spec.name)
+        self.description = spec.description or spec.title or f"{spec.name} (MCP server {server.name})"
+        hints = spec.annotations
+        self.read_only = bool(hints is not None and hints.readOnlyHint)
+        # The server enforces its own per-call deadline (see MCPServer.call): a restart on the
+        # next turn must not count against it, so the loop's tool timeout is not used here.
+        self.timeout: float | None = None
+        self._parameters: Mapping[str, Any] = dict(spec.inputSchema or {"type": "object"})
+
+    @property
+    def parameters(self) -> Mapping[str, Any]:
+        return self._parameters
+
+    async def run(self, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        return await self.server.call(self.remote_name, arguments, ctx)
+
+    def __repr__(self) -> str:
+        return f"<MCPTool {self.name} read_only={self.read_only}>"

@@ -1,0 +1,74 @@
+"""MCP servers in the CLI: configured in TOML, shown by config show, listed, used by run."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import SERVER, run_cli
+
+pytest.importorskip("mcp", reason="the mcp extra is not installed")
+
+
+def _configure(env: dict[str, str], marks: Path) -> None:
+    config = Path(env["XDG_CONFIG_HOME"]) / "steerable" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        "[mcp_servers.t]\n"
+        f"command = {json.dumps(sys.executable)}\n"
+        f"args = [{json.dumps(str(SERVER))}, \"stdio\"]\n"
+        f"env = {{ MCP_TEST_MARKS = {json.dumps(str(marks))}, SECRET_THING = \"abcdefghijkl\" }}\n"
+        "timeout = 20\n"
+        "[mcp_servers.gone]\n"
+        "url = \"http://127.0.0.1:9/mcp\"\n"
+    )
+
+
+def test_config_show_lists_servers_with_secrets_masked(cli_env: dict[str, str], marks: Path) -> None:
+    _configure(cli_env, marks)
+    shown = json.loads(run_cli(cli_env, "config", "show", "--json").stdout)
+    servers = {s["name"]: s for s in shown["mcp_servers"]}
+    assert servers["t"]["args"][-1] == "stdio" and servers["t"]["source"] == "user config"
+    assert "abcdefghijkl" not in json.dumps(shown)
+    assert servers["gone"]["url"] == "http://127.0.0.1:9/mcp"
+    text = run_cli(cli_env, "config", "show").stdout
+    assert "mcp server gone: http://127.0.0.1:9/mcp    # user config" in text
+
+
+def test_mcp_list_shows_each_servers_tools(cli_env: dict[str, str], marks: Path) -> None:
+    _configure(cli_env, marks)
+    res = run_cli(cli_env, "mcp", "list")
+    assert res.returncode == 1  # 'gone' cannot be reached, and says so
+    assert "mcp__t__echo  [read-only]  Say the text back." in res.stdout
+    assert "mcp__t__add  [mutating]" in res.stdout
+    assert "gone: FAILED" in res.stdout
+    listed = json.loads(run_cli(cli_env, "mcp", "list", "--json").stdout)
+    assert {"server": "t", "name": "mcp__t__pid", "tool": "pid", "read_only": True,
+            "description": "The server's process id."} in listed["tools"]
+
+
+def test_run_uses_the_configured_servers_tools(cli_env: dict[str, str], marks: Path,
+                                               tmp_path: Path) -> None:
+    _configure(cli_env, marks)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"tool_calls": [["mcp__t__echo", {"text": "from cli"}]]},
+                                  {"text": "done"}]))
+    res = run_cli(cli_env, "run", "go", "--json", "--provider", "scripted", "--script",
+                  str(script), "--workspace", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    events = [json.loads(line) for line in res.stdout.splitlines()]
+    end = next(e for e in events if e["kind"] == "tool_exec_end")
+    assert (end["tool_name"], end["content"]) == ("mcp__t__echo", "echo: from cli")
+    assert "MCP server gone left out" in res.stderr
+
+
+def test_a_project_file_cannot_add_servers(cli_env: dict[str, str], tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / ".steerable.toml").write_text('[mcp_servers.evil]\ncommand = "rm"\n')
+    res = run_cli(cli_env, "config", "show", "--json", cwd=project)
+    assert json.loads(res.stdout)["mcp_servers"] == []
+    assert "[mcp_servers] from a project file are ignored" in res.stderr
