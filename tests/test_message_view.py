@@ -78,3 +78,13 @@ async def test_a_turn_sees_the_history_as_it_was_when_it_started() -> None:
     assert [m.content for m in loop.session_messages("s")][-2:] == ["third", "three"]
     loop.session_messages("s").clear()  # a caller's copy: the session is untouched
     assert len(loop.session_messages("s")) == 6
+
+
+def test_slices_span_parts_and_stay_bounded() -> None:
+    a, b = _msgs("a", "b", "c"), _msgs("d", "e")
+    view = MessageView(a, b)
+    expected = (*a, *b)
+    b.append(Message("user", "later"))
+    for sl in (slice(None), slice(2, None), slice(1, 4), slice(3, 10), slice(-2, None),
+               slice(4, 2), slice(None, None, 2), slice(None, None, -1)):
+        assert view[sl] == expected[sl], sl

@@ -45,8 +45,8 @@ class Checkpoint:
     stage: Stage
     iteration: int
     """LLM calls made so far (the next call is number ``iteration + 1``)."""
-    messages: tuple[Message, ...]
-    """The turn's messages so far, starting with its user input. With ``stage == "tools"``
+    messages: Sequence[Message]
+    """The turn's messages so far (read-only: a tuple, or a view the loop made in O(1)), starting with its user input. With ``stage == "tools"``
     the last one is the assistant message whose tool calls are being run."""
     results: tuple[Message, ...] = ()
     """Tool results of the last response already in (``stage == "tools"``), any order."""
@@ -59,7 +59,7 @@ class Checkpoint:
     base_dropped: int = 0
     """Of those, how many context compression dropped during the turn."""
     last_had_tools: bool = False
-    tools_run: tuple[str, ...] = ()
+    tools_run: Sequence[str] = ()
     usage_in: int = 0
     usage_out: int = 0
     cancel_mode: str | None = None

@@ -21,6 +21,7 @@ from steerable._core._cancel import CancelMode, SafePoint
 from steerable._core._checkpoint import Checkpoint, Stage
 from steerable._core._engine import Engine
 from steerable._core._turn_state import CancelStop, TurnState
+from steerable._history import MessageView
 from steerable._messages import Message
 
 __all__ = ["capture", "drop_checkpoint", "restore", "safe_point", "settle_writes",
@@ -32,12 +33,14 @@ def capture(st: TurnState, stage: Stage, cancel_mode: CancelMode | None = None) 
     return Checkpoint(
         session_id=st.session_id, turn_id=st.turn_id, origin_turn_id=st.origin_turn_id,
         agent=agent.name, tools=tuple(sorted(agent.tools_by_name)), input=st.input,
-        stage=stage, iteration=st.iteration, messages=tuple(st.new),
+        # Views, not copies (O(1) per checkpoint whatever the turn's length): st.new and
+        # st.tools_run only grow at the end, and the view is bounded to their length now.
+        stage=stage, iteration=st.iteration, messages=MessageView(st.new),
         results=tuple(st.batch_results.values()) if stage == "tools" else (),
         steering=tuple(st.steering), follow_ups=tuple(st.follow_ups),
         injected_steering=tuple(st.injected_steering), base_count=st.base_count,
         base_dropped=st.base_dropped, last_had_tools=st.last_had_tools,
-        tools_run=tuple(st.tools_run), usage_in=st.usage_in, usage_out=st.usage_out,
+        tools_run=MessageView(st.tools_run), usage_in=st.usage_in, usage_out=st.usage_out,
         cancel_mode=None if cancel_mode is None else cancel_mode.label,
         seq=st.checkpoint_seq, created=st.created, updated=time.time(),
     )

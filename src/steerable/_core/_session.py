@@ -81,7 +81,7 @@ class InMemorySessionStore:
     def load(self, session_id: str) -> list[Message]:
         return list(self._sessions.get(session_id, ()))
 
-    def snapshot(self, session_id: str) -> MessageView:
+    def snapshot(self, session_id: str) -> MessageView[Message]:
         """The session's messages as they are now, read-only, in O(1) (no copy).
 
         Safe because a session's list only ever grows at the end here (``replace`` and
