@@ -26,8 +26,16 @@ class MessageView(Sequence[T]):
     __slots__ = ("_len", "_parts")
 
     def __init__(self, *parts: Sequence[T]) -> None:
-        self._parts = tuple((p, len(p)) for p in parts if len(p))
-        self._len = sum(n for _, n in self._parts)
+        # A plain loop: this runs several times per iteration (requests, checkpoints).
+        kept = []
+        total = 0
+        for part in parts:
+            n = len(part)
+            if n:
+                kept.append((part, n))
+                total += n
+        self._parts = tuple(kept)
+        self._len = total
 
     def __len__(self) -> int:
         return self._len
