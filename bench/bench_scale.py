@@ -103,8 +103,11 @@ async def throughput(url: str, workers: int, turns: int, tmp: Path) -> float:
             for key in keys:
                 pipe.hget(key, "count")
             counts = await pipe.execute()
-            if all(c is not None and int(c) == 2 * per for c in counts):
+            done = sum(int(c) // 2 for c in counts if c is not None)
+            if done == len(sessions) * per:
                 break
+            if time.perf_counter() - start > 300:
+                raise SystemExit(f"stalled: {done} of {len(sessions) * per} turns done")
             await asyncio.sleep(0.02)
         elapsed = time.perf_counter() - start
     finally:

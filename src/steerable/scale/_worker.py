@@ -64,7 +64,9 @@ class RedisWorker:
 
     ``store`` is the shared session store (default: a ``RedisSessionStore`` on the same Redis);
     every write to it is fenced by this worker's lease. ``lease`` sets the lease timing,
-    ``max_sessions`` how many sessions this worker runs at once. Other keywords go to the
+    ``max_sessions`` how many sessions this worker runs at once. Each session's events stream
+    keeps about ``events_maxlen`` events (the replay window of a reconnecting follower) and
+    expires ``events_ttl`` seconds after its last event. Other keywords go to the
     ``AgentLoop`` (``limits``, ``timeouts``, ``permissions``, ``record_events``); the loop is
     ``worker.loop``, the client for posting and following events is ``worker.client``.
     """
@@ -72,7 +74,8 @@ class RedisWorker:
     def __init__(self, agent: Agent, url: str, *, store: SessionStore | None = None,
                  prefix: str = "steerable:", lease: LeaseTiming | None = None,
                  max_sessions: int = 64, worker_id: str | None = None,
-                 events_maxlen: int = 10_000, **loop_options: Any) -> None:
+                 events_maxlen: int = 2_000, events_ttl: int = 3_600,
+                 **loop_options: Any) -> None:
         import redis
 
         if max_sessions < 1:
@@ -92,6 +95,7 @@ class RedisWorker:
         self.leases = LeaseScripts(self._redis, self.keys, self.timing)
         self.scripts = Scripts(self._redis, self.keys)
         self.events_maxlen = events_maxlen
+        self.events_ttl = events_ttl
         self.running: dict[str, TurnHandle] = {}
         """The turn each held session runs now (read by the control handler)."""
         self._runners: dict[str, asyncio.Task[None]] = {}
@@ -145,7 +149,9 @@ class RedisWorker:
         for session_id in list(self.running):
             self.loop.interrupt_hard(session_id)
         if self._runners:
-            await asyncio.wait(list(self._runners.values()), timeout=self.timing.ttl)
+            _, late = await asyncio.wait(list(self._runners.values()), timeout=self.timing.ttl)
+            for task in late:  # stuck on a Redis that is down: their leases simply expire
+                task.cancel()
 
     async def _forever(self, name: str, body: Callable[[], Awaitable[None]]) -> None:
         """Run ``body`` again after each Redis outage, with backoff; one log line per outage."""
@@ -335,8 +341,11 @@ class RedisWorker:
         """On stop: give the lease up with the message still in flight and wake another
         worker, which runs it again at once instead of after the lease time."""
         self.tokens.pop(session_id, None)
-        await self.leases.release(session_id, token)
-        await self._redis.xadd(self.keys.inbox, {"session": session_id})
+        try:
+            await self.leases.release(session_id, token)
+            await self._redis.xadd(self.keys.inbox, {"session": session_id})
+        except self._errors:
+            pass  # Redis is down: the lease expires on its own and a sweeper takes it over
 
     @staticmethod
     def _entry(text: str, policy: str) -> dict[str, Any]:
