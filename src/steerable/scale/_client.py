@@ -126,6 +126,19 @@ class RedisClient:
             raise SessionBusyError(f"session {session_id!r} is busy (turn {answer.get('turn_id')})")
         return SendResult(str(answer["action"]), answer.get("turn_id"))
 
+    async def resume(self, session_id: str) -> SendResult:
+        """Continue the session's cancelled turn from its checkpoint, as its next turn (a
+        dead worker's turn needs no request: it is resumed on its own)."""
+        check_session_id(session_id)
+        entry = {"id": secrets.token_hex(8), "text": "(resume)", "policy": "follow_up",
+                 "resume": True, "posted": time.time()}
+        try:
+            _, waiting = await self._scripts.post(session_id, entry, maxlen=INBOX_MAXLEN,
+                                                  force=True)
+        except self._errors as exc:
+            raise self._down(exc, f"resume session {session_id!r}") from None
+        return SendResult("started" if waiting == 1 else "queued")
+
     # -- control ------------------------------------------------------------------------------
 
     async def steer(self, text: str, session_id: str) -> bool:

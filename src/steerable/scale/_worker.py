@@ -35,7 +35,7 @@ from steerable._loop import AgentLoop, TurnHandle
 from steerable.scale._client import RedisClient, connect, unavailable_errors
 from steerable.scale._control import ControlHandler
 from steerable.scale._events import EventPublisher
-from steerable.scale._fence import FencedStore
+from steerable.scale._fence import fence
 from steerable.scale._keys import Keys
 from steerable.scale._lease import LeaseScripts, LeaseTiming
 from steerable.scale._protocol import Scripts
@@ -53,6 +53,10 @@ class WorkerStatistics:
     """Sessions this worker holds the lease of."""
     running: tuple[str, ...]
     """Sessions with a turn running here now."""
+
+
+class _NothingToResume(Exception):
+    """A resume request for a session with no checkpoint: nothing to run."""
 
 
 class _LeaseLost(Exception):
@@ -88,7 +92,7 @@ class RedisWorker:
                                        f"{secrets.token_hex(3)}")
         self._sync = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
         inner = store if store is not None else RedisSessionStore(client=self._sync, prefix=prefix)
-        self.store = FencedStore(inner, self.keys, self._sync)
+        self.store = fence(inner, self.keys, self._sync)
         self.loop = AgentLoop(agent, store=self.store, **loop_options)
         self._redis = connect(url)
         self.client = RedisClient(url, prefix=prefix, client=self._redis)
@@ -310,7 +314,11 @@ class RedisWorker:
             # The dead worker saved this turn but died before clearing it: never run it twice.
             await self._retry(lambda: self.scripts.finish(session_id, token, []))
             return True
-        handle = self._start(session_id, entry, resumed=resumed)
+        try:
+            handle = self._start(session_id, entry, resumed=resumed)
+        except _NothingToResume:
+            await self._retry(lambda: self.scripts.finish(session_id, token, []))
+            return True
         self.running[session_id] = handle
         await self._retry(lambda: self.scripts.mark(session_id, token,
                                                     {**entry, "turn_id": handle.turn_id}))
@@ -329,13 +337,21 @@ class RedisWorker:
         return True
 
     def _start(self, session_id: str, entry: dict[str, Any], *, resumed: bool) -> TurnHandle:
-        if resumed:
-            resume = getattr(self.loop, "resume", None)
-            if resume is not None:
-                handle: TurnHandle | None = resume(session_id)
-                if handle is not None:
-                    return handle
-        return self.loop.start_turn(str(entry["text"]), session_id)
+        """Resume the turn of a dead worker (or a cancelled turn, on request) from its
+        checkpoint; otherwise start the message's turn. A new message drops the checkpoint a
+        cancelled turn left: the user moved on (``RedisClient.resume`` continues it instead)."""
+        if resumed or entry.get("resume"):
+            try:
+                handle = self.loop.resume(session_id)
+            except ValueError as exc:  # CheckpointError: another agent, or unreadable
+                log.warning("worker %s cannot resume session %r (%s); running its message "
+                            "again from the start", self.worker_id, session_id, exc)
+                handle = None
+            if handle is not None:
+                return handle
+            if entry.get("resume"):
+                raise _NothingToResume()
+        return self.loop.start_turn(str(entry["text"]), session_id, discard_checkpoint=True)
 
     async def _hand_session_over(self, session_id: str, token: str) -> None:
         """On stop: give the lease up with the message still in flight and wake another
