@@ -138,3 +138,27 @@ async def test_a_worker_stops_even_while_redis_is_down(own_redis: RedisServer) -
     own_redis.stop()
     await asyncio.sleep(0.3)
     await stopped(worker, task)  # within the lease time plus a little, not forever
+
+
+async def test_a_turn_whose_save_fails_while_redis_stalls_runs_again(redis_url: str,
+                                                                    client: RedisClient) -> None:
+    agent = Agent(name="a", provider=ScriptedProvider(
+        [Reply(text="first try", delay=0.3), Reply(text="second try")]))
+    worker = RedisWorker(agent, redis_url, lease=LeaseTiming(ttl=20.0))
+    task = await running(worker)
+    try:
+        await client.send("hello", "stall")
+        await events_until(client, "stall", lambda e: e["kind"] == "llm_request")
+        # Writes stall longer than the store's 5 s socket timeout: the save at turn end fails.
+        await client._redis.execute_command("CLIENT", "PAUSE", 6500, "WRITE")
+        events = await events_until(client, "stall", ended(2), timeout=40)
+        statuses = [e["status"] for e in events if e["kind"] == "turn_end"]
+        assert statuses == ["error", "completed"]
+        store = RedisSessionStore(redis_url)
+        for _ in range(100):
+            if store.load("stall"):
+                break
+            await asyncio.sleep(0.05)
+        assert [m.content for m in store.load("stall")] == ["hello", "second try"]
+    finally:
+        await stopped(worker, task)
