@@ -162,3 +162,32 @@ async def test_a_turn_whose_save_fails_while_redis_stalls_runs_again(redis_url: 
         assert [m.content for m in store.load("stall")] == ["hello", "second try"]
     finally:
         await stopped(worker, task)
+
+
+async def test_a_silent_holder_gives_a_clear_error_and_queued_messages_wait_for_it(
+        redis_url: str) -> None:
+    import time
+
+    from steerable.scale import WorkerUnavailableError
+
+    client = RedisClient(redis_url, reply_timeout=0.3)
+    # A worker that died holding "ghost" a moment ago: its lease has 1.5 s left.
+    deadline = int(time.time() * 1000) + 1500
+    await client._redis.set(client.keys.lease("ghost"), "dead-w:1", px=1500)
+    await client._redis.zadd(client.keys.active, {"ghost": deadline})
+    agent = Agent(name="a", provider=ScriptedProvider([Reply(text="answered")]))
+    worker = RedisWorker(agent, redis_url, lease=LeaseTiming(ttl=1.0))
+    task = await running(worker)
+    try:
+        with pytest.raises(WorkerUnavailableError, match=r"did not answer within 0\.3 s"):
+            await client.steer("anyone?", "ghost")
+        assert (await client.send("still there?", "ghost")).action == "queued"
+        assert await client.holder("ghost") == "dead-w"
+        events = await events_until(client, "ghost", ended(), timeout=20)
+        assert events[-1]["status"] == "completed"
+        assert worker.statistics().worker_id == worker.worker_id
+        store = RedisSessionStore(redis_url)
+        assert [m.content for m in store.load("ghost")] == ["still there?", "answered"]
+    finally:
+        await stopped(worker, task)
+        await client.aclose()
