@@ -302,3 +302,31 @@ async def test_cancel_through_any_process_then_resume(workers: Workers, client: 
     events = await events_until(client, "sx", ended(2))
     assert events[-1]["status"] == "completed"
     assert contents(redis_url, "sx") == ["user:tools2:0.5:r", "assistant:done r-2"]
+
+
+async def test_workers_sharing_a_sqlite_store_fail_over_too(redis_url: str, tmp_path: Path,
+                                                            client: RedisClient) -> None:
+    from steerable.storage import SQLiteSessionStore
+
+    db = tmp_path / "sessions.sqlite"
+    workers = Workers(redis_url, tmp_path, ttl=1.0, sqlite=db)
+    try:
+        workers.start("a", "b")
+        for i in range(3):
+            await client.send(f"m{i}", f"q{i}")
+        await client.send("tools2:1.0:z", "qz")
+        await events_until(client, "qz", lambda e: e["kind"] == "tool_exec_start")
+        victim = Workers.name_of(await client.holder("qz"))
+        cursor = await _cursor(client, "qz")
+        workers.kill(victim)
+        events = await events_until(client, "qz", ended(), last_id=cursor, timeout=30)
+        assert events[-1]["status"] == "completed"
+        await released(client, "qz")
+        store = SQLiteSessionStore(db)
+        assert [m.content for m in store.load("qz") if not m.tool_calls
+                and m.role != "tool"] == ["tools2:1.0:z", "done z-2"]
+        for i in range(3):
+            assert [m.content for m in store.load(f"q{i}")] == [f"m{i}", f"done m{i}"]
+        assert store.load_checkpoint("qz") is None  # the finished turn dropped it
+    finally:
+        workers.stop_all()
