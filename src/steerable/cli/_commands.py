@@ -60,7 +60,15 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     from steerable.cli._mcp import configured_tools
     from steerable.cli._run import run_prompt
 
-    prompt = _prompt(args)
+    if args.resume:
+        if args.session in (None, "new"):
+            raise UsageError("--resume needs --session ID (see 'steerable sessions list')")
+        if args.prompt or args.template or args.discard_pending:
+            raise UsageError("--resume continues a pending turn: it takes no prompt, "
+                             "--template or --discard-pending")
+        prompt = None
+    else:
+        prompt = _prompt(args)
 
     async def go() -> int:
         async with configured_tools(settings) as mcp_tools:
@@ -68,7 +76,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
                             record_events=args.record_events, extra_tools=mcp_tools)
             telemetry(app, settings)
             async with recording(app, args.record):
-                return await run_prompt(app, prompt, as_json=args.json, debug=args.debug)
+                return await run_prompt(app, prompt, as_json=args.json, debug=args.debug,
+                                        discard_pending=args.discard_pending)
 
     return asyncio.run(go())
 

@@ -341,16 +341,19 @@ class Recorder:
 
         @functools.wraps(original)
         def start_turn(input: str, session_id: str | None = None, *,
-                       agent: BaseAgent | None = None) -> TurnHandle:
+                       agent: BaseAgent | None = None,
+                       discard_checkpoint: bool = False) -> TurnHandle:
             if not self._on_loop_thread():
-                return self._on_loop(start_turn, input, session_id, agent=agent)  # type: ignore[no-any-return]
+                return self._on_loop(start_turn, input, session_id, agent=agent,  # type: ignore[no-any-return]
+                                     discard_checkpoint=discard_checkpoint)
             if agent is not None:
                 for found in _agents([agent]):
                     if all(found is not a for a in self._agents):
                         self._add_agent(found)
             after = self._position()
             history = self._loop.session_messages(session_id) if session_id else []
-            handle = original(input, session_id, agent=agent)
+            handle = original(input, session_id, agent=agent,
+                              discard_checkpoint=discard_checkpoint)
             self._write({"type": "turn", "after": after, "session_id": handle.session_id,
                          "input": input, "agent": (agent or self._loop.agent).name,
                          "history": messages_to_json(history)})
