@@ -73,6 +73,8 @@ class TurnState:
     base_rewritten: bool = False
     """True once compression changed ``base``: saving or rolling back must rewrite the store."""
     new: list[Message] = field(default_factory=list)
+    """The turn's own messages. ``base`` and ``new`` are append-only: LLM requests hold views
+    of them (``MessageView``), so a change other than an append must assign a new list."""
     steering: deque[str] = field(default_factory=deque)
     follow_ups: deque[str] = field(default_factory=deque)
     injected_steering: list[str] = field(default_factory=list)
@@ -95,6 +97,8 @@ class TurnState:
     """Top level only: orphaned results held back while this turn runs, written after its save."""
     orphans_closed: bool = False
     """True once this turn wrote its held-back orphans: later ones go straight to the store."""
+    dry_run: bool = False
+    """Inherited dry-run: set on a sub-turn whose ancestor runs dry, so its tools do too."""
     holds_slot: bool = False
     """True while the turn counts against ``Limits.active_turns``."""
     subturns: Any = None

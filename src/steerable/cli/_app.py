@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import re
 import secrets
 import sys
 import time
@@ -22,9 +20,10 @@ from steerable import (
     Timeouts,
     Tool,
 )
+from steerable._secrets import Redactor
 from steerable.cli._args import UsageError
-from steerable.cli._settings import SECRET_ENV, Settings
-from steerable.coding import Workspace, coding_tools
+from steerable.cli._settings import Settings
+from steerable.coding import Sandbox, Workspace, coding_tools
 from steerable.errors import ConfigurationError
 from steerable.providers import select_provider
 from steerable.storage import JSONLSessionStore
@@ -44,19 +43,6 @@ quotes), concisely; say so if you could not find something."""
 
 # Approvals wait for a person, who may be away for a while; the loop's 60 s default is for bots.
 HUMAN_APPROVAL_TIMEOUT = 24 * 3600.0
-
-
-class Redactor:
-    """Blanks the values of API keys wherever CLI output or session files might repeat them."""
-
-    def __init__(self, environ: dict[str, str] | None = None) -> None:
-        env = os.environ if environ is None else environ
-        names = set(SECRET_ENV) | {k for k in env if re.search(r"_(API_KEY|TOKEN|SECRET)$", k)}
-        values = sorted({env[n] for n in names if len(env.get(n, "")) >= 8}, key=len, reverse=True)
-        self._pattern = re.compile("|".join(map(re.escape, values))) if values else None
-
-    def __call__(self, text: str) -> str:
-        return self._pattern.sub("[redacted]", text) if self._pattern else text
 
 
 class DenyWithoutTerminal:
@@ -132,7 +118,9 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
     session_id = _session(store, session)
     provider = select_provider(settings["provider"], model=settings["model"],
                                base_url=settings["base_url"], script=script)
-    tools = [*coding_tools(workspace, bash_timeout=settings["bash_timeout"]), *extra_tools]
+    sandbox = Sandbox(enabled=bool(settings["sandbox"]), network=bool(settings["sandbox_network"]))
+    tools = [*coding_tools(workspace, bash_timeout=settings["bash_timeout"], sandbox=sandbox),
+             *extra_tools]
     instructions = BASE_INSTRUCTIONS.format(root=workspace.root)
     if settings["instructions"]:
         instructions += "\n\n" + settings["instructions"]

@@ -46,12 +46,20 @@ def _agent_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--deny", action="append", metavar="RULE", default=[],
                    help="permission rule to deny, e.g. 'write(secrets/**)' (repeatable)")
     g.add_argument("--max-iterations", type=int, metavar="N", help="LLM calls per turn at most")
+    g.add_argument("--no-sandbox", dest="sandbox", action="store_const", const=False, default=None,
+                   help="run bash unconfined (default: in bubblewrap when installed)")
+    g.add_argument("--sandbox-network", action="store_true", default=None,
+                   help="let sandboxed bash commands reach the network")
     g.add_argument("--explorer", action="store_true", default=None,
                    help="give the agent a read-only 'explorer' sub-agent it can delegate "
                         "searches to (shown indented under the turn)")
     g.add_argument("--record-events", metavar="FILE",
                    help="append every event to FILE as JSON lines (debug recorder; also "
                         "STEERABLE_EVENT_LOG)")
+    g.add_argument("--otel", action="store_true", default=None,
+                   help="send OpenTelemetry traces (GenAI conventions) to the tracer provider "
+                        "the environment configured, e.g. under opentelemetry-instrument "
+                        "(also STEERABLE_OTEL=1)")
     g.add_argument("--record", metavar="FILE",
                    help="record the run to FILE (events, model streams, tool results, your "
                         "steering) for 'steerable replay FILE'")

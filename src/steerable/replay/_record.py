@@ -79,20 +79,27 @@ def _agents(roots: Iterable[BaseAgent]) -> list[Agent]:
     return [a for a in seen.values() if isinstance(a, Agent)]
 
 
+# The tools an Agent with subagents makes for itself: a replayed Agent makes them again.
+_DELEGATES = ("subagent", "spawn")
+
+
 def _agent_json(agent: Agent) -> dict[str, Any]:
+    children = list(getattr(agent, "subagents", ()) or ())
+    own = [t for t in agent.tools if not (children and t.name in _DELEGATES)]
     return {
         "provider": type(agent.provider).__name__,  # for the reader of a bug report
+        "description": getattr(agent, "description", ""),
         "instructions": agent.instructions,
         "model": agent.model,
         "params": json.loads(json.dumps(dict(agent.params), default=str)),
         "max_iterations": agent.max_iterations,
         "dry_run": agent.dry_run,
         "context_window": agent.context_window,
-        "subagents": [a.name for a in getattr(agent, "subagents", ()) or ()],
+        "subagents": [a.name for a in children],
         "tools": [
             {"name": t.name, "description": t.description, "parameters": dict(t.parameters),
              "read_only": bool(t.read_only), "timeout": t.timeout}
-            for t in agent.tools
+            for t in own
         ],
     }
 
