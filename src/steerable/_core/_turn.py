@@ -18,7 +18,7 @@ from steerable._core._durable import drop_checkpoint, restore, safe_point, settl
 from steerable._core._engine import Engine
 from steerable._core._model_call import call_model
 from steerable._core._subturn import close_results, deliver_results, wait_children
-from steerable._core._tool_exec import execute_tools, skip_calls
+from steerable._core._tool_exec import close_cancelled, execute_tools, skip_calls
 from steerable._core._turn_state import (
     AbortSignal,
     CancelStop,
@@ -166,6 +166,8 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
         status, rollback = TurnStatus.ABORTED, True
     except CancelStop:
         status = TurnStatus.CANCELLED
+        if not st.durable:
+            close_cancelled(engine, st)
     except AbortSignal as sig:
         status, rollback = TurnStatus.ABORTED, sig.hard
         if not sig.hard:
