@@ -30,6 +30,13 @@ if TYPE_CHECKING:
     from steerable._core._bus import (
         Subscription,
     )
+    from steerable._core._cancel import (
+        CancelHandle,
+        CancelMode,
+    )
+    from steerable._core._checkpoint import (
+        Checkpoint,
+    )
     from steerable._core._permissions import (
         Permission,
         PermissionRule,
@@ -105,6 +112,12 @@ if TYPE_CHECKING:
         ToolResult,
         Usage,
     )
+    from steerable._turnloop import (
+        ExitState,
+        PushAck,
+        TurnInput,
+        TurnLoop,
+    )
     from steerable.providers import (
         LLMRequest,
         LLMResponse,
@@ -129,12 +142,16 @@ _WHERE: dict[str, str] = {
     "ApprovalResolved": "steerable._events",
     "BaseAgent": "steerable._core._agent",
     "BaseTool": "steerable.tools",
+    "CancelHandle": "steerable._core._cancel",
+    "CancelMode": "steerable._core._cancel",
+    "Checkpoint": "steerable._core._checkpoint",
     "CompressContext": "steerable._hooks",
     "CompressReason": "steerable._events",
     "ContextCompress": "steerable._events",
     "ErrorEvent": "steerable._events",
     "ErrorSource": "steerable._events",
     "Event": "steerable._events",
+    "ExitState": "steerable._turnloop",
     "EventKind": "steerable._events",
     "FollowUpQueued": "steerable._events",
     "FunctionTool": "steerable.tools",
@@ -161,6 +178,7 @@ _WHERE: dict[str, str] = {
     "PermissionRule": "steerable._core._permissions",
     "Permissions": "steerable._core._permissions",
     "Provider": "steerable.providers",
+    "PushAck": "steerable._turnloop",
     "QueuedMessage": "steerable._core._turn_state",
     "Reply": "steerable.providers",
     "ScriptedProvider": "steerable.providers",
@@ -192,6 +210,8 @@ _WHERE: dict[str, str] = {
     "TurnEnd": "steerable._events",
     "TurnHandle": "steerable._loop",
     "TurnInfo": "steerable._loop",
+    "TurnInput": "steerable._turnloop",
+    "TurnLoop": "steerable._turnloop",
     "TurnPhase": "steerable._events",
     "TurnRecord": "steerable._core._session",
     "TurnResult": "steerable._core._turn",
@@ -209,6 +229,9 @@ __all__ = [
     "ApprovalResolved",
     "BaseAgent",
     "BaseTool",
+    "CancelHandle",
+    "CancelMode",
+    "Checkpoint",
     "CompressContext",
     "CompressReason",
     "ContextCompress",
@@ -216,6 +239,7 @@ __all__ = [
     "ErrorSource",
     "Event",
     "EventKind",
+    "ExitState",
     "FollowUpQueued",
     "FunctionTool",
     "HookAction",
@@ -241,6 +265,7 @@ __all__ = [
     "PermissionRule",
     "Permissions",
     "Provider",
+    "PushAck",
     "QueuedMessage",
     "Reply",
     "ScriptedProvider",
@@ -272,6 +297,8 @@ __all__ = [
     "TurnEnd",
     "TurnHandle",
     "TurnInfo",
+    "TurnInput",
+    "TurnLoop",
     "TurnPhase",
     "TurnRecord",
     "TurnResult",

@@ -243,3 +243,24 @@ async def test_a_stopped_worker_hands_its_turn_over_at_once(workers: Workers,
     assert [e["status"] for e in events if e["kind"] == "turn_end"] == ["aborted", "completed"]
     assert workers.procs[victim].wait(timeout=10) == 0
     assert contents(redis_url, "sh") == ["user:tool:1.0:h", "assistant:done h"]
+
+
+async def test_short_leases_under_churn_never_abort_a_turn(redis_url: str, tmp_path: Path) -> None:
+    # Renewals every 0.1 s race with sessions let go and taken again between turns: a renewal
+    # of a token just given up must not be mistaken for a lost lease.
+    workers = Workers(redis_url, tmp_path, ttl=0.3)
+    client = RedisClient(redis_url)
+    try:
+        workers.start("a", "b")
+        sessions = [f"churn{i}" for i in range(8)]
+        follows = [asyncio.create_task(events_until(client, s, ended(12), timeout=60))
+                   for s in sessions]
+        for i in range(12):
+            await asyncio.gather(*(client.send(f"slow:0.02:{s}-{i}", s, policy="follow_up")
+                                   for s in sessions))
+            await asyncio.sleep(0.03)
+        for events in await asyncio.gather(*follows):
+            assert {e["status"] for e in events if e["kind"] == "turn_end"} == {"completed"}
+    finally:
+        workers.stop_all()
+        await client.aclose()

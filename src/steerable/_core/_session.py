@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from steerable._core._checkpoint import Checkpoint
 from steerable._messages import Message
 
 __all__ = ["InMemorySessionStore", "SessionInfo", "SessionStore", "TurnRecord"]
@@ -63,13 +64,24 @@ class SessionStore(Protocol):
 
 
 class InMemorySessionStore:
-    """Sessions in a dict; the default when no store is given. Lost when the process ends."""
+    """Sessions (and turn checkpoints) in dicts; the default when no store is given. Lost when
+    the process ends, but another AgentLoop over the same store can resume a cancelled turn."""
 
     blocking = False
 
     def __init__(self) -> None:
         self._sessions: dict[str, list[Message]] = {}
         self._updated: dict[str, float] = {}
+        self._checkpoints: dict[str, Checkpoint] = {}
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        self._checkpoints[checkpoint.session_id] = checkpoint  # frozen: no copy needed
+
+    def load_checkpoint(self, session_id: str) -> Checkpoint | None:
+        return self._checkpoints.get(session_id)
+
+    def delete_checkpoint(self, session_id: str) -> bool:
+        return self._checkpoints.pop(session_id, None) is not None
 
     def load(self, session_id: str) -> list[Message]:
         return list(self._sessions.get(session_id, ()))
@@ -96,4 +108,5 @@ class InMemorySessionStore:
 
     def delete(self, session_id: str) -> bool:
         self._updated.pop(session_id, None)
-        return self._sessions.pop(session_id, None) is not None
+        had_checkpoint = self._checkpoints.pop(session_id, None) is not None
+        return self._sessions.pop(session_id, None) is not None or had_checkpoint

@@ -92,7 +92,8 @@ def existing_session(store: JSONLSessionStore, session_id: str) -> list[Message]
     """The messages of a session that must exist; a usage error naming it otherwise.
     A corrupt file fails here, before anything runs."""
     try:
-        known = store.exists(session_id)
+        # A session whose first turn was cut off has only its checkpoint so far.
+        known = store.exists(session_id) or store.checkpoint_path(session_id).exists()
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from None
     if not known:

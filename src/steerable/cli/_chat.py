@@ -18,12 +18,22 @@ from pathlib import Path
 from typing import Any
 
 from steerable import EventKind, TurnStatus
-from steerable.cli._app import App, build_app, new_session_id
+from steerable.cli._app import App, build_app, existing_session, new_session_id
 from steerable.cli._approve import always_rules, describe_request, parse_answer
 from steerable.cli._args import UsageError
 from steerable.cli._settings import Settings
 
-__all__ = ["chat"]
+__all__ = ["chat", "describe_pending"]
+
+
+def describe_pending(session_id: str, cp: Any, resume: str, discard: str) -> str:
+    """One paragraph on a session's pending turn, and the commands that continue or drop it."""
+    why = f"cancelled ({cp.cancel_mode})" if cp.cancel_mode else "cut off (its process stopped)"
+    tools = ", ".join(c.name for c in cp.pending_calls)
+    todo = f"; tool calls still to run: {tools}" if tools else ""
+    return (f"session {session_id} has a pending turn, {why} after {cp.iteration} LLM "
+            f"call(s){todo}. Input: {cp.input[:80]!r}. Continue it with {resume}, or drop it "
+            f"with {discard}.")
 
 DOUBLE_PRESS = 2.0
 HELP = """\
@@ -32,6 +42,8 @@ Enter          send a message; while the agent works it steers the running turn
 Ctrl+C         interrupt gracefully; twice within 2 s: abort at once (nothing is saved)
 Ctrl+D, /quit  leave
 /sessions      list saved sessions        /resume ID   continue another session
+/resume        continue this session's pending turn (cancelled, or cut off by a crash)
+/discard       drop this session's pending turn
 /new           start a new session        /export [markdown|json] [FILE]
 /dry-run on|off  preview changes instead of making them
 /events        show or hide the raw event stream"""
@@ -146,11 +158,24 @@ class ChatSession:
         self.app.loop.resolve_approval(event.request_id, choice != "n",
                                        "the user said no" if choice == "n" else "")
 
-    async def run_turns(self) -> None:
+    async def run_turns(self, first: Any = None) -> None:
+        """Run the queued messages as turns, after ``first`` (a resumed turn's handle)."""
+        from steerable.errors import CheckpointError
+
         app = self.app
-        while self.pending:
-            text = self.pending.popleft()
-            handle = app.loop.start_turn(text, app.session_id, agent=app.agent_for(self.dry_run))
+        while first is not None or self.pending:
+            if first is not None:
+                handle, first = first, None
+            else:
+                text = self.pending.popleft()
+                try:
+                    handle = app.loop.start_turn(text, app.session_id,
+                                                 agent=app.agent_for(self.dry_run))
+                except CheckpointError:
+                    self.pending.appendleft(text)
+                    self.say("this session has a pending turn: /resume continues it, /discard "
+                             "drops it (your message stays queued)", "yellow")
+                    break
             result = await handle
             if result.status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS):
                 self.pending.extend(result.follow_ups)
@@ -198,10 +223,17 @@ class ChatSession:
             from steerable.cli._sessions import _list
 
             _list(app.store, False)
-        elif name in ("/resume", "/new", "/export") and self.busy:
+        elif name in ("/resume", "/new", "/export", "/discard") and self.busy:
             self.say("wait for the turn to end (or Ctrl+C) first", "yellow")
         elif name == "/resume" and arg:
             self.resume(arg)
+        elif name == "/resume":
+            self.continue_pending()
+        elif name == "/discard":
+            dropped = app.store.delete_checkpoint(app.session_id)
+            self.say("pending turn dropped" if dropped else "no pending turn")
+            if dropped and self.pending:
+                self.runner = asyncio.ensure_future(self.run_turns())
         elif name == "/new":
             app.session_id = new_session_id()
             self.say(f"new session {app.session_id}")
@@ -214,15 +246,32 @@ class ChatSession:
         from steerable.errors import SteerableError
 
         try:
-            if not self.app.store.exists(session_id):
-                self.say(f"no session {session_id!r}; /sessions lists them", "yellow")
-                return
-            count = len(self.app.store.load(session_id))
+            count = len(existing_session(self.app.store, session_id))
+        except UsageError:
+            self.say(f"no session {session_id!r}; /sessions lists them", "yellow")
+            return
         except (SteerableError, ValueError) as exc:
             self.say(f"cannot resume: {exc}", "red")
             return
         self.app.session_id = session_id
         self.say(f"resumed {session_id} ({count} messages)")
+        pending = self.app.loop.checkpoint(session_id)
+        if pending is not None:
+            self.say(describe_pending(session_id, pending, "/resume", "/discard"), "yellow")
+
+    def continue_pending(self) -> None:
+        from steerable.errors import SteerableError
+
+        try:
+            handle = self.app.loop.resume(self.app.session_id)
+        except (SteerableError, ValueError) as exc:
+            self.say(f"cannot continue the pending turn: {exc}", "red")
+            return
+        if handle is None:
+            self.say("this session has no pending turn")
+            return
+        self.say("continuing the pending turn")
+        self.runner = asyncio.ensure_future(self.run_turns(handle))
 
     def export(self, args: list[str]) -> None:
         from steerable.cli._sessions import export_json, export_markdown
@@ -275,13 +324,14 @@ def chat(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("chat needs a terminal; use 'steerable run' in scripts and pipes")
     if args.template or args.var:
         raise UsageError("--template and --var are for 'run'")
-    from steerable.cli._commands import recording
+    from steerable.cli._integrations import recording, telemetry
     from steerable.cli._mcp import configured_tools
 
     async def go() -> int:
         async with configured_tools(settings) as mcp_tools:
             app = build_app(settings, session=args.session, can_ask=True, script=args.script,
                             record_events=args.record_events, extra_tools=mcp_tools)
+            telemetry(app, settings)
             async with recording(app, args.record):
                 return await _main(app)
 

@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any
 
-from steerable import EventKind, TurnResult, TurnStatus
+from steerable import EventKind, TurnHandle, TurnResult, TurnStatus
 from steerable.cli._app import App
 from steerable.cli._approve import always_rules, describe_request, parse_answer, read_line
 
@@ -24,7 +24,7 @@ DOUBLE_PRESS = 2.0
 def exit_code(result: TurnResult) -> int:
     if result.status is TurnStatus.COMPLETED:
         return 0
-    if result.status in (TurnStatus.INTERRUPTED, TurnStatus.ABORTED):
+    if result.status in (TurnStatus.INTERRUPTED, TurnStatus.ABORTED, TurnStatus.CANCELLED):
         return 3
     return 1
 
@@ -89,23 +89,49 @@ async def _consume(app: App, sub: Any, as_json: bool) -> None:
                 await _approve(app, event, renderer.pause, renderer.resume)
 
 
-async def run_prompt(app: App, prompt: str, *, as_json: bool, debug: bool = False) -> int:
+def _first_turn(app: App, prompt: str | None, discard_pending: bool) -> TurnHandle:
+    """The resumed pending turn (``prompt`` None), or a new turn of ``prompt``."""
+    from steerable.cli._args import UsageError
+    from steerable.cli._chat import describe_pending
+    from steerable.errors import CheckpointError
+
+    sid = app.session_id
+    try:
+        if prompt is None:
+            handle = app.loop.resume(sid)
+            if handle is None:
+                raise UsageError(f"session {sid} has no pending turn to resume")
+            return handle
+        return app.loop.start_turn(prompt, sid, discard_checkpoint=discard_pending)
+    except CheckpointError as exc:
+        pending = None if prompt is None else app.loop.checkpoint(sid)
+        if pending is None:
+            raise UsageError(str(exc)) from None
+        run = f"'steerable run --session {sid} --resume'"
+        drop = "--discard-pending (with your prompt)"
+        raise UsageError(describe_pending(sid, pending, run, drop)) from None
+
+
+async def run_prompt(app: App, prompt: str | None, *, as_json: bool, debug: bool = False,
+                     discard_pending: bool = False) -> int:
+    """Run ``prompt`` (None: resume the session's pending turn) and its follow-ups."""
     loop = asyncio.get_running_loop()
     sub = app.loop.subscribe(buffer=65536)
     consumer = asyncio.ensure_future(_consume(app, sub, as_json))
     ctrl_c = _CtrlC(app, lambda text: sys.stderr.write(text + "\n"))
     loop.add_signal_handler(signal.SIGINT, ctrl_c)
     try:
-        pending = [prompt]
-        result: TurnResult | None = None
-        while pending:
-            result = await app.loop.run_turn(pending.pop(0), app.session_id)
+        pending: list[str] = []
+        result: TurnResult = await _first_turn(app, prompt, discard_pending)
+        while True:
             if result.status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS):
                 pending += result.follow_ups
             else:
                 for item in result.unprocessed:
                     sys.stderr.write(f"not delivered ({item.kind}): {app.redact(item.text)}\n")
-        assert result is not None
+            if not pending:
+                break
+            result = await app.loop.run_turn(pending.pop(0), app.session_id)
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         sub.close()

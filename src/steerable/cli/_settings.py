@@ -39,6 +39,7 @@ _KEYS: dict[str, tuple[type, Any, str | None]] = {
     "max_iterations": (int, 30, "STEERABLE_MAX_ITERATIONS"),
     "dry_run": (bool, False, None),
     "yes": (bool, False, None),
+    "otel": (bool, False, "STEERABLE_OTEL"),
     "instructions": (str, "", None),
     "extra_roots": (list, [], None),
     "bash_timeout": (float, 120.0, None),

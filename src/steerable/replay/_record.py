@@ -79,20 +79,27 @@ def _agents(roots: Iterable[BaseAgent]) -> list[Agent]:
     return [a for a in seen.values() if isinstance(a, Agent)]
 
 
+# The tools an Agent with subagents makes for itself: a replayed Agent makes them again.
+_DELEGATES = ("subagent", "spawn")
+
+
 def _agent_json(agent: Agent) -> dict[str, Any]:
+    children = list(getattr(agent, "subagents", ()) or ())
+    own = [t for t in agent.tools if not (children and t.name in _DELEGATES)]
     return {
         "provider": type(agent.provider).__name__,  # for the reader of a bug report
+        "description": getattr(agent, "description", ""),
         "instructions": agent.instructions,
         "model": agent.model,
         "params": json.loads(json.dumps(dict(agent.params), default=str)),
         "max_iterations": agent.max_iterations,
         "dry_run": agent.dry_run,
         "context_window": agent.context_window,
-        "subagents": [a.name for a in getattr(agent, "subagents", ()) or ()],
+        "subagents": [a.name for a in children],
         "tools": [
             {"name": t.name, "description": t.description, "parameters": dict(t.parameters),
              "read_only": bool(t.read_only), "timeout": t.timeout}
-            for t in agent.tools
+            for t in own
         ],
     }
 
@@ -334,16 +341,19 @@ class Recorder:
 
         @functools.wraps(original)
         def start_turn(input: str, session_id: str | None = None, *,
-                       agent: BaseAgent | None = None) -> TurnHandle:
+                       agent: BaseAgent | None = None,
+                       discard_checkpoint: bool = False) -> TurnHandle:
             if not self._on_loop_thread():
-                return self._on_loop(start_turn, input, session_id, agent=agent)  # type: ignore[no-any-return]
+                return self._on_loop(start_turn, input, session_id, agent=agent,  # type: ignore[no-any-return]
+                                     discard_checkpoint=discard_checkpoint)
             if agent is not None:
                 for found in _agents([agent]):
                     if all(found is not a for a in self._agents):
                         self._add_agent(found)
             after = self._position()
             history = self._loop.session_messages(session_id) if session_id else []
-            handle = original(input, session_id, agent=agent)
+            handle = original(input, session_id, agent=agent,
+                              discard_checkpoint=discard_checkpoint)
             self._write({"type": "turn", "after": after, "session_id": handle.session_id,
                          "input": input, "agent": (agent or self._loop.agent).name,
                          "history": messages_to_json(history)})

@@ -95,6 +95,7 @@ class RedisWorker:
         self.running: dict[str, TurnHandle] = {}
         """The turn each held session runs now (read by the control handler)."""
         self._runners: dict[str, asyncio.Task[None]] = {}
+        self._woken: set[str] = set()
         self._errors = unavailable_errors()
         self._stop: asyncio.Event | None = None
         self._tg: asyncio.TaskGroup | None = None
@@ -196,8 +197,12 @@ class RedisWorker:
 
     async def wake(self, session_id: str) -> bool:
         """Take the session if no worker holds it, and start running its queue."""
-        if session_id in self._runners or self._stop is None or self._stop.is_set():
-            return session_id in self._runners
+        if session_id in self._runners:
+            # Its runner may be letting go right now: it looks at this mark after releasing.
+            self._woken.add(session_id)
+            return True
+        if self._stopping:
+            return False
         token = await self.leases.acquire(session_id, self.worker_id)
         if token is None:
             return False  # its holder runs the queue, and re-checks it when letting go
@@ -233,12 +238,17 @@ class RedisWorker:
         while True:
             await asyncio.sleep(self.timing.renew_every)
             for session_id, token in list(self.tokens.items()):
-                if not await self.leases.renew(session_id, token):
-                    log.warning("worker %s lost the lease of session %r; stopping its turn",
-                                self.worker_id, session_id)
-                    self.tokens.pop(session_id, None)
-                    if session_id in self.running:
-                        self.loop.interrupt_hard(session_id)
+                if await self.leases.renew(session_id, token):
+                    continue
+                # The runner may have let go (and taken the session again, with a new token)
+                # while this renewal was on its way: only a token still in use was lost.
+                if self.tokens.get(session_id) != token:
+                    continue
+                log.warning("worker %s lost the lease of session %r; stopping its turn",
+                            self.worker_id, session_id)
+                del self.tokens[session_id]
+                if session_id in self.running:
+                    self.loop.interrupt_hard(session_id)
 
     # -- running a session --------------------------------------------------------------------
 
@@ -261,15 +271,20 @@ class RedisWorker:
         finally:
             self.running.pop(session_id, None)
             self._runners.pop(session_id, None)
+            self._woken.discard(session_id)
             async with self._capacity:
                 self._capacity.notify_all()
 
     async def _let_go(self, session_id: str, token: str) -> bool:
         """Release the lease; True when work arrived meanwhile and the lease was taken again."""
         self.tokens.pop(session_id, None)
+        self._woken.discard(session_id)
         waiting = await self._retry(lambda: self.leases.release(session_id, token))
-        if not waiting or self._stopping:
+        # Work queued before the release is counted in ``waiting``; a notice that came while
+        # the release was on its way found this runner still registered and left the mark.
+        if not (waiting or session_id in self._woken) or self._stopping:
             return False
+        self._woken.discard(session_id)
         again = await self._retry(lambda: self.leases.acquire(session_id, self.worker_id))
         if again is None:
             return False

@@ -20,6 +20,10 @@ rewrite swaps in a new file, so a writer that was waiting on the old one notices
 no longer the path's) and takes the lock again on the new one; and a rewrite keeps the messages
 appended after the history it was computed from (``base``), so none are lost.
 
+A running (or cancelled, or killed) turn's checkpoint lives beside the session, in
+``<session id>.checkpoint`` (see ``_checkpoint_files``); it is not history, and deleting the
+session deletes it too.
+
 Appending never reads or rewrites earlier turns: the marker's running ``count`` is found by
 reading the file's tail, so a turn costs the same with 1 or 10,000 messages before it.
 """
@@ -40,9 +44,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from steerable._core._checkpoint import Checkpoint
 from steerable._core._session import SessionInfo, TurnRecord
 from steerable._messages import Message
 from steerable.errors import ConfigurationError, SteerableError
+from steerable.storage._checkpoint_files import CheckpointFiles
 from steerable.storage._records import (
     SCHEMA_VERSION,
     RecordError,
@@ -154,6 +160,7 @@ class JSONLSessionStore:
         base = Path(directory) if directory is not None else default_data_dir() / "sessions"
         self.directory = base.expanduser()
         self._redact = redact
+        self._checkpoints = CheckpointFiles(self.path, redact)
 
     # -- paths --------------------------------------------------------------------------------
 
@@ -421,11 +428,26 @@ class JSONLSessionStore:
         return self.path(session_id).exists()
 
     def delete(self, session_id: str) -> bool:
+        had_checkpoint = self._checkpoints.delete(session_id)
         try:
             self.path(session_id).unlink()
         except FileNotFoundError:
-            return False
+            return had_checkpoint
         return True
+
+    # -- checkpoints (CheckpointStore) --------------------------------------------------------
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        self._checkpoints.save(checkpoint)
+
+    def load_checkpoint(self, session_id: str) -> Checkpoint | None:
+        return self._checkpoints.load(session_id)
+
+    def delete_checkpoint(self, session_id: str) -> bool:
+        return self._checkpoints.delete(session_id)
+
+    def checkpoint_path(self, session_id: str) -> Path:
+        return self._checkpoints.path(session_id)
 
     def info(self, session_id: str) -> SessionInfo:
         path = self.path(session_id)

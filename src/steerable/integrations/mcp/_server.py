@@ -45,7 +45,8 @@ class MCPServer:
 
     ``name`` prefixes its tools (``mcp__<name>__<tool>``). ``env`` is added to the environment
     a stdio server is started with; ``headers`` are sent with every HTTP request. ``timeout``
-    bounds each tool call (seconds). Connect with ``async with`` or ``connect()``; ``tools()``
+    bounds each tool call (seconds, default 60) once the server is up; ``connect_timeout``
+    bounds starting it. Connect with ``async with`` or ``connect()``; ``tools()``
     lists the server's tools as steerable tools.
     """
 
@@ -222,17 +223,21 @@ class MCPServer:
         # The SDK numbers requests in order and has no cancel API: the id this call will get is
         # the session's next one, read with no await in between so nothing else can take it.
         request_id: int = getattr(session, "_request_id", -1)
-        # No read timeout here: the loop's tool timeout (``MCPTool.timeout``) owns the deadline,
-        # so that a slow call is cancelled on the server too.
         call = asyncio.ensure_future(session.call_tool(tool, dict(arguments),
                                                        progress_callback=report))
         try:
-            result = await asyncio.shield(call)
-        except asyncio.CancelledError:
-            call.cancel()
-            self._suspect = True
-            self._notify_cancelled(session, request_id)
-            raise
+            # The deadline starts once the server is up: a restart does not eat into it.
+            async with asyncio.timeout(self.timeout):
+                try:
+                    result = await asyncio.shield(call)
+                except asyncio.CancelledError:  # our deadline, a hard abort, the loop's timeout
+                    call.cancel()
+                    self._suspect = True
+                    self._notify_cancelled(session, request_id)
+                    raise
+        except TimeoutError:
+            raise ToolError(f"MCP tool {tool!r} of server {self.name!r} timed out after "
+                            f"{self.timeout:g} s; the call was cancelled on the server") from None
         except McpError as exc:
             if exc.error.code == types.CONNECTION_CLOSED:
                 self._mark_down(ctx.turn_id)
