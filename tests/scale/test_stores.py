@@ -271,3 +271,16 @@ def test_guarded_checkpoints_are_refused_once_the_lease_moved(redis_url: str) ->
     assert store.load_checkpoint("s1") is None
     client.close()
     store.close()
+
+
+def test_a_rewrite_keeps_what_was_appended_after_its_base(store: Any) -> None:
+    def turn(i: int) -> None:
+        store.append("s", [Message("user", f"q{i}")], TurnRecord(f"t{i}", "completed", 1))
+
+    turn(1)
+    turn(2)
+    seen = store.load("s")
+    turn(3)  # saved while a summary of `seen` was being written
+    store.replace("s", [Message("user", "summary"), *seen[1:]], base=len(seen))
+    assert [m.content for m in store.load("s")] == ["summary", "q2", "q3"]
+    assert store.info("s").message_count == 3

@@ -55,14 +55,15 @@ class FencedStore:
         self._check(guard)
         self.inner.append(session_id, messages, turn)
 
-    def replace(self, session_id: str, messages: Sequence[Message]) -> None:
+    def replace(self, session_id: str, messages: Sequence[Message], *,
+                base: int | None = None) -> None:
         guard = self._guard(session_id)
         guarded = getattr(self.inner, "replace_guarded", None)
         if guarded is not None:
-            guarded(session_id, messages, guard)
+            guarded(session_id, messages, guard, base=base)
             return
         self._check(guard)
-        self.inner.replace(session_id, messages)
+        self.inner.replace(session_id, messages, base=base)
 
     def has_turn(self, session_id: str, turn_id: str) -> bool:
         probe = getattr(self.inner, "has_turn", None)

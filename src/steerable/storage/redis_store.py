@@ -87,11 +87,18 @@ _REPLACE = """
 if #KEYS == 5 and redis.call('GET', KEYS[5]) ~= ARGV[3] then
   return redis.error_reply('LEASE_LOST')
 end
+local kept = {}
+if ARGV[4] ~= '' then
+  kept = redis.call('LRANGE', KEYS[1], tonumber(ARGV[4]), -1)
+end
 redis.call('DEL', KEYS[1])
-for i = 4, #ARGV do
+for i = 5, #ARGV do
   redis.call('RPUSH', KEYS[1], ARGV[i])
 end
-local total = #ARGV - 3
+for _, record in ipairs(kept) do
+  redis.call('RPUSH', KEYS[1], record)
+end
+local total = #ARGV - 4 + #kept
 if redis.call('EXISTS', KEYS[2]) == 0 then
   redis.call('HSET', KEYS[2], 'created', ARGV[1], 'title', '')
 end
@@ -214,17 +221,20 @@ class RedisSessionStore:
         args += [_record(m, turn_id) for m in messages]
         self._run(f"append to session {session_id!r}", self._append, keys=keys, args=args)
 
-    def replace(self, session_id: str, messages: Sequence[Message]) -> None:
-        self.replace_guarded(session_id, messages, None)
+    def replace(self, session_id: str, messages: Sequence[Message], *,
+                base: int | None = None) -> None:
+        self.replace_guarded(session_id, messages, None, base=base)
 
     def replace_guarded(self, session_id: str, messages: Sequence[Message],
-                        guard: tuple[str, str] | None) -> None:
+                        guard: tuple[str, str] | None, *, base: int | None = None) -> None:
         """Rewrite the whole history atomically (after compression), fenced like
-        ``append_guarded`` when ``guard`` is given."""
+        ``append_guarded`` when ``guard`` is given; messages after the first ``base`` stored
+        ones (appended meanwhile) are kept after ``messages``."""
         now = time.time()
         turn_id = f"rewrite_{now:.6f}"
         keys = self._keys(session_id) + ([guard[0]] if guard else [])
-        args: list[Any] = [repr(now), turn_id, guard[1] if guard else ""]
+        args: list[Any] = [repr(now), turn_id, guard[1] if guard else "",
+                           "" if base is None else str(base)]
         args += [_record(m, turn_id) for m in messages]
         self._run(f"replace session {session_id!r}", self._replace, keys=keys, args=args)
 

@@ -179,13 +179,19 @@ class SQLiteSessionStore:
         row = db.execute("SELECT count FROM sessions WHERE session_id=?", (session_id,)).fetchone()
         return None if row is None else int(row[0])
 
-    def replace(self, session_id: str, messages: Sequence[Message]) -> None:
-        """Rewrite the whole history in one transaction (after compression)."""
+    def replace(self, session_id: str, messages: Sequence[Message], *,
+                base: int | None = None) -> None:
+        """Rewrite the whole history in one transaction (after compression); messages after
+        the first ``base`` stored ones (appended meanwhile) are kept after ``messages``."""
         check_session_id(session_id)
         rows = [_encode(m) for m in messages]
         now = time.time()
         turn_id = f"rewrite_{now:.6f}"
         with self._connection() as db, self._write(db):
+            if base is not None:
+                rows += [raw for (raw,) in db.execute(
+                    "SELECT record FROM messages WHERE session_id=? AND idx>=? ORDER BY idx",
+                    (session_id, base))]
             if self._count(db, session_id) is None:
                 db.execute("INSERT INTO sessions VALUES (?, ?, ?, '', 0)", (session_id, now, now))
             db.execute("DELETE FROM messages WHERE session_id=?", (session_id,))
