@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from steerable._core._composite import CompositeAgent, run_composite
 from steerable._core._engine import Engine
+from steerable._core._interrupt_text import fallback_summary, is_echo
 from steerable._core._model_call import call_model
 from steerable._core._subturn import close_results, deliver_results, wait_children
 from steerable._core._tool_exec import execute_tools, skip_calls
@@ -80,7 +81,13 @@ async def _iterate(engine: Engine, st: TurnState) -> TurnStatus:
         st.final_call = last
         response = await call_model(engine, st, offer_tools=not last, extra=extra)
         st.final_call = False
-        st.new.append(Message("assistant", response.text, tool_calls=response.tool_calls))
+        text = response.text
+        if graceful and is_echo(text, extra[0].content):
+            text = fallback_summary(st.tools_run)
+        if st.reply_cut:  # stopped mid-reply: what was written stands as the answer
+            st.new.append(Message("assistant", f"{text.rstrip()} […interrupted]"))
+            return TurnStatus.INTERRUPTED
+        st.new.append(Message("assistant", text, tool_calls=response.tool_calls))
         if graceful:
             skip_calls(engine, st, response.tool_calls, "interrupted")
             return TurnStatus.INTERRUPTED
