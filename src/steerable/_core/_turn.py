@@ -82,7 +82,7 @@ async def _iterate(engine: Engine, st: TurnState) -> TurnStatus:
         response = await call_model(engine, st, offer_tools=not last, extra=extra)
         st.final_call = False
         text = response.text
-        if graceful and is_echo(text, extra[0].content):
+        if graceful and is_echo(text, st.hint or DEFAULT_INTERRUPT_HINT):
             text = fallback_summary(st.tools_run)
         if st.reply_cut:  # stopped mid-reply: what was written stands as the answer
             st.new.append(Message("assistant", f"{text.rstrip()} […interrupted]"))
