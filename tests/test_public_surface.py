@@ -143,7 +143,7 @@ def test_literal_fields_are_exactly_these() -> None:
     from typing import get_args
 
     assert get_args(steerable.SkipReason) == (
-        "interrupted", "steering", "denied", "aborted", "max_iterations")
+        "interrupted", "steering", "denied", "aborted", "max_iterations", "cancelled")
     assert get_args(steerable.InterruptMode) == (
         "graceful", "hard", "abort_turn", "cancel_after_model", "cancel_after_tools")
     assert get_args(steerable.CompressReason) == ("overflow", "estimate")

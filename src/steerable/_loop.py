@@ -28,7 +28,7 @@ from steerable._core._durable import write_first_checkpoint
 from steerable._core._engine import Engine
 from steerable._core._hook_manager import Registration
 from steerable._core._permissions import Permissions
-from steerable._core._resume import check_agent, checked_base
+from steerable._core._resume import check_agent, check_no_checkpoint, checked_base
 from steerable._core._session import InMemorySessionStore, SessionStore
 from steerable._core._summarize import needs_summary, summarize_session
 from steerable._core._turn import TurnResult, begin_turn, run_turn
@@ -36,7 +36,7 @@ from steerable._core._turn_state import TurnState
 from steerable._events import ErrorEvent, EventKind, TurnPhase, TurnStatus
 from steerable._messages import Message
 from steerable._recorder import record_events
-from steerable.errors import CheckpointError, ConfigurationError, SessionBusyError
+from steerable.errors import ConfigurationError, SessionBusyError
 
 __all__ = ["AgentLoop", "LoopStatistics", "TurnHandle", "TurnInfo"]
 
@@ -302,7 +302,7 @@ class AgentLoop:
         sid = session_id or _new_id("session")
         self._check_idle(sid)
         if session_id is not None and self._engine.durable:
-            self._check_no_checkpoint(sid, discard_checkpoint)
+            check_no_checkpoint(self._engine.store, sid, discard_checkpoint)
         st = TurnState(turn_id=_new_id("turn"), session_id=sid, input=input,
                        agent=agent or self.agent)
         return self._launch(st)
@@ -315,23 +315,6 @@ class AgentLoop:
             raise SessionBusyError(
                 f"session {sid!r} already has an active turn ({busy.turn_id}); steer it, queue "
                 "a follow-up, or wait for it to end"
-            )
-
-    def _check_no_checkpoint(self, sid: str, discard: bool) -> None:
-        store: Any = self._engine.store
-        if discard:
-            store.delete_checkpoint(sid)
-            return
-        try:
-            cp = store.load_checkpoint(sid)
-        except CheckpointError as exc:
-            raise CheckpointError(f"{exc} (session {sid!r} cannot start a new turn until "
-                                  "then)") from None
-        if cp is not None:
-            raise CheckpointError(
-                f"session {sid!r} has a pending turn ({cp.reason} at iteration {cp.iteration}, "
-                f"checkpoint {cp.checkpoint_id}): resume it with loop.resume({sid!r}), or pass "
-                "discard_checkpoint=True to drop it and start a new turn"
             )
 
     def _launch(self, st: TurnState) -> TurnHandle:

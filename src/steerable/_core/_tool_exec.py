@@ -42,7 +42,7 @@ from steerable._messages import Message, ToolCall, ToolResult
 from steerable.errors import ToolError
 from steerable.tools._base import Tool, ToolContext, result_from_return
 
-__all__ = ["SKIP_TEXT", "execute_tools", "skip_calls"]
+__all__ = ["SKIP_TEXT", "close_cancelled", "execute_tools", "skip_calls"]
 
 SKIP_TEXT = {
     "interrupted": "Tool call skipped: the user interrupted the turn before this tool started.",
@@ -50,6 +50,7 @@ SKIP_TEXT = {
     "Read it and decide what to do next.",
     "aborted": "Tool call skipped: the turn was aborted before this tool started.",
     "max_iterations": "Tool call skipped: the iteration budget is used up; answer in text.",
+    "cancelled": "Tool call skipped: the turn was cancelled before this tool started.",
 }
 
 
@@ -112,6 +113,22 @@ def skip_calls(
         _skip(engine, st, rec, reason)
         assert rec.message is not None
         st.new.append(rec.message)
+
+
+def close_cancelled(engine: Engine, st: TurnState) -> None:
+    """A cancelled turn that keeps no checkpoint is saved like an interrupted one: the calls
+    of its last response get their results so far, the rest a ``cancelled`` skip."""
+    last = st.new[-1] if st.new else None
+    if last is None or last.role != "assistant" or not last.tool_calls:
+        return
+    for call in last.tool_calls:
+        done = st.batch_results.get(call.id)
+        if done is None:
+            rec = _Call(call, None)
+            _skip(engine, st, rec, "cancelled")
+            done = rec.message
+        assert done is not None
+        st.new.append(done)
 
 
 def _hook_ctx(st: TurnState, call: ToolCall, rec: _Call) -> ToolCallContext:

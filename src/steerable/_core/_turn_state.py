@@ -107,6 +107,8 @@ class TurnState:
     tools_run: list[str] = field(default_factory=list)
     running_tools: dict[asyncio.Future[Any], Any] = field(default_factory=dict)
     """Each running tool's task and its ToolContext: a hard abort cancels them at once."""
+    reply_cut: bool = False
+    """A graceful interrupt stopped the model's text mid-stream (no tool was running)."""
     usage_in: int = 0
     usage_out: int = 0
     started: float = field(default_factory=time.monotonic)
