@@ -132,7 +132,7 @@ def main() -> None:
     ap.add_argument("--peervenv", default=os.environ.get("PEERVENV", "~/.cache/peervenv"))
     ap.add_argument("--scenarios", help="comma-separated (default: all)")
     ap.add_argument("--feature", default="bare",
-                    help="steerable feature on for overhead: bare, subturns, checkpoints, otel")
+                    help="for overhead: bare, subturns, otel, no-checkpoints")
     ap.add_argument("--baseline-src", help="a steerable src/ folder to run beside, as 'before'")
     ap.add_argument("--out", help="JSON lines file (default: under $TMPDIR)")
     args = ap.parse_args()

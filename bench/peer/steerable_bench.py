@@ -5,9 +5,9 @@ fresh interpreter). Fake models decide from the last message only (O(1) per call
 peers' fakes, so any growth with history or turn length is the loop's.
 
 ``STEERABLE_BENCH_FEATURE`` switches a feature on for the overhead scenarios, to see what it
-costs next to the bare figure: ``subturns`` (every tool call is a sync sub-turn),
-``checkpoints`` (durable turns, in-memory store), ``otel`` (the OpenTelemetry hook, SDK tracer,
-in-memory exporter). ``bare`` (default) is the loop alone.
+costs next to the bare figure: ``subturns`` (every tool call is a sync sub-turn), ``otel`` (the
+OpenTelemetry hook, SDK tracer, in-memory exporter), ``no-checkpoints`` (durable turns off:
+``bare``, the default AgentLoop, writes checkpoints to its in-memory store).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from steerable.providers import StreamEnd, TextDelta, ToolCallChunk
 
 PEER = "steerable"
 FEATURE = os.environ.get("STEERABLE_BENCH_FEATURE", "bare")
-FEATURES = ("bare", "subturns", "checkpoints", "otel")
+FEATURES = ("bare", "subturns", "otel", "no-checkpoints")
 
 
 @tool(read_only=True)
@@ -100,8 +100,8 @@ def _feature_loop(n: int) -> tuple[AgentLoop, Any]:
         return AgentLoop(agent), None
     agent = Agent(name="bench", instructions="x", provider=CountingProvider(n), tools=[step],
                   max_iterations=n + 5)
-    if FEATURE == "checkpoints":
-        return AgentLoop(agent, checkpoints=True), None
+    if FEATURE == "no-checkpoints":
+        return AgentLoop(agent, checkpoints=False), None
     loop = AgentLoop(agent)
     if FEATURE == "otel":
         from opentelemetry.sdk.trace import TracerProvider
