@@ -4,6 +4,7 @@
     python bench/peer/run.py --rounds 5 --peers    # + the peers whose venvs exist
     python bench/peer/run.py --scenarios overhead,cancel --feature otel
     python bench/peer/run.py --baseline-src /path/to/old/checkout/src   # before/after
+    python bench/peer/run.py --table FILE.jsonl    # the table of an earlier run
 
 Each (round, scenario, runtime) is one fresh interpreter; within a round the runtimes take turns
 in a rotated order, so a load spike on the shared machine hits them alike. Every JSON line goes
@@ -67,10 +68,10 @@ def _runtimes(args: argparse.Namespace) -> dict[str, tuple[list[str], dict[str, 
     if args.peers:
         venvs = Path(args.peervenv).expanduser()
         for name, venv, script, extra in (
-            ("openai-agents", "openai_agents", "openai_agents.py", {}),
-            ("pydantic-ai", "pydantic_ai", "pydantic_ai.py", {}),
-            ("langgraph", "langgraph", "langgraph.py", {}),
-            ("langchain", "langchain", "langgraph.py", {"PEERBENCH_LG_AGENT": "create_agent"}),
+            ("openai-agents", "openai_agents", "bench_openai_agents.py", {}),
+            ("pydantic-ai", "pydantic_ai", "bench_pydantic_ai.py", {}),
+            ("langgraph", "langgraph", "bench_langgraph.py", {}),
+            ("langchain", "langchain", "bench_langgraph.py", {"PEERBENCH_LG_AGENT": "create_agent"}),
         ):
             py = venvs / venv / "bin" / "python"
             if py.exists():
@@ -135,7 +136,13 @@ def main() -> None:
                     help="for overhead: bare, subturns, otel, no-checkpoints")
     ap.add_argument("--baseline-src", help="a steerable src/ folder to run beside, as 'before'")
     ap.add_argument("--out", help="JSON lines file (default: under $TMPDIR)")
+    ap.add_argument("--table", metavar="JSONL", help="only print the table of an earlier run")
     args = ap.parse_args()
+    if args.table:
+        rows = [json.loads(line) for line in Path(args.table).read_text().splitlines() if line]
+        order = list(dict.fromkeys(r["peer"] for r in rows))
+        print(table(rows, order))
+        return
     scenarios = args.scenarios.split(",") if args.scenarios else PEER_SCENARIOS + OWN_SCENARIOS
     runtimes = _runtimes(args)
     out = Path(args.out or tempfile.mkstemp(prefix="peerbench-", suffix=".jsonl")[1])
