@@ -22,14 +22,17 @@ from steerable._hooks import HOOK_POINTS
 
 EXPORTS: dict[str, list[str]] = {
     "steerable": [
-        "Agent", "AgentLoop", "ApprovalRequested", "ApprovalResolved", "BaseTool",
+        "Agent", "AgentLoop", "ApprovalRequested", "ApprovalResolved", "BaseTool", "BusyPolicy",
         "CompressContext", "CompressReason", "ContextCompress", "ErrorEvent", "ErrorSource",
         "Event", "EventKind", "FollowUpQueued", "FunctionTool", "HookAction", "HookDecision",
-        "HumanApprover", "InMemorySessionStore", "InterruptMode", "InterruptReceived",
+        "HumanApprover", "InMemorySessionStore", "InProcessBus", "InboundMessage",
+        "InterruptMode", "InterruptPress", "InterruptReceived",
         "LLMDelta", "LLMRequest", "LLMRequestContext", "LLMRequestEvent", "LLMResponse",
         "LLMResponseContext", "LLMResponseEvent", "LLMRetry", "Limits", "LoopStatistics",
-        "Message", "Permission", "PermissionRule", "Permissions", "Provider", "QueuedMessage",
-        "Reply", "ScriptedProvider", "SessionInfo", "SessionStore", "SessionSummarize",
+        "Message", "OutboundReply", "Permission", "PermissionRule", "Permissions", "Provider",
+        "QueuedMessage", "QueuedTurn",
+        "Reply", "ScriptedProvider", "SessionBusyError", "SessionDriver", "SessionInfo",
+        "SessionStore", "SessionSummarize",
         "SkipReason", "StateChanged", "SteeringInjected", "Subscription", "SubturnEnd",
         "SubturnOrphan", "SubturnResultDelivered", "SubturnSpawn", "SummaryPolicy", "Timeouts",
         "Tool", "ToolCall", "ToolCallContext", "ToolContext", "ToolExecEnd", "ToolExecProgress",

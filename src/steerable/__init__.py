@@ -75,6 +75,11 @@ if TYPE_CHECKING:
         TurnStatus,
         event_to_dict,
     )
+    from steerable._gateway import (
+        InboundMessage,
+        InProcessBus,
+        OutboundReply,
+    )
     from steerable._hooks import (
         CompressContext,
         HookAction,
@@ -83,6 +88,10 @@ if TYPE_CHECKING:
         LLMResponseContext,
         ToolCallContext,
         ToolResultContext,
+    )
+    from steerable._lanes import (
+        BusyPolicy,
+        QueuedTurn,
     )
     from steerable._loop import (
         AgentLoop,
@@ -95,6 +104,13 @@ if TYPE_CHECKING:
         ToolCall,
         ToolResult,
         Usage,
+    )
+    from steerable._session_driver import (
+        InterruptPress,
+        SessionDriver,
+    )
+    from steerable.errors import (
+        SessionBusyError,
     )
     from steerable.providers import (
         LLMRequest,
@@ -119,6 +135,7 @@ _WHERE: dict[str, str] = {
     "ApprovalRequested": "steerable._events",
     "ApprovalResolved": "steerable._events",
     "BaseTool": "steerable.tools",
+    "BusyPolicy": "steerable._lanes",
     "CompressContext": "steerable._hooks",
     "CompressReason": "steerable._events",
     "ContextCompress": "steerable._events",
@@ -132,7 +149,10 @@ _WHERE: dict[str, str] = {
     "HookDecision": "steerable._hooks",
     "HumanApprover": "steerable._core._approval",
     "InMemorySessionStore": "steerable._core._session",
+    "InProcessBus": "steerable._gateway",
+    "InboundMessage": "steerable._gateway",
     "InterruptMode": "steerable._events",
+    "InterruptPress": "steerable._session_driver",
     "InterruptReceived": "steerable._events",
     "LLMDelta": "steerable._events",
     "LLMRequest": "steerable.providers",
@@ -145,13 +165,17 @@ _WHERE: dict[str, str] = {
     "Limits": "steerable._config",
     "LoopStatistics": "steerable._loop",
     "Message": "steerable._messages",
+    "OutboundReply": "steerable._gateway",
     "Permission": "steerable._core._permissions",
     "PermissionRule": "steerable._core._permissions",
     "Permissions": "steerable._core._permissions",
     "Provider": "steerable.providers",
     "QueuedMessage": "steerable._core._turn_state",
+    "QueuedTurn": "steerable._lanes",
     "Reply": "steerable.providers",
     "ScriptedProvider": "steerable.providers",
+    "SessionBusyError": "steerable.errors",
+    "SessionDriver": "steerable._session_driver",
     "SessionInfo": "steerable._core._session",
     "SessionStore": "steerable._core._session",
     "SessionSummarize": "steerable._events",
@@ -194,6 +218,7 @@ __all__ = [
     "ApprovalRequested",
     "ApprovalResolved",
     "BaseTool",
+    "BusyPolicy",
     "CompressContext",
     "CompressReason",
     "ContextCompress",
@@ -207,7 +232,10 @@ __all__ = [
     "HookDecision",
     "HumanApprover",
     "InMemorySessionStore",
+    "InProcessBus",
+    "InboundMessage",
     "InterruptMode",
+    "InterruptPress",
     "InterruptReceived",
     "LLMDelta",
     "LLMRequest",
@@ -220,13 +248,17 @@ __all__ = [
     "Limits",
     "LoopStatistics",
     "Message",
+    "OutboundReply",
     "Permission",
     "PermissionRule",
     "Permissions",
     "Provider",
     "QueuedMessage",
+    "QueuedTurn",
     "Reply",
     "ScriptedProvider",
+    "SessionBusyError",
+    "SessionDriver",
     "SessionInfo",
     "SessionStore",
     "SessionSummarize",
