@@ -22,19 +22,20 @@ from steerable._hooks import HOOK_POINTS
 
 EXPORTS: dict[str, list[str]] = {
     "steerable": [
-        "Agent", "AgentLoop", "ApprovalRequested", "ApprovalResolved", "BaseTool", "BusyPolicy",
+        "Agent", "AgentLoop", "ApprovalRequested", "ApprovalResolved", "BaseAgent", "BaseTool",
+        "BusyPolicy",
         "CompressContext", "CompressReason", "ContextCompress", "ErrorEvent", "ErrorSource",
         "Event", "EventKind", "FollowUpQueued", "FunctionTool", "HookAction", "HookDecision",
         "HumanApprover", "InMemorySessionStore", "InProcessBus", "InboundMessage",
         "InterruptMode", "InterruptPress", "InterruptReceived",
         "LLMDelta", "LLMRequest", "LLMRequestContext", "LLMRequestEvent", "LLMResponse",
-        "LLMResponseContext", "LLMResponseEvent", "LLMRetry", "Limits", "LoopStatistics",
-        "Message", "OutboundReply", "Permission", "PermissionRule", "Permissions", "Provider",
-        "QueuedMessage", "QueuedTurn",
-        "Reply", "ScriptedProvider", "SessionBusyError", "SessionDriver", "SessionInfo",
-        "SessionStore", "SessionSummarize",
+        "LLMResponseContext", "LLMResponseEvent", "LLMRetry", "Limits", "LoopAgent",
+        "LoopStatistics", "Message", "OutboundReply", "ParallelAgent", "Permission",
+        "PermissionRule", "Permissions", "Provider", "QueuedMessage", "QueuedTurn",
+        "Reply", "ScriptedProvider", "SequentialAgent", "SessionBusyError", "SessionDriver",
+        "SessionInfo", "SessionStore", "SessionSummarize",
         "SkipReason", "StateChanged", "SteeringInjected", "Subscription", "SubturnEnd",
-        "SubturnOrphan", "SubturnResultDelivered", "SubturnSpawn", "SummaryPolicy", "Timeouts",
+        "SubturnHandle", "SubturnOrphan", "SubturnResultDelivered", "SubturnSpawn", "SummaryPolicy", "Timeouts",
         "Tool", "ToolCall", "ToolCallContext", "ToolContext", "ToolExecEnd", "ToolExecProgress",
         "ToolExecSkipped", "ToolExecStart", "ToolResult", "ToolResultContext", "TurnEnd",
         "TurnHandle", "TurnInfo", "TurnPhase", "TurnRecord", "TurnResult", "TurnStart",
@@ -47,9 +48,14 @@ EXPORTS: dict[str, list[str]] = {
         "load_script", "select_provider",
     ],
     "steerable.tools": [
-        "BaseTool", "FunctionTool", "Tool", "ToolContext", "result_from_return", "tool",
+        "BaseTool", "FunctionTool", "Tool", "ToolContext", "UncoveredSubject", "result_from_return",
+        "tool",
     ],
-    "steerable.storage": ["JSONLSessionStore", "SessionFileError", "default_data_dir"],
+    "steerable.storage": [
+        "JSONLSessionStore", "LeaseLostError", "RedisSessionStore", "RedisStoreError",
+        "RedisUnavailableError", "SQLiteSessionStore", "SQLiteStoreError", "SessionFileError",
+        "default_data_dir",
+    ],
     "steerable.coding": [
         "Workspace", "coding_tools", "make_bash_tool", "make_edit_tool", "make_find_tool",
         "make_grep_tool", "make_ls_tool", "make_read_tool", "make_write_tool",
@@ -57,7 +63,8 @@ EXPORTS: dict[str, list[str]] = {
     "steerable.errors": [
         "ConfigurationError", "ContextOverflowError", "FatalProviderError",
         "IllegalTransitionError", "ProviderError", "RetryableProviderError",
-        "ScriptExhaustedError", "SessionBusyError", "SteerableError", "ToolArgumentsError",
+        "ScriptExhaustedError", "SessionBusyError", "SteerableError", "SubturnError",
+        "SubturnLimitError", "ToolArgumentsError",
         "ToolError",
     ],
 }  # fmt: skip

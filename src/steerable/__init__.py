@@ -10,6 +10,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from steerable._composites import (
+        LoopAgent,
+        ParallelAgent,
+        SequentialAgent,
+    )
     from steerable._config import (
         Limits,
         SummaryPolicy,
@@ -17,6 +22,7 @@ if TYPE_CHECKING:
     )
     from steerable._core._agent import (
         Agent,
+        BaseAgent,
     )
     from steerable._core._approval import (
         HumanApprover,
@@ -34,6 +40,9 @@ if TYPE_CHECKING:
         SessionInfo,
         SessionStore,
         TurnRecord,
+    )
+    from steerable._core._subturn import (
+        SubturnHandle,
     )
     from steerable._core._turn import (
         TurnResult,
@@ -134,6 +143,7 @@ _WHERE: dict[str, str] = {
     "AgentLoop": "steerable._loop",
     "ApprovalRequested": "steerable._events",
     "ApprovalResolved": "steerable._events",
+    "BaseAgent": "steerable._core._agent",
     "BaseTool": "steerable.tools",
     "BusyPolicy": "steerable._lanes",
     "CompressContext": "steerable._hooks",
@@ -163,9 +173,11 @@ _WHERE: dict[str, str] = {
     "LLMResponseEvent": "steerable._events",
     "LLMRetry": "steerable._events",
     "Limits": "steerable._config",
+    "LoopAgent": "steerable._composites",
     "LoopStatistics": "steerable._loop",
     "Message": "steerable._messages",
     "OutboundReply": "steerable._gateway",
+    "ParallelAgent": "steerable._composites",
     "Permission": "steerable._core._permissions",
     "PermissionRule": "steerable._core._permissions",
     "Permissions": "steerable._core._permissions",
@@ -174,6 +186,7 @@ _WHERE: dict[str, str] = {
     "QueuedTurn": "steerable._lanes",
     "Reply": "steerable.providers",
     "ScriptedProvider": "steerable.providers",
+    "SequentialAgent": "steerable._composites",
     "SessionBusyError": "steerable.errors",
     "SessionDriver": "steerable._session_driver",
     "SessionInfo": "steerable._core._session",
@@ -184,6 +197,7 @@ _WHERE: dict[str, str] = {
     "SteeringInjected": "steerable._events",
     "Subscription": "steerable._core._bus",
     "SubturnEnd": "steerable._events",
+    "SubturnHandle": "steerable._core._subturn",
     "SubturnOrphan": "steerable._events",
     "SubturnResultDelivered": "steerable._events",
     "SubturnSpawn": "steerable._events",
@@ -217,6 +231,7 @@ __all__ = [
     "AgentLoop",
     "ApprovalRequested",
     "ApprovalResolved",
+    "BaseAgent",
     "BaseTool",
     "BusyPolicy",
     "CompressContext",
@@ -246,9 +261,11 @@ __all__ = [
     "LLMResponseEvent",
     "LLMRetry",
     "Limits",
+    "LoopAgent",
     "LoopStatistics",
     "Message",
     "OutboundReply",
+    "ParallelAgent",
     "Permission",
     "PermissionRule",
     "Permissions",
@@ -257,6 +274,7 @@ __all__ = [
     "QueuedTurn",
     "Reply",
     "ScriptedProvider",
+    "SequentialAgent",
     "SessionBusyError",
     "SessionDriver",
     "SessionInfo",
@@ -267,6 +285,7 @@ __all__ = [
     "SteeringInjected",
     "Subscription",
     "SubturnEnd",
+    "SubturnHandle",
     "SubturnOrphan",
     "SubturnResultDelivered",
     "SubturnSpawn",

@@ -45,10 +45,16 @@ class Limits:
     steering_queue: int = 32
     follow_up_queue: int = 32
     active_turns: int | None = None
-    """Turns running at once across sessions (None: no limit); drivers queue past it."""
+    """Turns running at once across sessions, sub-turns included (None: no limit). A top-level
+    turn past it waits for a free slot before it starts working; a sub-turn past it is refused."""
+    subturn_depth: int = 3
+    """How deep sub-turns may nest: a top-level turn's children are at depth 1."""
+    subturns_per_turn: int = 5
+    """Sub-turns one turn may have running at once; a slot is freed when a child ends."""
 
     def __post_init__(self) -> None:
-        for name in ("parallel_tools", "steering_queue", "follow_up_queue"):
+        for name in ("parallel_tools", "steering_queue", "follow_up_queue", "subturn_depth",
+                     "subturns_per_turn"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"Limits.{name} must be an int >= 1, got {value!r}")

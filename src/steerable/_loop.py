@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import os
 import secrets
 from collections.abc import Callable, Generator, Iterable, Mapping
@@ -18,7 +19,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from steerable._config import Limits, Timeouts
-from steerable._core._agent import Agent
+from steerable._core._agent import Agent, BaseAgent
 from steerable._core._bus import Subscription
 from steerable._core._engine import Engine
 from steerable._core._hook_manager import Registration
@@ -64,6 +65,15 @@ class TurnInfo:
     started: float
     steering_pending: int
     follow_ups_pending: int
+    agent: str = ""
+    children: tuple[TurnInfo, ...] = ()
+    """The turn's running sub-turns, each with its own children: the turn tree."""
+
+
+def _turn_info(st: TurnState) -> TurnInfo:
+    return TurnInfo(st.turn_id, st.session_id, st.parent_turn_id, st.phase, st.iteration,
+                    st.started, len(st.steering), len(st.follow_ups), st.agent.name,
+                    tuple(_turn_info(c) for c in list(st.children.values())))
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +146,7 @@ class AgentLoop:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: BaseAgent,
         *,
         store: SessionStore | None = None,
         limits: Limits | None = None,
@@ -145,8 +155,9 @@ class AgentLoop:
         record_events: str | os.PathLike[str] | None = None,
         busy_policy: BusyPolicy = "steer",
     ) -> None:
-        if not isinstance(agent, Agent):
-            raise ConfigurationError(f"AgentLoop needs an Agent, got {type(agent).__name__}")
+        if not isinstance(agent, BaseAgent):
+            raise ConfigurationError(
+                f"AgentLoop needs an agent (Agent or a composite), got {type(agent).__name__}")
         if store is not None and not isinstance(store, SessionStore):
             raise ConfigurationError(
                 f"store must implement SessionStore (load/append/replace...), got {type(store).__name__}"
@@ -171,6 +182,7 @@ class AgentLoop:
             timeouts=timeouts or Timeouts(),
             permissions=permissions,
         )
+        self._engine.runner = functools.partial(run_turn, self._engine)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -233,10 +245,14 @@ class AgentLoop:
         return self._call(self._engine.bus.subscribe, kinds, buffer)
 
     def register_hook(self, hook: Any, priority: int = 0, timeout: float | None = None) -> Callable[[], bool]:
-        """Register ``hook``; higher priority runs first. Returns a function that unregisters it."""
+        """Register ``hook``; higher priority runs first. Returns a function that unregisters it.
+
+        An observer (``on_event``) gets every event, or only the kinds in its ``event_kinds``
+        attribute when it has one (the others then cost it nothing)."""
         reg = self._call(self._engine.hooks.register, hook, priority, timeout)
         if "on_event" in reg.points:
-            sub = self._call(self._engine.bus.subscribe, None, 4096)
+            kinds = getattr(hook, "event_kinds", None)
+            sub = self._call(self._engine.bus.subscribe, kinds, 4096)
             task = None
             if self._loop is not None:
                 task = self._loop.create_task(self._observe(reg, sub))
@@ -266,13 +282,13 @@ class AgentLoop:
 
     # -- turns --------------------------------------------------------------------------------
 
-    def start_turn(self, input: str, session_id: str | None = None, *, agent: Agent | None = None) -> TurnHandle:
+    def start_turn(self, input: str, session_id: str | None = None, *, agent: BaseAgent | None = None) -> TurnHandle:
         """Start a turn and return at once. Raises ``SessionBusyError`` if the session is busy."""
         _check_text("turn input", input)
         if session_id is not None and (not isinstance(session_id, str) or not session_id):
             raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
-        if agent is not None and not isinstance(agent, Agent):
-            raise TypeError(f"agent must be an Agent, got {type(agent).__name__}")
+        if agent is not None and not isinstance(agent, BaseAgent):
+            raise TypeError(f"agent must be an agent, got {type(agent).__name__}")
         if self._closed:
             raise RuntimeError("this AgentLoop is closed")
         loop = self._bind()
@@ -307,7 +323,7 @@ class AgentLoop:
         return result
 
     def _maybe_summarize(self, st: TurnState, result: TurnResult) -> None:
-        policy = st.agent.summary
+        policy = st.agent.summary if isinstance(st.agent, Agent) else None
         if policy is None or self._closed or result.status in (TurnStatus.ABORTED, TurnStatus.ERROR):
             return
         if st.session_id in self._summarizing:
@@ -325,7 +341,7 @@ class AgentLoop:
 
         task.add_done_callback(done)
 
-    async def run_turn(self, input: str, session_id: str | None = None, *, agent: Agent | None = None) -> TurnResult:
+    async def run_turn(self, input: str, session_id: str | None = None, *, agent: BaseAgent | None = None) -> TurnResult:
         """Start a turn and wait for it. Cancelling the caller hard-aborts the turn."""
         handle = self.start_turn(input, session_id, agent=agent)
         try:
@@ -448,14 +464,26 @@ class AgentLoop:
         return self._call(self._engine.broker.resolve, request_id, approved, reason)
 
     def active_turn(self, session_id: str | None = None) -> TurnInfo | None:
+        """The session's running top-level turn, with its running sub-turns in ``children``."""
         def info() -> TurnInfo | None:
             st = self._resolve(session_id)
-            if st is None:
-                return None
-            return TurnInfo(st.turn_id, st.session_id, st.parent_turn_id, st.phase, st.iteration,
-                            st.started, len(st.steering), len(st.follow_ups))
+            return None if st is None else _turn_info(st)
 
         return self._call(info)
+
+    def turn_handle(self, turn_id: str) -> TurnHandle | None:
+        """A handle on any running turn, sub-turns included (by ``turn_id``, e.g. a
+        ``SUBTURN_SPAWN``'s ``child_turn_id``), to steer or interrupt it; None once it ended."""
+        if not isinstance(turn_id, str):
+            raise TypeError(f"turn_id must be a str, got {type(turn_id).__name__}")
+
+        def find() -> TurnHandle | None:
+            st = self._engine.turns.get(turn_id)
+            if st is None or st.task is None or st.task.done():
+                return None
+            return TurnHandle(self, st, st.task)
+
+        return self._call(find)
 
     # -- sessions and statistics --------------------------------------------------------------
 
@@ -483,8 +511,9 @@ class AgentLoop:
     async def wait_idle(self) -> None:
         """Wait until no turn runs and no background summary is under way (a turn's end may
         start a summary, so this waits until both are done together)."""
-        while self._tasks or self._background:
-            await asyncio.wait([*self._tasks, *self._background])
+        subturns = self._engine.subturn_tasks
+        while self._tasks or self._background or subturns:
+            await asyncio.wait([*self._tasks, *self._background, *subturns])
 
     # -- shutdown -----------------------------------------------------------------------------
 
@@ -494,11 +523,15 @@ class AgentLoop:
             return
         self._closed = True
         self._lanes.close()
-        for st in list(self._engine.turns.values()):
-            if st.parent_turn_id is None:
+        turns = self._engine.turns
+        for st in list(turns.values()):
+            # Top-level turns cascade to their children; async children whose parent has
+            # ended are aborted on their own.
+            if st.parent_turn_id is None or st.parent_turn_id not in turns:
                 self._engine.interrupt_hard(st)
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=grace)
+        running = [*self._tasks, *self._engine.subturn_tasks]
+        if running:
+            await asyncio.wait(running, timeout=grace)
         await self._lanes.aclose(grace)
         for task in list(self._background):
             task.cancel()

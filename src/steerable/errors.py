@@ -5,7 +5,9 @@
      ├── SessionBusyError (also RuntimeError)    a second turn started on a busy session
      ├── IllegalTransitionError (also RuntimeError)  a turn-state bug: never caught, always fixed
      ├── ToolError                               a tool failed in a way the model should read
-     │    └── ToolArgumentsError                 arguments were not valid for the tool's schema
+     │    ├── ToolArgumentsError                 arguments were not valid for the tool's schema
+     │    └── SubturnError                       a sub-turn could not start, or a composite's child failed
+     │         └── SubturnLimitError             a Limits bound (depth, per turn, active turns) refused it
      └── ProviderError                           the LLM call failed
           ├── ScriptExhaustedError               ScriptedProvider got more requests than steps
           ├── ContextOverflowError               the request does not fit the model's window
@@ -28,6 +30,8 @@ __all__ = [
     "ScriptExhaustedError",
     "SessionBusyError",
     "SteerableError",
+    "SubturnError",
+    "SubturnLimitError",
     "ToolArgumentsError",
     "ToolError",
 ]
@@ -55,6 +59,19 @@ class ToolError(SteerableError):
 
 class ToolArgumentsError(ToolError):
     """The arguments the model sent do not match the tool's schema."""
+
+
+class SubturnError(ToolError):
+    """A sub-turn could not be started (unknown agent, the turn is ending), or a composite
+    agent's child failed. Raised from a tool, it is an error result the model can read."""
+
+
+class SubturnLimitError(SubturnError):
+    """A ``Limits`` bound refused a sub-turn; ``limit`` names it (e.g. ``subturn_depth``)."""
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class ProviderError(SteerableError):

@@ -16,11 +16,11 @@ K = EventKind
 @pytest.mark.parametrize(("line", "expected"), [
     ("git status", ["git status"]),
     ("git log; rm -rf .", ["git log", "rm -rf ."]),
-    ('git log && echo "a; b" | wc -l', ["git log", 'echo "a; b"', "wc -l"]),
+    ('git log && echo "a; b" | wc -l', ["git log", 'echo "a; b"', "echo a; b", "wc -l"]),
     ("echo $(rm -rf /) done", ["echo $(rm -rf /) done", "rm -rf /"]),
     ("echo `whoami`", ["echo `whoami`", "whoami"]),
     ("(cd x && make) || true", ["(cd x && make)", "true", "cd x", "make"]),
-    ("echo 'a && b'", ["echo 'a && b'"]),
+    ("echo 'a && b'", ["echo 'a && b'", "echo a && b"]),
     ("sleep 1 &\nls", ["sleep 1", "ls"]),
 ])
 def test_command_subjects(line: str, expected: list[str]) -> None:
@@ -75,3 +75,42 @@ async def test_deny_on_any_command_of_the_line(tmp_path: Path) -> None:
     skipped, ran, _ = await run_calls(tmp_path, calls, [("allow", "bash"), ("deny", "bash(rm *)")])
     assert ran == [] and "deny: bash(rm *)" in next(iter(skipped.values()))
     assert (tmp_path / "src").exists()
+
+
+async def test_read_rules_hold_for_grep_find_and_ls(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("key here too\n")
+    calls = [("grep", {"pattern": "key"}), ("find", {"pattern": "*"}), ("ls", {"path": "secrets"}),
+             ("ls", {}), ("grep", {"pattern": "key", "path": "secrets/k"})]
+    provider = ScriptedProvider([Reply(tool_calls=calls), Reply(text="ok")])
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "k").write_text("key")
+    loop = AgentLoop(Agent(provider=provider, tools=coding_tools(Workspace(tmp_path))),
+                     permissions=Permissions([("deny", "read(secrets/**)")]))
+    sub = loop.subscribe()
+    await loop.run_turn("go", session_id="s")
+    events = sub.drain_nowait()
+    order = [c.id for e in events if e.kind is K.LLM_RESPONSE for c in e.tool_calls]
+    ends = {e.call_id: e.content for e in events if e.kind is K.TOOL_EXEC_END}
+    skipped = [e for e in events if e.kind is K.TOOL_EXEC_SKIPPED]
+    await loop.aclose()
+    grep_all, find_all, ls_secrets, ls_root = (ends[i] for i in order if i in ends)
+    assert "notes.txt:1" in grep_all and "secrets" not in grep_all
+    assert "notes.txt" in find_all and "secrets" not in find_all
+    assert "empty" in ls_secrets and "k" not in ls_secrets.split()
+    assert "secrets/" in ls_root  # the folder itself is not named by secrets/**
+    assert [(s.tool_name, s.reason) for s in skipped] == [("grep", "denied")]
+    assert "deny: read(secrets/**)" in skipped[0].detail
+
+
+async def test_write_rules_hold_for_edit(tmp_path: Path) -> None:
+    calls = [("edit", {"path": "secrets/k", "old_text": "key", "new_text": "x"})]
+    skipped, ran, asked = await run_calls(tmp_path, calls, [("allow", "edit"), ("deny", "write(secrets/*)")])
+    assert ran == [] and "deny: write(secrets/*)" in next(iter(skipped.values()))
+    assert (tmp_path / "secrets" / "k").read_text() == "key"
+
+
+async def test_a_line_the_reader_does_not_understand_is_asked(tmp_path: Path) -> None:
+    calls = [("bash", {"command": "git --version # it's fine\ntouch pwned"})]
+    skipped, ran, asked = await run_calls(tmp_path, calls, [("allow", "bash(git *)")])
+    assert ran == [] and len(asked) == 1
+    assert not (tmp_path / "pwned").exists()

@@ -307,3 +307,53 @@ async def test_a_torn_last_line_still_loads(tmp_path: Path) -> None:
     whole = load_recording(path)
     path.write_text(path.read_text() + '{"type": "event", "ev')
     assert len(load_recording(path).entries) == len(whole.entries)
+
+
+async def test_control_from_another_thread_is_recorded_at_its_real_position(tmp_path: Path) -> None:
+    release = asyncio.Event()
+
+    @tool(read_only=True)
+    async def slow() -> str:
+        """Waits for the test."""
+        await release.wait()
+        return "slow done"
+
+    path = tmp_path / "thread.jsonl"
+    loop = AgentLoop(_agent([Reply(tool_calls=[("slow", {})]), Reply(text="as you wish")],
+                            tools=[slow]))
+    async with Recorder(loop, path):
+        sub = loop.subscribe()
+        handle = loop.start_turn("go", session_id="s1")
+        await _on(sub, EventKind.TOOL_EXEC_START)
+        assert await asyncio.to_thread(loop.inject_steering, "from a thread", "s1")
+        release.set()
+        await handle
+    await loop.aclose()
+    (control,) = load_recording(path).of_type("control")
+    assert control["text"] == "from a thread" and control["session_id"] == "s1"
+    out = await replay(path)
+    assert _comparable(list(out.events)) == _comparable(load_recording(path).events)
+    assert [m.content for m in out.sessions["s1"] if m.role == "user"] == ["go", "from a thread"]
+
+
+async def test_an_agent_first_seen_in_start_turn_is_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "other.jsonl"
+    other = Agent(name="other", instructions="Other.", provider=ScriptedProvider(
+        [Reply(text="from the other agent")]))
+    loop = AgentLoop(_agent([Reply(text="from main")]))
+    async with Recorder(loop, path):
+        await loop.run_turn("one", session_id="s1")
+        await loop.run_turn("two", session_id="s2", agent=other)
+    await loop.aclose()
+    out = await replay(path)
+    assert [r.text for r in out.results] == ["from main", "from the other agent"]
+
+
+async def test_an_unwritable_recording_path_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    loop = AgentLoop(_agent([]))
+    with pytest.raises(RecordingError, match="cannot write the recording"):
+        async with Recorder(loop, blocker / "sub" / "rec.jsonl"):
+            pass
+    await loop.aclose()

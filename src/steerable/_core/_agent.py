@@ -1,4 +1,8 @@
-"""``Agent``: what an agent is (instructions, model, tools, budget), independent of any loop."""
+"""``Agent``: what an agent is (instructions, model, tools, budget), independent of any loop.
+
+``BaseAgent`` is what every agent shares (a name, a description): the model-driven ``Agent``
+here, and the composite agents that run other agents as sub-turns (``_subturn.CompositeAgent``).
+"""
 
 from __future__ import annotations
 
@@ -7,18 +11,55 @@ from types import MappingProxyType
 from typing import Any
 
 from steerable._config import SummaryPolicy
+from steerable._core._subturn_tools import DelegateTool
 from steerable.errors import ConfigurationError
 from steerable.providers._base import Provider, ToolSpec
 from steerable.tools._base import Tool
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "BaseAgent", "check_children"]
 
 
 def _spec(tool: Tool) -> ToolSpec:
     return ToolSpec(tool.name, tool.description, tool.parameters)
 
 
-class Agent:
+class BaseAgent:
+    """What every agent has: a ``name`` (unique among siblings) and a ``description`` (what it
+    is for, shown to a parent model that may delegate to it)."""
+
+    name: str
+    description: str
+
+    def _set_identity(self, name: object, description: object) -> None:
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError(f"agent name must be a non-empty str, got {name!r}")
+        if not isinstance(description, str):
+            raise ConfigurationError(
+                f"agent description must be a str, got {type(description).__name__}")
+        self.name = name
+        self.description = description
+
+
+def check_children(owner: str, children: object, *, allow_repeats: bool = False) -> tuple[BaseAgent, ...]:
+    """Validate a list of child agents: each an agent, names unique (the same agent object may
+    appear twice only with ``allow_repeats``, for a sequence that runs it again)."""
+    if isinstance(children, str | bytes | BaseAgent) or not isinstance(children, Sequence):
+        raise ConfigurationError(f"{owner} needs a list of agents, got {type(children).__name__}")
+    seen: dict[str, BaseAgent] = {}
+    for child in children:
+        if not isinstance(child, BaseAgent):
+            raise ConfigurationError(
+                f"{owner}: {child!r} is not an agent (expected Agent, SequentialAgent, "
+                "LoopAgent or ParallelAgent)")
+        other = seen.get(child.name)
+        if other is not None and not (allow_repeats and other is child):
+            raise ConfigurationError(
+                f"{owner}: two child agents are named {child.name!r}; names must be unique")
+        seen[child.name] = child
+    return tuple(children)
+
+
+class Agent(BaseAgent):
     """An agent: a provider, instructions and tools, with an iteration budget.
 
     ``max_iterations`` is the number of LLM calls one turn may make; the last one is made with
@@ -26,6 +67,9 @@ class Agent:
     instead of running. ``context_window`` (tokens) lets the loop compress before a request that
     would not fit; without it the loop compresses when the provider reports an overflow.
     ``summary`` turns on background summarisation of long sessions after each turn.
+    ``subagents`` are agents this one may delegate to: the model is offered the ``subagent``
+    (wait for the child's answer) and ``spawn`` (start it in the background) tools, whose
+    description lists each child's name and ``description``.
     """
 
     def __init__(
@@ -41,13 +85,14 @@ class Agent:
         params: Mapping[str, Any] | None = None,
         context_window: int | None = None,
         summary: SummaryPolicy | None = None,
+        description: str = "",
+        subagents: Sequence[BaseAgent] = (),
     ) -> None:
         if not callable(getattr(provider, "stream", None)):
             raise ConfigurationError(
                 f"Agent provider must have a stream(request) method, got {type(provider).__name__}"
             )
-        if not isinstance(name, str) or not name:
-            raise ConfigurationError(f"Agent name must be a non-empty str, got {name!r}")
+        self._set_identity(name, description)
         if not isinstance(instructions, str):
             raise ConfigurationError(
                 f"Agent instructions must be a str, got {type(instructions).__name__}"
@@ -73,8 +118,18 @@ class Agent:
             if t.name in by_name:
                 raise ConfigurationError(f"two tools are named {t.name!r}; tool names must be unique")
             by_name[t.name] = t
+        children = check_children(f"Agent {name!r} subagents", subagents)
+        if children:
+            for builtin in ("subagent", "spawn"):
+                if builtin in by_name:
+                    raise ConfigurationError(
+                        f"a tool is named {builtin!r}, the name of a built-in tool of agents "
+                        "with subagents; rename it")
+                by_name[builtin] = DelegateTool(children, is_async=builtin == "spawn")
+        self.subagents: tuple[BaseAgent, ...] = children
+        self.subagents_by_name: Mapping[str, BaseAgent] = MappingProxyType(
+            {c.name: c for c in children})
         self.provider = provider
-        self.name = name
         self.instructions = instructions
         self.max_iterations = max_iterations
         self.dry_run = dry_run

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from steerable._config import Limits, Timeouts
@@ -18,6 +19,7 @@ from steerable._core._hook_manager import HookManager
 from steerable._core._permissions import Permissions
 from steerable._core._reaper import Reaper
 from steerable._core._session import SessionStore, TurnRecord
+from steerable._core._slots import TurnSlots
 from steerable._core._turn_state import Interrupt, TurnState, check_transition
 from steerable._events import (
     ErrorEvent,
@@ -41,6 +43,7 @@ class Engine:
         limits: Limits,
         timeouts: Timeouts,
         permissions: Permissions,
+        runner: Callable[[TurnState], Awaitable[Any]] | None = None,
     ) -> None:
         self.bus = EventBus()
         self.reaper = Reaper()
@@ -54,6 +57,12 @@ class Engine:
         """Every running turn, top-level and sub-turn, by turn id."""
         self.active: dict[str, TurnState] = {}
         """The running top-level turn of each session."""
+        self.runner = runner
+        """Runs a begun turn to its end (``run_turn`` bound to this engine): how sub-turns run
+        on the same engine. Given by the driver, since the turn module sits above this one."""
+        self.slots = TurnSlots(limits.active_turns)
+        self.subturn_tasks: set[asyncio.Task[Any]] = set()
+        """Tasks of running sub-turns: owned here, so an async child outlives its parent."""
 
     # -- events -------------------------------------------------------------------------------
 

@@ -12,6 +12,13 @@ covered by ``allow: bash(git *)``.
 A deny rule matching any subject refuses the call; else an ask rule matching any subject asks;
 else the call is allowed only when allow rules cover every subject (a rule with no argument part
 covers them all). With no rule deciding, a read-only tool is allowed and any other tool asked.
+
+Rules follow what a tool touches, not only its name: a tool may belong to a *family* (``grep``,
+``find`` and ``ls`` to ``read``; ``edit`` to ``write``), and a rule on the family holds for it.
+Fail closed: a subject the tool cannot vouch for (an ``UncoveredSubject``, e.g. a bash line the
+reader does not fully understand) is covered by no allow rule with an argument part, and when
+deny or ask rules exist for the tool such a call is asked even under an unconditional allow
+(those rules cannot be checked against what it really runs).
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ import fnmatch
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from steerable.tools import UncoveredSubject
 
 __all__ = ["Permission", "PermissionRule", "Permissions"]
 
@@ -54,8 +63,10 @@ class PermissionRule:
             )
         return cls(act, m.group(1), m.group(2))
 
-    def matches_tool(self, tool_name: str) -> bool:
-        return fnmatch.fnmatchcase(tool_name, self.tool)
+    def matches_tool(self, tool_name: str, family: str | None = None) -> bool:
+        if fnmatch.fnmatchcase(tool_name, self.tool):
+            return True
+        return family is not None and fnmatch.fnmatchcase(family, self.tool)
 
     def matches_subject(self, subject: str) -> bool:
         return self.argument is None or fnmatch.fnmatchcase(subject, self.argument)
@@ -90,22 +101,43 @@ class Permissions:
         return tuple(self._rules)
 
     def decide(
-        self, tool_name: str, subjects: Sequence[str], *, read_only: bool
+        self, tool_name: str, subjects: Sequence[str], *, read_only: bool,
+        family: str | None = None,
     ) -> tuple[Permission, PermissionRule | None]:
         """The permission for a call of ``tool_name`` touching ``subjects``, and the deciding rule."""
-        rules = [r for r in self._rules if r.matches_tool(tool_name)]
+        rules = [r for r in self._rules if r.matches_tool(tool_name, family)]
         for action in (Permission.DENY, Permission.ASK):
             for rule in rules:
                 if rule.action is action and (
                     rule.argument is None or any(rule.matches_subject(s) for s in subjects)
                 ):
                     return action, rule
+        uncovered = any(isinstance(s, UncoveredSubject) for s in subjects)
+        if uncovered:
+            guard = next((r for r in rules if r.action is not Permission.ALLOW), None)
+            if guard is not None:
+                return Permission.ASK, guard
         allows = [r for r in rules if r.action is Permission.ALLOW]
         if allows:
             unconditional = next((r for r in allows if r.argument is None), None)
             if unconditional is not None:
                 return Permission.ALLOW, unconditional
-            covering = [next((r for r in allows if r.matches_subject(s)), None) for s in subjects]
+            covering = [
+                None if isinstance(s, UncoveredSubject)
+                else next((r for r in allows if r.matches_subject(s)), None)
+                for s in subjects
+            ]
             if subjects and all(covering):
                 return Permission.ALLOW, covering[0]
+        if uncovered:
+            return Permission.ASK, None
         return (Permission.ALLOW if read_only else Permission.ASK), None
+
+    def refuses(self, tool_name: str, subject: str, *, family: str | None = None) -> bool:
+        """Whether a deny or ask rule names ``subject`` for this tool: tools that walk folders
+        (grep, find, ls) leave such entries out, since they cannot ask about each one."""
+        return any(
+            r.action is not Permission.ALLOW and r.argument is not None
+            and r.matches_tool(tool_name, family) and r.matches_subject(subject)
+            for r in self._rules
+        )

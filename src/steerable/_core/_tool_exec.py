@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +23,7 @@ from steerable._core._engine import Engine
 from steerable._core._hook_chain import decisions, ignored, raise_if_terminal
 from steerable._core._hook_manager import HookFailure
 from steerable._core._permissions import Permission
+from steerable._core._subturn import subturns_of
 from steerable._core._turn_state import AbortSignal, TurnState
 from steerable._events import (
     ApprovalRequested,
@@ -229,7 +230,9 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
     ctx = ToolContext(call_id=rec.call.id, tool_name=name, turn_id=st.turn_id,
                       session_id=st.session_id, parent_turn_id=st.parent_turn_id,
                       iteration=st.iteration, dry_run=st.agent.dry_run,
-                      _report=_progress_reporter(engine, st, rec))
+                      _report=_progress_reporter(engine, st, rec),
+                      _subturns=subturns_of(engine, st),
+                      _refuses=_refusal_check(engine, tool))
     rec.ctx = ctx
     try:
         args = tool.validate(arguments)
@@ -306,7 +309,8 @@ async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
     else:
         tool = rec.tool
         perm, rule = engine.permissions.decide(
-            call.name, _subjects(tool, call.arguments), read_only=tool.read_only)
+            call.name, _subjects(tool, call.arguments), read_only=tool.read_only,
+            family=getattr(tool, "permission_family", None))
         if perm is Permission.DENY:
             _skip(engine, st, rec, "denied", f"refused by the rule '{rule}'")
             return
@@ -323,12 +327,21 @@ async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
     _finish(engine, st, rec, result)
 
 
+def _refusal_check(engine: Engine, tool: Tool) -> Callable[[str], bool] | None:
+    permissions = engine.permissions
+    if not permissions.rules:
+        return None
+    family = getattr(tool, "permission_family", None)
+    return lambda subject: permissions.refuses(tool.name, subject, family=family)
+
+
 def _subjects(tool: Tool, arguments: Mapping[str, Any]) -> list[str]:
     subjects = getattr(tool, "permission_subjects", None)
     if subjects is None:
         return []
     try:
-        return [str(s) for s in subjects(arguments)]
+        # UncoveredSubject (a str) must survive: it is what keeps allow rules off a call.
+        return [s if isinstance(s, str) else str(s) for s in subjects(arguments)]
     except Exception:
         # Arguments the tool cannot even interpret match no rule (so allow rules do not apply);
         # the call then fails validation with a message the model can read.

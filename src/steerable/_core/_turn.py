@@ -12,8 +12,10 @@ import asyncio
 import time
 from dataclasses import dataclass
 
+from steerable._core._composite import CompositeAgent, run_composite
 from steerable._core._engine import Engine
 from steerable._core._model_call import call_model
+from steerable._core._subturn import close_results, deliver_results, wait_children
 from steerable._core._tool_exec import execute_tools, skip_calls
 from steerable._core._turn_state import AbortSignal, Interrupt, QueuedMessage, TurnState
 from steerable._events import (
@@ -72,6 +74,8 @@ async def _iterate(engine: Engine, st: TurnState) -> TurnStatus:
         last = graceful or st.iteration >= max_iter
         if not graceful:
             _drain_steering(engine, st)  # checkpoint: before every LLM call
+        if st.results:
+            deliver_results(engine, st)  # async children that ended since the last call
         extra = (Message("user", st.hint or DEFAULT_INTERRUPT_HINT),) if graceful else ()
         st.final_call = last
         response = await call_model(engine, st, offer_tools=not last, extra=extra)
@@ -110,13 +114,20 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
     status = TurnStatus.ERROR
     error: BaseException | None = None
     rollback = False
+    took_slot = False
     try:
         if st.interrupt is Interrupt.HARD:  # aborted before its task first ran
             raise asyncio.CancelledError
+        if not st.holds_slot and engine.slots.limit is not None:
+            await engine.slots.take()  # Limits.active_turns: wait for a free slot
+            st.holds_slot = took_slot = True
         if not st.ephemeral:
             st.base = await engine.load(st.session_id)
         st.new.append(Message("user", st.input))
-        status = await _iterate(engine, st)
+        if isinstance(st.agent, CompositeAgent):
+            status = await run_composite(engine, st)
+        else:
+            status = await _iterate(engine, st)
     except asyncio.CancelledError:
         # The edge that owns the turn: a hard abort (or the loop closing) ends here.
         task = asyncio.current_task()
@@ -131,7 +142,14 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
     except Exception as exc:
         error = exc
         engine.error(st, f"{type(exc).__name__}: {exc}", "turn")
-    return await _finish(engine, st, status, error, rollback)
+    try:
+        if rollback:
+            await wait_children(st)  # every aborted descendant ends before this turn does
+        return await _finish(engine, st, status, error, rollback)
+    finally:
+        if took_slot:
+            st.holds_slot = False
+            engine.slots.give_back()
 
 
 async def _finish(engine: Engine, st: TurnState, status: TurnStatus,
@@ -174,6 +192,7 @@ async def _finish(engine: Engine, st: TurnState, status: TurnStatus,
         error=error, messages=tuple(st.new), tools_run=tuple(st.tools_run), usage=usage,
         duration=duration, parent_turn_id=st.parent_turn_id,
     )
+    await close_results(engine, st)  # results too late for this turn: to the session
     engine.emit(st, TurnEnd, status=status, text=text, iterations=st.iteration,
                 error=None if error is None else f"{type(error).__name__}: {error}",
                 duration=duration, usage=usage)

@@ -22,7 +22,8 @@ __all__ = ["Interrupt", "QueuedMessage", "TurnState", "check_transition"]
 
 P = TurnPhase
 _ALLOWED: dict[TurnPhase, frozenset[TurnPhase]] = {
-    P.IDLE: frozenset({P.THINKING, P.ABORTING, P.ERROR}),
+    # IDLE -> EXECUTING: a composite agent's turn runs its children without a model call.
+    P.IDLE: frozenset({P.THINKING, P.EXECUTING, P.ABORTING, P.ERROR}),
     P.THINKING: frozenset({P.EXECUTING, P.COMPACTING, P.ABORTING, P.DONE, P.ERROR}),
     P.EXECUTING: frozenset({P.THINKING, P.ABORTING, P.DONE, P.ERROR}),
     P.COMPACTING: frozenset({P.THINKING, P.ABORTING, P.ERROR}),
@@ -83,6 +84,19 @@ class TurnState:
     """True once the turn is saving its result: interrupts can no longer change anything."""
     last_had_tools: bool = False
     children: dict[str, Any] = field(default_factory=dict)
+    """Running sub-turns (TurnState) by turn id; a child leaves when it ends."""
+    parent: Any = None
+    """The spawning turn's state (None at top level)."""
+    results: list[Any] = field(default_factory=list)
+    """Async children's results waiting for the next checkpoint (``_subturn.ChildResult``)."""
+    orphans: list[Any] = field(default_factory=list)
+    """Top level only: orphaned results held back while this turn runs, written after its save."""
+    orphans_closed: bool = False
+    """True once this turn wrote its held-back orphans: later ones go straight to the store."""
+    holds_slot: bool = False
+    """True while the turn counts against ``Limits.active_turns``."""
+    subturns: Any = None
+    """The ``_subturn.Subturns`` scope tools of this turn spawn through (made on first use)."""
     tools_run: list[str] = field(default_factory=list)
     usage_in: int = 0
     usage_out: int = 0

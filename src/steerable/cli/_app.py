@@ -37,6 +37,11 @@ and run commands there; paths are relative to that folder. Read a file before yo
 prefer edit over write for files that exist. When you are done, say briefly what you changed and
 how you checked it. The user may send new messages while you work: follow the latest one."""
 
+EXPLORER_INSTRUCTIONS = """\
+You explore the folder {root} to answer one question for another agent. You can only read:
+list, find, grep and read files. Answer with the facts found (file paths, line numbers, short
+quotes), concisely; say so if you could not find something."""
+
 # Approvals wait for a person, who may be away for a while; the loop's 60 s default is for bots.
 HUMAN_APPROVAL_TIMEOUT = 24 * 3600.0
 
@@ -135,6 +140,12 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
     common: dict[str, Any] = {"provider": provider, "name": "coder", "instructions": instructions,
                                   "tools": tools, "max_iterations": settings["max_iterations"],
                                   "model": settings["model"]}
+    if settings["explorer"]:
+        common["subagents"] = [Agent(
+            name="explorer", provider=provider, model=settings["model"],
+            description="reads and searches the workspace to answer a question; changes nothing",
+            instructions=EXPLORER_INSTRUCTIONS.format(root=workspace.root),
+            tools=[t for t in tools if t.read_only], max_iterations=settings["max_iterations"])]
     agent = Agent(dry_run=bool(settings["dry_run"]), **common)
     dry_agent = Agent(dry_run=True, **common) if not settings["dry_run"] else agent
     try:

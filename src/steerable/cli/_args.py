@@ -46,9 +46,15 @@ def _agent_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--deny", action="append", metavar="RULE", default=[],
                    help="permission rule to deny, e.g. 'write(secrets/**)' (repeatable)")
     g.add_argument("--max-iterations", type=int, metavar="N", help="LLM calls per turn at most")
+    g.add_argument("--explorer", action="store_true", default=None,
+                   help="give the agent a read-only 'explorer' sub-agent it can delegate "
+                        "searches to (shown indented under the turn)")
     g.add_argument("--record-events", metavar="FILE",
                    help="append every event to FILE as JSON lines (debug recorder; also "
                         "STEERABLE_EVENT_LOG)")
+    g.add_argument("--record", metavar="FILE",
+                   help="record the run to FILE (events, model streams, tool results, your "
+                        "steering) for 'steerable replay FILE'")
     g.add_argument("--template", metavar="FILE",
                    help="prompt template; {name} is filled from --var, wrapped as untrusted")
     g.add_argument("--var", action="append", metavar="NAME=VALUE", default=[],
@@ -124,6 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
     fork.add_argument("--to", metavar="NEW_ID", help="id of the copy (default: generated)")
     rm = ss.add_parser("rm", help="delete sessions")
     rm.add_argument("ids", nargs="+", metavar="id")
+
+    rp = sub.add_parser("replay", help="play a recording (run --record) again, offline",
+                        description="Replay a recording with no model and no network; stop "
+                                    "at the first difference from it.")
+    rp.add_argument("file", help="a recording written by --record or steerable.replay.Recorder")
+    rp.add_argument("--json", action="store_true",
+                    help="print every event as one JSON object per line instead of rendering")
 
     mcp = sub.add_parser("mcp", help="MCP servers of the configuration")
     ms = mcp.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser, required=True)

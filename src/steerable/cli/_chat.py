@@ -247,12 +247,14 @@ def chat(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("chat needs a terminal; use 'steerable run' in scripts and pipes")
     if args.template or args.var:
         raise UsageError("--template and --var are for 'run'")
+    from steerable.cli._commands import recording
     from steerable.cli._mcp import configured_tools
 
     async def go() -> int:
         async with configured_tools(settings) as mcp_tools:
             app = build_app(settings, session=args.session, can_ask=True, script=args.script,
                             record_events=args.record_events, extra_tools=mcp_tools)
-            return await _main(app)
+            async with recording(app, args.record):
+                return await _main(app)
 
     return asyncio.run(go())

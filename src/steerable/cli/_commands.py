@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
+from collections.abc import AsyncIterator
+from typing import Any
 
 from steerable.cli._args import UsageError
 from steerable.cli._settings import SECRET_ENV, Settings, load_settings, mask, user_config_path
@@ -32,6 +35,10 @@ def dispatch(args: argparse.Namespace) -> int:
         from steerable.cli._chat import chat
 
         return chat(args, settings)
+    if args.command == "replay":
+        from steerable.cli._replay import replay_command
+
+        return asyncio.run(replay_command(args.file, args.json))
     if args.command == "mcp":
         from steerable.cli._mcp import mcp_list
 
@@ -65,9 +72,22 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         async with configured_tools(settings) as mcp_tools:
             app = build_app(settings, session=args.session, can_ask=True, script=args.script,
                             record_events=args.record_events, extra_tools=mcp_tools)
-            return await run_prompt(app, prompt, as_json=args.json, debug=args.debug)
+            async with recording(app, args.record):
+                return await run_prompt(app, prompt, as_json=args.json, debug=args.debug)
 
     return asyncio.run(go())
+
+
+@contextlib.asynccontextmanager
+async def recording(app: Any, path: str | None) -> AsyncIterator[None]:
+    """Record the app's loop to ``path`` (``--record``) while the body runs."""
+    if path is None:
+        yield
+        return
+    from steerable.replay import Recorder
+
+    async with Recorder(app.loop, path):
+        yield
 
 
 def config_show(settings: Settings, as_json: bool) -> int:

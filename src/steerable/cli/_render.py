@@ -1,7 +1,9 @@
 """Showing a turn in the terminal with rich: streamed markdown, tool cards, a status line.
 
 ``TurnView`` keeps what is in flight (the text being streamed, the tools running, with their
-last lines of output) and turns finished things into printable blocks. ``LiveRenderer`` shows
+last lines of output) and turns finished things into printable blocks. Sub-turns are shown as a
+tree: a child's output is indented under the turn that spawned it, between a ``┌ agent: task``
+line and a ``└ agent status`` line; each turn streams its own text. ``LiveRenderer`` shows
 the in-flight part in a ``rich.live.Live`` region under the printed blocks (``run``);
 the chat prints the blocks and shows the in-flight part in its prompt's toolbar instead, since
 a live region and an editable prompt cannot share the bottom of the screen.
@@ -69,9 +71,14 @@ class TurnView:
 
     def __init__(self, redact: Redactor) -> None:
         self.redact = redact
-        self.stream = ""
+        self.streams: dict[str, str] = {}
+        """Text being streamed, per turn (sub-turns may stream at the same time)."""
         self.cards: dict[str, _Card] = {}
         self.depth: dict[str, int] = {}
+        self.agents: dict[str, str] = {}
+        """Agent name per turn id, for the sub-turn lines."""
+        self.background: set[str] = set()
+        """Sub-turns started with spawn (their results arrive later)."""
         self.tokens: dict[str, list[int]] = {}
         self.spinner = Spinner("dots")
         self.activity = ""
@@ -85,14 +92,16 @@ class TurnView:
     def handle(self, event: Any) -> list[RenderableType]:
         """Apply ``event``; return the blocks to print now (finished things)."""
         kind, depth = event.kind, self._depth(event)
+        if event.parent_turn_id and kind in (EventKind.TURN_START, EventKind.TURN_END):
+            depth -= 1  # a sub-turn's opening and closing lines sit at its parent's level
         out: list[RenderableType] = []
         if kind is EventKind.LLM_DELTA and not event.thinking:
-            self.stream += event.text
+            self.streams[event.turn_id] = self.streams.get(event.turn_id, "") + event.text
             self.activity = "writing"
         elif kind is EventKind.LLM_REQUEST:
             self.activity = "thinking"
         elif kind is EventKind.LLM_RESPONSE:
-            self.stream = ""
+            self.streams.pop(event.turn_id, None)
             if event.usage is not None:
                 t = self.tokens.setdefault(event.turn_id, [0, 0])
                 t[0] += event.usage.input_tokens
@@ -143,21 +152,42 @@ class TurnView:
             return [Text(f"retrying in {event.delay:.1f}s (attempt {event.attempt}): "
                          f"{event.reason}", style="dim")]
         if kind is EventKind.SUBTURN_SPAWN:
-            return [Text(f"┌ sub-agent {event.agent} started", style="magenta")]
+            if event.is_async:
+                self.background.add(event.child_turn_id)
+            return []  # the child's own TURN_START, right after, opens its branch
+        if kind is EventKind.TURN_START:
+            self.agents[event.turn_id] = event.agent
+            if not event.parent_turn_id:
+                return []
+            how = " (background)" if event.turn_id in self.background else ""
+            task = " ".join(event.input.split())
+            task = task if len(task) <= 80 else task[:79] + "…"
+            return [Text(f"┌ {event.agent}{how}: {self.redact(task)}", style="magenta")]
+        if kind in (EventKind.SUBTURN_RESULT_DELIVERED, EventKind.SUBTURN_ORPHAN):
+            who = self.agents.get(event.child_turn_id, "sub-agent")
+            where = ("reached the model" if kind is EventKind.SUBTURN_RESULT_DELIVERED
+                     else "saved to the session (the turn had ended)")
+            return [Text(f"↳ result of {who} {where}", style="magenta")]
         if kind is EventKind.TURN_END:
             used = self.tokens.pop(event.turn_id, None)
             tokens = (used[0], used[1]) if used else None
             style = "green" if event.status.value == "completed" else "yellow"
-            prefix = "└ sub-agent " if event.parent_turn_id else ""
-            return [Text(prefix + status_line(event.status.value, event.iterations,
-                                              tokens, event.duration), style=f"bold {style}")]
+            line = status_line(event.status.value, event.iterations, tokens, event.duration)
+            if event.parent_turn_id:
+                self.background.discard(event.turn_id)
+                self.streams.pop(event.turn_id, None)
+                line = f"└ {self.agents.get(event.turn_id, 'sub-agent')} {line}"
+            return [Text(line, style=f"bold {style}")]
         return []
 
     def live(self) -> RenderableType:
         """The in-flight part: streamed text as markdown, then one card per running tool."""
         parts: list[RenderableType] = []
-        if self.stream.strip():
-            parts.append(Markdown(self.redact(self.stream)))
+        for turn_id, text in self.streams.items():
+            if text.strip():
+                depth = self.depth.get(turn_id, 0)
+                shown = Markdown(self.redact(text))
+                parts.append(Padding(shown, (0, 0, 0, 2 * depth)) if depth else shown)
         now = time.monotonic()
         for card in self.cards.values():
             head = Text.assemble(" ", (card.name, "bold"), " ", card.summary,
@@ -178,8 +208,9 @@ class TurnView:
             card = next(reversed(self.cards.values()))
             last = card.partial or (card.tail[-1] if card.tail else "")
             return f"{card.name}: {card.summary} ({now - card.started:.0f}s)  {last[:60]}"
-        if self.activity == "writing" and self.stream:
-            return "writing: " + " ".join(self.stream[-70:].split())
+        stream = next(reversed(self.streams.values()), "")
+        if self.activity == "writing" and stream:
+            return "writing: " + " ".join(stream[-70:].split())
         return self.activity
 
 

@@ -42,6 +42,7 @@ _KEYS: dict[str, tuple[type, Any, str | None]] = {
     "instructions": (str, "", None),
     "extra_roots": (list, [], None),
     "bash_timeout": (float, 120.0, None),
+    "explorer": (bool, False, None),
 }
 _UNTRUSTED_IN_PROJECT = frozenset({"base_url", "workspace", "extra_roots", "data_dir", "yes"})
 _RULE_KINDS = ("allow", "ask", "deny")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,8 +123,15 @@ class IgnoreRules:
         return verdict
 
 
-def walk_files(ws: Workspace, start: Path, *, respect_gitignore: bool = True) -> Iterator[Path]:
-    """Every file under ``start`` (sorted per folder), skipping ignored and escaping paths."""
+def walk_files(
+    ws: Workspace, start: Path, *, respect_gitignore: bool = True,
+    refused: Callable[[str], bool] | None = None,
+) -> Iterator[Path]:
+    """Every file under ``start`` (sorted per folder), skipping ignored and escaping paths.
+
+    ``refused`` (given the path as permission rules see it) leaves out files and whole folders
+    that a deny or ask rule names.
+    """
     rules = IgnoreRules()
     root = ws.root
     inside_root = start == root or start.is_relative_to(root)
@@ -134,7 +141,8 @@ def walk_files(ws: Workspace, start: Path, *, respect_gitignore: bool = True) ->
         for depth in range(len(rel_parts) + 1):
             rules.load(root.joinpath(*rel_parts[:depth]), "/".join(rel_parts[:depth]))
     if start.is_file():
-        yield start
+        if refused is None or not refused(ws.display(start)):
+            yield start
         return
     for folder, dirs, files in os.walk(start, followlinks=False):
         here = Path(folder)
@@ -149,6 +157,8 @@ def walk_files(ws: Workspace, start: Path, *, respect_gitignore: bool = True) ->
             rel = f"{rel_here}/{d}" if rel_here else d
             if respect_gitignore and inside_root and rules.ignored(rel, True):
                 continue
+            if refused is not None and refused(ws.display(here / d)):
+                continue
             keep.append(d)
         dirs[:] = keep
         for f in sorted(files):
@@ -157,5 +167,7 @@ def walk_files(ws: Workspace, start: Path, *, respect_gitignore: bool = True) ->
             if respect_gitignore and inside_root and rules.ignored(rel, False):
                 continue
             if path.is_symlink() and not ws.contains(Path(os.path.realpath(path))):
+                continue
+            if refused is not None and refused(ws.display(path)):
                 continue
             yield path

@@ -67,7 +67,8 @@ def make_edit_tool(ws: Workspace) -> FunctionTool:
         return f"[dry-run] edit would change {name}; nothing was changed.\n" + \
             unified_diff(before, after, name)
 
-    @tool(name="edit", permission_subjects=ws.path_subjects, permission_key="path", preview=preview)
+    @tool(name="edit", permission_subjects=ws.path_subjects, permission_key="path", preview=preview,
+          permission_family="write")
     def edit(path: str, old_text: str, new_text: str, replace_all: bool = False) -> str:
         """Replace exact text in a file. old_text must match exactly once unless replace_all.
 

@@ -7,7 +7,7 @@ import re
 from steerable.coding._walk import glob_to_regex, walk_files
 from steerable.coding._workspace import Workspace
 from steerable.errors import ToolError
-from steerable.tools import FunctionTool, tool
+from steerable.tools import FunctionTool, ToolContext, tool
 
 __all__ = ["make_find_tool"]
 
@@ -15,8 +15,9 @@ MAX_RESULTS = 1000
 
 
 def make_find_tool(ws: Workspace, *, max_results: int = MAX_RESULTS) -> FunctionTool:
-    @tool(name="find", read_only=True, permission_key="pattern")
-    def find(pattern: str, path: str = ".") -> str:
+    @tool(name="find", read_only=True, permission_key="path", permission_family="read",
+          permission_subjects=ws.path_subjects)
+    def find(pattern: str, ctx: ToolContext, path: str = ".") -> str:
         """Find files by glob. '*.py' matches names at any depth; 'src/**/*.py' matches paths.
 
         Args:
@@ -33,7 +34,7 @@ def make_find_tool(ws: Workspace, *, max_results: int = MAX_RESULTS) -> Function
         regex = re.compile(("^" if "/" in pattern else "^(?:.*/)?") + body + "$")
         found: list[str] = []
         more = False
-        for file in walk_files(ws, start):
+        for file in walk_files(ws, start, refused=ctx.refuses):
             rel = file.relative_to(start).as_posix()
             if regex.match(rel):
                 if len(found) == max_results:

@@ -39,7 +39,7 @@ def _python_grep(ws: Workspace, start: Path, regex: re.Pattern[str], glob: str |
         body = glob_to_regex(glob)
         name_filter = re.compile(("^" if "/" in glob else "^(?:.*/)?") + body + "$")
     hits: list[str] = []
-    for file in walk_files(ws, start):
+    for file in walk_files(ws, start, refused=ctx.refuses):
         if ctx.cancelled.is_set():
             break
         rel = file.relative_to(start).as_posix() if file != start else file.name
@@ -62,8 +62,14 @@ def _python_grep(ws: Workspace, start: Path, regex: re.Pattern[str], glob: str |
     return hits, False
 
 
+def _refused(ctx: ToolContext, path: str) -> bool:
+    """A file rg found is left out when a rule names it or any folder above it."""
+    parts = path.split("/")
+    return any(ctx.refuses("/".join(parts[:n])) for n in range(len(parts), 0, -1))
+
+
 def _rg_grep(rg: str, ws: Workspace, start: Path, pattern: str, glob: str | None,
-             ignore_case: bool, limit: int) -> tuple[list[str], bool]:
+             ignore_case: bool, limit: int, ctx: ToolContext) -> tuple[list[str], bool]:
     target = ws.display(start)
     args = [rg, "--line-number", "--no-heading", "--with-filename", "--color=never",
             "--hidden", "--no-require-git", "--glob", "!.git", "--no-messages"]
@@ -86,6 +92,8 @@ def _rg_grep(rg: str, ws: Workspace, start: Path, pattern: str, glob: str | None
             path, _, rest = raw.partition(":")
             number, _, text = rest.partition(":")
             path = path[2:] if path.startswith("./") else path
+            if _refused(ctx, path):
+                continue
             hits.append(f"{path}:{number}: {_clip(text)}")
         err = proc.stderr.read()
         code = proc.wait(timeout=RG_TIMEOUT)
@@ -99,7 +107,8 @@ def make_grep_tool(ws: Workspace, *, use_ripgrep: bool = True,
                    max_results: int = MAX_RESULTS) -> FunctionTool:
     rg = shutil.which("rg") if use_ripgrep else None
 
-    @tool(name="grep", read_only=True, permission_key="pattern")
+    @tool(name="grep", read_only=True, permission_key="path", permission_family="read",
+          permission_subjects=ws.path_subjects)
     def grep(pattern: str, ctx: ToolContext, path: str = ".", glob: str | None = None,
              ignore_case: bool = False) -> str:
         """Search file contents with a regular expression; prints path:line: text.
@@ -119,7 +128,7 @@ def make_grep_tool(ws: Workspace, *, use_ripgrep: bool = True,
             raise ToolError(f"{ws.display(start)} does not exist")
         # rg file types match names only, so a glob with a folder in it goes to Python.
         if rg is not None and os.path.isdir(start) and "/" not in (glob or ""):
-            hits, more = _rg_grep(rg, ws, start, pattern, glob, ignore_case, max_results)
+            hits, more = _rg_grep(rg, ws, start, pattern, glob, ignore_case, max_results, ctx)
         else:
             hits, more = _python_grep(ws, start, regex, glob, max_results, ctx)
         if not hits:

@@ -6,7 +6,7 @@ import os
 
 from steerable.coding._workspace import Workspace
 from steerable.errors import ToolError
-from steerable.tools import FunctionTool, tool
+from steerable.tools import FunctionTool, ToolContext, tool
 
 __all__ = ["make_ls_tool"]
 
@@ -25,8 +25,9 @@ def _size(n: int) -> str:
 
 
 def make_ls_tool(ws: Workspace, *, max_entries: int = MAX_ENTRIES) -> FunctionTool:
-    @tool(name="ls", permission_subjects=ws.path_subjects, read_only=True, permission_key="path")
-    def ls(path: str = ".") -> str:
+    @tool(name="ls", permission_subjects=ws.path_subjects, read_only=True, permission_key="path",
+          permission_family="read")
+    def ls(ctx: ToolContext, path: str = ".") -> str:
         """List a folder of the workspace: subfolders end with '/', files show their size.
 
         Args:
@@ -39,7 +40,9 @@ def make_ls_tool(ws: Workspace, *, max_entries: int = MAX_ENTRIES) -> FunctionTo
         if not target.is_dir():
             raise ToolError(f"{name} is a file, not a folder; use read to see it")
         with os.scandir(target) as it:
-            entries = sorted(it, key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
+            entries = sorted(
+                (e for e in it if not ctx.refuses(ws.display(target / e.name))),
+                key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
         if not entries:
             return f"{name} is empty."
         rows = []

@@ -51,6 +51,7 @@ __all__ = [
     "error_to_json",
     "load_recording",
     "request_to_json",
+    "shorten_request",
 ]
 
 FORMAT = "steerable-recording"
@@ -71,6 +72,36 @@ def request_to_json(request: LLMRequest) -> dict[str, Any]:
         "params": json.loads(json.dumps(dict(request.params), default=str)),
         "messages": [message_to_record(m) for m in request.messages],
     }
+
+
+def shorten_request(request: dict[str, Any], previous: list[Any]) -> dict[str, Any]:
+    """``request`` with the messages it shares with the agent's previous request left out
+    (``prefix`` counts them): a turn resends its history on every call, and writing it whole
+    each time would make a recording grow with the square of its length."""
+    messages = request["messages"]
+    k = 0
+    limit = min(len(previous), len(messages))
+    while k < limit and previous[k] == messages[k]:
+        k += 1
+    if k == 0:
+        return request
+    return {**request, "prefix": k, "messages": messages[k:]}
+
+
+def _expand_requests(entries: list[dict[str, Any]]) -> None:
+    last: dict[str, list[Any]] = {}
+    for entry in sorted((e for e in entries if e["type"] == "llm"),
+                        key=lambda e: (str(e.get("agent")), int(e.get("n", 0)))):
+        request = entry.get("request")
+        if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
+            raise RecordingError(f"LLM call #{entry.get('n')} has no request")
+        prefix = int(request.pop("prefix", 0))
+        previous = last.get(str(entry.get("agent")), [])
+        if prefix > len(previous):
+            raise RecordingError(f"LLM call #{entry.get('n')} of {entry.get('agent')!r} refers "
+                                 "to messages the recording does not have")
+        request["messages"] = previous[:prefix] + request["messages"]
+        last[str(entry.get("agent"))] = request["messages"]
 
 
 def chunk_to_json(chunk: Chunk) -> dict[str, Any]:
@@ -184,6 +215,7 @@ def load_recording(path: str | Path) -> Recording:
         if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):
             raise RecordingError(f"{path}:{number} is not a recording entry")
         rec.entries.append(entry)
+    _expand_requests(rec.entries)
     return rec
 
 

@@ -119,7 +119,8 @@ class Player:
                 self._ready_at[event["call_id"]] = ready
 
     def _build_agents(self) -> dict[str, Agent]:
-        specs: Mapping[str, Mapping[str, Any]] = self.recording.header["agents"]
+        specs: dict[str, Mapping[str, Any]] = dict(self.recording.header["agents"])
+        specs.update({e["name"]: e["spec"] for e in self.recording.of_type("agent")})
         built: dict[str, Agent] = {}
         accepts_subagents = "subagents" in inspect.signature(Agent).parameters
 
@@ -316,6 +317,10 @@ class Player:
                 if reader in done:
                     event, reader = reader.result(), None
                     self._check(event)
+                    for event in sub.drain_nowait():  # one wake-up for all that is buffered
+                        if self._failure is not None:
+                            break
+                        self._check(event)
                 elif idle in done:
                     for event in sub.drain_nowait():
                         self._check(event)

@@ -12,14 +12,16 @@ when it stops.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import json
+import threading
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import aclosing
 from pathlib import Path
 from typing import IO, Any
 
-from steerable import Agent, AgentLoop, TurnHandle, event_to_dict
+from steerable import Agent, AgentLoop, BaseAgent, TurnHandle, event_to_dict
 from steerable._hooks import ToolResultContext
 from steerable.providers._base import Chunk, LLMRequest, Provider
 from steerable.replay._errors import RecordingError
@@ -30,6 +32,7 @@ from steerable.replay._format import (
     error_to_json,
     messages_to_json,
     request_to_json,
+    shorten_request,
 )
 
 __all__ = ["Recorder"]
@@ -58,21 +61,27 @@ def _discard(fn: Callable[[], object]) -> None:
     fn()
 
 
-def _agents(roots: Iterable[Agent]) -> list[Agent]:
-    """Every agent reachable from ``roots`` through ``subagents``, each once, in order."""
-    seen: dict[int, Agent] = {}
+def _agents(roots: Iterable[BaseAgent]) -> list[Agent]:
+    """Every model-backed agent reachable from ``roots`` through ``subagents`` and the children
+    of composite agents (``agents``, ``agent``), each once, in order."""
+    seen: dict[int, BaseAgent] = {}
     stack = list(roots)
     while stack:
         agent = stack.pop(0)
-        if id(agent) in seen or not isinstance(agent, Agent):
+        if id(agent) in seen or not isinstance(agent, BaseAgent):
             continue
         seen[id(agent)] = agent
         stack.extend(getattr(agent, "subagents", ()) or ())
-    return list(seen.values())
+        stack.extend(getattr(agent, "agents", ()) or ())
+        child = getattr(agent, "agent", None)
+        if child is not None:
+            stack.append(child)
+    return [a for a in seen.values() if isinstance(a, Agent)]
 
 
 def _agent_json(agent: Agent) -> dict[str, Any]:
     return {
+        "provider": type(agent.provider).__name__,  # for the reader of a bug report
         "instructions": agent.instructions,
         "model": agent.model,
         "params": json.loads(json.dumps(dict(agent.params), default=str)),
@@ -96,11 +105,14 @@ class _RecordingProvider:
         self._recorder = recorder
         self._agent = agent
         self._calls = 0
+        self._previous: list[Any] = []
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
         self._calls += 1
+        full = request_to_json(request)
         entry: dict[str, Any] = {"type": "llm", "agent": self._agent, "n": self._calls,
-                                 "request": request_to_json(request), "chunks": []}
+                                 "request": shorten_request(full, self._previous), "chunks": []}
+        self._previous = full["messages"]
         try:
             async with aclosing(self.inner.stream(request)) as chunks:  # type: ignore[type-var]
                 async for chunk in chunks:
@@ -139,7 +151,7 @@ class Recorder:
     recording is written with its position, so a replay makes it at the same point.
     """
 
-    def __init__(self, loop: AgentLoop, path: str | Path, *, agents: Iterable[Agent] = ()) -> None:
+    def __init__(self, loop: AgentLoop, path: str | Path, *, agents: Iterable[BaseAgent] = ()) -> None:
         if not isinstance(loop, AgentLoop):
             raise RecordingError(f"Recorder needs an AgentLoop, got {type(loop).__name__}")
         self._loop = loop
@@ -149,6 +161,9 @@ class Recorder:
         if len(set(names)) != len(names):
             raise RecordingError(f"agents must have distinct names to be recorded, got {names}")
         self._out: IO[str] | None = None
+        self._lock = threading.Lock()
+        self._aio: asyncio.AbstractEventLoop | None = None
+        self._thread: int | None = None
         self._base = 0
         self._undo: list[Callable[[], None]] = []
         self._task: asyncio.Task[None] | None = None
@@ -168,8 +183,14 @@ class Recorder:
         """Open the file and start recording (from the loop's thread, inside a running loop)."""
         if self._out is not None:
             raise RecordingError("this Recorder has already been started")
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        self._out = self._path.open("w", encoding="utf-8")
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            self._out = self._path.open("w", encoding="utf-8")
+        except OSError as exc:
+            raise RecordingError(f"cannot write the recording {self._path}: "
+                                 f"{exc.strerror or exc}") from None
+        self._aio = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
         self._base = self._loop.statistics().events_emitted
         rules = [[str(r.action), r.tool if r.argument is None else f"{r.tool}({r.argument})"]
                  for r in self._loop.permissions.rules]
@@ -203,10 +224,10 @@ class Recorder:
     # -- what gets written --------------------------------------------------------------------
 
     def _write(self, entry: dict[str, Any]) -> None:
-        if self._out is None or self._out.closed:
-            return
-        self._out.write(json.dumps(entry, ensure_ascii=False, default=str))
-        self._out.write("\n")
+        line = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
+        with self._lock:  # sync tools and foreign threads write too
+            if self._out is not None and not self._out.closed:
+                self._out.write(line)
 
     def _position(self) -> int:
         return self._loop.statistics().events_emitted - self._base
@@ -216,6 +237,18 @@ class Recorder:
             self._write({"type": "event", "event": event_to_dict(event)})
         if self._out is not None:
             self._out.flush()
+
+    def _add_agent(self, agent: Agent) -> None:
+        """An agent first seen in ``start_turn(agent=...)``: described and recorded from now."""
+        for new in _agents([agent]):
+            if any(new is a for a in self._agents):
+                continue
+            if any(new.name == a.name for a in self._agents):
+                raise RecordingError(f"another agent named {new.name!r} is already recorded; "
+                                     "agents must have distinct names to be recorded")
+            self._agents.append(new)
+            self._write({"type": "agent", "name": new.name, "spec": _agent_json(new)})
+            self._wrap_provider(new)
 
     def _wrap_provider(self, agent: Agent) -> None:
         inner = agent.provider
@@ -250,6 +283,8 @@ class Recorder:
 
         @functools.wraps(original)
         def recorded(*args: Any, **kwargs: Any) -> Any:
+            if not self._on_loop_thread():
+                return self._on_loop(recorded, *args, **kwargs)
             after = self._position()
             described = describe(args, kwargs)
             changed = original(*args, **kwargs)
@@ -259,6 +294,24 @@ class Recorder:
 
         setattr(target, name, recorded)
         self._undo.append(lambda: target.__dict__.pop(name, None))
+
+    def _on_loop_thread(self) -> bool:
+        aio = self._aio
+        return aio is None or threading.get_ident() == self._thread or not aio.is_running()
+
+    def _on_loop(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a control on the loop's thread, so its recorded position is exact."""
+        assert self._aio is not None
+        answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                answer.set_result(fn(*args, **kwargs))
+            except BaseException as exc:
+                answer.set_exception(exc)
+
+        self._aio.call_soon_threadsafe(run)
+        return answer.result(timeout=30)
 
     def _shadow_loop(self) -> None:
         for name in (*_CONTROLS, "resolve_approval"):
@@ -281,7 +334,13 @@ class Recorder:
 
         @functools.wraps(original)
         def start_turn(input: str, session_id: str | None = None, *,
-                       agent: Agent | None = None) -> TurnHandle:
+                       agent: BaseAgent | None = None) -> TurnHandle:
+            if not self._on_loop_thread():
+                return self._on_loop(start_turn, input, session_id, agent=agent)  # type: ignore[no-any-return]
+            if agent is not None:
+                for found in _agents([agent]):
+                    if all(found is not a for a in self._agents):
+                        self._add_agent(found)
             after = self._position()
             history = self._loop.session_messages(session_id) if session_id else []
             handle = original(input, session_id, agent=agent)

@@ -1,6 +1,20 @@
 """Tools: the ``Tool`` seam, ``@tool``, and the context a running tool receives."""
 
-from steerable.tools._base import BaseTool, Tool, ToolContext, result_from_return
+from steerable.tools._base import (
+    BaseTool,
+    Tool,
+    ToolContext,
+    UncoveredSubject,
+    result_from_return,
+)
 from steerable.tools._function import FunctionTool, tool
 
-__all__ = ["BaseTool", "FunctionTool", "Tool", "ToolContext", "result_from_return", "tool"]
+__all__ = [
+    "BaseTool",
+    "FunctionTool",
+    "Tool",
+    "ToolContext",
+    "UncoveredSubject",
+    "result_from_return",
+    "tool",
+]

@@ -9,14 +9,49 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from steerable._events import TurnStatus
 from steerable._messages import ToolResult
 from steerable.providers._base import ToolSpec
 
-__all__ = ["BaseTool", "Tool", "ToolContext"]
+__all__ = ["BaseTool", "ChildResult", "ChildTurn", "Subturns", "Tool", "ToolContext", "UncoveredSubject"]
+
+
+class ChildResult(Protocol):
+    """How a sub-turn ended (a ``steerable.TurnResult``)."""
+
+    @property
+    def turn_id(self) -> str: ...
+    @property
+    def status(self) -> TurnStatus: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def error(self) -> BaseException | None: ...
+
+
+class ChildTurn(Protocol):
+    """A running sub-turn: await it for its result; steer or interrupt it by its handle."""
+
+    @property
+    def turn_id(self) -> str: ...
+    @property
+    def agent_name(self) -> str: ...
+    def done(self) -> bool: ...
+    def inject_steering(self, text: str) -> bool: ...
+    def interrupt_graceful(self, hint: str | None = None) -> bool: ...
+    def interrupt_hard(self) -> bool: ...
+    def __await__(self) -> Generator[Any, None, ChildResult]: ...
+
+
+class Subturns(Protocol):
+    """The engine's sub-turn entry point for one turn (see ``ToolContext.run_subturn``)."""
+
+    def run(self, agent: object, task: str) -> Awaitable[ChildResult]: ...
+    def spawn(self, agent: object, task: str, deliver: bool) -> ChildTurn: ...
 
 
 @dataclass(slots=True, kw_only=True)
@@ -26,6 +61,9 @@ class ToolContext:
     ``progress`` is safe to call from the tool's own thread (sync tools run in a worker thread).
     ``cancelled`` (a ``threading.Event``) is set when the turn is aborted or the tool timed out,
     so a sync tool that loops can stop early; async tools are cancelled the usual asyncio way.
+
+    ``run_subturn`` and ``spawn_subturn`` start a child turn (a sub-turn) from an async tool,
+    with the same limits and events as the model's ``subagent`` and ``spawn`` tools.
     """
 
     call_id: str
@@ -38,6 +76,8 @@ class ToolContext:
     _cancel_event: threading.Event | None = None
     _cancel_requested: bool = False
     _report: Callable[[str, Mapping[str, Any]], None] | None = None
+    _subturns: Subturns | None = None
+    _refuses: Callable[[str], bool] | None = None
 
     @property
     def cancelled(self) -> threading.Event:
@@ -53,6 +93,38 @@ class ToolContext:
         self._cancel_requested = True
         if self._cancel_event is not None:
             self._cancel_event.set()
+
+    async def run_subturn(self, agent: object, task: str) -> ChildResult:
+        """Run ``agent`` (an agent object, or the name of one of the calling agent's
+        ``subagents``) on ``task`` as a child of this turn, and wait for its ``TurnResult``.
+
+        Raises ``SubturnError`` for an unknown name and ``SubturnLimitError`` over a limit
+        (uncaught, either becomes an error result the model reads). Cancelling the wait (the
+        tool timed out, the turn was aborted) aborts the child.
+        """
+        return await self._engine_subturns().run(agent, task)
+
+    def spawn_subturn(self, agent: object, task: str, *, deliver: bool = True) -> ChildTurn:
+        """Start ``agent`` on ``task`` as a child of this turn and return its handle at once.
+
+        With ``deliver`` its final text reaches this turn's model before the next LLM call after
+        the child ended (or the session, if this turn has made its last call); without it, only
+        whoever awaits the handle gets the result.
+        """
+        return self._engine_subturns().spawn(agent, task, deliver)
+
+    def _engine_subturns(self) -> Subturns:
+        if self._subturns is None:
+            raise RuntimeError("this ToolContext was not made by a running turn; it cannot spawn")
+        return self._subturns
+
+    def refuses(self, subject: str) -> bool:
+        """Whether a deny or ask rule for this tool (or its family) names ``subject``.
+
+        Tools that touch many things in one call (grep, find and ls walking folders) leave out
+        each entry refused here, so a rule on a path holds whatever folder was asked for.
+        """
+        return self._refuses is not None and self._refuses(subject)
 
     def progress(self, text: str, **data: Any) -> None:
         """Emit ``TOOL_EXEC_PROGRESS`` with ``text`` and any JSON-able ``data``."""
@@ -87,6 +159,22 @@ class Tool(Protocol):
         ...
 
 
+class UncoveredSubject(str):
+    """A permission subject that no allow rule with an argument pattern covers.
+
+    A tool returns one from ``permission_subjects`` for a part of a call it cannot vouch for
+    (bash: a line its reader does not fully understand). Deny and ask rules still match its
+    text; the call is then asked instead of silently allowed. ``reason`` says why.
+    """
+
+    reason: str
+
+    def __new__(cls, text: str, reason: str = "") -> UncoveredSubject:
+        obj = super().__new__(cls, text)
+        obj.reason = reason
+        return obj
+
+
 class BaseTool:
     """A convenient base for class-based tools: override ``run`` (and ``preview``)."""
 
@@ -96,6 +184,8 @@ class BaseTool:
     timeout: float | None = None
     permission_key: str | None = None
     """The argument that permission patterns such as ``write(src/**)`` match against."""
+    permission_family: str | None = None
+    """Another tool name whose permission rules also hold for this tool (``edit`` -> ``write``)."""
 
     @property
     def parameters(self) -> Mapping[str, Any]:

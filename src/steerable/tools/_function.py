@@ -87,6 +87,7 @@ class FunctionTool(BaseTool):
         preview: Callable[[Mapping[str, Any]], str] | None = None,
         permission_key: str | None = None,
         permission_subjects: Callable[[Mapping[str, Any]], list[str]] | None = None,
+        permission_family: str | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"@tool needs a function, got {type(fn).__name__}")
@@ -114,6 +115,7 @@ class FunctionTool(BaseTool):
         self._parameters = _strip_titles(self._model.model_json_schema())
         self._parameters.setdefault("properties", {})
         self.permission_key = permission_key or self._first_string_param()
+        self.permission_family = permission_family
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -206,6 +208,7 @@ def tool(
     preview: Callable[[Mapping[str, Any]], str] | None = None,
     permission_key: str | None = None,
     permission_subjects: Callable[[Mapping[str, Any]], list[str]] | None = None,
+    permission_family: str | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -220,12 +223,15 @@ def tool(
     preview: Callable[[Mapping[str, Any]], str] | None = None,
     permission_key: str | None = None,
     permission_subjects: Callable[[Mapping[str, Any]], list[str]] | None = None,
+    permission_family: str | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a tool from a function: ``@tool`` or ``@tool(read_only=True, timeout=10)``.
 
     ``preview`` returns the dry-run text for a mutating tool; ``permission_key`` names the
     argument that permission rules match (default: the first string parameter), and
     ``permission_subjects`` can instead compute the normalised values they match.
+    ``permission_family`` names another tool whose rules also hold for this one (``grep`` is
+    in the ``read`` family: ``deny: read(secrets/**)`` holds for it too).
     """
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
@@ -238,6 +244,7 @@ def tool(
             preview=preview,
             permission_key=permission_key,
             permission_subjects=permission_subjects,
+            permission_family=permission_family,
         )
 
     if fn is not None:

@@ -1,0 +1,108 @@
+"""The turn body of a composite agent: children run as sub-turns, with a boundary check between.
+
+A composite agent (``SequentialAgent``, ``LoopAgent``, ``ParallelAgent`` in the drivers layer)
+subclasses ``CompositeAgent`` and writes ``run(scope)``; ``run_turn`` calls ``run_composite``
+instead of the model loop. Every child goes through ``scope.run_child``, a synchronous sub-turn
+on the same engine (same events, limits and interrupts).
+
+Boundaries: before each child starts (and before a parallel group is spawned) no child work is
+in progress, so any stop request is honoured there: a graceful interrupt ends the composite
+``interrupted`` with the text it has so far. ``boundary_stop`` is the one place that reads stop
+requests. A hard abort needs no boundary: it cascades to the running children at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from steerable._core._agent import BaseAgent
+from steerable._core._engine import Engine
+from steerable._core._subturn import spawn
+from steerable._core._turn_state import Interrupt, TurnState
+from steerable._events import TurnPhase, TurnStatus
+from steerable._messages import Message
+
+__all__ = ["BoundaryStop", "CompositeAgent", "CompositeScope", "boundary_stop", "run_composite"]
+
+
+class BoundaryStop(Exception):
+    """Raised by ``CompositeScope.check`` when the composite must stop at this boundary."""
+
+    def __init__(self, status: TurnStatus) -> None:
+        super().__init__(status.value)
+        self.status = status
+
+
+def boundary_stop(st: TurnState) -> TurnStatus | None:
+    """How the composite turn ``st`` must end at a boundary, or None to go on."""
+    if st.interrupt is Interrupt.HARD:
+        return TurnStatus.ABORTED
+    if st.interrupt is Interrupt.GRACEFUL:
+        return TurnStatus.INTERRUPTED
+    return None
+
+
+class CompositeScope:
+    """What a composite's ``run`` works with: its input, its limits, and ``run_child``."""
+
+    def __init__(self, engine: Engine, st: TurnState) -> None:
+        self._engine = engine
+        self._state = st
+        self.text = ""
+        """The latest usable child output: the composite's answer if it is stopped early."""
+
+    @property
+    def input(self) -> str:
+        return self._state.input
+
+    @property
+    def max_parallel(self) -> int:
+        """Children that may run at once under this turn (``Limits.subturns_per_turn``)."""
+        return self._engine.limits.subturns_per_turn
+
+    def check(self) -> None:
+        """A boundary: raise ``BoundaryStop`` if the turn must stop here."""
+        status = boundary_stop(self._state)
+        if status is not None:
+            raise BoundaryStop(status)
+
+    async def run_child(self, agent: BaseAgent, task: str, *, check: bool = True) -> Any:
+        """Run ``agent`` on ``task`` as a sub-turn and return its ``TurnResult``; a boundary
+        check comes first unless ``check`` is False (a parallel group checks once)."""
+        if check:
+            self.check()
+        handle = spawn(self._engine, self._state, agent, task, is_async=False, deliver=False)
+        try:
+            # Shielded: the child ends itself on abort and returns a result, which must not
+            # swallow this waiter's own cancellation.
+            return await handle
+        except asyncio.CancelledError:
+            handle.interrupt_hard()  # whoever cancelled this wait, the child goes with it
+            raise
+
+
+class CompositeAgent(BaseAgent):
+    """An agent whose turn runs other agents as sub-turns instead of calling a model."""
+
+    agents: tuple[BaseAgent, ...]
+
+    async def run(self, scope: CompositeScope) -> str:
+        """Run the children through ``scope.run_child``; return the composite's answer."""
+        raise NotImplementedError
+
+
+async def run_composite(engine: Engine, st: TurnState) -> TurnStatus:
+    """The composite's turn body: its answer becomes the turn's assistant message."""
+    engine.set_phase(st, TurnPhase.EXECUTING)
+    scope = CompositeScope(engine, st)
+    agent: CompositeAgent = st.agent
+    try:
+        text = await agent.run(scope)
+        status = TurnStatus.COMPLETED
+    except BoundaryStop as stop:
+        if stop.status is TurnStatus.ABORTED:
+            raise asyncio.CancelledError from None  # the hard-abort path of run_turn
+        text, status = scope.text, stop.status
+    st.new.append(Message("assistant", text))
+    return status

@@ -1,0 +1,208 @@
+"""``RedisClient``: post messages and control commands for any session, follow its events.
+
+Any process can use it (a server front end, a script, a worker): it needs only the Redis URL.
+A message for a session no worker holds is queued and a worker is woken; for a held session it
+goes to the holder, which applies the busy policy exactly as one process would. Control
+commands (steer, follow-up, interrupt, cancel, approval answers) go to the worker running the
+turn and return its answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from steerable.errors import SessionBusyError, SteerableError
+from steerable.scale._keys import Keys
+from steerable.scale._protocol import POLICIES, Scripts, decode, encode
+from steerable.storage._ids import check_session_id
+from steerable.storage.redis_store import RedisUnavailableError
+
+__all__ = ["RedisClient", "SendResult", "StreamedEvent", "WorkerUnavailableError", "connect"]
+
+INBOX_MAXLEN = 100_000
+
+
+class WorkerUnavailableError(SteerableError):
+    """The worker holding the session did not answer in time (it may have died: its sessions
+    move to another worker when its lease ends). Try again shortly."""
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """What happened to a posted message: ``action`` as in ``POST /v1/sessions/{id}/messages``
+    (``started``, ``steered``, ``queued``, ``interrupted``, ``rolled_back``); ``turn_id`` when
+    the turn it joined or started is known."""
+
+    action: str
+    turn_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamedEvent:
+    """One event of a session as stored in its Redis stream: ``id`` is the stream entry id
+    (use it as ``Last-Event-ID``), ``data`` the event's JSON form (as ``run --json``)."""
+
+    id: str
+    data: dict[str, Any]
+
+
+def connect(url: str, *, timeout: float = 5.0) -> Any:
+    """An asyncio redis client for ``url``, with a clear error when redis-py is missing."""
+    try:
+        import redis.asyncio as aioredis
+    except ModuleNotFoundError:
+        from steerable.errors import ConfigurationError
+
+        raise ConfigurationError("Redis workers need redis-py: pip install 'steerable[redis]'") \
+            from None
+    return aioredis.Redis.from_url(url, socket_connect_timeout=timeout,
+                                   health_check_interval=30, retry_on_timeout=False)
+
+
+def unavailable_errors() -> tuple[type[BaseException], ...]:
+    import redis
+
+    return (redis.ConnectionError, redis.TimeoutError, OSError)
+
+
+class RedisClient:
+    """Talks to the workers of ``url`` (keys under ``prefix``). ``reply_timeout`` bounds how
+    long a control command waits for the holding worker's answer."""
+
+    def __init__(self, url: str, *, prefix: str = "steerable:", reply_timeout: float = 5.0,
+                 client: Any = None) -> None:
+        self.url = url
+        self.keys = Keys(prefix)
+        self.reply_timeout = reply_timeout
+        self._redis = client if client is not None else connect(url)
+        self._own = client is None
+        self._scripts = Scripts(self._redis, self.keys)
+        self._errors = unavailable_errors()
+
+    async def aclose(self) -> None:
+        if self._own:
+            await self._redis.aclose()
+
+    def _down(self, exc: BaseException, what: str) -> RedisUnavailableError:
+        return RedisUnavailableError(
+            f"cannot {what}: Redis at {self.url} did not answer ({exc}); nothing was queued or "
+            "started")
+
+    # -- messages -----------------------------------------------------------------------------
+
+    async def send(self, text: str, session_id: str, policy: str = "steer") -> SendResult:
+        """Deliver a user message. Raises ``SessionBusyError`` for ``reject`` on a busy
+        session, ``RedisUnavailableError`` when Redis is down (nothing is queued then)."""
+        check_session_id(session_id)
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("message text must be a non-empty str")
+        if policy not in POLICIES:
+            raise ValueError(f"unknown busy policy {policy!r}; use one of {', '.join(POLICIES)}")
+        entry = {"id": secrets.token_hex(8), "text": text, "policy": policy, "posted": time.time()}
+        try:
+            holder, waiting = await self._scripts.post(session_id, entry, maxlen=INBOX_MAXLEN)
+            if holder is None:
+                return SendResult("started" if waiting == 1 else "queued")
+            try:
+                answer = await self._command(holder, "message", session_id, {"entry": entry})
+            except WorkerUnavailableError:
+                # The holder is gone: queue behind its turn, which the next holder resumes.
+                await self._scripts.post(session_id, entry, maxlen=INBOX_MAXLEN, force=True)
+                return SendResult("queued")
+        except self._errors as exc:
+            raise self._down(exc, f"post to session {session_id!r}") from None
+        if answer.get("action") == "rejected":
+            raise SessionBusyError(f"session {session_id!r} is busy (turn {answer.get('turn_id')})")
+        return SendResult(str(answer["action"]), answer.get("turn_id"))
+
+    # -- control ------------------------------------------------------------------------------
+
+    async def steer(self, text: str, session_id: str) -> bool:
+        return await self._control("steer", session_id, {"text": text})
+
+    async def follow_up(self, text: str, session_id: str) -> bool:
+        return await self._control("follow_up", session_id, {"text": text})
+
+    async def interrupt(self, session_id: str, mode: str = "graceful") -> bool:
+        if mode not in ("graceful", "hard"):
+            raise ValueError(f"interrupt mode must be 'graceful' or 'hard', got {mode!r}")
+        return await self._control("interrupt", session_id, {"mode": mode})
+
+    async def cancel(self, session_id: str, mode: str = "immediate") -> bool:
+        if mode not in ("immediate", "after_model", "after_tools"):
+            raise ValueError(f"unknown cancel mode {mode!r}")
+        return await self._control("cancel", session_id, {"mode": mode})
+
+    async def resolve_approval(self, request_id: str, approved: bool, reason: str = "") -> bool:
+        """Answer an ``APPROVAL_REQUESTED`` raised on any worker; False when none is open."""
+        try:
+            holder = await self._redis.get(self.keys.approval(request_id))
+            if holder is None:
+                return False
+            answer = await self._command(holder.decode(), "approval", "", {
+                "request_id": request_id, "approved": approved, "reason": reason})
+        except self._errors as exc:
+            raise self._down(exc, "answer the approval") from None
+        return bool(answer.get("ok"))
+
+    async def holder(self, session_id: str) -> str | None:
+        """The worker id holding the session's lease (running or about to run its turns)."""
+        try:
+            token = await self._redis.get(self.keys.lease(session_id))
+        except self._errors as exc:
+            raise self._down(exc, "read the session's lease") from None
+        return None if token is None else token.decode().rsplit(":", 1)[0]
+
+    async def _control(self, op: str, session_id: str, args: dict[str, Any]) -> bool:
+        check_session_id(session_id)
+        try:
+            token = await self._redis.get(self.keys.lease(session_id))
+            if token is None:
+                return False  # no turn anywhere: like one process, nothing is kept for later
+            answer = await self._command(token.decode(), op, session_id, args)
+        except self._errors as exc:
+            raise self._down(exc, f"{op} session {session_id!r}") from None
+        if "error" in answer:
+            raise ValueError(str(answer["error"]))
+        return bool(answer.get("ok"))
+
+    async def _command(self, token: str, op: str, session_id: str,
+                       args: dict[str, Any]) -> dict[str, Any]:
+        worker = token.rsplit(":", 1)[0]
+        reply = self.keys.reply(secrets.token_hex(8))
+        command = {"op": op, "session": session_id, "args": args, "reply": reply}
+        await self._redis.xadd(self.keys.control(worker), {"c": encode(command)},
+                               maxlen=10_000, approximate=True)
+        got = await self._redis.blpop([reply], timeout=self.reply_timeout)
+        if got is None:
+            raise WorkerUnavailableError(
+                f"worker {worker} holding session {session_id!r} did not answer within "
+                f"{self.reply_timeout:g} s")
+        return decode(got[1])
+
+    # -- events -------------------------------------------------------------------------------
+
+    async def events(self, session_id: str, last_id: str | None = None, *,
+                     block: float = 1.0) -> AsyncIterator[StreamedEvent]:
+        """Follow the session's events, whichever worker runs its turns, forever (close the
+        iterator to stop). ``last_id`` (a ``StreamedEvent.id``, the SSE ``Last-Event-ID``)
+        resumes after that event; None starts with what the capped stream still holds."""
+        check_session_id(session_id)
+        key = self.keys.events(session_id)
+        cursor = last_id or "0-0"
+        while True:
+            try:
+                got = await self._redis.xread({key: cursor}, count=256,
+                                              block=int(block * 1000))
+            except self._errors as exc:
+                raise self._down(exc, f"read the events of session {session_id!r}") from None
+            for _, entries in got or ():
+                for entry_id, fields in entries:
+                    cursor = entry_id.decode()
+                    yield StreamedEvent(cursor, decode(fields[b"e"]))
+            await asyncio.sleep(0)

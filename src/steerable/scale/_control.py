@@ -1,0 +1,126 @@
+"""The commands other processes send to this worker: the answers one process would give.
+
+A command names a session this worker holds (or an approval it raised). Messages follow the
+session's busy policy: ``steer`` joins the running turn, ``follow_up`` queues behind it,
+``interrupt`` / ``rollback`` stop it gracefully / hard and run the message next, ``reject``
+refuses. Queued messages go to the session's queue in Redis, never to memory, so a worker that
+dies afterwards loses none of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from steerable.scale._protocol import decode, encode
+
+if TYPE_CHECKING:
+    from steerable.scale._worker import RedisWorker
+
+__all__ = ["ControlHandler"]
+
+log = logging.getLogger("steerable.scale")
+
+
+class ControlHandler:
+    def __init__(self, worker: RedisWorker) -> None:
+        self.worker = worker
+        self.loop = worker.loop
+
+    async def run(self) -> None:
+        w = self.worker
+        key = w.keys.control(w.worker_id)
+        cursor = "0-0"
+        while True:
+            got = await w._redis.xread({key: cursor}, count=64, block=1000)
+            for _, entries in got or ():
+                for entry_id, fields in entries:
+                    cursor = entry_id.decode()
+                    command = decode(fields[b"c"])
+                    try:
+                        answer = await self.handle(command)
+                    except (ValueError, TypeError, KeyError) as exc:
+                        answer = {"error": str(exc)}
+                    pipe = w._redis.pipeline(transaction=False)
+                    pipe.rpush(command["reply"], encode(answer))
+                    pipe.expire(command["reply"], 60)
+                    pipe.xdel(key, entry_id)
+                    await pipe.execute()
+
+    async def handle(self, command: dict[str, Any]) -> dict[str, Any]:
+        op, session_id, args = command["op"], command["session"], command["args"]
+        if op == "message":
+            return await self._message(session_id, args["entry"])
+        if op == "approval":
+            return {"ok": self.loop.resolve_approval(str(args["request_id"]),
+                                                     bool(args["approved"]),
+                                                     str(args.get("reason", "")))}
+        if session_id not in self.worker.running:
+            return {"ok": False}  # no turn here now, as on one process
+        if op == "steer":
+            return {"ok": self.loop.inject_steering(str(args["text"]), session_id)}
+        if op == "follow_up":
+            return {"ok": self.loop.inject_follow_up(str(args["text"]), session_id)}
+        if op == "interrupt":
+            if args["mode"] == "hard":
+                return {"ok": self.loop.interrupt_hard(session_id)}
+            return {"ok": self.loop.interrupt_graceful(session_id)}
+        if op == "cancel":
+            return self._cancel(session_id, str(args["mode"]))
+        raise ValueError(f"unknown command {op!r}")
+
+    def _cancel(self, session_id: str, mode: str) -> dict[str, Any]:
+        cancel = getattr(self.loop, "cancel", None)
+        if cancel is None:
+            if mode == "immediate":  # IMMEDIATE is a hard abort
+                return {"ok": self.loop.interrupt_hard(session_id)}
+            return {"error": f"cancel mode {mode!r} needs a loop with cancel modes"}
+        from steerable import CancelMode  # type: ignore[attr-defined,unused-ignore]
+
+        handle = cancel(session_id, CancelMode[mode.upper()])
+        return {"ok": handle is not None and bool(handle.contributed)}
+
+    async def _message(self, session_id: str, entry: dict[str, Any]) -> dict[str, Any]:
+        w = self.worker
+        token = w.tokens.get(session_id)
+        handle = w.running.get(session_id)
+        if token is None:
+            # Let go of the session since the poster looked: queue it for whoever takes it.
+            _, waiting = await w.scripts.post(session_id, entry, maxlen=100_000, force=True)
+            return {"action": "started" if waiting == 1 else "queued"}
+        if handle is None or handle.done():
+            waiting = await self._queue(session_id, token, entry, at_head=False)
+            return {"action": "started" if waiting == 1 else "queued"}
+        policy = entry["policy"]
+        turn_id = handle.turn_id
+        if policy == "reject":
+            return {"action": "rejected", "turn_id": turn_id}
+        if policy == "steer" and self.loop.inject_steering(str(entry["text"]), session_id):
+            return {"action": "steered", "turn_id": turn_id}
+        if policy == "interrupt":
+            await self._queue(session_id, token, entry, at_head=True)
+            self.loop.interrupt_graceful(session_id)
+            return {"action": "interrupted", "turn_id": turn_id}
+        if policy == "rollback":
+            await self._queue(session_id, token, entry, at_head=True)
+            self.loop.interrupt_hard(session_id)
+            return {"action": "rolled_back", "turn_id": turn_id}
+        # follow_up, or steering the turn could no longer take (it was ending): next turn.
+        await self._queue(session_id, token, entry, at_head=False)
+        return {"action": "queued", "turn_id": turn_id}
+
+    async def _queue(self, session_id: str, token: str, entry: dict[str, Any], *,
+                     at_head: bool) -> int:
+        import redis
+
+        w = self.worker
+        try:
+            return await w.scripts.queue(session_id, token, entry, at_head=at_head)
+        except redis.ResponseError as exc:
+            if "LEASE_LOST" not in str(exc):
+                raise
+        # The lease ended between the look and the push: queue it for the next holder.
+        _, waiting = await w.scripts.post(session_id, entry, maxlen=100_000, force=True)
+        await asyncio.sleep(0)
+        return waiting

@@ -1,0 +1,84 @@
+"""Copies every event of a worker's loop into its session's capped Redis stream.
+
+Sub-turn events go to the stream of their top-level session, so a follower sees the whole
+tree. Each stream keeps about ``events_maxlen`` entries (approximate trimming, which Redis does
+in whole nodes, cheaply). An ``APPROVAL_REQUESTED`` also records which worker to send the
+answer to. While Redis is down the batch waits (the loop's subscription buffer holds what comes
+meanwhile; beyond it events are dropped and counted, as for any slow subscriber).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from steerable._events import Event, EventKind, event_to_dict
+from steerable.scale._protocol import encode
+
+if TYPE_CHECKING:
+    from steerable.scale._worker import RedisWorker
+
+__all__ = ["EventPublisher"]
+
+log = logging.getLogger("steerable.scale")
+
+
+class EventPublisher:
+    def __init__(self, worker: RedisWorker) -> None:
+        self.worker = worker
+        self._sub = worker.loop.subscribe(buffer=65_536)
+        self._root: dict[str, str] = {}
+        """turn id -> the session whose stream its events go to (sub-turns: the parent's)."""
+
+    def close(self) -> None:
+        self._sub.close()
+
+    def _session_of(self, event: Event) -> str | None:
+        if event.kind is EventKind.TURN_START:
+            parent = event.parent_turn_id
+            root = self._root.get(parent, event.session_id) if parent else event.session_id
+            self._root[event.turn_id] = root
+        root = self._root.get(event.turn_id, event.session_id)
+        if event.kind is EventKind.TURN_END:
+            self._root.pop(event.turn_id, None)
+        return root or None
+
+    async def run(self) -> None:
+        async for first in self._sub:
+            batch = [first, *self._sub.drain_nowait()]
+            await self._publish(batch)
+
+    async def _publish(self, batch: list[Event]) -> None:
+        w = self.worker
+        rows: list[tuple[str, str]] = []
+        approvals: list[tuple[str, bool]] = []
+        for event in batch:
+            session_id = self._session_of(event)
+            if session_id is not None:
+                rows.append((session_id, encode(event_to_dict(event))))
+            if event.kind is EventKind.APPROVAL_REQUESTED:
+                approvals.append((getattr(event, "request_id", ""), True))
+            elif event.kind is EventKind.APPROVAL_RESOLVED:
+                approvals.append((getattr(event, "request_id", ""), False))
+        delay = 0.05
+        while True:
+            try:
+                pipe: Any = w._redis.pipeline(transaction=False)
+                for session_id, data in rows:
+                    pipe.xadd(w.keys.events(session_id), {"e": data},
+                              maxlen=w.events_maxlen, approximate=True)
+                for request_id, opened in approvals:
+                    if opened:
+                        pipe.set(w.keys.approval(request_id), w.worker_id, ex=24 * 3600)
+                    else:
+                        pipe.delete(w.keys.approval(request_id))
+                await pipe.execute()
+                return
+            except w._errors as exc:
+                if self._sub.closed and not len(self._sub):
+                    log.warning("dropping %d event(s): Redis is down and the worker stops (%s)",
+                                len(rows), exc)
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)

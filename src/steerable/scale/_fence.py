@@ -1,0 +1,83 @@
+"""A session store wrapper that writes a session only while this worker holds its lease.
+
+With the Redis store the check and the write are one Lua script (``append_guarded``). With
+another store (SQLite on one machine) the lease is checked just before the write: a worker
+paused for longer than the lease between the check and the write could still write once, which
+is why the Redis store is the one to use across machines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from steerable._core._session import SessionInfo, SessionStore, TurnRecord
+from steerable._messages import Message
+from steerable.scale._keys import Keys
+from steerable.storage.redis_store import LeaseLostError
+
+__all__ = ["FencedStore"]
+
+
+class FencedStore:
+    """Delegates to ``inner``; appends and rewrites need the session's current lease token."""
+
+    def __init__(self, inner: SessionStore, keys: Keys, sync_client: Any) -> None:
+        self.inner = inner
+        self.blocking = True
+        self._keys = keys
+        self._sync = sync_client
+        self.tokens: dict[str, str] = {}
+        """Lease tokens of the sessions this worker holds (written on the loop's thread, read
+        from the store's worker threads: single dict operations are atomic)."""
+
+    def _guard(self, session_id: str) -> tuple[str, str]:
+        token = self.tokens.get(session_id)
+        if token is None:
+            raise LeaseLostError(f"this worker no longer holds session {session_id!r}; the "
+                                 "turn was not written")
+        return self._keys.lease(session_id), token
+
+    def _check(self, guard: tuple[str, str]) -> None:
+        current = self._sync.get(guard[0])
+        if current is None or current.decode() != guard[1]:
+            raise LeaseLostError("another worker holds the session's lease now; the turn was "
+                                 "not written")
+
+    def append(self, session_id: str, messages: Sequence[Message],
+               turn: TurnRecord | None) -> None:
+        guard = self._guard(session_id)
+        guarded = getattr(self.inner, "append_guarded", None)
+        if guarded is not None:
+            guarded(session_id, messages, turn, guard)
+            return
+        self._check(guard)
+        self.inner.append(session_id, messages, turn)
+
+    def replace(self, session_id: str, messages: Sequence[Message]) -> None:
+        guard = self._guard(session_id)
+        guarded = getattr(self.inner, "replace_guarded", None)
+        if guarded is not None:
+            guarded(session_id, messages, guard)
+            return
+        self._check(guard)
+        self.inner.replace(session_id, messages)
+
+    def has_turn(self, session_id: str, turn_id: str) -> bool:
+        probe = getattr(self.inner, "has_turn", None)
+        return bool(probe(session_id, turn_id)) if probe is not None else False
+
+    def load(self, session_id: str) -> list[Message]:
+        return self.inner.load(session_id)
+
+    def exists(self, session_id: str) -> bool:
+        return self.inner.exists(session_id)
+
+    def list_sessions(self) -> list[SessionInfo]:
+        return self.inner.list_sessions()
+
+    def delete(self, session_id: str) -> bool:
+        return self.inner.delete(session_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)  # info(), fork()... of the wrapped store

@@ -1,0 +1,353 @@
+"""``RedisWorker``: one process among several that share sessions through Redis.
+
+Each worker runs an ``AgentLoop`` and these tasks, all owned by ``run()``:
+
+- inbox: reads "session has work" notices from the ``inbox`` stream as one consumer of the
+  ``workers`` group, and tries to take the session's lease;
+- sessions: one runner per held session runs its queued messages in order, one turn at a time;
+- control: executes the commands other processes send to this worker (steer, interrupt...);
+- renew: keeps this worker's leases alive, and stops a turn whose lease was lost;
+- sweep: takes over the sessions of dead workers (leases past their deadline) and notices a
+  dead consumer never acknowledged;
+- events: copies every event of the loop into its session's capped stream.
+
+Redis being down never crashes a worker: each task logs one line, retries with backoff, and
+carries on when Redis answers again (re-creating the consumer group after a restart).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from steerable._core._agent import Agent
+from steerable._core._session import SessionStore
+from steerable._events import TurnStatus
+from steerable._loop import AgentLoop, TurnHandle
+from steerable.scale._client import RedisClient, connect, unavailable_errors
+from steerable.scale._control import ControlHandler
+from steerable.scale._events import EventPublisher
+from steerable.scale._fence import FencedStore
+from steerable.scale._keys import Keys
+from steerable.scale._lease import LeaseScripts, LeaseTiming
+from steerable.scale._protocol import Scripts
+from steerable.storage.redis_store import RedisSessionStore, RedisUnavailableError
+
+__all__ = ["RedisWorker", "WorkerStatistics"]
+
+log = logging.getLogger("steerable.scale")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerStatistics:
+    worker_id: str
+    sessions: tuple[str, ...]
+    """Sessions this worker holds the lease of."""
+    running: tuple[str, ...]
+    """Sessions with a turn running here now."""
+
+
+class _LeaseLost(Exception):
+    """The session's lease moved to another worker: this worker stops touching it."""
+
+
+class RedisWorker:
+    """A worker of the group at ``url``: runs turns of any session it takes, with ``agent``.
+
+    ``store`` is the shared session store (default: a ``RedisSessionStore`` on the same Redis);
+    every write to it is fenced by this worker's lease. ``lease`` sets the lease timing,
+    ``max_sessions`` how many sessions this worker runs at once. Other keywords go to the
+    ``AgentLoop`` (``limits``, ``timeouts``, ``permissions``, ``record_events``); the loop is
+    ``worker.loop``, the client for posting and following events is ``worker.client``.
+    """
+
+    def __init__(self, agent: Agent, url: str, *, store: SessionStore | None = None,
+                 prefix: str = "steerable:", lease: LeaseTiming | None = None,
+                 max_sessions: int = 64, worker_id: str | None = None,
+                 events_maxlen: int = 10_000, **loop_options: Any) -> None:
+        import redis
+
+        if max_sessions < 1:
+            raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
+        self.url = url
+        self.keys = Keys(prefix)
+        self.timing = lease or LeaseTiming()
+        self.max_sessions = max_sessions
+        self.worker_id = worker_id or (f"{socket.gethostname()}-{os.getpid()}-"
+                                       f"{secrets.token_hex(3)}")
+        self._sync = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        inner = store if store is not None else RedisSessionStore(client=self._sync, prefix=prefix)
+        self.store = FencedStore(inner, self.keys, self._sync)
+        self.loop = AgentLoop(agent, store=self.store, **loop_options)
+        self._redis = connect(url)
+        self.client = RedisClient(url, prefix=prefix, client=self._redis)
+        self.leases = LeaseScripts(self._redis, self.keys, self.timing)
+        self.scripts = Scripts(self._redis, self.keys)
+        self.events_maxlen = events_maxlen
+        self.running: dict[str, TurnHandle] = {}
+        """The turn each held session runs now (read by the control handler)."""
+        self._runners: dict[str, asyncio.Task[None]] = {}
+        self._errors = unavailable_errors()
+        self._stop: asyncio.Event | None = None
+        self._tg: asyncio.TaskGroup | None = None
+        self._capacity = asyncio.Condition()
+        self.ready = asyncio.Event()
+        """Set once the worker reads its inbox (tests and the server wait for it)."""
+
+    @property
+    def tokens(self) -> dict[str, str]:
+        return self.store.tokens
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Work until ``stop()``. Running turns are then aborted and their sessions handed to
+        another worker at once (their messages stay queued: nothing is lost)."""
+        self._stop = asyncio.Event()
+        publisher = EventPublisher(self)
+        control = ControlHandler(self)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self._tg = tg
+                background = [tg.create_task(self._forever("inbox", self._read_inbox)),
+                              tg.create_task(self._forever("control", control.run)),
+                              tg.create_task(self._forever("sweep", self._sweep)),
+                              tg.create_task(self._forever("renew", self._renew))]
+                events = tg.create_task(publisher.run())
+                await self._stop.wait()
+                background[0].cancel()
+                background[2].cancel()
+                await self._hand_over()
+                for task in background:
+                    task.cancel()
+                publisher.close()
+                await events
+        finally:
+            self._tg = None
+            await self.loop.aclose()
+            await self._redis.aclose()
+            self._sync.close()
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+
+    async def _hand_over(self) -> None:
+        for session_id in list(self.running):
+            self.loop.interrupt_hard(session_id)
+        if self._runners:
+            await asyncio.wait(list(self._runners.values()), timeout=self.timing.ttl)
+
+    async def _forever(self, name: str, body: Callable[[], Awaitable[None]]) -> None:
+        """Run ``body`` again after each Redis outage, with backoff; one log line per outage."""
+        delay, down = 0.05, False
+        while True:
+            try:
+                await body()
+                return
+            except self._errors as exc:
+                if not down:
+                    log.warning("worker %s: Redis at %s is unreachable (%s: %s); retrying",
+                                self.worker_id, self.url, name, exc)
+                down = True
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    # -- taking sessions ----------------------------------------------------------------------
+
+    async def _ensure_group(self) -> None:
+        import redis
+
+        try:
+            await self._redis.xgroup_create(self.keys.inbox, self.keys.group, id="0",
+                                            mkstream=True)
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    async def _read_inbox(self) -> None:
+        import redis
+
+        await self._ensure_group()
+        self.ready.set()
+        while True:
+            async with self._capacity:
+                await self._capacity.wait_for(lambda: len(self._runners) < self.max_sessions)
+            try:
+                got = await self._redis.xreadgroup(self.keys.group, self.worker_id,
+                                                   {self.keys.inbox: ">"}, count=16, block=1000)
+            except redis.ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                await self._ensure_group()  # Redis restarted empty
+                continue
+            for _, entries in got or ():
+                for entry_id, fields in entries:
+                    await self.wake(fields[b"session"].decode())
+                    await self._redis.xack(self.keys.inbox, self.keys.group, entry_id)
+
+    async def wake(self, session_id: str) -> bool:
+        """Take the session if no worker holds it, and start running its queue."""
+        if session_id in self._runners or self._stop is None or self._stop.is_set():
+            return session_id in self._runners
+        token = await self.leases.acquire(session_id, self.worker_id)
+        if token is None:
+            return False  # its holder runs the queue, and re-checks it when letting go
+        self.tokens[session_id] = token
+        assert self._tg is not None
+        self._runners[session_id] = self._tg.create_task(self._serve(session_id))
+        return True
+
+    async def _sweep(self) -> None:
+        """Sessions whose lease deadline passed (their worker died), and inbox notices that a
+        dead consumer read but never acknowledged."""
+        import redis
+
+        while True:
+            await asyncio.sleep(self.timing.sweep_every)
+            now = int(time.time() * 1000)
+            late = await self._redis.zrangebyscore(self.keys.active, "-inf", now, start=0, num=64)
+            for raw in late:
+                await self.wake(raw.decode())
+            try:
+                _, claimed, *_ = await self._redis.xautoclaim(
+                    self.keys.inbox, self.keys.group, self.worker_id,
+                    min_idle_time=self.timing.ttl_ms, start_id="0-0", count=64)
+            except redis.ResponseError:
+                await self._ensure_group()
+                continue
+            for entry_id, fields in claimed:
+                if fields:
+                    await self.wake(fields[b"session"].decode())
+                await self._redis.xack(self.keys.inbox, self.keys.group, entry_id)
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(self.timing.renew_every)
+            for session_id, token in list(self.tokens.items()):
+                if not await self.leases.renew(session_id, token):
+                    log.warning("worker %s lost the lease of session %r; stopping its turn",
+                                self.worker_id, session_id)
+                    self.tokens.pop(session_id, None)
+                    if session_id in self.running:
+                        self.loop.interrupt_hard(session_id)
+
+    # -- running a session --------------------------------------------------------------------
+
+    async def _serve(self, session_id: str) -> None:
+        try:
+            while True:
+                token = self.tokens.get(session_id)
+                if token is None:
+                    return
+                taken = await self._retry(partial(self.scripts.take, session_id, token))
+                if taken is None:
+                    if not await self._let_go(session_id, token):
+                        return
+                    continue
+                resumed, entry = taken
+                if not await self._run_entry(session_id, token, entry, resumed=resumed):
+                    return
+        except _LeaseLost:
+            self.tokens.pop(session_id, None)
+        finally:
+            self.running.pop(session_id, None)
+            self._runners.pop(session_id, None)
+            async with self._capacity:
+                self._capacity.notify_all()
+
+    async def _let_go(self, session_id: str, token: str) -> bool:
+        """Release the lease; True when work arrived meanwhile and the lease was taken again."""
+        self.tokens.pop(session_id, None)
+        waiting = await self._retry(lambda: self.leases.release(session_id, token))
+        if not waiting or self._stopping:
+            return False
+        again = await self._retry(lambda: self.leases.acquire(session_id, self.worker_id))
+        if again is None:
+            return False
+        self.tokens[session_id] = again
+        return True
+
+    @property
+    def _stopping(self) -> bool:
+        return self._stop is None or self._stop.is_set()
+
+    async def _run_entry(self, session_id: str, token: str, entry: dict[str, Any], *,
+                         resumed: bool) -> bool:
+        """Run one queued message as a turn; False when the session must be left alone."""
+        turn_id = entry.get("turn_id")
+        if resumed and turn_id and await asyncio.to_thread(self.store.has_turn, session_id,
+                                                           str(turn_id)):
+            # The dead worker saved this turn but died before clearing it: never run it twice.
+            await self._retry(lambda: self.scripts.finish(session_id, token, []))
+            return True
+        handle = self._start(session_id, entry, resumed=resumed)
+        self.running[session_id] = handle
+        await self._retry(lambda: self.scripts.mark(session_id, token,
+                                                    {**entry, "turn_id": handle.turn_id}))
+        result = await handle
+        self.running.pop(session_id, None)
+        if self._stopping and result.status is TurnStatus.ABORTED:
+            await self._hand_session_over(session_id, token)
+            return False
+        if self.tokens.get(session_id) != token:
+            return False  # lost meanwhile: the new holder runs the message again
+        if result.status is TurnStatus.ERROR and isinstance(result.error, RedisUnavailableError):
+            return True  # nothing was saved: the message is still in flight, run it again
+        nexts = [self._entry(text, "follow_up") for text in result.follow_ups]
+        nexts += [self._entry(item.text, "follow_up") for item in result.unprocessed]
+        await self._retry(lambda: self.scripts.finish(session_id, token, nexts))
+        return True
+
+    def _start(self, session_id: str, entry: dict[str, Any], *, resumed: bool) -> TurnHandle:
+        if resumed:
+            resume = getattr(self.loop, "resume", None)
+            if resume is not None:
+                handle: TurnHandle | None = resume(session_id)
+                if handle is not None:
+                    return handle
+        return self.loop.start_turn(str(entry["text"]), session_id)
+
+    async def _hand_session_over(self, session_id: str, token: str) -> None:
+        """On stop: give the lease up with the message still in flight and wake another
+        worker, which runs it again at once instead of after the lease time."""
+        self.tokens.pop(session_id, None)
+        await self.leases.release(session_id, token)
+        await self._redis.xadd(self.keys.inbox, {"session": session_id})
+
+    @staticmethod
+    def _entry(text: str, policy: str) -> dict[str, Any]:
+        return {"id": secrets.token_hex(8), "text": text, "policy": policy, "posted": time.time()}
+
+    async def _retry(self, step: Callable[[], Awaitable[Any]]) -> Any:
+        """Run a Redis step of a session's runner, waiting out Redis outages; a lease found
+        in other hands ends the runner."""
+        import redis
+
+        delay = 0.05
+        while True:
+            try:
+                return await step()
+            except redis.ResponseError as exc:
+                if "LEASE_LOST" in str(exc):
+                    raise _LeaseLost() from None
+                raise
+            except self._errors:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def statistics(self) -> WorkerStatistics:
+        return WorkerStatistics(self.worker_id, tuple(sorted(self._runners)),
+                                tuple(sorted(self.running)))
+
+    def __repr__(self) -> str:
+        return f"<RedisWorker {self.worker_id} sessions={len(self._runners)}>"
+
