@@ -26,7 +26,7 @@ class Served:
     url: str
     loop: AgentLoop
     runner: LocalRunner
-    provider: ScriptedProvider
+    provider: Any
     store_dir: Path
     client: httpx.AsyncClient
 
@@ -50,11 +50,13 @@ def gate_tools(gate: asyncio.Event, written: dict[str, str]) -> list[Any]:
 @asynccontextmanager
 async def serving(tmp_path: Path, script: Sequence[Any], tools: Sequence[Any] = (), *,
                   token: str | None = None, approvals: bool = False,
-                  replay: int = 2048) -> AsyncIterator[Served]:
-    provider = ScriptedProvider(list(script))
+                  replay: int = 2048, provider: Any = None,
+                  subagents: Sequence[Any] = ()) -> AsyncIterator[Served]:
+    provider = provider or ScriptedProvider(list(script))
     store_dir = tmp_path / "sessions"
-    loop = AgentLoop(Agent(name="t", instructions="test", provider=provider, tools=list(tools)),
-                     store=JSONLSessionStore(store_dir))
+    agent = Agent(name="t", instructions="test", provider=provider, tools=list(tools),
+                  subagents=list(subagents))
+    loop = AgentLoop(agent, store=JSONLSessionStore(store_dir))
     if approvals:
         loop.register_hook(HumanApprover())
     runner = LocalRunner(loop, replay=replay)

@@ -94,14 +94,37 @@ function streamText(t, delta) {
   scroll();
 }
 
+// A little Markdown, built as DOM nodes (never innerHTML): ``` fences, `code`, **bold**.
+function rich(text) {
+  const frag = document.createDocumentFragment();
+  const parts = text.split(/```[^\n]*\n?/);
+  parts.forEach((part, i) => {
+    if (i % 2 === 1) { frag.appendChild(el("pre", null, part.replace(/\n$/, ""))); return; }
+    for (const bit of part.split(/(`[^`\n]+`|\*\*[^*\n]+\*\*)/)) {
+      if (/^`[^`]+`$/.test(bit)) frag.appendChild(el("code", null, bit.slice(1, -1)));
+      else if (/^\*\*[^*]+\*\*$/.test(bit)) frag.appendChild(el("strong", null, bit.slice(2, -2)));
+      else if (bit) frag.appendChild(document.createTextNode(bit));
+    }
+  });
+  return frag;
+}
+
+function assistantText(text) {
+  const m = el("div", "msg assistant");
+  m.appendChild(rich(text));
+  return m;
+}
+
 function endStream(t, full) {
   if (!t.text) {
-    if (full) append(t.box, el("div", "msg assistant", full));
+    if (full) append(t.box, assistantText(full));
     return;
   }
+  const text = full || t.text.textContent;
   t.text.classList.remove("streaming");
-  if (full && t.text.textContent !== full) t.text.textContent = full;
-  if (!t.text.textContent.trim()) t.text.remove();
+  t.text.textContent = "";
+  t.text.appendChild(rich(text));
+  if (!text.trim()) t.text.remove();
   t.text = null;
 }
 
@@ -362,7 +385,7 @@ function renderHistory(messages) {
       append(box, el("div", "msg user", m.content));
     } else if (m.role === "assistant") {
       box = box || append(log(), el("div", "turn"));
-      if (m.content) append(box, el("div", "msg assistant", m.content));
+      if (m.content) append(box, assistantText(m.content));
       for (const call of m.tool_calls || []) {
         const c = card(call.id, call.name, call.arguments, box);
         setBadge(c, "skip", "no result");
@@ -374,13 +397,13 @@ function renderHistory(messages) {
   }
 }
 
-async function openSession(sid) {
+async function openSession(sid, fresh) {
   state.sid = sid;
   history.replaceState(null, "", "#session=" + encodeURIComponent(sid));
   reset();
   $("session-id").textContent = sid;
   $("session-title").textContent = "Session";
-  const r = await api("GET", "/v1/sessions/" + encodeURIComponent(sid));
+  const r = fresh ? { status: 404 } : await api("GET", "/v1/sessions/" + encodeURIComponent(sid));
   if (r.status === 200) {
     renderHistory(r.data.messages);
     const first = r.data.messages.find((m) => m.role === "user");
@@ -402,7 +425,7 @@ async function submit(ev) {
   const input = $("input");
   const text = input.value.trim();
   if (!text) return;
-  if (!state.sid) await openSession(newId());
+  if (!state.sid) await openSession(newId(), true);
   if ($("session-title").textContent === "New session") $("session-title").textContent = text.split("\n")[0].slice(0, 80);
   const busy = state.running.size > 0;
   const body = { text };
@@ -415,7 +438,8 @@ async function submit(ev) {
     input.value = text;
     return;
   }
-  if (r.data.action === "queued" && body.policy !== "follow_up") note("queued as the next turn: " + text);
+  if (r.data.action === "steered") note("↳ steering sent: it reaches the agent at its next step", "pending");
+  else if (r.data.action === "queued" && body.policy !== "follow_up") note("queued as the next turn: " + text);
   loadSessions();
 }
 
@@ -439,7 +463,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("as-followup").addEventListener("change", updateStatus);
   $("interrupt").onclick = () => control("interrupt", "graceful");
   $("stop").onclick = () => control("interrupt", "hard");
-  $("new-session").onclick = () => openSession(newId());
+  $("new-session").onclick = () => openSession(newId(), true);
   const m = location.hash.match(/session=([^&]+)/);
   loadSessions().then(() => {
     if (m) openSession(decodeURIComponent(m[1]));
