@@ -56,7 +56,12 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
     asgi = create_app(LocalRunner(app.loop, app.redact), token=token)
     config = uvicorn.Config(asgi, host=args.host, port=args.port, log_level="warning",
                             access_log=False, lifespan="on", timeout_graceful_shutdown=3)
-    return asyncio.run(_serve(uvicorn.Server(config)))
+    try:
+        return asyncio.run(_serve(uvicorn.Server(config)))
+    except KeyboardInterrupt:
+        # uvicorn shuts down gracefully on Ctrl+C / SIGTERM, then re-raises the signal:
+        # for a server that is the normal way to stop.
+        return 0
 
 
 async def _serve(server: uvicorn.Server) -> int:

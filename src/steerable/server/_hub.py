@@ -45,8 +45,6 @@ class _Channel:
 class EventHub:
     def __init__(self, redact: Callable[[str], str], *, replay: int = 2048,
                  client_buffer: int = 4096, sessions: int = 4096) -> None:
-        if client_buffer < replay:
-            raise ValueError("client_buffer must hold at least a full replay")
         self._redact = redact
         self._replay = replay
         self._client_buffer = client_buffer
@@ -117,16 +115,19 @@ class EventHub:
             return min(channel.running.values()) - 1
         return channel.last_seq
 
-    def attach(self, session_id: str, after: int | None) -> HubClient:
+    def attach(self, session_id: str, after: int | None, buffer: int | None = None) -> HubClient:
         """A new client; with ``after`` (a ``Last-Event-ID``) it first gets the buffered
-        events with a greater seq."""
+        events with a greater seq. ``buffer``: its queue size (default: the hub's)."""
         channel = self._channel(session_id)
-        client = HubClient(session_id, asyncio.Queue(self._client_buffer))
+        size = self._client_buffer if buffer is None else max(buffer, 1)
+        client = HubClient(session_id, asyncio.Queue(size))
         if after is not None:
-            # The replay buffer is never longer than a client queue can hold (see __init__).
             for item in channel.replay:
                 if item[0] > after:
-                    client.queue.put_nowait(item)
+                    try:
+                        client.queue.put_nowait(item)
+                    except asyncio.QueueFull:
+                        client.dropped += 1
         channel.clients.add(client)
         return client
 
