@@ -30,6 +30,13 @@ if TYPE_CHECKING:
     from steerable._core._bus import (
         Subscription,
     )
+    from steerable._core._cancel import (
+        CancelHandle,
+        CancelMode,
+    )
+    from steerable._core._checkpoint import (
+        Checkpoint,
+    )
     from steerable._core._permissions import (
         Permission,
         PermissionRule,
@@ -118,6 +125,12 @@ if TYPE_CHECKING:
         InterruptPress,
         SessionDriver,
     )
+    from steerable._turnloop import (
+        ExitState,
+        PushAck,
+        TurnInput,
+        TurnLoop,
+    )
     from steerable.errors import (
         SessionBusyError,
     )
@@ -146,12 +159,16 @@ _WHERE: dict[str, str] = {
     "BaseAgent": "steerable._core._agent",
     "BaseTool": "steerable.tools",
     "BusyPolicy": "steerable._lanes",
+    "CancelHandle": "steerable._core._cancel",
+    "CancelMode": "steerable._core._cancel",
+    "Checkpoint": "steerable._core._checkpoint",
     "CompressContext": "steerable._hooks",
     "CompressReason": "steerable._events",
     "ContextCompress": "steerable._events",
     "ErrorEvent": "steerable._events",
     "ErrorSource": "steerable._events",
     "Event": "steerable._events",
+    "ExitState": "steerable._turnloop",
     "EventKind": "steerable._events",
     "FollowUpQueued": "steerable._events",
     "FunctionTool": "steerable.tools",
@@ -182,6 +199,7 @@ _WHERE: dict[str, str] = {
     "PermissionRule": "steerable._core._permissions",
     "Permissions": "steerable._core._permissions",
     "Provider": "steerable.providers",
+    "PushAck": "steerable._turnloop",
     "QueuedMessage": "steerable._core._turn_state",
     "QueuedTurn": "steerable._lanes",
     "Reply": "steerable.providers",
@@ -216,6 +234,8 @@ _WHERE: dict[str, str] = {
     "TurnEnd": "steerable._events",
     "TurnHandle": "steerable._loop",
     "TurnInfo": "steerable._loop",
+    "TurnInput": "steerable._turnloop",
+    "TurnLoop": "steerable._turnloop",
     "TurnPhase": "steerable._events",
     "TurnRecord": "steerable._core._session",
     "TurnResult": "steerable._core._turn",
@@ -234,6 +254,9 @@ __all__ = [
     "BaseAgent",
     "BaseTool",
     "BusyPolicy",
+    "CancelHandle",
+    "CancelMode",
+    "Checkpoint",
     "CompressContext",
     "CompressReason",
     "ContextCompress",
@@ -241,6 +264,7 @@ __all__ = [
     "ErrorSource",
     "Event",
     "EventKind",
+    "ExitState",
     "FollowUpQueued",
     "FunctionTool",
     "HookAction",
@@ -270,6 +294,7 @@ __all__ = [
     "PermissionRule",
     "Permissions",
     "Provider",
+    "PushAck",
     "QueuedMessage",
     "QueuedTurn",
     "Reply",
@@ -304,6 +329,8 @@ __all__ = [
     "TurnEnd",
     "TurnHandle",
     "TurnInfo",
+    "TurnInput",
+    "TurnLoop",
     "TurnPhase",
     "TurnRecord",
     "TurnResult",

@@ -1,7 +1,8 @@
-"""Stands in for `python -m llama_cpp.server` in the local provider tests.
+"""Stands in for llama.cpp's `llama-server` in the local provider tests.
 
-Takes the same --model/--host/--port arguments, answers GET /v1/models, and streams a fixed
-reply in the OpenAI format. FAKE_LLAMA_MODE changes its behaviour: "crash-on-chat" exits as
+Takes the same --model/--host/--port arguments (and ignores the rest), answers GET /v1/models
+and GET /metrics, and streams a fixed reply in the OpenAI format; FAKE_LLAMA_STARTS (a file)
+gets one line per start. FAKE_LLAMA_MODE changes its behaviour: "crash-on-chat" exits as
 soon as a chat request arrives, "never-ready" listens but never answers /v1/models.
 """
 
@@ -23,6 +24,13 @@ class Handler(BaseHTTPRequestHandler):
         sys.stderr.write("fake llama: " + format % args + "\n")
 
     def do_GET(self) -> None:
+        if self.path == "/metrics":
+            body = b"llamacpp:requests_processing 0\n"
+            self.send_response(200)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         if MODE == "never-ready":
             self.send_response(503)
             self.end_headers()
@@ -58,9 +66,10 @@ def main() -> None:
     parser.add_argument("--model", required=True)
     parser.add_argument("--host", required=True)
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--n_ctx")
-    parser.add_argument("--n_threads")
-    args = parser.parse_args()
+    args, _ = parser.parse_known_args()
+    if os.environ.get("FAKE_LLAMA_STARTS"):
+        with open(os.environ["FAKE_LLAMA_STARTS"], "a") as f:
+            f.write(f"{os.getpid()}\n")
     server = ThreadingHTTPServer((args.host, args.port), Handler)
     server.model = args.model  # type: ignore[attr-defined]
     print(f"fake llama listening on {args.port}", flush=True)

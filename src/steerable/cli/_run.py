@@ -2,7 +2,7 @@
 
 A thin front end over ``SessionDriver``: Ctrl+C interrupts gracefully (the running tool
 finishes, then the model sums up); a second Ctrl+C aborts at once. Follow-ups the turn hands
-back run as turns of their own (``AgentLoop.send`` runs them).
+back run as turns of their own (through ``AgentLoop.send``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from steerable import Event, EventKind, TurnResult, TurnStatus
+from steerable import Event, EventKind, TurnHandle, TurnResult, TurnStatus
 from steerable._session_driver import DOUBLE_PRESS, SessionDriver
 from steerable.cli._app import App
 from steerable.cli._approve import always_rules, describe_request, parse_answer, read_line
@@ -25,7 +25,7 @@ __all__ = ["exit_code", "on_ctrl_c", "run_prompt"]
 def exit_code(result: TurnResult) -> int:
     if result.status is TurnStatus.COMPLETED:
         return 0
-    if result.status in (TurnStatus.INTERRUPTED, TurnStatus.ABORTED):
+    if result.status in (TurnStatus.INTERRUPTED, TurnStatus.ABORTED, TurnStatus.CANCELLED):
         return 3
     return 1
 
@@ -82,18 +82,47 @@ async def _consume(app: App, driver: SessionDriver, events: AsyncIterator[Event]
                 await _approve(app, driver, event, renderer.pause, renderer.resume)
 
 
-async def run_prompt(app: App, prompt: str, *, as_json: bool, debug: bool = False) -> int:
+def _first_turn(app: App, prompt: str | None, discard_pending: bool) -> TurnHandle:
+    """The resumed pending turn (``prompt`` None), or a new turn of ``prompt``."""
+    from steerable.cli._args import UsageError
+    from steerable.cli._chat import describe_pending
+    from steerable.errors import CheckpointError
+
+    sid = app.session_id
+    try:
+        if prompt is None:
+            handle = app.loop.resume(sid)
+            if handle is None:
+                raise UsageError(f"session {sid} has no pending turn to resume")
+            return handle
+        return app.loop.start_turn(prompt, sid, discard_checkpoint=discard_pending)
+    except CheckpointError as exc:
+        pending = None if prompt is None else app.loop.checkpoint(sid)
+        if pending is None:
+            raise UsageError(str(exc)) from None
+        run = f"'steerable run --session {sid} --resume'"
+        drop = "--discard-pending (with your prompt)"
+        raise UsageError(describe_pending(sid, pending, run, drop)) from None
+
+
+async def run_prompt(app: App, prompt: str | None, *, as_json: bool, debug: bool = False,
+                     discard_pending: bool = False) -> int:
+    """Run ``prompt`` (None: resume the session's pending turn) and its follow-ups."""
     loop = asyncio.get_running_loop()
     driver = SessionDriver(app.loop, app.session_id)
     consumer = asyncio.ensure_future(_consume(app, driver, driver.events(), as_json))
+
     def say(text: str) -> None:
         sys.stderr.write(app.redact(text) + "\n")
 
     loop.add_signal_handler(signal.SIGINT, on_ctrl_c, driver, say)
     try:
-        driver.send(prompt)
-        result = await driver.wait_idle()
-        assert result is not None
+        result: TurnResult = await _first_turn(app, prompt, discard_pending)
+        if result.status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS) and result.follow_ups:
+            # The follow-ups run through send: in order, each after the one before was saved.
+            for text in result.follow_ups:
+                driver.send(text, "follow_up")
+            result = await driver.wait_idle() or result
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         driver.close()

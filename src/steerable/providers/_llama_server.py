@@ -1,4 +1,4 @@
-"""A llama.cpp OpenAI-compatible server run as a child process on a free loopback port.
+"""llama.cpp's ``llama-server`` run as a child process on a free loopback port.
 
 The server runs in its own process group, so stopping it (or a crash of steerable) takes any
 helper processes with it. Startup is bounded: the process must answer ``GET /v1/models`` within
@@ -22,7 +22,7 @@ import httpx
 
 from steerable.errors import ProviderError
 
-__all__ = ["LlamaServer", "free_port", "llama_command"]
+__all__ = ["LlamaServer", "free_port", "log_tail", "server_command"]
 
 _POLL = 0.1
 _STOP_GRACE = 5.0
@@ -36,16 +36,35 @@ def free_port() -> int:
         return port
 
 
-def llama_command(python: str, model_path: Path, n_ctx: int,
-                  threads: int | None) -> Callable[[int], list[str]]:
-    """The command line of ``python -m llama_cpp.server`` for a port."""
+def server_command(binary: str, model_path: Path, n_ctx: int,
+                   threads: int | None) -> Callable[[int], list[str]]:
+    """The command line of ``llama-server`` for a port.
+
+    ``--jinja`` applies the model's own chat template, which is what makes llama.cpp parse
+    Qwen-style tool calls and constrain them with a grammar built from the offered tools' schemas
+    (lazily: only once the model opens a call). One slot (``-np 1``) keeps the whole context for
+    the one conversation at a time a CLI has, and lets the next run reuse its cached prefix.
+    ``--metrics`` is how the keeper sees that requests are being served.
+    """
     def command(port: int) -> list[str]:
-        args = [python, "-m", "llama_cpp.server", "--model", str(model_path),
-                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx)]
+        args = [binary, "--model", str(model_path), "--host", "127.0.0.1", "--port", str(port),
+                "--ctx-size", str(n_ctx), "--jinja", "--parallel", "1", "--metrics",
+                "--no-webui"]
         if threads is not None:
-            args += ["--n_threads", str(threads)]
+            args += ["--threads", str(threads)]
         return args
     return command
+
+
+def log_tail(log: Path | None, lines: int = 12) -> str:
+    """The last lines of a server log, formatted to end an error message ("" if none)."""
+    if log is None:
+        return ""
+    try:
+        text = log.read_text(errors="replace").strip().splitlines()[-lines:]
+    except OSError:
+        return ""
+    return (":\n  " + "\n  ".join(text)) if text else ""
 
 
 def _kill_group(pid: int) -> None:
@@ -57,11 +76,12 @@ class LlamaServer:
     """One child server process. ``start()`` returns its base URL (ending in ``/v1``)."""
 
     def __init__(self, command: Callable[[int], Sequence[str]], *,
-                 startup_timeout: float = 120.0) -> None:
+                 startup_timeout: float = 120.0, log: Path | None = None) -> None:
         self._command = command
         self._startup_timeout = startup_timeout
         self._process: asyncio.subprocess.Process | None = None
         self._finalizer: weakref.finalize[[int], LlamaServer] | None = None
+        self._log_path = log
         self._log: Path | None = None
         self.base_url: str | None = None
 
@@ -71,8 +91,12 @@ class LlamaServer:
 
     async def start(self) -> str:
         port = free_port()
-        fd, log_name = tempfile.mkstemp(prefix="steerable-llama-", suffix=".log")
-        self._log = Path(log_name)
+        if self._log_path is None:
+            fd, log_name = tempfile.mkstemp(prefix="steerable-llama-", suffix=".log")
+            self._log = Path(log_name)
+        else:
+            self._log = self._log_path
+            fd = os.open(self._log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             self._process = await asyncio.create_subprocess_exec(
                 *self._command(port), stdin=asyncio.subprocess.DEVNULL, stdout=fd,
@@ -111,14 +135,8 @@ class LlamaServer:
         return ProviderError(f"the local model server exited {when} (exit code {code})"
                              f"{self._log_tail()}")
 
-    def _log_tail(self, lines: int = 12) -> str:
-        if self._log is None:
-            return ""
-        try:
-            text = self._log.read_text(errors="replace").strip().splitlines()[-lines:]
-        except OSError:
-            return ""
-        return (":\n  " + "\n  ".join(text)) if text else ""
+    def _log_tail(self) -> str:
+        return log_tail(self._log)
 
     async def stop(self) -> None:
         """Terminate the process group; kill it if it has not gone after a grace period."""

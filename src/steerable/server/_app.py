@@ -29,7 +29,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from steerable._lanes import BUSY_POLICIES
-from steerable.errors import SessionBusyError
+from steerable.errors import CheckpointError, SessionBusyError
 from steerable.server._runner import SessionRunner
 
 __all__ = ["MAX_BODY", "create_app"]
@@ -138,12 +138,10 @@ def _json_errors(handler: Handler) -> Handler:
             return await handler(request)
         except BadRequest as exc:
             return _error(exc.status, str(exc))
-        except SessionBusyError as exc:
+        except (SessionBusyError, CheckpointError) as exc:
             return _error(409, str(exc))
         except LookupError as exc:
             return _error(404, str(exc.args[0]) if exc.args else "not found")
-        except NotImplementedError as exc:
-            return _error(501, str(exc))
         except ValueError as exc:
             return _error(400, str(exc))
 

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from steerable._core._cancel import CancelMode
 from steerable._lanes import BusyPolicy
 from steerable._loop import AgentLoop
 from steerable._messages import Message
@@ -121,11 +122,8 @@ class LocalRunner:
         return self.loop.interrupt_hard(session_id)
 
     async def cancel(self, session_id: str, mode: CancelModeName) -> bool:
-        # IMMEDIATE is a hard abort (SPEC 4.8). The stop-at-a-safe-point modes come with
-        # durable turns (loop.cancel); until then they are refused, never faked.
-        if mode == "immediate":
-            return self.loop.interrupt_hard(session_id)
-        raise NotImplementedError(f"cancel mode {mode!r} needs loop.cancel (durable turns)")
+        handle = self.loop.cancel(session_id, CancelMode[mode.upper()])
+        return handle is not None and handle.contributed
 
     async def resolve_approval(self, request_id: str, approved: bool, reason: str) -> bool:
         return self.loop.resolve_approval(request_id, approved, reason)
