@@ -194,7 +194,7 @@ class _Gate:
     async def _answer(self, message: InboundMessage, sent: Any) -> None:
         try:
             result: TurnResult = await sent
-        except RuntimeError as exc:  # withdrawn, or the loop closed first
+        except (RuntimeError, ValueError) as exc:  # withdrawn, the loop closed, a checkpoint
             await self._reply(message, "failed", turn_id=sent.turn_id, error=str(exc))
             return
         await self._reply(message, sent.action, turn_id=result.turn_id, status=result.status,

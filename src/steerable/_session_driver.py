@@ -79,8 +79,10 @@ class SessionDriver:
     async def _report(self, sent: TurnHandle | QueuedTurn) -> None:
         try:
             result = await sent
-        except RuntimeError:
-            return  # withdrawn: the press that withdrew it reported it
+        except (RuntimeError, ValueError):
+            # Withdrawn (the press that withdrew it said so), the loop closed, or a pending
+            # checkpoint refused its turn (the next send says so).
+            return
         if self.on_result is not None:
             self.on_result(result)
 
