@@ -155,3 +155,31 @@ async def test_run_bus_rejects_with_a_reply() -> None:
     bus.close()
     await runner
     await loop.aclose()
+
+
+async def test_run_bus_answers_failed_when_a_pending_checkpoint_refuses_a_queued_turn(
+        tmp_path) -> None:
+    from steerable import CancelMode
+    from steerable.storage import JSONLSessionStore
+
+    tools, gate = gated()
+    loop, _ = make([Reply(tool_calls=[("work", {"step": "a"})]), echo], tools,
+                   store=JSONLSessionStore(tmp_path))
+    sub = loop.subscribe(buffer=1000)
+    bus = InProcessBus()
+    runner = asyncio.create_task(loop.run(bus, forward_events=False))
+    await bus.publish(InboundMessage("s", "first", message_id="1"))
+    await wait_for(sub, K.TOOL_EXEC_START)
+    await bus.publish(InboundMessage("s", "second", "follow_up", message_id="2"))
+    await wait_for(sub, K.FOLLOW_UP_QUEUED)
+    assert loop.cancel("s", CancelMode.AFTER_TOOLS) is not None
+    gate.set()
+    replies = {}
+    for _ in range(2):
+        reply = await asyncio.wait_for(bus.receive(), 10)
+        replies[reply.message_id] = reply
+    assert replies["1"].status is TurnStatus.CANCELLED
+    assert replies["2"].action == "failed" and "checkpoint" in (replies["2"].error or "").lower()
+    bus.close()
+    await runner
+    await loop.aclose()
