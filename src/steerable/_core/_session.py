@@ -46,8 +46,14 @@ class SessionStore(Protocol):
     def append(self, session_id: str, messages: Sequence[Message], turn: TurnRecord | None) -> None:
         ...
 
-    def replace(self, session_id: str, messages: Sequence[Message]) -> None:
-        """Rewrite the whole history (after compression)."""
+    def replace(self, session_id: str, messages: Sequence[Message], *,
+                base: int | None = None) -> None:
+        """Rewrite the whole history (after compression or a summary), atomically.
+
+        ``base``: how many stored messages ``messages`` was computed from. Messages appended
+        after those meanwhile (another process, another turn) are kept after ``messages``: a
+        rewrite never drops a saved turn. ``None`` replaces everything.
+        """
         ...
 
     def exists(self, session_id: str) -> bool: ...
@@ -85,8 +91,10 @@ class InMemorySessionStore:
         self._sessions.setdefault(session_id, []).extend(messages)
         self._updated[session_id] = time.time()
 
-    def replace(self, session_id: str, messages: Sequence[Message]) -> None:
-        self._sessions[session_id] = list(messages)
+    def replace(self, session_id: str, messages: Sequence[Message], *,
+                base: int | None = None) -> None:
+        kept = self._sessions.get(session_id, [])[base:] if base is not None else []
+        self._sessions[session_id] = [*messages, *kept]
         self._updated[session_id] = time.time()
 
     def exists(self, session_id: str) -> bool:

@@ -104,6 +104,8 @@ class TurnState:
     subturns: Any = None
     """The ``_subturn.Subturns`` scope tools of this turn spawn through (made on first use)."""
     tools_run: list[str] = field(default_factory=list)
+    reply_cut: bool = False
+    """A graceful interrupt stopped the model's text mid-stream (no tool was running)."""
     usage_in: int = 0
     usage_out: int = 0
     started: float = field(default_factory=time.monotonic)
