@@ -25,7 +25,7 @@ EXPORTS: dict[str, list[str]] = {
         "Agent", "AgentLoop", "ApprovalRequested", "ApprovalResolved", "BaseAgent", "BaseTool",
         "CancelHandle", "CancelMode", "Checkpoint", "CompressContext", "CompressReason",
         "ContextCompress", "ErrorEvent", "ErrorSource", "Event", "EventKind", "ExitState",
-        "FollowUpQueued", "FunctionTool", "HookAction", "HookDecision", "HumanApprover",
+        "FollowUpQueued", "FunctionTool", "Hook", "HookAction", "HookDecision", "HookResult", "HumanApprover",
         "InMemorySessionStore", "InterruptMode", "InterruptReceived", "LLMDelta", "LLMRequest",
         "LLMRequestContext", "LLMRequestEvent", "LLMResponse", "LLMResponseContext",
         "LLMResponseEvent", "LLMRetry", "Limits", "LoopAgent", "LoopStatistics", "Message",
