@@ -225,9 +225,19 @@ class ChatSession:
             return
         self.app.session_id = self.driver.session_id = session_id
         self.say(f"resumed {session_id} ({count} messages)")
-        pending = self.app.loop.checkpoint(session_id)
+        self.announce_pending()
+
+    def announce_pending(self) -> None:
+        from steerable.errors import CheckpointError
+
+        sid = self.app.session_id
+        try:
+            pending = self.app.loop.checkpoint(sid)
+        except CheckpointError as exc:
+            self.say(f"this session's pending turn cannot be read: {exc}", "red")
+            return
         if pending is not None:
-            self.say(describe_pending(session_id, pending, "/resume", "/discard"), "yellow")
+            self.say(describe_pending(sid, pending, "/resume", "/discard"), "yellow")
 
     def continue_pending(self) -> None:
         from steerable.errors import SteerableError
@@ -275,6 +285,7 @@ async def _main(app: App) -> int:
         consumer = asyncio.ensure_future(chat.consume(chat.driver.events()))
         chat.say(f"steerable chat · workspace {app.workspace.root} · session {app.session_id}"
                  " · /help for keys")
+        chat.announce_pending()
         while not chat.quit:
             try:
                 line = await session.prompt_async(chat.message, bottom_toolbar=chat.toolbar,
