@@ -247,18 +247,21 @@ class RedisWorker:
     async def _renew(self) -> None:
         while True:
             await asyncio.sleep(self.timing.renew_every)
-            for session_id, token in list(self.tokens.items()):
-                if await self.leases.renew(session_id, token):
-                    continue
-                # The runner may have let go (and taken the session again, with a new token)
-                # while this renewal was on its way: only a token still in use was lost.
-                if self.tokens.get(session_id) != token:
-                    continue
-                log.warning("worker %s lost the lease of session %r; stopping its turn",
-                            self.worker_id, session_id)
-                del self.tokens[session_id]
-                if session_id in self.running:
-                    self.loop.interrupt_hard(session_id)
+            await self._renew_once()
+
+    async def _renew_once(self) -> None:
+        for session_id, token in list(self.tokens.items()):
+            if await self.leases.renew(session_id, token):
+                continue
+            # The runner may have let go (and taken the session again, with a new token)
+            # while this renewal was on its way: only a token still in use was lost.
+            if self.tokens.get(session_id) != token:
+                continue
+            log.warning("worker %s lost the lease of session %r; stopping its turn",
+                        self.worker_id, session_id)
+            del self.tokens[session_id]
+            if session_id in self.running:
+                self.loop.interrupt_hard(session_id)
 
     # -- running a session --------------------------------------------------------------------
 
