@@ -53,7 +53,7 @@ def _build_request(st: TurnState, offer_tools: bool, extra: Sequence[Message]) -
     agent = st.agent
     head = (Message("system", agent.instructions),) if agent.instructions else ()
     return LLMRequest(
-        messages=MessageView(head, st.base, st.new, extra),
+        messages=MessageView[Message](head, st.base, st.new, extra),
         tools=agent.tool_specs if offer_tools else (),
         model=agent.model,
         params=agent.params,

@@ -157,7 +157,7 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
             status = await _iterate(engine, st, resume_tools=st.resume.stage == "tools")
         else:
             if not st.ephemeral:
-                st.base = await engine.load(st.session_id)
+                st.base = await engine.history(st.session_id)
                 st.base_count = len(st.base)
             st.new.append(Message("user", st.input))
             if isinstance(st.agent, CompositeAgent):
