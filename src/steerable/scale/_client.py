@@ -27,7 +27,7 @@ __all__ = ["RedisClient", "SendResult", "StreamedEvent", "WorkerUnavailableError
 INBOX_MAXLEN = 100_000
 
 
-class WorkerUnavailableError(SteerableError):
+class WorkerUnavailableError(SteerableError, ConnectionError):
     """The worker holding the session did not answer in time (it may have died: its sessions
     move to another worker when its lease ends). Try again shortly."""
 
