@@ -25,7 +25,7 @@ EXPORTS: dict[str, list[str]] = {
         "Agent", "AgentLoop", "ApprovalRequested", "ApprovalResolved", "BaseAgent", "BaseTool",
         "CancelHandle", "CancelMode", "Checkpoint", "CompressContext", "CompressReason",
         "ContextCompress", "ErrorEvent", "ErrorSource", "Event", "EventKind", "ExitState",
-        "FollowUpQueued", "FunctionTool", "HookAction", "HookDecision", "HumanApprover",
+        "FollowUpQueued", "FunctionTool", "Hook", "HookAction", "HookDecision", "HookResult", "HumanApprover",
         "InMemorySessionStore", "InterruptMode", "InterruptReceived", "LLMDelta", "LLMRequest",
         "LLMRequestContext", "LLMRequestEvent", "LLMResponse", "LLMResponseContext",
         "LLMResponseEvent", "LLMRetry", "Limits", "LoopAgent", "LoopStatistics", "Message",
@@ -143,7 +143,7 @@ def test_literal_fields_are_exactly_these() -> None:
     from typing import get_args
 
     assert get_args(steerable.SkipReason) == (
-        "interrupted", "steering", "denied", "aborted", "max_iterations")
+        "interrupted", "steering", "denied", "aborted", "max_iterations", "cancelled")
     assert get_args(steerable.InterruptMode) == (
         "graceful", "hard", "abort_turn", "cancel_after_model", "cancel_after_tools")
     assert get_args(steerable.CompressReason) == ("overflow", "estimate")

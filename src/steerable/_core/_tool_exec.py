@@ -16,14 +16,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from steerable._core._cancel import SafePoint
 from steerable._core._durable import safe_point, write_checkpoint
 from steerable._core._engine import Engine
-from steerable._core._hook_chain import decisions, ignored, raise_if_terminal
-from steerable._core._hook_manager import HookFailure
+from steerable._core._hook_chain import decisions, ignored
 from steerable._core._permissions import Permission
 from steerable._core._subturn import subturns_of
 from steerable._core._turn_state import AbortSignal, CancelStop, TurnState
@@ -42,7 +41,7 @@ from steerable._messages import Message, ToolCall, ToolResult
 from steerable.errors import ToolError
 from steerable.tools._base import Tool, ToolContext, result_from_return
 
-__all__ = ["SKIP_TEXT", "execute_tools", "skip_calls"]
+__all__ = ["SKIP_TEXT", "close_cancelled", "execute_tools", "skip_calls"]
 
 SKIP_TEXT = {
     "interrupted": "Tool call skipped: the user interrupted the turn before this tool started.",
@@ -50,6 +49,7 @@ SKIP_TEXT = {
     "Read it and decide what to do next.",
     "aborted": "Tool call skipped: the turn was aborted before this tool started.",
     "max_iterations": "Tool call skipped: the iteration budget is used up; answer in text.",
+    "cancelled": "Tool call skipped: the turn was cancelled before this tool started.",
 }
 
 
@@ -61,7 +61,6 @@ class _Call:
     message: Message | None = None
     started: float = 0.0
     ctx: ToolContext | None = None
-    task: asyncio.Future[Any] | None = field(default=None, repr=False)
 
 
 def _tool_message(call: ToolCall, content: str, is_error: bool) -> Message:
@@ -96,6 +95,7 @@ def _finish(engine: Engine, st: TurnState, rec: _Call, result: ToolResult) -> No
     if rec.state == "done":
         return
     rec.state = "done"
+    rec.ctx = None  # rec -> ctx -> progress reporter -> rec: a cycle only the collector frees
     rec.message = _tool_message(rec.call, result.content, result.is_error)
     st.batch_results[rec.call.id] = rec.message
     engine.emit(st, ToolExecEnd, call_id=rec.call.id, tool_name=rec.call.name,
@@ -112,6 +112,22 @@ def skip_calls(
         _skip(engine, st, rec, reason)
         assert rec.message is not None
         st.new.append(rec.message)
+
+
+def close_cancelled(engine: Engine, st: TurnState) -> None:
+    """A cancelled turn that keeps no checkpoint is saved like an interrupted one: the calls
+    of its last response get their results so far, the rest a ``cancelled`` skip."""
+    last = st.new[-1] if st.new else None
+    if last is None or last.role != "assistant" or not last.tool_calls:
+        return
+    for call in last.tool_calls:
+        done = st.batch_results.get(call.id)
+        if done is None:
+            rec = _Call(call, None)
+            _skip(engine, st, rec, "cancelled")
+            done = rec.message
+        assert done is not None
+        st.new.append(done)
 
 
 def _hook_ctx(st: TurnState, call: ToolCall, rec: _Call) -> ToolCallContext:
@@ -139,7 +155,6 @@ async def _before_tool(
 
 async def _approve(engine: Engine, st: TurnState, rec: _Call, call: ToolCall) -> tuple[bool, str]:
     """Ask every approver in turn; the first denial (or failure, or timeout) refuses."""
-    hooks = engine.hooks
     open_requests: dict[str, bool] = {}
 
     async def ask_human() -> tuple[bool, str]:
@@ -160,29 +175,29 @@ async def _approve(engine: Engine, st: TurnState, rec: _Call, call: ToolCall) ->
                     tool_name=call.name, approved=approved, reason=reason)
         return approved, reason
 
-    for reg in hooks.at("approve_tool"):
+    def make_ctx() -> ToolCallContext:
         ctx = _hook_ctx(st, call, rec)
         ctx._ask_human = ask_human
-        value = await hooks.call(reg, "approve_tool", ctx, engine.timeouts.approval)
+        return ctx
+
+    def close_open_requests() -> None:
         for request_id in list(open_requests):  # the approver gave up waiting: close it now
             open_requests.pop(request_id)
             engine.broker.discard(request_id)
             engine.emit(st, ApprovalResolved, request_id=request_id, call_id=call.id,
                         tool_name=call.name, approved=False, reason="timed out")
-        if isinstance(value, HookFailure):
-            return False, value.message
-        if value is None or value is True:
-            continue
-        if value is False:
-            return False, f"denied by {reg.label}"
-        if not isinstance(value, HookDecision):
-            engine.error(st, f"approver {reg.label} returned {type(value).__name__}; "
-                         "treated as a denial", "hook")
-            return False, f"approver {reg.label} returned an invalid answer"
-        if value.action is HookAction.CONTINUE:
-            continue
-        raise_if_terminal(engine, st, value, "approve_tool")
-        return False, value.reason or f"denied by {reg.label}"
+
+    # The same chain as every other point: priority order, failures reported, aborts obeyed;
+    # here a failure, a timeout or any answer but "yes" refuses the call.
+    chain = decisions(engine, st, "approve_tool", make_ctx, approving=True,
+                      after_each=close_open_requests)
+    async with aclosing(chain):
+        async for reg, _, decision in chain:
+            if decision.action is not HookAction.DENY_TOOL:
+                engine.error(st, f"approver {reg.label} answered {decision.action}; treated as "
+                             "a denial", "hook")
+            return False, decision.reason if decision.reason not in ("", "denied") \
+                else f"denied by {reg.label}"
     return True, ""
 
 
@@ -251,7 +266,7 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
                           is_error=True)
     timeout = tool.timeout if tool.timeout is not None else engine.timeouts.tool
     task = asyncio.ensure_future(tool.run(args, ctx))
-    rec.task = task
+    st.running_tools[task] = ctx  # a hard abort cancels it directly, without waiting for us
     st.tools_run.append(name)
     try:
         done, _ = await asyncio.wait((task,), timeout=timeout)
@@ -259,6 +274,8 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
         ctx.cancel()
         engine.reaper.adopt(task)
         raise
+    finally:
+        del st.running_tools[task]
     if not done:
         ctx.cancel()
         engine.reaper.adopt(task)
