@@ -60,7 +60,7 @@ def checkpoint_to_record(cp: Checkpoint, *, messages: bool = True) -> dict[str, 
     return out
 
 
-def _runs(names: tuple[str, ...]) -> list[Any]:
+def _runs(names: Sequence[str]) -> list[Any]:
     """``tools_run`` run-length coded (``["read", ["noop", 200]]``): it grows with every tool
     the turn runs and is written at every safe point, so a long turn of one tool stays short."""
     out: list[Any] = []
