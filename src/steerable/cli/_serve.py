@@ -51,16 +51,28 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"serve needs the server extra: pip install 'steerable[server]' "
                          f"({exc.name} is missing)") from None
     from steerable.cli._app import build_app
+    from steerable.cli._integrations import telemetry
+    from steerable.cli._mcp import configured_tools
 
-    app = build_app(settings, session=None, can_ask=False, script=args.script,
-                    record_events=args.record_events, ask_by_events=True)
     redis_url = getattr(args, "redis", None) or os.environ.get(REDIS_ENV) or None
-    runner = _redis_runner(app, redis_url, args) if redis_url else LocalRunner(app.loop, app.redact)
-    asgi = create_app(runner, token=token)
-    config = uvicorn.Config(asgi, host=args.host, port=args.port, log_level="warning",
-                            access_log=False, lifespan="on", timeout_graceful_shutdown=3)
+
+    async def main() -> int:
+        # The configured MCP servers live as long as the server does.
+        async with configured_tools(settings) as mcp_tools:
+            app = build_app(settings, session=None, can_ask=False, script=args.script,
+                            record_events=args.record_events, ask_by_events=True,
+                            extra_tools=mcp_tools)
+            telemetry(app, settings)
+            runner = (_redis_runner(app, redis_url, args) if redis_url
+                      else LocalRunner(app.loop, app.redact))
+            asgi = create_app(runner, token=token)
+            config = uvicorn.Config(asgi, host=args.host, port=args.port, log_level="warning",
+                                    access_log=False, lifespan="on",
+                                    timeout_graceful_shutdown=3)
+            return await _serve(uvicorn.Server(config))
+
     try:
-        return asyncio.run(_serve(uvicorn.Server(config)))
+        return asyncio.run(main())
     except KeyboardInterrupt:
         # uvicorn shuts down gracefully on Ctrl+C / SIGTERM, then re-raises the signal:
         # for a server that is the normal way to stop.
