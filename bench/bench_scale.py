@@ -79,8 +79,13 @@ def stop_workers(procs: dict[str, Any]) -> None:
     for proc in procs.values():
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-    for proc in procs.values():
-        proc.wait(timeout=20)
+    for name, proc in procs.items():
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            print(f"worker {name} did not stop within 20 s of SIGTERM; killed")
+            proc.kill()
+            proc.wait()
         proc.stdout.close()
 
 
@@ -103,10 +108,19 @@ async def throughput(url: str, workers: int, turns: int, tmp: Path) -> float:
             for key in keys:
                 pipe.hget(key, "count")
             counts = await pipe.execute()
-            if all(c is not None and int(c) == 2 * per for c in counts):
+            done = sum(int(c) // 2 for c in counts if c is not None)
+            if done == len(sessions) * per:
                 break
+            if time.perf_counter() - start > 300:
+                raise SystemExit(f"stalled: {done} of {len(sessions) * per} turns done")
             await asyncio.sleep(0.02)
         elapsed = time.perf_counter() - start
+        info = await client._redis.info("memory")
+        stream = await client._redis.memory_usage(f"steerable:s:{{{sessions[0]}}}:events")
+        history = await client._redis.memory_usage(f"steerable:s:{{{sessions[0]}}}:msgs")
+        print(f"memory      {info['used_memory'] / len(sessions) / 1024:.1f} KiB of Redis per "
+              f"session ({per} turns each; its events stream {stream / 1024:.1f} KiB, its "
+              f"history {history / 1024:.1f} KiB)")
     finally:
         await client.aclose()
         stop_workers(procs)
@@ -186,24 +200,27 @@ async def main() -> None:
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--skip-failover", action="store_true")
+    parser.add_argument("--only-failover", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         redis = Redis(tmp)
         try:
             rates = {}
-            for n in [int(x) for x in args.workers.split(",")]:
+            for n in [] if args.only_failover else [int(x) for x in args.workers.split(",")]:
                 redis.flush()
                 rates[n] = await throughput(redis.url, n, args.turns, Path(tmp))
                 print(f"throughput  {n} worker(s): {rates[n]:7.1f} turns/s "
                       f"({args.turns} one-call turns)   load {load().split()[0]}")
-            base = rates[min(rates)]
-            print("scaling    ", "  ".join(f"{n}w: {r / base:.2f}x" for n, r in rates.items()))
-            redis.flush()
-            accept, injected = await control_latency(redis.url, Path(tmp))
-            print(f"control     steer accepted by the holder: p50 {pct(accept, .5)*1000:.1f} ms, "
-                  f"p99 {pct(accept, .99)*1000:.1f} ms")
-            print(f"            steer -> STEERING_INJECTED:   p50 {pct(injected, .5)*1000:.1f} ms, "
-                  f"p99 {pct(injected, .99)*1000:.1f} ms (next checkpoint: end of a 50 ms tool)")
+            if rates:
+                base = rates[min(rates)]
+                print("scaling    ", "  ".join(f"{n}w: {r / base:.2f}x" for n, r in rates.items()))
+                redis.flush()
+                accept, injected = await control_latency(redis.url, Path(tmp))
+                print(f"control     steer accepted by the holder: p50 {pct(accept, .5)*1000:.1f}"
+                      f" ms, p99 {pct(accept, .99)*1000:.1f} ms")
+                print(f"            steer -> STEERING_INJECTED:   p50 {pct(injected, .5)*1000:.1f}"
+                      f" ms, p99 {pct(injected, .99)*1000:.1f} ms (next checkpoint: end of a "
+                      "50 ms tool)")
             if not args.skip_failover:
                 for ttl, rounds in ((1.0, 3), (5.0, 2)):
                     redis.flush()

@@ -291,3 +291,65 @@ async def test_a_new_turn_on_a_session_with_a_checkpoint_needs_discard() -> None
     assert result.text == "never"
     assert rig.loop.checkpoint("s") is None
     assert [m.content for m in rig.loop.session_messages("s")] == ["other", "never"]
+
+
+async def test_without_checkpoints_a_cancelled_turn_is_saved_like_an_interrupted_one() -> None:
+    rig = Rig([calls(("act", "a1"), ("act", "a2"))])
+    rig.loop = AgentLoop(rig.agent, checkpoints=False)
+    rig.sub = rig.loop.subscribe(buffer=10_000)
+    gate = rig.gate("a1")
+    handle = rig.loop.start_turn("go", session_id="s")
+    await wait_for(rig.sub, K.TOOL_EXEC_START)
+    rig.loop.cancel("s", mode=CancelMode.AFTER_MODEL)
+    gate.set()
+    result = await handle
+    assert result.status is TurnStatus.CANCELLED and result.checkpoint_id is None
+    assert rig.loop.checkpoint("s") is None
+    history = rig.loop.session_messages("s")
+    assert [m.content for m in history] == [
+        "go", "", "did a1", "Tool call skipped: the turn was cancelled before this tool started."]
+    assert [e.reason for e in of(rig.events(), K.TOOL_EXEC_SKIPPED)] == ["cancelled"]
+    rig.loop.start_turn("again", session_id="s")  # nothing pending: no discard needed
+
+
+async def test_a_failing_checkpoint_write_is_reported_and_the_turn_goes_on() -> None:
+    from steerable import InMemorySessionStore
+
+    class Full(InMemorySessionStore):
+        def save_checkpoint(self, checkpoint: Any) -> None:
+            raise OSError("No space left on device")
+
+    provider = ScriptedProvider([calls(("act", "a1")), Reply(text="done")])
+
+    @tool
+    async def act(name: str) -> str:
+        """Act."""
+        return "ok"
+
+    loop = AgentLoop(Agent(name="a", provider=provider, tools=[act]), store=Full())
+    sub = loop.subscribe(buffer=1000)
+    result = await loop.run_turn("go", session_id="s")
+    assert result.status is TurnStatus.COMPLETED
+    errors = [e for e in sub.drain_nowait() if e.kind is K.ERROR]
+    assert errors and all(e.source == "checkpoint" for e in errors)
+    assert "No space left on device" in errors[0].message
+    assert [m.content for m in loop.session_messages("s")][-1] == "done"
+
+
+async def test_a_composite_stops_at_the_next_boundary_on_a_safe_point_cancel() -> None:
+    from steerable import SequentialAgent
+
+    gate = asyncio.Event()
+    first = Agent(name="first", provider=ScriptedProvider([gated_reply(gate, Reply(text="one"))]))
+    second = Agent(name="second", provider=ScriptedProvider([]))  # never reached
+    loop = AgentLoop(SequentialAgent(name="seq", agents=[first, second]))
+    sub = loop.subscribe(buffer=1000)
+    handle = loop.start_turn("go", session_id="s")
+    await wait_for(sub, K.LLM_REQUEST)
+    cancel = loop.cancel("s", mode=CancelMode.AFTER_TOOLS)
+    gate.set()
+    result = await handle
+    assert result.status is TurnStatus.CANCELLED
+    assert cancel is not None and await cancel.wait() is True
+    assert loop.checkpoint("s") is None  # composites keep no checkpoint: saved as it stands
+    assert [m.content for m in loop.session_messages("s")] == ["go", "one"]

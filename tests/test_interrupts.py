@@ -7,7 +7,7 @@ import contextlib
 import threading
 import time
 
-from steerable import EventKind, Reply, TurnStatus, tool
+from steerable import EventKind, Reply, ToolContext, TurnHandle, TurnStatus, tool
 from tests.conftest import (
     assert_history_consistent,
     assert_one_terminal_per_call,
@@ -298,3 +298,105 @@ async def test_interrupts_while_the_turn_is_saving_change_nothing() -> None:
     result = await handle
     assert result.status is TurnStatus.COMPLETED and result.text == "done"
     assert [m.content for m in loop.session_messages("s")] == ["go", "done"]
+
+
+async def test_hard_abort_cancels_a_running_tool_before_the_turn_ends() -> None:
+    seen: list[tuple[bool, bool]] = []  # (turn done?, ctx.cancelled set?) when the tool is cancelled
+    holder: dict[str, object] = {}
+
+    @tool
+    async def hang(ctx: ToolContext) -> str:
+        """Sleeps until cancelled."""
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            handle = holder["handle"]
+            assert isinstance(handle, TurnHandle)
+            seen.append((handle.done(), ctx.cancelled.is_set()))
+            raise
+        return "never"
+
+    loop, _, sub = make_loop([Reply(tool_calls=[("hang", {})])], tools=[hang])
+    handle = loop.start_turn("go", session_id="s")
+    holder["handle"] = handle
+    await wait_for(sub, K.TOOL_EXEC_START)
+    loop.interrupt_hard("s")
+    result = await handle
+    assert result.status is TurnStatus.ABORTED
+    # The tool got its cancel in the same loop cycle as the turn, not after the turn ended.
+    assert seen == [(False, True)]
+    assert [e.kind for e in sub.drain_nowait()][-1] is K.TURN_END
+
+
+async def test_a_summary_that_echoes_the_hint_is_replaced_by_what_ran() -> None:
+    tools, gate, ran = gated_tools()
+    echo = ("The user interrupted you. Stop here: do not call tools. In a few sentences, say "
+            "what you did, what you found, and what is left undone.")
+    loop, _, sub = make_loop([Reply(tool_calls=[("wait", {"name": "w"})]), Reply(text=echo)],
+                             tools=tools)
+    handle = loop.start_turn("go", session_id="s")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    assert loop.interrupt_graceful("s")
+    gate.set()
+    result = await handle
+    assert result.status is TurnStatus.INTERRUPTED
+    assert result.text == "Interrupted after 1 tool call (wait)."
+    assert loop.session_messages("s")[-1].content == result.text  # the echo is never saved
+
+
+async def test_an_empty_or_echoed_custom_hint_falls_back_but_a_real_summary_stays() -> None:
+    from steerable._core._interrupt_text import fallback_summary, is_echo
+
+    hint = "Wrap up now and list what is left."
+    assert is_echo("", hint) and is_echo("wrap up now, and list what is left!", hint)
+    assert is_echo("OK. Wrap up now and list what is left. Done", hint)
+    assert not is_echo("I read notes.txt; it says the sync moved. Left: nothing.", hint)
+    assert fallback_summary([]) == "Interrupted before any tool ran."
+    assert fallback_summary(["read", "read", "bash"]) == \
+        "Interrupted after 3 tool calls (read, read, bash)."
+    loop, _, _ = make_loop([Reply(text="")])
+    handle = loop.start_turn("go", session_id="s")
+    assert loop.interrupt_graceful("s", hint=hint)
+    assert (await handle).text == "Interrupted before any tool ran."
+
+
+class _Chatty:
+    """A provider that writes a long reply slowly, and notes when its stream was closed."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.closed = False
+        self.requests = 0
+
+    async def stream(self, request):
+        from steerable.providers._base import StreamEnd, TextDelta
+
+        self.requests += 1
+        try:
+            for _ in range(400):
+                self.sent += 1
+                yield TextDelta("word ")
+                await asyncio.sleep(0.01)
+            yield StreamEnd(finish_reason="stop")
+        finally:
+            self.closed = True
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_graceful_while_text_streams_stops_the_reply_at_once() -> None:
+    from steerable import Agent, AgentLoop
+
+    provider = _Chatty()
+    loop = AgentLoop(Agent(provider=provider))
+    sub = loop.subscribe()
+    handle = loop.start_turn("talk", session_id="s")
+    await wait_for(sub, K.LLM_DELTA)
+    assert loop.interrupt_graceful("s")
+    result = await handle
+    assert result.status is TurnStatus.INTERRUPTED
+    assert provider.closed and provider.sent < 400 and provider.requests == 1  # no summary call
+    assert result.text.startswith("word word") and result.text.endswith("[…interrupted]")
+    assert loop.session_messages("s")[-1].content == result.text
+    await loop.aclose()

@@ -64,3 +64,27 @@ async def test_recorded_requests_keep_their_messages_through_later_calls_and_com
     snapshot = tuple(first_of_turn)
     assert provider.requests[-1].messages[1].content != "question 0"  # compression happened
     assert first_of_turn == snapshot
+
+
+async def test_a_turn_sees_the_history_as_it_was_when_it_started() -> None:
+    provider = ScriptedProvider([Reply(text="one"), Reply(text="two"), Reply(text="three")])
+    loop = AgentLoop(Agent(provider=provider))
+    await loop.run_turn("first", session_id="s")
+    await loop.run_turn("second", session_id="s")
+    second = provider.requests[1].messages
+    assert [m.content for m in second] == ["first", "one", "second"]
+    await loop.run_turn("third", session_id="s")  # the store appends to the same session list
+    assert [m.content for m in second] == ["first", "one", "second"] and len(second) == 3
+    assert [m.content for m in loop.session_messages("s")][-2:] == ["third", "three"]
+    loop.session_messages("s").clear()  # a caller's copy: the session is untouched
+    assert len(loop.session_messages("s")) == 6
+
+
+def test_slices_span_parts_and_stay_bounded() -> None:
+    a, b = _msgs("a", "b", "c"), _msgs("d", "e")
+    view = MessageView(a, b)
+    expected = (*a, *b)
+    b.append(Message("user", "later"))
+    for sl in (slice(None), slice(2, None), slice(1, 4), slice(3, 10), slice(-2, None),
+               slice(4, 2), slice(None, None, 2), slice(None, None, -1)):
+        assert view[sl] == expected[sl], sl

@@ -23,21 +23,23 @@ from steerable._hooks import HOOK_POINTS
 EXPORTS: dict[str, list[str]] = {
     "steerable": [
         "Agent", "AgentLoop", "ApprovalRequested", "ApprovalResolved", "BaseAgent", "BaseTool",
-        "CancelHandle", "CancelMode", "Checkpoint", "CompressContext", "CompressReason",
-        "ContextCompress", "ErrorEvent", "ErrorSource", "Event", "EventKind", "ExitState",
-        "FollowUpQueued", "FunctionTool", "Hook", "HookAction", "HookDecision", "HookResult", "HumanApprover",
-        "InMemorySessionStore", "InterruptMode", "InterruptReceived", "LLMDelta", "LLMRequest",
+        "BusyPolicy", "CancelHandle", "CancelMode", "Checkpoint", "CompressContext",
+        "CompressReason", "ContextCompress", "ErrorEvent", "ErrorSource", "Event", "EventKind",
+        "ExitState", "FollowUpQueued", "FunctionTool", "Hook", "HookAction", "HookDecision",
+        "HookResult", "HumanApprover", "InMemorySessionStore", "InProcessBus", "InboundMessage",
+        "InterruptMode", "InterruptPress", "InterruptReceived", "LLMDelta", "LLMRequest",
         "LLMRequestContext", "LLMRequestEvent", "LLMResponse", "LLMResponseContext",
         "LLMResponseEvent", "LLMRetry", "Limits", "LoopAgent", "LoopStatistics", "Message",
-        "ParallelAgent", "Permission", "PermissionRule", "Permissions", "Provider", "PushAck",
-        "QueuedMessage", "Reply", "ScriptedProvider", "SequentialAgent", "SessionInfo",
-        "SessionStore", "SessionSummarize", "SkipReason", "StateChanged", "SteeringInjected",
-        "Subscription", "SubturnEnd", "SubturnHandle", "SubturnOrphan", "SubturnResultDelivered",
-        "SubturnSpawn", "SummaryPolicy", "Timeouts", "Tool", "ToolCall", "ToolCallContext",
-        "ToolContext", "ToolExecEnd", "ToolExecProgress", "ToolExecSkipped", "ToolExecStart",
-        "ToolResult", "ToolResultContext", "TurnEnd", "TurnHandle", "TurnInfo", "TurnInput",
-        "TurnLoop", "TurnPhase", "TurnRecord", "TurnResult", "TurnStart", "TurnStatus", "Usage",
-        "__version__", "event_to_dict", "tool",
+        "OutboundReply", "ParallelAgent", "Permission", "PermissionRule", "Permissions",
+        "Provider", "PushAck", "QueuedMessage", "QueuedTurn", "Reply", "ScriptedProvider",
+        "SequentialAgent", "SessionBusyError", "SessionDriver", "SessionInfo", "SessionStore",
+        "SessionSummarize", "SkipReason", "StateChanged", "SteeringInjected", "Subscription",
+        "SubturnEnd", "SubturnHandle", "SubturnOrphan", "SubturnResultDelivered", "SubturnSpawn",
+        "SummaryPolicy", "Timeouts", "Tool", "ToolCall", "ToolCallContext", "ToolContext",
+        "ToolExecEnd", "ToolExecProgress", "ToolExecSkipped", "ToolExecStart", "ToolResult",
+        "ToolResultContext", "TurnEnd", "TurnHandle", "TurnInfo", "TurnInput", "TurnLoop",
+        "TurnPhase", "TurnRecord", "TurnResult", "TurnStart", "TurnStatus", "Usage", "__version__",
+        "event_to_dict", "tool",
     ],
     "steerable.providers": [
         "PROVIDER_NAMES", "Chunk", "LLMRequest", "LLMResponse", "Provider", "ProviderTimeouts",
@@ -143,7 +145,7 @@ def test_literal_fields_are_exactly_these() -> None:
     from typing import get_args
 
     assert get_args(steerable.SkipReason) == (
-        "interrupted", "steering", "denied", "aborted", "max_iterations")
+        "interrupted", "steering", "denied", "aborted", "max_iterations", "cancelled")
     assert get_args(steerable.InterruptMode) == (
         "graceful", "hard", "abort_turn", "cancel_after_model", "cancel_after_tools")
     assert get_args(steerable.CompressReason) == ("overflow", "estimate")

@@ -258,3 +258,20 @@ async def test_a_turn_survives_a_crash_right_after_start_turn_returned(tmp_path:
     assert [m.content for m in again.session_messages("s")] == [
         "earlier", "ok", "go", "after the crash"]
     assert [m.content for m in provider.requests[0].messages] == ["earlier", "ok", "go"]
+
+
+async def test_a_corrupt_checkpoint_blocks_new_turns_with_a_clear_error(tmp_path: Path) -> None:
+    store = JSONLSessionStore(tmp_path)
+    store.append("s", [Message("user", "hi"), Message("assistant", "hello")], None)
+    store.checkpoint_path("s").write_text("this is not json\n{}\n")
+    tools = Tools()
+    loop, _ = make(store, [Reply(text="fresh")], tools)
+    with pytest.raises(CheckpointError) as info:
+        loop.start_turn("next", session_id="s")
+    assert str(store.checkpoint_path("s")) in str(info.value)
+    assert "discard_checkpoint=True" in str(info.value)
+    with pytest.raises(CheckpointError):
+        loop.resume("s")
+    assert [m.content for m in loop.session_messages("s")] == ["hi", "hello"]
+    result = await loop.run_turn("next", session_id="s", discard_checkpoint=True)
+    assert result.text == "fresh" and not store.checkpoint_path("s").exists()

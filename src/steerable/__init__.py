@@ -91,6 +91,11 @@ if TYPE_CHECKING:
         TurnStatus,
         event_to_dict,
     )
+    from steerable._gateway import (
+        InboundMessage,
+        InProcessBus,
+        OutboundReply,
+    )
     from steerable._hooks import (
         CompressContext,
         Hook,
@@ -101,6 +106,10 @@ if TYPE_CHECKING:
         LLMResponseContext,
         ToolCallContext,
         ToolResultContext,
+    )
+    from steerable._lanes import (
+        BusyPolicy,
+        QueuedTurn,
     )
     from steerable._loop import (
         AgentLoop,
@@ -114,11 +123,18 @@ if TYPE_CHECKING:
         ToolResult,
         Usage,
     )
+    from steerable._session_driver import (
+        InterruptPress,
+        SessionDriver,
+    )
     from steerable._turnloop import (
         ExitState,
         PushAck,
         TurnInput,
         TurnLoop,
+    )
+    from steerable.errors import (
+        SessionBusyError,
     )
     from steerable.providers import (
         LLMRequest,
@@ -144,6 +160,7 @@ _WHERE: dict[str, str] = {
     "ApprovalResolved": "steerable._events",
     "BaseAgent": "steerable._core._agent",
     "BaseTool": "steerable.tools",
+    "BusyPolicy": "steerable._lanes",
     "CancelHandle": "steerable._core._cancel",
     "CancelMode": "steerable._core._cancel",
     "Checkpoint": "steerable._core._checkpoint",
@@ -163,7 +180,10 @@ _WHERE: dict[str, str] = {
     "HookResult": "steerable._hooks",
     "HumanApprover": "steerable._core._approval",
     "InMemorySessionStore": "steerable._core._session",
+    "InProcessBus": "steerable._gateway",
+    "InboundMessage": "steerable._gateway",
     "InterruptMode": "steerable._events",
+    "InterruptPress": "steerable._session_driver",
     "InterruptReceived": "steerable._events",
     "LLMDelta": "steerable._events",
     "LLMRequest": "steerable.providers",
@@ -177,6 +197,7 @@ _WHERE: dict[str, str] = {
     "LoopAgent": "steerable._composites",
     "LoopStatistics": "steerable._loop",
     "Message": "steerable._messages",
+    "OutboundReply": "steerable._gateway",
     "ParallelAgent": "steerable._composites",
     "Permission": "steerable._core._permissions",
     "PermissionRule": "steerable._core._permissions",
@@ -184,9 +205,12 @@ _WHERE: dict[str, str] = {
     "Provider": "steerable.providers",
     "PushAck": "steerable._turnloop",
     "QueuedMessage": "steerable._core._turn_state",
+    "QueuedTurn": "steerable._lanes",
     "Reply": "steerable.providers",
     "ScriptedProvider": "steerable.providers",
     "SequentialAgent": "steerable._composites",
+    "SessionBusyError": "steerable.errors",
+    "SessionDriver": "steerable._session_driver",
     "SessionInfo": "steerable._core._session",
     "SessionStore": "steerable._core._session",
     "SessionSummarize": "steerable._events",
@@ -233,6 +257,7 @@ __all__ = [
     "ApprovalResolved",
     "BaseAgent",
     "BaseTool",
+    "BusyPolicy",
     "CancelHandle",
     "CancelMode",
     "Checkpoint",
@@ -252,7 +277,10 @@ __all__ = [
     "HookResult",
     "HumanApprover",
     "InMemorySessionStore",
+    "InProcessBus",
+    "InboundMessage",
     "InterruptMode",
+    "InterruptPress",
     "InterruptReceived",
     "LLMDelta",
     "LLMRequest",
@@ -266,6 +294,7 @@ __all__ = [
     "LoopAgent",
     "LoopStatistics",
     "Message",
+    "OutboundReply",
     "ParallelAgent",
     "Permission",
     "PermissionRule",
@@ -273,9 +302,12 @@ __all__ = [
     "Provider",
     "PushAck",
     "QueuedMessage",
+    "QueuedTurn",
     "Reply",
     "ScriptedProvider",
     "SequentialAgent",
+    "SessionBusyError",
+    "SessionDriver",
     "SessionInfo",
     "SessionStore",
     "SessionSummarize",

@@ -91,7 +91,8 @@ class TurnStatus(enum.StrEnum):
     is kept and ``AgentLoop.resume`` continues it."""
 
 
-SkipReason = Literal["interrupted", "steering", "denied", "aborted", "max_iterations"]
+SkipReason = Literal["interrupted", "steering", "denied", "aborted", "max_iterations",
+                     "cancelled"]
 """Why a declared tool call did not run (``ToolExecSkipped.reason``); plain strings on the wire."""
 
 InterruptMode = Literal["graceful", "hard", "abort_turn", "cancel_after_model",

@@ -12,34 +12,43 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from itertools import chain, islice
-from typing import Any, overload
-
-from steerable._messages import Message
+from typing import Any, TypeVar, overload
 
 __all__ = ["MessageView"]
 
+T = TypeVar("T")
 
-class MessageView(Sequence[Message]):
-    """A read-only sequence of messages over append-only parts (see the module docstring)."""
+
+class MessageView(Sequence[T]):
+    """A read-only sequence over append-only parts (see the module docstring). Checkpoints use
+    it for their messages and for the names of the tools run, which grow the same way."""
 
     __slots__ = ("_len", "_parts")
 
-    def __init__(self, *parts: Sequence[Message]) -> None:
-        self._parts = tuple((p, len(p)) for p in parts if len(p))
-        self._len = sum(n for _, n in self._parts)
+    def __init__(self, *parts: Sequence[T]) -> None:
+        # A plain loop: this runs several times per iteration (requests, checkpoints).
+        kept = []
+        total = 0
+        for part in parts:
+            n = len(part)
+            if n:
+                kept.append((part, n))
+                total += n
+        self._parts = tuple(kept)
+        self._len = total
 
     def __len__(self) -> int:
         return self._len
 
     @overload
-    def __getitem__(self, index: int) -> Message: ...
+    def __getitem__(self, index: int) -> T: ...
 
     @overload
-    def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
+    def __getitem__(self, index: slice) -> tuple[T, ...]: ...
 
-    def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
+    def __getitem__(self, index: int | slice) -> T | tuple[T, ...]:
         if isinstance(index, slice):
-            return tuple(self)[index]
+            return self._slice(index)
         i = index.__index__()
         if i < 0:
             i += self._len
@@ -51,11 +60,25 @@ class MessageView(Sequence[Message]):
             i -= n
         raise AssertionError("unreachable: lengths are checked above")
 
-    def __iter__(self) -> Iterator[Message]:
+    def _slice(self, index: slice) -> tuple[T, ...]:
+        start, stop, step = index.indices(self._len)
+        if step != 1:
+            return tuple(self)[index]
+        # Part by part, so a tail (``messages[done:]``) costs its own length, not the whole.
+        out: list[T] = []
+        offset = 0
+        for part, n in self._parts:
+            lo, hi = max(start - offset, 0), min(stop - offset, n)
+            if lo < hi:
+                out.extend(part[lo:hi])
+            offset += n
+        return tuple(out)
+
+    def __iter__(self) -> Iterator[T]:
         # islice bounds each part to its length when the view was made
         return chain.from_iterable(islice(p, n) for p, n in self._parts)
 
-    def __reversed__(self) -> Iterator[Message]:
+    def __reversed__(self) -> Iterator[T]:
         for part, n in reversed(self._parts):
             for i in range(n - 1, -1, -1):
                 yield part[i]

@@ -268,3 +268,56 @@ async def test_open_servers_strict_raises() -> None:
     with pytest.raises(Exception, match="could not be started"):
         async with open_servers([broken], strict=True):
             pass
+
+
+async def test_an_http_server_that_goes_away_gives_errors_then_comes_back(marks: Path) -> None:
+    import os
+    import subprocess
+
+    from .conftest import _free_port
+
+    port = _free_port()
+
+    def start() -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)],
+                                env={**os.environ, "MCP_TEST_MARKS": str(marks)},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                return proc
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.05)
+
+    import socket
+
+    proc = start()
+    server = MCPServer("web", url=f"http://127.0.0.1:{port}/mcp", timeout=5)
+    try:
+        tools = await server.tools()
+        provider = ScriptedProvider([
+            Reply(tool_calls=[("mcp__web__echo", {"text": "one"})]), Reply(text="first"),
+            Reply(tool_calls=[("mcp__web__echo", {"text": "two"})]), Reply(text="second"),
+            Reply(tool_calls=[("mcp__web__echo", {"text": "three"})]), Reply(text="third"),
+        ])
+        loop = AgentLoop(Agent(name="a", tools=tools, provider=provider))
+        sub = loop.subscribe(buffer=10_000)
+        await loop.run_turn("1", session_id="s1")
+        proc.kill()
+        proc.wait()
+        await asyncio.wait_for(loop.run_turn("2", session_id="s1"), 20)  # an error, not a hang
+        proc = start()
+        await loop.run_turn("3", session_id="s1")
+        sub.close()
+        ends = _ends([e async for e in sub])
+        assert ends[0] == ("mcp__web__echo", False, "echo: one")
+        assert ends[1][:2] == ("mcp__web__echo", True) and "timed out" not in ends[1][2]
+        assert "restarted on the next turn" in ends[1][2]
+        assert ends[2] == ("mcp__web__echo", False, "echo: three")
+        await loop.aclose()
+    finally:
+        await server.aclose()
+        proc.kill()
+        proc.wait()

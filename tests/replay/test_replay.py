@@ -440,3 +440,54 @@ async def test_dry_run_previews_and_tool_timeouts_replay(tmp_path: Path) -> None
     assert "[dry-run]" in ends[0]["content"] and "timed out" in ends[1]["content"]
     out = await replay(path)
     assert _comparable(list(out.events)) == _comparable(load_recording(path).events)
+
+
+async def test_a_cancel_at_a_safe_point_is_replayed(tmp_path: Path) -> None:
+    from steerable import CancelMode
+
+    release = asyncio.Event()
+
+    @tool(read_only=True)
+    async def slow() -> str:
+        """Waits for the test."""
+        await release.wait()
+        return "slow done"
+
+    path = tmp_path / "cancel.jsonl"
+    loop = AgentLoop(_agent([Reply(tool_calls=[("slow", {})]), Reply(text="never asked")],
+                            tools=[slow]))
+    async with Recorder(loop, path):
+        sub = loop.subscribe()
+        handle = loop.start_turn("go", session_id="s1")
+        await _on(sub, EventKind.TOOL_EXEC_START)
+        assert handle.cancel(CancelMode.AFTER_TOOLS) is not None
+        release.set()
+        live = await handle
+    await loop.aclose()
+    assert live.status.value == "cancelled"
+    (control,) = load_recording(path).of_type("control")
+    assert (control["action"], control["mode"]) == ("cancel", "AFTER_TOOLS")
+    out = await replay(path)
+    assert out.results[0].status.value == "cancelled"
+    assert _comparable(list(out.events)) == _comparable(load_recording(path).events)
+
+
+async def test_a_resumed_turn_is_refused_with_the_reason(tmp_path: Path) -> None:
+    from steerable import CancelMode
+    from steerable.storage import JSONLSessionStore
+
+    loop = AgentLoop(_agent([Reply(tool_calls=[("look", {"path": "a"})]), Reply(text="done")]),
+                     store=JSONLSessionStore(tmp_path / "sessions"))
+    sub = loop.subscribe()
+    handle = loop.start_turn("go", session_id="s1")
+    await _on(sub, EventKind.LLM_REQUEST)
+    handle.cancel(CancelMode.AFTER_MODEL)
+    assert (await handle).status.value == "cancelled"
+    path = tmp_path / "resumed.jsonl"
+    async with Recorder(loop, path):
+        resumed = loop.resume("s1")
+        assert resumed is not None
+        await resumed
+    await loop.aclose()
+    with pytest.raises(RecordingError, match=r"started by loop.resume \(session 's1'\)"):
+        await replay(path)

@@ -45,8 +45,8 @@ class Checkpoint:
     stage: Stage
     iteration: int
     """LLM calls made so far (the next call is number ``iteration + 1``)."""
-    messages: tuple[Message, ...]
-    """The turn's messages so far, starting with its user input. With ``stage == "tools"``
+    messages: Sequence[Message]
+    """The turn's messages so far (read-only: a tuple, or a view the loop made in O(1)), starting with its user input. With ``stage == "tools"``
     the last one is the assistant message whose tool calls are being run."""
     results: tuple[Message, ...] = ()
     """Tool results of the last response already in (``stage == "tools"``), any order."""
@@ -59,7 +59,7 @@ class Checkpoint:
     base_dropped: int = 0
     """Of those, how many context compression dropped during the turn."""
     last_had_tools: bool = False
-    tools_run: tuple[str, ...] = ()
+    tools_run: Sequence[str] = ()
     usage_in: int = 0
     usage_out: int = 0
     cancel_mode: str | None = None
@@ -94,10 +94,15 @@ def unresolved_calls(messages: Sequence[Message], results: Sequence[Message]) ->
 
 @runtime_checkable
 class CheckpointStore(Protocol):
-    """A store that keeps one checkpoint per session. ``blocking`` (shared with
-    ``SessionStore``) tells the loop to call it from a worker thread."""
+    """A store that keeps one checkpoint per session.
 
-    blocking: bool
+    ``checkpoint_blocking`` tells the loop to call the three methods from a worker thread
+    (a database, a network); False means they are quick enough for the loop's thread (the
+    memory store; the JSONL store, whose safe points append a few hundred bytes and never
+    fsync): a turn makes two or more calls per iteration, and a thread hop each costs more
+    than the write itself."""
+
+    checkpoint_blocking: bool
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Replace the session's checkpoint; a crash mid-write leaves the previous one."""

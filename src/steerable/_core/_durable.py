@@ -16,11 +16,13 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
+from typing import Any
 
 from steerable._core._cancel import CancelMode, SafePoint
 from steerable._core._checkpoint import Checkpoint, Stage
 from steerable._core._engine import Engine
 from steerable._core._turn_state import CancelStop, TurnState
+from steerable._history import MessageView
 from steerable._messages import Message
 
 __all__ = ["capture", "drop_checkpoint", "restore", "safe_point", "settle_writes",
@@ -32,12 +34,14 @@ def capture(st: TurnState, stage: Stage, cancel_mode: CancelMode | None = None) 
     return Checkpoint(
         session_id=st.session_id, turn_id=st.turn_id, origin_turn_id=st.origin_turn_id,
         agent=agent.name, tools=tuple(sorted(agent.tools_by_name)), input=st.input,
-        stage=stage, iteration=st.iteration, messages=tuple(st.new),
+        # Views, not copies (O(1) per checkpoint whatever the turn's length): st.new and
+        # st.tools_run only grow at the end, and the view is bounded to their length now.
+        stage=stage, iteration=st.iteration, messages=MessageView(st.new),
         results=tuple(st.batch_results.values()) if stage == "tools" else (),
         steering=tuple(st.steering), follow_ups=tuple(st.follow_ups),
         injected_steering=tuple(st.injected_steering), base_count=st.base_count,
         base_dropped=st.base_dropped, last_had_tools=st.last_had_tools,
-        tools_run=tuple(st.tools_run), usage_in=st.usage_in, usage_out=st.usage_out,
+        tools_run=MessageView(st.tools_run), usage_in=st.usage_in, usage_out=st.usage_out,
         cancel_mode=None if cancel_mode is None else cancel_mode.label,
         seq=st.checkpoint_seq, created=st.created, updated=time.time(),
     )
@@ -47,8 +51,8 @@ async def write_checkpoint(engine: Engine, st: TurnState, stage: Stage,
                            cancel_mode: CancelMode | None = None) -> None:
     if not st.durable:
         return
-    store = engine.store
-    if not store.blocking:
+    store: Any = engine.store
+    if not store.checkpoint_blocking:
         st.checkpoint_seq += 1
         failure = _save(engine, capture(st, stage, cancel_mode))
     else:
@@ -77,7 +81,7 @@ def write_first_checkpoint(engine: Engine, st: TurnState) -> None:
     try:
         cp = capture(st, "model")
     finally:
-        st.new.clear()  # run_turn adds the input again once it has read the session
+        st.new = []  # run_turn adds the input again once it has read the session
     failure = _save(engine, replace(cp, base_count=None))
     if failure is not None:
         engine.error(st, f"writing the checkpoint of session {st.session_id!r} failed: "
@@ -116,12 +120,12 @@ async def drop_checkpoint(engine: Engine, st: TurnState) -> None:
     if not st.durable:
         return
     await settle_writes(st)
-    store = engine.store
+    store: Any = engine.store
     try:
-        if store.blocking:
-            await asyncio.shield(asyncio.to_thread(store.delete_checkpoint, st.session_id))  # type: ignore[attr-defined]
+        if store.checkpoint_blocking:
+            await asyncio.shield(asyncio.to_thread(store.delete_checkpoint, st.session_id))
         else:
-            store.delete_checkpoint(st.session_id)  # type: ignore[attr-defined]
+            store.delete_checkpoint(st.session_id)
     except Exception as exc:
         engine.error(st, f"deleting the checkpoint of session {st.session_id!r} failed: {exc}; "
                      "the next turn will ask to discard it", "checkpoint")

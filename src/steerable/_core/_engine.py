@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, cast
 
 from steerable._config import Limits, Timeouts
 from steerable._core._approval import ApprovalBroker
@@ -107,6 +107,16 @@ class Engine:
             return await asyncio.to_thread(self.store.load, session_id)
         return self.store.load(session_id)
 
+    async def history(self, session_id: str) -> Sequence[Message]:
+        """The session's messages for a turn's ``base``: never edited in place by the turn.
+
+        A store with ``snapshot()`` (the in-memory one) hands out an O(1) read-only view, so
+        starting a turn does not copy the whole history; others are loaded as usual."""
+        snapshot = getattr(self.store, "snapshot", None)
+        if snapshot is not None:
+            return cast("Sequence[Message]", snapshot(session_id))
+        return await self.load(session_id)
+
     async def save(self, st: TurnState, status: str, rollback: bool) -> None:
         """Append the turn's messages, or on rollback write nothing of the turn."""
         store = self.store
@@ -164,6 +174,11 @@ class Engine:
         # Before the task runs, cancelling it would skip TURN_START/END: the flag is enough,
         # run_turn checks it first thing.
         if st.running and st.task is not None and not st.task.done():
+            # The tools first, so they see CancelledError on the very next loop cycle instead
+            # of one cycle after the turn's task has woken up and passed the cancel on.
+            for task, ctx in st.running_tools.items():
+                ctx.cancel()
+                task.cancel()
             st.task.cancel()
         return True
 

@@ -15,7 +15,7 @@ from typing import Any
 from steerable._core._compaction import compress, estimate_tokens
 from steerable._core._engine import Engine
 from steerable._core._hook_chain import decisions, ignored
-from steerable._core._turn_state import TurnState
+from steerable._core._turn_state import Interrupt, TurnState
 from steerable._core._watchdog import IdleWatchdog
 from steerable._events import (
     CompressReason,
@@ -53,7 +53,7 @@ def _build_request(st: TurnState, offer_tools: bool, extra: Sequence[Message]) -
     agent = st.agent
     head = (Message("system", agent.instructions),) if agent.instructions else ()
     return LLMRequest(
-        messages=MessageView(head, st.base, st.new, extra),
+        messages=MessageView[Message](head, st.base, st.new, extra),
         tools=agent.tool_specs if offer_tools else (),
         model=agent.model,
         params=agent.params,
@@ -187,6 +187,14 @@ async def _stream(engine: Engine, st: TurnState, request: LLMRequest) -> LLMResp
         ) from None
 
 
+def _cut_reply(st: TurnState, calls: Sequence[ToolCall]) -> bool:
+    """A graceful interrupt while the model writes text (no tool call yet, not the summary
+    call): stop the reading now instead of waiting for the whole reply."""
+    if st.interrupt is Interrupt.GRACEFUL and not calls and not st.final_call:
+        st.reply_cut = True
+    return st.reply_cut
+
+
 async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest) -> LLMResponse:
     texts: list[str] = []
     thinking: list[str] = []
@@ -201,6 +209,8 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest) -> LL
                 if chunk.text:
                     texts.append(chunk.text)
                     engine.emit(st, LLMDelta, iteration=st.iteration, text=chunk.text)
+                if texts and _cut_reply(st, calls):
+                    break
             elif type(chunk) is ToolCallChunk:
                 calls.append(chunk.call)
             elif type(chunk) is ThinkingDelta:

@@ -16,7 +16,7 @@ from steerable._core._checkpoint import Checkpoint
 from steerable._messages import Message
 from steerable.errors import CheckpointError
 
-__all__ = ["check_agent", "checked_base"]
+__all__ = ["check_agent", "check_no_checkpoint", "checked_base"]
 
 log = logging.getLogger("steerable")
 
@@ -51,3 +51,22 @@ def checked_base(cp: Checkpoint, base: Sequence[Message]) -> bool:
         f"{len(base)} messages, the checkpoint expects {cp.base_count}); the pending turn "
         "cannot continue on top of it: start a new turn with discard_checkpoint=True"
     )
+
+
+def check_no_checkpoint(store: Any, session_id: str, discard: bool) -> None:
+    """Before a new turn: drop the pending checkpoint (``discard``) or refuse to start."""
+    if discard:
+        store.delete_checkpoint(session_id)
+        return
+    try:
+        cp = store.load_checkpoint(session_id)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{exc} (session {session_id!r} cannot start a new turn until "
+                              "then)") from None
+    if cp is not None:
+        raise CheckpointError(
+            f"session {session_id!r} has a pending turn ({cp.reason} at iteration "
+            f"{cp.iteration}, checkpoint {cp.checkpoint_id}): resume it with "
+            f"loop.resume({session_id!r}), or pass discard_checkpoint=True to drop it and start "
+            "a new turn"
+        )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from steerable._core._checkpoint import Checkpoint
+from steerable._history import MessageView
 from steerable._messages import Message
 
 __all__ = ["InMemorySessionStore", "SessionInfo", "SessionStore", "TurnRecord"]
@@ -68,6 +69,7 @@ class InMemorySessionStore:
     the process ends, but another AgentLoop over the same store can resume a cancelled turn."""
 
     blocking = False
+    checkpoint_blocking = False
 
     def __init__(self) -> None:
         self._sessions: dict[str, list[Message]] = {}
@@ -85,6 +87,13 @@ class InMemorySessionStore:
 
     def load(self, session_id: str) -> list[Message]:
         return list(self._sessions.get(session_id, ()))
+
+    def snapshot(self, session_id: str) -> MessageView[Message]:
+        """The session's messages as they are now, read-only, in O(1) (no copy).
+
+        Safe because a session's list only ever grows at the end here (``replace`` and
+        ``delete`` put a new list in its place), and the view is bounded to today's length."""
+        return MessageView(self._sessions.get(session_id, ()))
 
     def append(self, session_id: str, messages: Sequence[Message], turn: TurnRecord | None) -> None:
         self._sessions.setdefault(session_id, []).extend(messages)

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from steerable._core._cancel import SafePoint
@@ -41,7 +41,7 @@ from steerable._messages import Message, ToolCall, ToolResult
 from steerable.errors import ToolError
 from steerable.tools._base import Tool, ToolContext, result_from_return
 
-__all__ = ["SKIP_TEXT", "execute_tools", "skip_calls"]
+__all__ = ["SKIP_TEXT", "close_cancelled", "execute_tools", "skip_calls"]
 
 SKIP_TEXT = {
     "interrupted": "Tool call skipped: the user interrupted the turn before this tool started.",
@@ -49,6 +49,7 @@ SKIP_TEXT = {
     "Read it and decide what to do next.",
     "aborted": "Tool call skipped: the turn was aborted before this tool started.",
     "max_iterations": "Tool call skipped: the iteration budget is used up; answer in text.",
+    "cancelled": "Tool call skipped: the turn was cancelled before this tool started.",
 }
 
 
@@ -60,7 +61,6 @@ class _Call:
     message: Message | None = None
     started: float = 0.0
     ctx: ToolContext | None = None
-    task: asyncio.Future[Any] | None = field(default=None, repr=False)
 
 
 def _tool_message(call: ToolCall, content: str, is_error: bool) -> Message:
@@ -95,6 +95,7 @@ def _finish(engine: Engine, st: TurnState, rec: _Call, result: ToolResult) -> No
     if rec.state == "done":
         return
     rec.state = "done"
+    rec.ctx = None  # rec -> ctx -> progress reporter -> rec: a cycle only the collector frees
     rec.message = _tool_message(rec.call, result.content, result.is_error)
     st.batch_results[rec.call.id] = rec.message
     engine.emit(st, ToolExecEnd, call_id=rec.call.id, tool_name=rec.call.name,
@@ -111,6 +112,22 @@ def skip_calls(
         _skip(engine, st, rec, reason)
         assert rec.message is not None
         st.new.append(rec.message)
+
+
+def close_cancelled(engine: Engine, st: TurnState) -> None:
+    """A cancelled turn that keeps no checkpoint is saved like an interrupted one: the calls
+    of its last response get their results so far, the rest a ``cancelled`` skip."""
+    last = st.new[-1] if st.new else None
+    if last is None or last.role != "assistant" or not last.tool_calls:
+        return
+    for call in last.tool_calls:
+        done = st.batch_results.get(call.id)
+        if done is None:
+            rec = _Call(call, None)
+            _skip(engine, st, rec, "cancelled")
+            done = rec.message
+        assert done is not None
+        st.new.append(done)
 
 
 def _hook_ctx(st: TurnState, call: ToolCall, rec: _Call) -> ToolCallContext:
@@ -249,7 +266,7 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
                           is_error=True)
     timeout = tool.timeout if tool.timeout is not None else engine.timeouts.tool
     task = asyncio.ensure_future(tool.run(args, ctx))
-    rec.task = task
+    st.running_tools[task] = ctx  # a hard abort cancels it directly, without waiting for us
     st.tools_run.append(name)
     try:
         done, _ = await asyncio.wait((task,), timeout=timeout)
@@ -257,6 +274,8 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
         ctx.cancel()
         engine.reaper.adopt(task)
         raise
+    finally:
+        del st.running_tools[task]
     if not done:
         ctx.cancel()
         engine.reaper.adopt(task)

@@ -16,9 +16,10 @@ from steerable._core._cancel import CancelMode, SafePoint
 from steerable._core._composite import CompositeAgent, run_composite
 from steerable._core._durable import drop_checkpoint, restore, safe_point, settle_writes
 from steerable._core._engine import Engine
+from steerable._core._interrupt_text import fallback_summary, is_echo
 from steerable._core._model_call import call_model
 from steerable._core._subturn import close_results, deliver_results, wait_children
-from steerable._core._tool_exec import execute_tools, skip_calls
+from steerable._core._tool_exec import close_cancelled, execute_tools, skip_calls
 from steerable._core._turn_state import (
     AbortSignal,
     CancelStop,
@@ -100,7 +101,13 @@ async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) ->
         st.final_call = last
         response = await call_model(engine, st, offer_tools=not last, extra=extra)
         st.final_call = False
-        st.new.append(Message("assistant", response.text, tool_calls=response.tool_calls))
+        text = response.text
+        if graceful and is_echo(text, st.hint or DEFAULT_INTERRUPT_HINT):
+            text = fallback_summary(st.tools_run)
+        if st.reply_cut:  # stopped mid-reply: what was written stands as the answer
+            st.new.append(Message("assistant", f"{text.rstrip()} […interrupted]"))
+            return TurnStatus.INTERRUPTED
+        st.new.append(Message("assistant", text, tool_calls=response.tool_calls))
         st.batch_results.clear()
         if graceful:
             skip_calls(engine, st, response.tool_calls, "interrupted")
@@ -150,7 +157,7 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
             status = await _iterate(engine, st, resume_tools=st.resume.stage == "tools")
         else:
             if not st.ephemeral:
-                st.base = await engine.load(st.session_id)
+                st.base = await engine.history(st.session_id)
                 st.base_count = len(st.base)
             st.new.append(Message("user", st.input))
             if isinstance(st.agent, CompositeAgent):
@@ -166,6 +173,8 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
         status, rollback = TurnStatus.ABORTED, True
     except CancelStop:
         status = TurnStatus.CANCELLED
+        if not st.durable:
+            close_cancelled(engine, st)
     except AbortSignal as sig:
         status, rollback = TurnStatus.ABORTED, sig.hard
         if not sig.hard:

@@ -11,6 +11,7 @@ import asyncio
 import enum
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,7 +69,7 @@ class TurnState:
     ephemeral: bool = False
     phase: TurnPhase = TurnPhase.IDLE
     iteration: int = 0
-    base: list[Message] = field(default_factory=list)
+    base: Sequence[Message] = ()
     """The session history before this turn: the rollback snapshot."""
     base_rewritten: bool = False
     """True once compression changed ``base``: saving or rolling back must rewrite the store."""
@@ -104,6 +105,10 @@ class TurnState:
     subturns: Any = None
     """The ``_subturn.Subturns`` scope tools of this turn spawn through (made on first use)."""
     tools_run: list[str] = field(default_factory=list)
+    running_tools: dict[asyncio.Future[Any], Any] = field(default_factory=dict)
+    """Each running tool's task and its ToolContext: a hard abort cancels them at once."""
+    reply_cut: bool = False
+    """A graceful interrupt stopped the model's text mid-stream (no tool was running)."""
     usage_in: int = 0
     usage_out: int = 0
     started: float = field(default_factory=time.monotonic)

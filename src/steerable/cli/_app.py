@@ -30,11 +30,16 @@ from steerable.storage import JSONLSessionStore
 
 __all__ = ["App", "Redactor", "build_app", "new_session_id"]
 
+# Written for small local models as much as for big ones: short rules, nothing that invites a
+# report of changes (a small model asked to "say what you changed" claims changes it never made).
 BASE_INSTRUCTIONS = """\
-You are a coding agent working in the folder {root}. Use the tools to look around, change files
-and run commands there; paths are relative to that folder. Read a file before you edit it and
-prefer edit over write for files that exist. When you are done, say briefly what you changed and
-how you checked it. The user may send new messages while you work: follow the latest one."""
+You are a coding agent in the folder {root}; paths are relative to it.
+- To answer about files, first look with a tool (read, grep, find, ls); never guess contents.
+- To run something, use bash. Change files only when asked; read a file before you edit it.
+- A general question needs no tool: just answer it.
+- If the tools cannot do what is asked, say so plainly.
+- Report only what the tools really did. Keep answers short.
+The user may send new messages while you work: follow the latest one."""
 
 EXPLORER_INSTRUCTIONS = """\
 You explore the folder {root} to answer one question for another agent. You can only read:
@@ -111,7 +116,9 @@ def _session(store: JSONLSessionStore, requested: str | None) -> str:
 
 def build_app(settings: Settings, *, session: str | None, can_ask: bool,
               script: str | None = None, record_events: str | None = None,
-              extra_tools: Sequence[Tool] = ()) -> App:
+              extra_tools: Sequence[Tool] = (), ask_by_events: bool = False) -> App:
+    """``can_ask``: approvals may be asked on this terminal; ``ask_by_events``: they are asked
+    through APPROVAL_REQUESTED events and answered by a front end (the server's page)."""
     workspace = _workspace(settings)
     redact = Redactor()
     store = make_store(settings, redact)
@@ -144,7 +151,11 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
                      record_events=record_events)
     interactive = False
     if not settings["yes"]:
-        if can_ask and sys.stdin.isatty():
+        if ask_by_events:
+            from steerable import HumanApprover
+
+            loop.register_hook(HumanApprover())
+        elif can_ask and sys.stdin.isatty():
             from steerable import HumanApprover
 
             loop.register_hook(HumanApprover())

@@ -82,6 +82,10 @@ class TurnView:
         self.tokens: dict[str, list[int]] = {}
         self.spinner = Spinner("dots")
         self.activity = ""
+        self.asked_at: float | None = None
+        """When the model was asked, until its first token: the wait a spinner covers."""
+        self.approval: str | None = None
+        """The tool call waiting for the user's approval, if any."""
 
     def _depth(self, event: Any) -> int:
         if event.turn_id not in self.depth:
@@ -97,10 +101,15 @@ class TurnView:
         out: list[RenderableType] = []
         if kind is EventKind.LLM_DELTA and not event.thinking:
             self.streams[event.turn_id] = self.streams.get(event.turn_id, "") + event.text
-            self.activity = "writing"
+            self.activity, self.asked_at = "writing", None
         elif kind is EventKind.LLM_REQUEST:
-            self.activity = "thinking"
+            self.activity, self.asked_at = "thinking", time.monotonic()
+        elif kind is EventKind.APPROVAL_REQUESTED:
+            self.approval = f"{event.tool_name} {describe_call(event.tool_name, event.arguments)}"
+        elif kind is EventKind.APPROVAL_RESOLVED:
+            self.approval = None
         elif kind is EventKind.LLM_RESPONSE:
+            self.asked_at = None
             self.streams.pop(event.turn_id, None)
             if event.usage is not None:
                 t = self.tokens.setdefault(event.turn_id, [0, 0])
@@ -136,6 +145,18 @@ class TurnView:
             text.append("\n  " + self.redact(first[:200]), style="red")
         return text
 
+    def _interrupting(self, event: Any) -> str:
+        """What a graceful interrupt will do now, which depends on what is running."""
+        if event.mode == "hard":
+            return "aborting now"
+        if event.mode != "graceful":
+            return f"interrupt ({event.mode})"
+        if self.cards:
+            return "interrupting: finishing the running tool, then a summary"
+        if self.streams.get(event.turn_id, "").strip():
+            return "interrupting: stopping the reply"
+        return "interrupting: a summary once the model answers"
+
     def _notice(self, event: Any) -> list[RenderableType]:
         kind = event.kind
         if kind is EventKind.STEERING_INJECTED:
@@ -143,9 +164,7 @@ class TurnView:
         if kind is EventKind.FOLLOW_UP_QUEUED:
             return [Text(f"↳ follow-up queued: {self.redact(event.text)}", style="cyan")]
         if kind is EventKind.INTERRUPT_RECEIVED:
-            what = {"graceful": "interrupting: finishing the running tool, then a summary",
-                    "hard": "aborting now"}.get(event.mode, f"interrupt ({event.mode})")
-            return [Text(f"⏸ {what}", style="yellow")]
+            return [Text(f"⏸ {self._interrupting(event)}", style="yellow")]
         if kind is EventKind.ERROR:
             return [Text(f"error: {self.redact(event.message)}", style="red")]
         if kind is EventKind.LLM_RETRY:
@@ -180,9 +199,22 @@ class TurnView:
             return [Text(line, style=f"bold {style}")]
         return []
 
+    def waiting(self) -> str:
+        """What the turn waits for when nothing streams and no tool runs ("" if it does not)."""
+        if self.approval is not None:
+            return f"waiting for approval: {self.approval}"
+        if self.asked_at is not None and not self.cards:
+            return f"waiting for the model ({time.monotonic() - self.asked_at:.0f}s)"
+        return ""
+
     def live(self) -> RenderableType:
-        """The in-flight part: streamed text as markdown, then one card per running tool."""
+        """The in-flight part: streamed text as markdown, then one card per running tool; a
+        spinner line while the turn waits for the model's first token or for an approval."""
         parts: list[RenderableType] = []
+        if waiting := self.waiting():
+            frame = self.spinner.render(time.monotonic())
+            parts.append(Text.assemble(frame if isinstance(frame, Text) else Text("*"),
+                                       (f" {waiting}", "dim")))
         for turn_id, text in self.streams.items():
             if text.strip():
                 depth = self.depth.get(turn_id, 0)
@@ -204,6 +236,8 @@ class TurnView:
     def toolbar(self) -> str:
         """One line for the chat's toolbar: what runs now, for how long, its last output."""
         now = time.monotonic()
+        if self.approval is not None:
+            return self.waiting()
         if self.cards:
             card = next(reversed(self.cards.values()))
             last = card.partial or (card.tail[-1] if card.tail else "")
@@ -211,7 +245,7 @@ class TurnView:
         stream = next(reversed(self.streams.values()), "")
         if self.activity == "writing" and stream:
             return "writing: " + " ".join(stream[-70:].split())
-        return self.activity
+        return self.waiting() or self.activity
 
 
 class LiveRenderer:

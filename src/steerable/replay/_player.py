@@ -27,6 +27,7 @@ from typing import Any
 from steerable import (
     Agent,
     AgentLoop,
+    CancelMode,
     Event,
     HookAction,
     HookDecision,
@@ -346,6 +347,10 @@ class Player:
             done = loop.interrupt_graceful(session_id=sid, hint=entry.get("hint"))
         elif action == "interrupt_hard":
             done = loop.interrupt_hard(session_id=sid)
+        elif action == "cancel":
+            mode = entry.get("mode", "IMMEDIATE")
+            done = loop.cancel(session_id=sid, mode=CancelMode[mode] if isinstance(mode, str)
+                               else CancelMode(mode)) is not None
         elif action == "resolve_approval":
             request = self._ids.replayed_id(str(entry["request_id"])) or str(entry["request_id"])
             done = loop.resolve_approval(request, bool(entry["approved"]),
@@ -441,4 +446,8 @@ async def replay(recording: str | Path | Recording, *, tools: Sequence[Tool] = (
     difference, ``RecordingError`` for a file that is not a recording.
     """
     rec = recording if isinstance(recording, Recording) else load_recording(recording)
+    for entry in rec.of_type("unsupported"):
+        raise RecordingError(f"this recording cannot be replayed: it holds a turn started by "
+                             f"{entry.get('what')} (session {entry.get('session_id')!r}), which "
+                             "continues from a checkpoint the recording does not have")
     return await Player(rec, tools=tools, hooks=hooks, stall_timeout=stall_timeout).run()
