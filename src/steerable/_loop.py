@@ -255,7 +255,15 @@ class AgentLoop:
                 answer.set_exception(exc)
 
         loop.call_soon_threadsafe(run)
-        return answer.result(timeout=30)
+        # Wait as long as the loop lives (its answer needs it), never a fixed time: a loop that
+        # stops or closes before running ``run`` fails the call at once instead of after 30 s.
+        while True:
+            try:
+                return answer.result(timeout=0.05)
+            except concurrent.futures.TimeoutError:
+                if not answer.done() and (loop.is_closed() or not loop.is_running()):
+                    raise RuntimeError(
+                        "the AgentLoop's event loop stopped before it could answer") from None
 
     # -- events and hooks ---------------------------------------------------------------------
 
