@@ -334,3 +334,12 @@ async def test_smoke_the_real_embedded_model_calls_a_tool_and_answers():
     assert result.status is TurnStatus.COMPLETED, result.error
     assert seen == ["notes.txt"]
     assert "pineapple" in result.text.lower()
+
+
+def test_the_server_threads_wait_passively_unless_the_user_says_otherwise(monkeypatch):
+    from steerable.providers._llama_server import server_environ
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert server_environ()["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert server_environ()["OMP_WAIT_POLICY"] == "ACTIVE"
