@@ -173,6 +173,22 @@ async def test_graceful_interrupt_stops_at_the_next_boundary() -> None:
     assert [e.status for e in ends] == [TurnStatus.COMPLETED]  # the running child finished
 
 
+async def test_graceful_interrupt_during_a_parallel_group_lets_it_finish() -> None:
+    gate = asyncio.Event()
+    par = ParallelAgent(name="p", agents=[gated("a", gate), gated("b", gate)])
+    loop = AgentLoop(par)
+    sub = loop.subscribe(buffer=10_000)
+    handle = loop.start_turn("x", session_id="s")
+    seen: list[Any] = []
+    while len(of(seen, K.LLM_REQUEST)) < 2:
+        await wait_for(sub, K.LLM_REQUEST, seen=seen)
+    assert loop.interrupt_graceful("s") is True
+    gate.set()
+    result = await handle
+    assert result.status is TurnStatus.INTERRUPTED
+    assert result.text == "## a\na done\n\n## b\nb done"
+
+
 async def test_hard_abort_reaches_every_child() -> None:
     gate = asyncio.Event()
     par = ParallelAgent(name="p", agents=[gated("a", gate), gated("b", gate),

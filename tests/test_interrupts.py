@@ -7,7 +7,7 @@ import contextlib
 import threading
 import time
 
-from steerable import EventKind, Reply, TurnStatus, tool
+from steerable import EventKind, Reply, ToolContext, TurnHandle, TurnStatus, tool
 from tests.conftest import (
     assert_history_consistent,
     assert_one_terminal_per_call,
@@ -298,6 +298,34 @@ async def test_interrupts_while_the_turn_is_saving_change_nothing() -> None:
     result = await handle
     assert result.status is TurnStatus.COMPLETED and result.text == "done"
     assert [m.content for m in loop.session_messages("s")] == ["go", "done"]
+
+
+async def test_hard_abort_cancels_a_running_tool_before_the_turn_ends() -> None:
+    seen: list[tuple[bool, bool]] = []  # (turn done?, ctx.cancelled set?) when the tool is cancelled
+    holder: dict[str, object] = {}
+
+    @tool
+    async def hang(ctx: ToolContext) -> str:
+        """Sleeps until cancelled."""
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            handle = holder["handle"]
+            assert isinstance(handle, TurnHandle)
+            seen.append((handle.done(), ctx.cancelled.is_set()))
+            raise
+        return "never"
+
+    loop, _, sub = make_loop([Reply(tool_calls=[("hang", {})])], tools=[hang])
+    handle = loop.start_turn("go", session_id="s")
+    holder["handle"] = handle
+    await wait_for(sub, K.TOOL_EXEC_START)
+    loop.interrupt_hard("s")
+    result = await handle
+    assert result.status is TurnStatus.ABORTED
+    # The tool got its cancel in the same loop cycle as the turn, not after the turn ended.
+    assert seen == [(False, True)]
+    assert [e.kind for e in sub.drain_nowait()][-1] is K.TURN_END
 
 
 async def test_a_summary_that_echoes_the_hint_is_replaced_by_what_ran() -> None:

@@ -23,19 +23,23 @@ from steerable._hooks import HOOK_POINTS
 EXPORTS: dict[str, list[str]] = {
     "steerable": [
         "Agent", "AgentLoop", "ApprovalRequested", "ApprovalResolved", "BaseAgent", "BaseTool",
-        "CompressContext", "CompressReason", "ContextCompress", "ErrorEvent", "ErrorSource",
-        "Event", "EventKind", "FollowUpQueued", "FunctionTool", "HookAction", "HookDecision",
-        "HumanApprover", "InMemorySessionStore", "InterruptMode", "InterruptReceived",
-        "LLMDelta", "LLMRequest", "LLMRequestContext", "LLMRequestEvent", "LLMResponse",
-        "LLMResponseContext", "LLMResponseEvent", "LLMRetry", "Limits", "LoopAgent", "LoopStatistics",
-        "Message", "ParallelAgent", "Permission", "PermissionRule", "Permissions", "Provider", "QueuedMessage",
-        "Reply", "ScriptedProvider", "SequentialAgent", "SessionInfo", "SessionStore", "SessionSummarize",
-        "SkipReason", "StateChanged", "SteeringInjected", "Subscription", "SubturnEnd",
-        "SubturnHandle", "SubturnOrphan", "SubturnResultDelivered", "SubturnSpawn", "SummaryPolicy", "Timeouts",
-        "Tool", "ToolCall", "ToolCallContext", "ToolContext", "ToolExecEnd", "ToolExecProgress",
-        "ToolExecSkipped", "ToolExecStart", "ToolResult", "ToolResultContext", "TurnEnd",
-        "TurnHandle", "TurnInfo", "TurnPhase", "TurnRecord", "TurnResult", "TurnStart",
-        "TurnStatus", "Usage", "__version__", "event_to_dict", "tool",
+        "BusyPolicy", "CancelHandle", "CancelMode", "Checkpoint", "CompressContext",
+        "CompressReason", "ContextCompress", "ErrorEvent", "ErrorSource", "Event", "EventKind",
+        "ExitState", "FollowUpQueued", "FunctionTool", "Hook", "HookAction", "HookDecision",
+        "HookResult", "HumanApprover", "InMemorySessionStore", "InProcessBus", "InboundMessage",
+        "InterruptMode", "InterruptPress", "InterruptReceived", "LLMDelta", "LLMRequest",
+        "LLMRequestContext", "LLMRequestEvent", "LLMResponse", "LLMResponseContext",
+        "LLMResponseEvent", "LLMRetry", "Limits", "LoopAgent", "LoopStatistics", "Message",
+        "OutboundReply", "ParallelAgent", "Permission", "PermissionRule", "Permissions",
+        "Provider", "PushAck", "QueuedMessage", "QueuedTurn", "Reply", "ScriptedProvider",
+        "SequentialAgent", "SessionBusyError", "SessionDriver", "SessionInfo", "SessionStore",
+        "SessionSummarize", "SkipReason", "StateChanged", "SteeringInjected", "Subscription",
+        "SubturnEnd", "SubturnHandle", "SubturnOrphan", "SubturnResultDelivered", "SubturnSpawn",
+        "SummaryPolicy", "Timeouts", "Tool", "ToolCall", "ToolCallContext", "ToolContext",
+        "ToolExecEnd", "ToolExecProgress", "ToolExecSkipped", "ToolExecStart", "ToolResult",
+        "ToolResultContext", "TurnEnd", "TurnHandle", "TurnInfo", "TurnInput", "TurnLoop",
+        "TurnPhase", "TurnRecord", "TurnResult", "TurnStart", "TurnStatus", "Usage", "__version__",
+        "event_to_dict", "tool",
     ],
     "steerable.providers": [
         "PROVIDER_NAMES", "Chunk", "LLMRequest", "LLMResponse", "Provider", "ProviderTimeouts",
@@ -48,20 +52,20 @@ EXPORTS: dict[str, list[str]] = {
         "tool",
     ],
     "steerable.storage": [
+        "CHECKPOINT_VERSION", "Checkpoint", "CheckpointError", "CheckpointStore",
         "JSONLSessionStore", "LeaseLostError", "RedisSessionStore", "RedisStoreError",
         "RedisUnavailableError", "SQLiteSessionStore", "SQLiteStoreError", "SessionFileError",
-        "default_data_dir",
+        "checkpoint_from_record", "checkpoint_to_record", "default_data_dir",
     ],
     "steerable.coding": [
-        "Workspace", "coding_tools", "make_bash_tool", "make_edit_tool", "make_find_tool",
+        "Sandbox", "Workspace", "coding_tools", "make_bash_tool", "make_edit_tool", "make_find_tool",
         "make_grep_tool", "make_ls_tool", "make_read_tool", "make_write_tool",
     ],
     "steerable.errors": [
-        "ConfigurationError", "ContextOverflowError", "FatalProviderError",
+        "CheckpointError", "ConfigurationError", "ContextOverflowError", "FatalProviderError",
         "IllegalTransitionError", "ProviderError", "RetryableProviderError",
         "ScriptExhaustedError", "SessionBusyError", "SteerableError", "SubturnError",
-        "SubturnLimitError", "ToolArgumentsError",
-        "ToolError",
+        "SubturnLimitError", "ToolArgumentsError", "ToolError",
     ],
 }  # fmt: skip
 
@@ -69,8 +73,9 @@ COMMON_FIELDS = ("turn_id", "parent_turn_id", "session_id", "seq", "time")
 
 # Each event class, by kind: its name and its own fields in order (after the common ones).
 EVENT_FIELDS: dict[EventKind, tuple[str, tuple[str, ...]]] = {
-    EventKind.TURN_START: ("TurnStart", ("input", "agent")),
-    EventKind.TURN_END: ("TurnEnd", ("status", "text", "iterations", "error", "duration", "usage")),
+    EventKind.TURN_START: ("TurnStart", ("input", "agent", "resumed_from")),
+    EventKind.TURN_END: ("TurnEnd", (
+        "status", "text", "iterations", "error", "duration", "usage", "cancel_mode")),
     EventKind.STATE_CHANGED: ("StateChanged", ("old", "new")),
     EventKind.LLM_REQUEST: ("LLMRequestEvent", ("iteration", "model", "message_count", "tools")),
     EventKind.LLM_DELTA: ("LLMDelta", ("iteration", "text", "thinking")),
@@ -129,7 +134,7 @@ def test_enums_are_exactly_these() -> None:
     ]  # fmt: skip
     assert all(k.value == k.name.lower() for k in EventKind)
     assert [s.name for s in TurnStatus] == [
-        "COMPLETED", "INTERRUPTED", "ABORTED", "ERROR", "MAX_ITERATIONS"]
+        "COMPLETED", "INTERRUPTED", "ABORTED", "ERROR", "MAX_ITERATIONS", "CANCELLED"]
     assert [p.name for p in TurnPhase] == [
         "IDLE", "THINKING", "EXECUTING", "COMPACTING", "ABORTING", "DONE", "ERROR"]
     assert [a.name for a in HookAction] == [
@@ -140,11 +145,12 @@ def test_literal_fields_are_exactly_these() -> None:
     from typing import get_args
 
     assert get_args(steerable.SkipReason) == (
-        "interrupted", "steering", "denied", "aborted", "max_iterations")
-    assert get_args(steerable.InterruptMode) == ("graceful", "hard", "abort_turn")
+        "interrupted", "steering", "denied", "aborted", "max_iterations", "cancelled")
+    assert get_args(steerable.InterruptMode) == (
+        "graceful", "hard", "abort_turn", "cancel_after_model", "cancel_after_tools")
     assert get_args(steerable.CompressReason) == ("overflow", "estimate")
     assert get_args(steerable.ErrorSource) == (
-        "hook", "observer", "queue", "store", "summarize", "turn")
+        "checkpoint", "hook", "observer", "queue", "store", "summarize", "turn")
 
 
 def test_hooks_surface() -> None:

@@ -550,3 +550,89 @@ def test_bad_subagents_are_refused_when_the_agent_is_built() -> None:
         Limits(subturns_per_turn=0)
     plain = Agent(provider=provider)
     assert plain.tools == () and plain.subagents == ()
+
+
+async def test_a_dry_run_parent_runs_its_children_dry_too(tmp_path: Any) -> None:
+    target = tmp_path / "out.txt"
+
+    @tool
+    async def write_file(text: str) -> str:
+        """Write the file."""
+        target.write_text(text)
+        return "written"
+
+    writer = child("writer", Reply(tool_calls=[("write_file", {"text": "hi"})]), Reply(text="did it"),
+                   tools=[write_file])
+    main = parent([Reply(tool_calls=[call("subagent", "writer", "write hi")]), Reply(text="ok")],
+                  [writer], dry_run=True)
+    loop = AgentLoop(main)
+    sub = loop.subscribe(buffer=10_000)
+    await loop.run_turn("go")
+    events = sub.drain_nowait()
+    assert not target.exists()
+    child_end = next(e for e in of(events, K.TOOL_EXEC_END) if e.tool_name == "write_file")
+    assert child_end.content.startswith("[dry-run]")
+    assert writer.dry_run is False  # the agent itself is unchanged
+
+
+async def test_a_grandchild_outliving_its_parent_reaches_the_session() -> None:
+    gate = asyncio.Event()
+    grandkid = child("g", gated("grandchild text", gate))
+    kid = Agent(name="k", provider=ScriptedProvider([
+        Reply(tool_calls=[call("spawn", "g", "later")]), Reply(text="k done")]),
+        subagents=[grandkid])
+    main = parent([Reply(tool_calls=[call("subagent", "k", "go")]), Reply(text="main done")],
+                  [kid])
+    loop = AgentLoop(main)
+    sub = loop.subscribe(buffer=10_000)
+    result = await loop.run_turn("go", session_id="s")
+    assert result.status is TurnStatus.COMPLETED
+    info = loop.active_turn("s")
+    assert info is None  # the top-level turn is over; the grandchild runs on its own
+    gate.set()
+    await loop.wait_idle()
+    events = sub.drain_nowait()
+    k_turn = next(e.child_turn_id for e in of(events, K.SUBTURN_SPAWN) if e.agent == "k")
+    orphan = of(events, K.SUBTURN_ORPHAN)
+    assert len(orphan) == 1 and orphan[0].turn_id == k_turn
+    saved = loop.session_messages("s")
+    assert saved[-2].content == "main done" and "grandchild text" in saved[-1].content
+
+
+class SlowToStop:
+    """A provider that never answers and takes a moment to close its call when cancelled
+    (as an HTTP provider closing its connection does)."""
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    async def stream(self, request: Any) -> Any:
+        try:
+            await asyncio.sleep(10)
+            yield None
+        finally:
+            await asyncio.sleep(0.05)
+            self.closed += 1
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_the_parent_waits_for_children_that_are_slow_to_stop() -> None:
+    slow = SlowToStop()
+    kid = Agent(name="slow", description="slow", provider=slow)
+    main = parent([Reply(tool_calls=[call("spawn", "slow", "a"), call("subagent", "slow", "b")])],
+                  [kid])
+    loop = AgentLoop(main)
+    sub = loop.subscribe(buffer=10_000)
+    handle = loop.start_turn("go", session_id="s")
+    seen: list[Any] = []
+    while len(of(seen, K.LLM_REQUEST)) < 3:
+        await wait_for(sub, K.LLM_REQUEST, seen=seen)
+    loop.interrupt_hard("s")
+    result = await asyncio.wait_for(handle, 2)
+    events = seen + sub.drain_nowait()
+    assert result.status is TurnStatus.ABORTED and slow.closed == 2
+    ends = of(events, K.TURN_END)
+    assert [e.turn_id == handle.turn_id for e in ends] == [False, False, True]
+    assert loop.statistics().active_turns == 0

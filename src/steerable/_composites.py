@@ -15,14 +15,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from steerable._core._agent import BaseAgent, check_children
-from steerable._core._composite import CompositeAgent, CompositeScope
+from steerable._core._composite import USABLE, CompositeAgent, CompositeScope
 from steerable._core._turn import TurnResult
-from steerable._events import TurnStatus
 from steerable.errors import ConfigurationError, SubturnError
 
 __all__ = ["LoopAgent", "ParallelAgent", "SequentialAgent"]
-
-_USABLE = (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS, TurnStatus.INTERRUPTED)
 
 Until = Callable[[TurnResult], bool | Awaitable[bool]]
 
@@ -53,7 +50,7 @@ class SequentialAgent(CompositeAgent):
         text = scope.input
         for child in self.agents:
             result = await scope.run_child(child, text)
-            if result.status not in _USABLE:
+            if result.status not in USABLE:
                 raise _failed(f"SequentialAgent {self.name!r}", child, result)
             text = scope.text = result.text
         return text
@@ -98,7 +95,7 @@ class LoopAgent(CompositeAgent):
         text = scope.input
         for _ in range(self.max_loops):
             result = await scope.run_child(self.agent, text)
-            if result.status not in _USABLE:
+            if result.status not in USABLE:
                 raise _failed(f"LoopAgent {self.name!r}", self.agent, result)
             text = scope.text = result.text
             if await self._done(result):
@@ -137,7 +134,7 @@ class ParallelAgent(CompositeAgent):
             if isinstance(result, SubturnError):
                 failed += 1
                 sections.append(f"## {child.name} (not started: {result})")
-            elif result.status in _USABLE:
+            elif result.status in USABLE:
                 sections.append(f"## {child.name}\n{result.text}")
             else:
                 failed += 1

@@ -86,20 +86,26 @@ class TurnStatus(enum.StrEnum):
     ABORTED = "aborted"
     ERROR = "error"
     MAX_ITERATIONS = "max_iterations"
+    CANCELLED = "cancelled"
+    """Stopped at a safe point by a cancel (``AFTER_MODEL``/``AFTER_TOOLS``); its checkpoint
+    is kept and ``AgentLoop.resume`` continues it."""
 
 
-SkipReason = Literal["interrupted", "steering", "denied", "aborted", "max_iterations"]
+SkipReason = Literal["interrupted", "steering", "denied", "aborted", "max_iterations",
+                     "cancelled"]
 """Why a declared tool call did not run (``ToolExecSkipped.reason``); plain strings on the wire."""
 
-InterruptMode = Literal["graceful", "hard", "abort_turn"]
-"""What stopped a turn early (``InterruptReceived.mode``); ``abort_turn`` is a hook's ABORT_TURN."""
+InterruptMode = Literal["graceful", "hard", "abort_turn", "cancel_after_model",
+                        "cancel_after_tools"]
+"""What stopped a turn early (``InterruptReceived.mode``); ``abort_turn`` is a hook's ABORT_TURN,
+``cancel_*`` a safe-point ``AgentLoop.cancel``."""
 
 CompressReason = Literal["overflow", "estimate"]
 """Why the context was compressed: the provider said it overflowed, or the estimate did."""
 
-ErrorSource = Literal["hook", "observer", "queue", "store", "summarize", "turn"]
+ErrorSource = Literal["checkpoint", "hook", "observer", "queue", "store", "summarize", "turn"]
 """What failed, in an ERROR event: a hook (interceptor or approver), an ``on_event`` observer,
-a full steering or follow-up queue, the session store, background summarisation, or the turn
+a full steering or follow-up queue, a turn checkpoint's write, the session store, background summarisation, or the turn
 itself (an exception in user code or the engine)."""
 
 
@@ -134,6 +140,8 @@ class TurnStart(_Event):
     kind: ClassVar[Literal[EventKind.TURN_START]] = EventKind.TURN_START
     input: str
     agent: str
+    resumed_from: str | None = None
+    """For a resumed turn: the id of the turn whose checkpoint it continues."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,6 +155,9 @@ class TurnEnd(_Event):
     """Seconds from TURN_START to TURN_END."""
     usage: Usage | None = None
     """Tokens of every LLM call of the turn, when the provider reported them."""
+    cancel_mode: str | None = None
+    """The cancel mode that ended the turn (``immediate``, ``after_model``, ``after_tools``),
+    None when no cancel did."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -271,7 +282,8 @@ class FollowUpQueued(_Event):
 class InterruptReceived(_Event):
     kind: ClassVar[Literal[EventKind.INTERRUPT_RECEIVED]] = EventKind.INTERRUPT_RECEIVED
     mode: InterruptMode
-    """``graceful``, ``hard`` or ``abort_turn`` (a hook's ABORT_TURN)."""
+    """``graceful``, ``hard`` (also for ``cancel(mode=IMMEDIATE)``), ``abort_turn`` (a hook's
+    ABORT_TURN), ``cancel_after_model`` or ``cancel_after_tools`` (``AgentLoop.cancel``)."""
     hint: str | None = None
 
 

@@ -21,14 +21,21 @@ from typing import Any, TypeVar
 from steerable._config import Limits, Timeouts
 from steerable._core._agent import Agent, BaseAgent
 from steerable._core._bus import Subscription
+from steerable._core._cancel import CancelHandle, CancelMode
+from steerable._core._checkpoint import Checkpoint
+from steerable._core._composite import CompositeAgent
+from steerable._core._durable import write_first_checkpoint
 from steerable._core._engine import Engine
 from steerable._core._hook_manager import Registration
 from steerable._core._permissions import Permissions
+from steerable._core._resume import check_agent, check_no_checkpoint, checked_base
 from steerable._core._session import InMemorySessionStore, SessionStore
 from steerable._core._summarize import needs_summary, summarize_session
 from steerable._core._turn import TurnResult, begin_turn, run_turn
 from steerable._core._turn_state import TurnState
 from steerable._events import ErrorEvent, EventKind, TurnPhase, TurnStatus
+from steerable._gateway import InProcessBus, serve_bus
+from steerable._lanes import BusyPolicy, Lanes, QueuedTurn, SendAction, check_policy
 from steerable._messages import Message
 from steerable._recorder import record_events
 from steerable.errors import ConfigurationError, SessionBusyError
@@ -41,6 +48,11 @@ _RECORD_ENV = "STEERABLE_EVENT_LOG"
 
 def _new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(6)}"
+
+
+def _check_mode(mode: object) -> None:
+    if not isinstance(mode, CancelMode):
+        raise TypeError(f"mode must be a CancelMode, got {mode!r}")
 
 
 def _check_text(what: str, text: object) -> str:
@@ -122,6 +134,16 @@ class TurnHandle:
     def interrupt_hard(self) -> bool:
         return self._loop._call(self._loop._engine.interrupt_hard, self._state)
 
+    @property
+    def action(self) -> SendAction:
+        """What ``AgentLoop.send`` did with the message: a handle means a turn was started."""
+        return "started"
+    def cancel(self, mode: CancelMode = CancelMode.IMMEDIATE) -> CancelHandle:
+        """Cancel this turn (see ``AgentLoop.cancel``); after it ended, a handle that did not
+        contribute."""
+        _check_mode(mode)
+        return self._loop._call(self._loop._engine.cancel, self._state, mode)
+
     def __await__(self) -> Generator[Any, None, TurnResult]:
         return asyncio.shield(self._task).__await__()
 
@@ -134,7 +156,9 @@ class AgentLoop:
 
     ``store`` keeps sessions between turns (in memory by default). ``record_events`` (or the
     ``STEERABLE_EVENT_LOG`` environment variable) names a file to write every event to, as
-    JSON lines.
+    JSON lines. When the store keeps checkpoints (``JSONLSessionStore``, the in-memory store)
+    every turn writes one at each safe point, so a cancelled turn, or one whose process was
+    killed, can be resumed (``resume``); ``checkpoints=False`` turns that off.
     """
 
     def __init__(
@@ -146,6 +170,8 @@ class AgentLoop:
         timeouts: Timeouts | None = None,
         permissions: Permissions | Iterable[tuple[str, str]] | None = None,
         record_events: str | os.PathLike[str] | None = None,
+        busy_policy: BusyPolicy = "steer",
+        checkpoints: bool = True,
     ) -> None:
         if not isinstance(agent, BaseAgent):
             raise ConfigurationError(
@@ -162,6 +188,10 @@ class AgentLoop:
             permissions = Permissions()
         elif not isinstance(permissions, Permissions):
             permissions = Permissions(permissions)
+        try:
+            self.busy_policy: BusyPolicy = check_policy(busy_policy)
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
         self.agent = agent
         self.permissions = permissions
         self._engine = Engine(
@@ -169,6 +199,7 @@ class AgentLoop:
             limits=limits or Limits(),
             timeouts=timeouts or Timeouts(),
             permissions=permissions,
+            checkpoints=checkpoints,
         )
         self._engine.runner = functools.partial(run_turn, self._engine)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -183,6 +214,7 @@ class AgentLoop:
         record = record_events if record_events is not None else os.environ.get(_RECORD_ENV)
         self._record_path = Path(record) if record else None
         self._recorder: asyncio.Task[None] | None = None
+        self._lanes = Lanes(self)
 
     # -- binding ------------------------------------------------------------------------------
 
@@ -269,34 +301,95 @@ class AgentLoop:
 
     # -- turns --------------------------------------------------------------------------------
 
-    def start_turn(self, input: str, session_id: str | None = None, *, agent: BaseAgent | None = None) -> TurnHandle:
-        """Start a turn and return at once. Raises ``SessionBusyError`` if the session is busy."""
+    def start_turn(self, input: str, session_id: str | None = None, *,
+                   agent: BaseAgent | None = None, discard_checkpoint: bool = False) -> TurnHandle:
+        """Start a turn and return at once. Raises ``SessionBusyError`` if the session is busy,
+        and ``ValueError`` (``CheckpointError``) if it has a pending checkpoint (a cancelled or
+        crashed turn: ``resume`` it, or pass ``discard_checkpoint=True`` to drop it)."""
         _check_text("turn input", input)
         if session_id is not None and (not isinstance(session_id, str) or not session_id):
             raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
         if agent is not None and not isinstance(agent, BaseAgent):
             raise TypeError(f"agent must be an agent, got {type(agent).__name__}")
+        sid = session_id or _new_id("session")
+        self._check_idle(sid)
+        if session_id is not None and self._engine.durable:
+            check_no_checkpoint(self._engine.store, sid, discard_checkpoint)
+        st = TurnState(turn_id=_new_id("turn"), session_id=sid, input=input,
+                       agent=agent or self.agent)
+        return self._launch(st)
+
+    def _check_idle(self, sid: str) -> None:
         if self._closed:
             raise RuntimeError("this AgentLoop is closed")
-        loop = self._bind()
-        sid = session_id or _new_id("session")
         if sid in self._engine.active:
             busy = self._engine.active[sid]
             raise SessionBusyError(
                 f"session {sid!r} already has an active turn ({busy.turn_id}); steer it, queue "
                 "a follow-up, or wait for it to end"
             )
-        st = TurnState(turn_id=_new_id("turn"), session_id=sid, input=input,
-                       agent=agent or self.agent)
-        self._engine.active[sid] = st
+
+    def _launch(self, st: TurnState) -> TurnHandle:
+        loop = self._bind()
+        if not st.origin_turn_id:
+            st.origin_turn_id = st.turn_id
+        # Composite turns run children, not a model loop: they stop at boundaries, keep no
+        # checkpoint, and a cancelled one is saved like an interrupted one.
+        st.durable = self._engine.durable and not isinstance(st.agent, CompositeAgent)
+        self._engine.active[st.session_id] = st
         self._engine.turns[st.turn_id] = st
         self._turns_started += 1
         begin_turn(self._engine, st)
+        if st.resume is None:
+            write_first_checkpoint(self._engine, st)
         task = loop.create_task(self._drive(st))
         st.task = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return TurnHandle(self, st, task)
+
+    # -- durable turns ------------------------------------------------------------------------
+
+    def checkpoint(self, session_id: str) -> Checkpoint | None:
+        """The pending checkpoint of ``session_id`` (a cancelled turn, or one whose process
+        stopped), or None. Raises ``CheckpointError`` when its file cannot be read."""
+        if not isinstance(session_id, str):
+            raise TypeError(f"session_id must be a str, got {type(session_id).__name__}")
+        if not self._engine.durable:
+            return None
+        cp: Checkpoint | None = self._engine.store.load_checkpoint(session_id)  # type: ignore[attr-defined]
+        return cp
+
+    def resume(self, session_id: str, *, agent: BaseAgent | None = None,
+               force: bool = False) -> TurnHandle | None:
+        """Continue the session's pending turn from its checkpoint; None when it has none.
+
+        Responses and tool results the checkpoint holds are not requested or run again; the
+        tool calls still pending run; the one call that may have been running when the
+        process died runs again with ``ToolContext.resumed`` set. The agent must have the
+        name and tools of the one that wrote the checkpoint (``CheckpointError`` otherwise),
+        unless ``force``.
+        """
+        if agent is not None and not isinstance(agent, BaseAgent):
+            raise TypeError(f"agent must be an agent, got {type(agent).__name__}")
+        self._check_idle(session_id)
+        cp = self.checkpoint(session_id)
+        if cp is None:
+            return None
+        agent = agent or self.agent
+        if not force:
+            check_agent(cp, agent)
+        base = self._engine.store.load(session_id)
+        if not checked_base(cp, base):
+            self._engine.store.delete_checkpoint(session_id)  # type: ignore[attr-defined]
+            return None
+        st = TurnState(turn_id=_new_id("turn"), session_id=session_id, input=cp.input,
+                       agent=agent, resume=cp, origin_turn_id=cp.origin_turn_id,
+                       created=cp.created, base=base[cp.base_dropped:],
+                       base_rewritten=cp.base_dropped > 0,
+                       base_count=len(base) if cp.base_count is None else cp.base_count,
+                       base_dropped=cp.base_dropped)
+        return self._launch(st)
 
     async def _drive(self, st: TurnState) -> TurnResult:
         try:
@@ -328,15 +421,79 @@ class AgentLoop:
 
         task.add_done_callback(done)
 
-    async def run_turn(self, input: str, session_id: str | None = None, *, agent: BaseAgent | None = None) -> TurnResult:
+    async def run_turn(self, input: str, session_id: str | None = None, *,
+                       agent: BaseAgent | None = None,
+                       discard_checkpoint: bool = False) -> TurnResult:
         """Start a turn and wait for it. Cancelling the caller hard-aborts the turn."""
-        handle = self.start_turn(input, session_id, agent=agent)
+        handle = self.start_turn(input, session_id, agent=agent,
+                                 discard_checkpoint=discard_checkpoint)
         try:
             result: TurnResult = await handle
         except asyncio.CancelledError:
             handle.interrupt_hard()
             raise
         return result
+
+    # -- messages from users and channels -----------------------------------------------------
+
+    def send(self, text: str, session_id: str, policy: BusyPolicy | None = None, *,
+             agent: Agent | None = None) -> TurnHandle | QueuedTurn:
+        """Deliver a user's message: an idle session starts a turn (its ``TurnHandle``); a busy
+        one follows ``policy`` (default ``busy_policy``): ``steer``, ``follow_up``,
+        ``interrupt``, ``rollback`` or ``reject`` (raises ``SessionBusyError``).
+
+        Either answer has ``.action`` (what was done), ``.turn_id`` and is awaitable for the
+        ``TurnResult`` of the turn that took the message. Messages queued here run in order,
+        one turn at a time per session, each after the turn before has been saved; the
+        follow-ups a turn hands back run before them.
+        """
+        _check_text("message text", text)
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
+        chosen = self.busy_policy if policy is None else check_policy(policy)
+        if agent is not None and not isinstance(agent, Agent):
+            raise TypeError(f"agent must be an Agent, got {type(agent).__name__}")
+        self._bind_if_running()
+        sent: TurnHandle | QueuedTurn = self._call(self._lanes.send, text, session_id, chosen,
+                                                   agent)
+        return sent
+
+    def busy(self, session_id: str) -> bool:
+        """True while the session has a turn running or messages waiting for one."""
+        return self._call(self._lanes.busy, session_id)
+
+    def queued(self, session_id: str) -> list[str]:
+        """The texts of the messages ``send`` queued for the session, in the order they run."""
+        return self._call(self._lanes.queued, session_id)
+
+    def drop_queued(self, session_id: str) -> list[str]:
+        """Withdraw the session's queued messages (their awaitables raise); their texts."""
+        return self._call(self._lanes.drop_queued, session_id)
+
+    async def wait_session(self, session_id: str) -> TurnResult | None:
+        """Wait until the session has no turn running and nothing queued. Returns the result
+        of the last turn ``send`` ran for it (None if none; the last 1,024 sessions are kept)."""
+        return await self._lanes.wait_session(session_id)
+
+    async def run(self, bus: InProcessBus, *, max_sessions: int = 64,
+                  forward_events: bool = True) -> None:
+        """Serve ``bus``: each inbound message goes through ``send`` with its policy, and gets
+        one ``OutboundReply`` when its turn ends; events go outbound too (unless
+        ``forward_events`` is False). At most ``max_sessions`` sessions work at once. Returns
+        once the bus is closed and every message taken has been answered."""
+        if not isinstance(bus, InProcessBus):
+            raise TypeError(f"bus must be an InProcessBus, got {type(bus).__name__}")
+        self._bind()
+        await serve_bus(self, bus, max_sessions, forward_events)
+
+    def _bind_if_running(self) -> None:
+        if self._loop is not None:
+            return  # bound already: _call runs the work on that loop's thread
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError("send needs a running asyncio event loop") from None
+        self._bind()
 
     # -- control ------------------------------------------------------------------------------
 
@@ -378,6 +535,20 @@ class AgentLoop:
     def interrupt_hard(self, session_id: str | None = None) -> bool:
         """Cancel the LLM call and every tool now, roll the session back; the turn ends aborted."""
         return self._control(self._engine.interrupt_hard, session_id)
+
+    def cancel(self, session_id: str | None = None,
+               mode: CancelMode = CancelMode.IMMEDIATE) -> CancelHandle | None:
+        """Cancel the running turn; None when no turn is active. ``IMMEDIATE`` is
+        ``interrupt_hard``; ``AFTER_MODEL`` and ``AFTER_TOOLS`` stop it at a safe point with
+        status ``cancelled``, keeping its checkpoint for ``resume``. Repeated cancels combine,
+        the strongest wins. ``await handle.wait()``; ``handle.contributed``."""
+        _check_mode(mode)
+
+        def act() -> CancelHandle | None:
+            st = self._resolve(session_id)
+            return None if st is None else self._engine.cancel(st, mode)
+
+        return self._call(act)
 
     def resolve_approval(self, request_id: str, approved: bool, reason: str = "") -> bool:
         """Answer an APPROVAL_REQUESTED; False when no such request is open."""
@@ -448,6 +619,7 @@ class AgentLoop:
         if self._closed:
             return
         self._closed = True
+        self._lanes.close()
         turns = self._engine.turns
         for st in list(turns.values()):
             # Top-level turns cascade to their children; async children whose parent has
@@ -457,6 +629,7 @@ class AgentLoop:
         running = [*self._tasks, *self._engine.subturn_tasks]
         if running:
             await asyncio.wait(running, timeout=grace)
+        await self._lanes.aclose(grace)
         for task in list(self._background):
             task.cancel()
         if self._background:

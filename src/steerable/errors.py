@@ -3,6 +3,7 @@
     SteerableError
      ├── ConfigurationError (also ValueError)   bad arguments to Agent, AgentLoop, @tool
      ├── SessionBusyError (also RuntimeError)    a second turn started on a busy session
+     ├── CheckpointError (also ValueError)       a turn checkpoint that cannot be resumed
      ├── IllegalTransitionError (also RuntimeError)  a turn-state bug: never caught, always fixed
      ├── ToolError                               a tool failed in a way the model should read
      │    ├── ToolArgumentsError                 arguments were not valid for the tool's schema
@@ -21,6 +22,7 @@ by these classes: an exception here always means something went wrong.
 from __future__ import annotations
 
 __all__ = [
+    "CheckpointError",
     "ConfigurationError",
     "ContextOverflowError",
     "FatalProviderError",
@@ -47,6 +49,12 @@ class ConfigurationError(SteerableError, ValueError):
 
 class SessionBusyError(SteerableError, RuntimeError):
     """A turn was started on a session that already has an active turn."""
+
+
+class CheckpointError(SteerableError, ValueError):
+    """A turn checkpoint that cannot be resumed: unreadable, foreign, from another schema, or
+    written by another agent. The message names the file or session and what to do; the
+    session's history is never affected."""
 
 
 class IllegalTransitionError(SteerableError, RuntimeError):

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from steerable import ToolContext, ToolResult
-from steerable.coding import Workspace, coding_tools
+from steerable.coding import Sandbox, Workspace, coding_tools
 from steerable.tools import FunctionTool
 from steerable.tools._base import result_from_return
 
@@ -26,7 +26,9 @@ def ws(tmp_path: Path) -> Workspace:
 
 @pytest.fixture
 def tools(ws: Workspace) -> dict[str, FunctionTool]:
-    return {t.name: t for t in coding_tools(ws, use_ripgrep=False)}
+    # Unconfined: these tests look at the host's process table (process-group kills); the
+    # sandboxed paths have their own tests in test_sandbox.py.
+    return {t.name: t for t in coding_tools(ws, use_ripgrep=False, sandbox=Sandbox(enabled=False))}
 
 
 class Progress:

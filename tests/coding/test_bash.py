@@ -8,7 +8,7 @@ import re
 import psutil
 
 from steerable import Agent, AgentLoop, EventKind, Reply, ScriptedProvider, ToolContext, TurnStatus
-from steerable.coding import Workspace, coding_tools, make_bash_tool
+from steerable.coding import Sandbox, Workspace, coding_tools, make_bash_tool
 from tests.coding.conftest import Progress, call
 
 
@@ -77,7 +77,7 @@ async def test_hard_abort_kills_grandchildren(ws: Workspace) -> None:
     # bash -> sh -> sleep: a grandchild, which a plain kill of the shell would leave running.
     command = "sh -c 'sleep 60 & echo grandchild $!; wait' & wait"
     agent = Agent(provider=ScriptedProvider([Reply(tool_calls=[("bash", {"command": command})])]),
-                  tools=coding_tools(ws))
+                  tools=coding_tools(ws, sandbox=Sandbox(enabled=False)))  # host PIDs
     async with AgentLoop(agent) as loop:
         sub = loop.subscribe(kinds=[EventKind.TOOL_EXEC_PROGRESS, EventKind.TOOL_EXEC_END])
         handle = loop.start_turn("go", "s1")

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.fastmcp import Context, FastMCP, Image
 from mcp.types import ToolAnnotations
 
 MARKS = Path(os.environ.get("MCP_TEST_MARKS", "."))
@@ -75,6 +75,19 @@ def freeze() -> str:
 def fail(reason: str) -> str:
     """Raise an error."""
     raise ValueError(reason)
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True), structured_output=False)
+def picture() -> list[object]:
+    """A caption and a tiny image."""
+    return ["a red dot", Image(data=b"\x89PNG\r\n\x1a\n0000", format="png")]
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def header(name: str, ctx: Context) -> str:  # type: ignore[type-arg]
+    """The value of an HTTP request header (streamable HTTP only)."""
+    request = ctx.request_context.request
+    return str(request.headers.get(name)) if request is not None else "no http"
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))

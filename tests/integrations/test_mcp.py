@@ -107,10 +107,11 @@ async def test_progress_notifications_become_progress_events(marks: Path) -> Non
         await loop.aclose()
 
 
-async def _wait_file(path: Path, timeout: float = 10.0) -> str:
+async def _wait_file(path: Path, tag: str, timeout: float = 10.0) -> str:
+    """The file's text once it holds ``tag`` (the server writes it from another process)."""
     deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path.name} never appeared"
+    while not (path.exists() and tag in path.read_text()):
+        assert time.monotonic() < deadline, f"{path.name} never got {tag!r}"
         await asyncio.sleep(0.02)
     return path.read_text()
 
@@ -122,13 +123,13 @@ async def test_hard_abort_cancels_the_call_on_the_server(marks: Path) -> None:
             Reply(tool_calls=[("mcp__t__wait_forever", {"tag": "abort-me"})])]))
         loop = AgentLoop(agent, permissions=[("allow", "mcp__t__*")])
         handle = loop.start_turn("go", session_id="s1")
-        assert "abort-me" in await _wait_file(marks / "started")
+        assert "abort-me" in await _wait_file(marks / "started", "abort-me")
         t0 = time.monotonic()
         assert loop.interrupt_hard("s1")
         result = await handle
         assert time.monotonic() - t0 < 1.0
         assert result.status.value == "aborted"
-        assert "abort-me" in await _wait_file(marks / "cancelled")
+        assert "abort-me" in await _wait_file(marks / "cancelled", "abort-me")
         await loop.aclose()
 
 
@@ -141,7 +142,7 @@ async def test_tool_timeout_cancels_on_the_server_and_the_turn_goes_on(marks: Pa
         ends = _ends(events)
         assert ends[0][:2] == ("mcp__t__wait_forever", True) and "timed out" in ends[0][2]
         assert ends[1] == ("mcp__t__echo", False, "echo: still here")  # suspect, pinged, fine
-        assert "slow" in await _wait_file(marks / "cancelled")
+        assert "slow" in await _wait_file(marks / "cancelled", "slow")
         assert result.text == "ok" and server.starts == 1
         await loop.aclose()
 
@@ -207,6 +208,10 @@ async def test_streamable_http_tools_progress_and_cancel(http_server: str, marks
                               ("mcp__web__count", {"n": 2})]),
             Reply(text="ok")])
         assert _ends(events)[0] == ("mcp__web__echo", False, "echo: over http")
+        loop2, _, header_events = await _run(server, [
+            Reply(tool_calls=[("mcp__web__header", {"name": "x-test"})]), Reply(text="ok")])
+        assert _ends(header_events) == [("mcp__web__header", False, "1")]  # our headers reach it
+        await loop2.aclose()
         assert [e.text for e in events if e.kind is EventKind.TOOL_EXEC_PROGRESS] == \
             ["step 1 of 2", "step 2 of 2"]
         await loop.aclose()
@@ -214,10 +219,10 @@ async def test_streamable_http_tools_progress_and_cancel(http_server: str, marks
             Reply(tool_calls=[("mcp__web__wait_forever", {"tag": "http-abort"})])]))
         loop = AgentLoop(agent, permissions=[("allow", "mcp__web__*")])
         handle = loop.start_turn("go", session_id="s2")
-        assert "http-abort" in await _wait_file(marks / "started")
+        assert "http-abort" in await _wait_file(marks / "started", "http-abort")
         loop.interrupt_hard("s2")
         assert (await handle).status.value == "aborted"
-        assert "http-abort" in await _wait_file(marks / "cancelled")
+        assert "http-abort" in await _wait_file(marks / "cancelled", "http-abort")
         await loop.aclose()
 
 
@@ -246,3 +251,73 @@ def test_config_tables_and_their_errors(monkeypatch: pytest.MonkeyPatch) -> None
         servers_from_config({"x": {"url": "http://b", "headers": {"A": "${NOPE_NOT_SET}"}}})
     with pytest.raises(ConfigurationError, match="args must be a list"):
         servers_from_config({"x": {"command": "a", "args": "b c"}})
+
+
+async def test_non_text_content_is_described(marks: Path) -> None:
+    async with stdio() as server:
+        loop, _, events = await _run(server, [Reply(tool_calls=[("mcp__t__picture", {})]),
+                                              Reply(text="ok")])
+        ((name, is_error, content),) = _ends(events)
+        assert not is_error
+        assert content.splitlines() == ["a red dot", "[image (image/png), 16 bytes base64]"]
+        await loop.aclose()
+
+
+async def test_open_servers_strict_raises() -> None:
+    broken = MCPServer("gone", command=sys.executable, args=["-c", "import sys; sys.exit(1)"])
+    with pytest.raises(Exception, match="could not be started"):
+        async with open_servers([broken], strict=True):
+            pass
+
+
+async def test_an_http_server_that_goes_away_gives_errors_then_comes_back(marks: Path) -> None:
+    import os
+    import subprocess
+
+    from .conftest import _free_port
+
+    port = _free_port()
+
+    def start() -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)],
+                                env={**os.environ, "MCP_TEST_MARKS": str(marks)},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                return proc
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.05)
+
+    import socket
+
+    proc = start()
+    server = MCPServer("web", url=f"http://127.0.0.1:{port}/mcp", timeout=5)
+    try:
+        tools = await server.tools()
+        provider = ScriptedProvider([
+            Reply(tool_calls=[("mcp__web__echo", {"text": "one"})]), Reply(text="first"),
+            Reply(tool_calls=[("mcp__web__echo", {"text": "two"})]), Reply(text="second"),
+            Reply(tool_calls=[("mcp__web__echo", {"text": "three"})]), Reply(text="third"),
+        ])
+        loop = AgentLoop(Agent(name="a", tools=tools, provider=provider))
+        sub = loop.subscribe(buffer=10_000)
+        await loop.run_turn("1", session_id="s1")
+        proc.kill()
+        proc.wait()
+        await asyncio.wait_for(loop.run_turn("2", session_id="s1"), 20)  # an error, not a hang
+        proc = start()
+        await loop.run_turn("3", session_id="s1")
+        sub.close()
+        ends = _ends([e async for e in sub])
+        assert ends[0] == ("mcp__web__echo", False, "echo: one")
+        assert ends[1][:2] == ("mcp__web__echo", True) and "timed out" not in ends[1][2]
+        assert "restarted on the next turn" in ends[1][2]
+        assert ends[2] == ("mcp__web__echo", False, "echo: three")
+        await loop.aclose()
+    finally:
+        await server.aclose()
+        proc.kill()
+        proc.wait()

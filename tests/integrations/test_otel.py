@@ -271,3 +271,52 @@ async def test_a_stuck_exporter_never_blocks_the_turn() -> None:
     exporter.release.set()
     await loop.aclose(grace=5)
     assert len(exporter.spans) == 4
+
+
+async def test_engine_sub_turns_nest_under_the_spawning_tool_span() -> None:
+    exporter, hook = _setup()
+    kid = Agent(name="researcher", model="m2", provider=ScriptedProvider([
+        Reply(tool_calls=[("look", {"path": "deep"})]), Reply(text="X is 42")]), tools=[look])
+    main = Agent(name="main", model="m1", subagents=[kid], provider=ScriptedProvider([
+        Reply(tool_calls=[("subagent", {"agent": "researcher", "task": "find X"})]),
+        Reply(text="X=42")]))
+    loop = AgentLoop(main)
+    loop.register_hook(hook)
+    await loop.run_turn("what is X?", session_id="s1")
+    await loop.aclose()
+    named = _by_name(exporter.get_finished_spans())
+    (boss,), (worker,) = named["invoke_agent main"], named["invoke_agent researcher"]
+    (call,) = named["execute_tool subagent"]
+    (deep,) = named["execute_tool look"]
+    assert call.parent.span_id == boss.context.span_id
+    assert worker.parent.span_id == call.context.span_id  # the child under its spawning call
+    assert deep.parent.span_id == worker.context.span_id
+    assert {s.context.trace_id for s in exporter.get_finished_spans()} == {boss.context.trace_id}
+    assert call.start_time <= worker.start_time <= worker.end_time <= call.end_time
+    assert [e.name for e in boss.events] == ["steerable.subturn.end"]
+    assert hook.open_spans() == 0
+
+
+async def test_an_aborted_parent_closes_its_childrens_spans_with_errors() -> None:
+    exporter, hook = _setup()
+    kid = Agent(name="researcher", model="m2", provider=ScriptedProvider([
+        Reply(text="slow", delay=30)]))
+    main = Agent(name="main", model="m1", subagents=[kid], provider=ScriptedProvider([
+        Reply(tool_calls=[("subagent", {"agent": "researcher", "task": "find X"})])]))
+    loop = AgentLoop(main)
+    loop.register_hook(hook)
+    sub = loop.subscribe(kinds=[EventKind.LLM_REQUEST])
+    handle = loop.start_turn("go", session_id="s1")
+    await anext(aiter(sub))
+    await anext(aiter(sub))  # the child's call is under way
+    loop.interrupt_hard("s1")
+    await handle
+    await loop.aclose()
+    spans = exporter.get_finished_spans()
+    assert {s.name for s in spans} == {"invoke_agent main", "invoke_agent researcher",
+                                       "execute_tool subagent", "chat m1", "chat m2"}
+    for name in ("invoke_agent main", "invoke_agent researcher", "chat m2",
+                 "execute_tool subagent"):
+        (span,) = _by_name(spans)[name]
+        assert span.status.status_code is StatusCode.ERROR, name
+    assert hook.open_spans() == 0

@@ -332,7 +332,7 @@ async def test_smoke_the_real_embedded_model_calls_a_tool_and_answers():
     result, _ = await run_turn(p, "Read the file notes.txt and tell me the secret word.",
                                tools=[read_file], instructions="You are a helpful assistant.")
     assert result.status is TurnStatus.COMPLETED, result.error
-    assert seen == ["notes.txt"]
+    assert seen and set(seen) == {"notes.txt"}  # a small model may read it twice: not wrong
     assert "pineapple" in result.text.lower()
 
 

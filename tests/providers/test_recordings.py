@@ -105,3 +105,25 @@ async def test_todays_provider_records_the_same_run(name: str, server: LoopbackS
         fixture.write_bytes(fresh.read_bytes())
     assert _events(fresh) == _events(fixture)
     await replay(fresh)
+
+
+async def test_a_recorded_run_of_the_embedded_model_replays_offline() -> None:
+    # Recorded from the real embedded model (see recordings/make_local_recording.py); replaying
+    # it needs neither the model nor llama.cpp.
+    fixture = HERE / "local_tool_turn.jsonl"
+    rec = load_recording(fixture)
+    assert rec.header["agents"]["local"]["provider"] == "LocalModelProvider"
+    out = await replay(fixture)
+    assert out.text == rec.final_text() and "pineapple" in out.text.lower()
+    ends = [e for e in out.events if e.kind.value == "tool_exec_end"]
+    assert [(e.tool_name, e.content) for e in ends] == [("read_file",
+                                                         "The secret word is: pineapple.")]
+    # The real tool agrees with what the model was told then.
+    again = await replay(fixture, tools=[read_local])
+    assert again.text == out.text
+
+
+@tool(read_only=True, name="read_file")
+async def read_local(path: str) -> str:
+    """Read a text file and return its contents."""
+    return "The secret word is: pineapple."

@@ -357,3 +357,137 @@ async def test_an_unwritable_recording_path_is_a_clear_error(tmp_path: Path) -> 
         async with Recorder(loop, blocker / "sub" / "rec.jsonl"):
             pass
     await loop.aclose()
+
+
+async def test_provider_errors_and_a_cancelled_stream_replay(tmp_path: Path) -> None:
+    from steerable.errors import RetryableProviderError
+
+    async def body(loop: AgentLoop) -> Any:
+        return await loop.run_turn("go", session_id="s1")
+
+    path, (_, live) = await _record(
+        tmp_path, [Reply(error=RetryableProviderError("HTTP 503: gave up after 3 attempts"))],
+        body)
+    assert live.status.value == "error"
+    out = await replay(path)
+    assert out.results[0].status.value == "error"
+    assert "gave up after 3 attempts" in str(out.results[0].error)
+
+    path2 = tmp_path / "cut.jsonl"
+    loop = AgentLoop(_agent([Reply(text="never seen", delay=30)]))
+    async with Recorder(loop, path2):
+        sub = loop.subscribe()
+        handle = loop.start_turn("go", session_id="s1")
+        await _on(sub, EventKind.LLM_REQUEST)
+        loop.interrupt_hard("s1")
+        await handle
+    await loop.aclose()
+    (llm,) = load_recording(path2).of_type("llm")
+    assert llm["cancelled"] is True and llm["chunks"] == []
+    out = await replay(path2)
+    assert out.results[0].status.value == "aborted"
+
+
+async def test_a_missing_abort_stalls_with_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "cut.jsonl"
+    loop = AgentLoop(_agent([Reply(text="never seen", delay=30)]))
+    async with Recorder(loop, path):
+        sub = loop.subscribe()
+        handle = loop.start_turn("go", session_id="s1")
+        await _on(sub, EventKind.LLM_REQUEST)
+        loop.interrupt_hard("s1")
+        await handle
+    await loop.aclose()
+    rec = load_recording(path)
+    rec.entries = [e for e in rec.entries if e["type"] != "control"]  # the abort is lost
+    with pytest.raises(ReplayDivergence, match=r"replay stalled: no event for 0.3 s; the "
+                                                r"recording expected event #\d+ \(interrupt_received\)"):
+        await replay(rec, stall_timeout=0.3)
+
+
+async def test_a_replay_that_ends_early_or_cannot_deliver_a_control(tmp_path: Path) -> None:
+    async def body(loop: AgentLoop) -> Any:
+        return await loop.run_turn("go", session_id="s1")
+
+    path, _ = await _record(tmp_path, [Reply(text="done")], body)
+    rec = load_recording(path)
+    rec.entries.append({"type": "event", "event": dict(rec.events[-1])})
+    with pytest.raises(ReplayDivergence, match=r"ended after .* events; the recording goes on"):
+        await replay(rec)
+    rec = load_recording(path)
+    rec.entries.append({"type": "control", "after": len(rec.events), "action": "interrupt_hard",
+                        "session_id": "s1"})
+    with pytest.raises(ReplayDivergence, match=r"interrupt_hard after event .* changed nothing"):
+        await replay(rec)
+
+
+async def test_dry_run_previews_and_tool_timeouts_replay(tmp_path: Path) -> None:
+    @tool(timeout=0.05, read_only=True)
+    async def sleepy() -> str:
+        """Too slow."""
+        await asyncio.sleep(5)
+        return "late"
+
+    path = tmp_path / "dry.jsonl"
+    dry = Agent(name="main", provider=ScriptedProvider([
+        Reply(tool_calls=[("write", {"path": "p", "text": "t"}), ("sleepy", {})]),
+        Reply(text="previewed")]), tools=[write, sleepy], dry_run=True)
+    loop = AgentLoop(dry, permissions=[("allow", "*")])
+    async with Recorder(loop, path):
+        await loop.run_turn("go", session_id="s1")
+    await loop.aclose()
+    ends = [e for e in load_recording(path).events if e["kind"] == "tool_exec_end"]
+    assert "[dry-run]" in ends[0]["content"] and "timed out" in ends[1]["content"]
+    out = await replay(path)
+    assert _comparable(list(out.events)) == _comparable(load_recording(path).events)
+
+
+async def test_a_cancel_at_a_safe_point_is_replayed(tmp_path: Path) -> None:
+    from steerable import CancelMode
+
+    release = asyncio.Event()
+
+    @tool(read_only=True)
+    async def slow() -> str:
+        """Waits for the test."""
+        await release.wait()
+        return "slow done"
+
+    path = tmp_path / "cancel.jsonl"
+    loop = AgentLoop(_agent([Reply(tool_calls=[("slow", {})]), Reply(text="never asked")],
+                            tools=[slow]))
+    async with Recorder(loop, path):
+        sub = loop.subscribe()
+        handle = loop.start_turn("go", session_id="s1")
+        await _on(sub, EventKind.TOOL_EXEC_START)
+        assert handle.cancel(CancelMode.AFTER_TOOLS) is not None
+        release.set()
+        live = await handle
+    await loop.aclose()
+    assert live.status.value == "cancelled"
+    (control,) = load_recording(path).of_type("control")
+    assert (control["action"], control["mode"]) == ("cancel", "AFTER_TOOLS")
+    out = await replay(path)
+    assert out.results[0].status.value == "cancelled"
+    assert _comparable(list(out.events)) == _comparable(load_recording(path).events)
+
+
+async def test_a_resumed_turn_is_refused_with_the_reason(tmp_path: Path) -> None:
+    from steerable import CancelMode
+    from steerable.storage import JSONLSessionStore
+
+    loop = AgentLoop(_agent([Reply(tool_calls=[("look", {"path": "a"})]), Reply(text="done")]),
+                     store=JSONLSessionStore(tmp_path / "sessions"))
+    sub = loop.subscribe()
+    handle = loop.start_turn("go", session_id="s1")
+    await _on(sub, EventKind.LLM_REQUEST)
+    handle.cancel(CancelMode.AFTER_MODEL)
+    assert (await handle).status.value == "cancelled"
+    path = tmp_path / "resumed.jsonl"
+    async with Recorder(loop, path):
+        resumed = loop.resume("s1")
+        assert resumed is not None
+        await resumed
+    await loop.aclose()
+    with pytest.raises(RecordingError, match=r"started by loop.resume \(session 's1'\)"):
+        await replay(path)

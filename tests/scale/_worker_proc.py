@@ -3,6 +3,7 @@ that never runs out of script and reads its orders from the last user message:
 
 - ``tool:<seconds>:<tag>``: call the mutating tool ``work`` (which logs ``<worker> start/end
   <tag>`` to the ledger file and sleeps), then answer ``done <tag>``;
+- ``tools2:<seconds>:<tag>``: two such calls in one response (``<tag>-1``, ``<tag>-2``);
 - ``slow:<seconds>:<tag>``: stream ``done <tag>`` slowly: the deltas are spread over the
   seconds, so a kill lands mid-stream;
 - anything else: answer ``done <text>`` at once.
@@ -50,6 +51,10 @@ def answer(request: LLMRequest) -> Reply:
     if kind == "tool":
         seconds, _, tag = rest.partition(":")
         return Reply(tool_calls=[("work", {"seconds": float(seconds), "tag": tag})])
+    if kind == "tools2":  # two mutating calls in one response: they run one after the other
+        seconds, _, tag = rest.partition(":")
+        return Reply(tool_calls=[("work", {"seconds": float(seconds), "tag": f"{tag}-1"}),
+                                 ("work", {"seconds": float(seconds), "tag": f"{tag}-2"})])
     return Reply(text=f"done {order}")
 
 
@@ -74,7 +79,8 @@ class Endless:
 
 
 async def main() -> None:
-    agent = Agent(name=name, instructions="test worker", provider=Endless(), tools=[work])
+    # Every worker of a group runs the same agent (name and tools): resume checks it.
+    agent = Agent(name="test-agent", instructions="test worker", provider=Endless(), tools=[work])
     store = SQLiteSessionStore(sqlite) if sqlite else None
     worker = RedisWorker(agent, url, store=store, lease=LeaseTiming(ttl=ttl),
                          worker_id=f"{name}-w")

@@ -225,3 +225,62 @@ async def test_the_loop_saves_whole_turns_and_rolls_back_aborts(store: Any) -> N
     assert [m.content for m in messages] == ["one", "first"]
     assert_history_consistent(messages)
     await loop.aclose()
+
+
+def test_checkpoints_follow_the_contract(store: Any) -> None:
+    from tests.storage.checkpoint_contract import check_checkpoint_store, sample_checkpoint
+
+    check_checkpoint_store(store)
+    store.append("s1", turn(1), None)
+    store.save_checkpoint(sample_checkpoint())
+    assert store.delete("s1")  # a deleted session takes its checkpoint along
+    assert store.load_checkpoint("s1") is None
+
+
+def test_a_corrupt_checkpoint_is_a_clear_error(store_kind: str, target: str, store: Any) -> None:
+    from steerable.storage import CheckpointError
+    from tests.storage.checkpoint_contract import sample_checkpoint
+
+    store.save_checkpoint(sample_checkpoint())
+    if store_kind == "sqlite":
+        db = sqlite3.connect(target)
+        db.execute("UPDATE checkpoints SET record='{\"v\": 99, \"type\": \"checkpoint\"}'")
+        db.commit()
+        db.close()
+    else:
+        import redis
+
+        client = redis.Redis.from_url(target)
+        client.set(store.key("s1", "checkpoint"), '{"v": 99, "type": "checkpoint"}')
+        client.close()
+    with pytest.raises(CheckpointError, match="newer steerable"):
+        store.load_checkpoint("s1")
+
+
+def test_guarded_checkpoints_are_refused_once_the_lease_moved(redis_url: str) -> None:
+    import redis
+
+    from tests.storage.checkpoint_contract import sample_checkpoint
+
+    store = RedisSessionStore(redis_url)
+    client = redis.Redis.from_url(redis_url)
+    lease = store.key("s1", "lease")
+    client.set(lease, "worker-b:2")
+    with pytest.raises(LeaseLostError):
+        store.save_checkpoint_guarded(sample_checkpoint(), (lease, "worker-a:1"))
+    assert store.load_checkpoint("s1") is None
+    client.close()
+    store.close()
+
+
+def test_a_rewrite_keeps_what_was_appended_after_its_base(store: Any) -> None:
+    def turn(i: int) -> None:
+        store.append("s", [Message("user", f"q{i}")], TurnRecord(f"t{i}", "completed", 1))
+
+    turn(1)
+    turn(2)
+    seen = store.load("s")
+    turn(3)  # saved while a summary of `seen` was being written
+    store.replace("s", [Message("user", "summary"), *seen[1:]], base=len(seen))
+    assert [m.content for m in store.load("s")] == ["summary", "q2", "q3"]
+    assert store.info("s").message_count == 3

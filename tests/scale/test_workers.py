@@ -243,3 +243,90 @@ async def test_a_stopped_worker_hands_its_turn_over_at_once(workers: Workers,
     assert [e["status"] for e in events if e["kind"] == "turn_end"] == ["aborted", "completed"]
     assert workers.procs[victim].wait(timeout=10) == 0
     assert contents(redis_url, "sh") == ["user:tool:1.0:h", "assistant:done h"]
+
+
+async def test_short_leases_under_churn_never_abort_a_turn(redis_url: str, tmp_path: Path) -> None:
+    # Renewals every 0.1 s race with sessions let go and taken again between turns: a renewal
+    # of a token just given up must not be mistaken for a lost lease.
+    workers = Workers(redis_url, tmp_path, ttl=0.3)
+    client = RedisClient(redis_url)
+    try:
+        workers.start("a", "b")
+        sessions = [f"churn{i}" for i in range(8)]
+        follows = [asyncio.create_task(events_until(client, s, ended(12), timeout=60))
+                   for s in sessions]
+        for i in range(12):
+            await asyncio.gather(*(client.send(f"slow:0.02:{s}-{i}", s, policy="follow_up")
+                                   for s in sessions))
+            await asyncio.sleep(0.03)
+        for events in await asyncio.gather(*follows):
+            assert {e["status"] for e in events if e["kind"] == "turn_end"} == {"completed"}
+    finally:
+        workers.stop_all()
+        await client.aclose()
+
+
+async def test_failover_resumes_from_the_checkpoint_without_redoing_finished_tools(
+        workers: Workers, client: RedisClient, redis_url: str) -> None:
+    workers.start("a", "b")
+    await client.send("tools2:1.0:c", "sc")
+    # Kill the holder while the second call runs: the first one's result is checkpointed.
+    await events_until(client, "sc", lambda e: e["kind"] == "tool_exec_start"
+                       and e["tool_name"] == "work" and e["call_id"] and
+                       sum(1 for line in workers.ledger_lines() if line[1] == "start") == 2)
+    victim = Workers.name_of(await client.holder("sc"))
+    cursor = await _cursor(client, "sc")
+    workers.kill(victim)
+    events = await events_until(client, "sc", ended(), last_id=cursor, timeout=30)
+    assert events[-1]["status"] == "completed"
+    assert not [e for e in events if e["kind"] == "llm_request"][:-1]  # no LLM call redone
+    starts = [(line[0], line[2]) for line in workers.ledger_lines() if line[1] == "start"]
+    assert starts.count((victim, "c-1")) == 1 and [t for _, t in starts].count("c-1") == 1
+    assert [t for _, t in starts].count("c-2") == 2  # the call in flight ran again
+    await released(client, "sc")
+    history = contents(redis_url, "sc")
+    assert history == ["user:tools2:1.0:c", "assistant:done c-2"]
+
+
+async def test_cancel_through_any_process_then_resume(workers: Workers, client: RedisClient,
+                                                      redis_url: str) -> None:
+    workers.start("a", "b")
+    await client.send("tools2:0.5:r", "sx")
+    await events_until(client, "sx", lambda e: e["kind"] == "tool_exec_start")
+    assert await client.cancel("sx", "after_tools")
+    events = await events_until(client, "sx", ended())
+    assert events[-1]["status"] == "cancelled"
+    await released(client, "sx")
+    assert contents(redis_url, "sx") == []  # a checkpoint is not history
+    assert (await client.resume("sx")).action == "started"
+    events = await events_until(client, "sx", ended(2))
+    assert events[-1]["status"] == "completed"
+    assert contents(redis_url, "sx") == ["user:tools2:0.5:r", "assistant:done r-2"]
+
+
+async def test_workers_sharing_a_sqlite_store_fail_over_too(redis_url: str, tmp_path: Path,
+                                                            client: RedisClient) -> None:
+    from steerable.storage import SQLiteSessionStore
+
+    db = tmp_path / "sessions.sqlite"
+    workers = Workers(redis_url, tmp_path, ttl=1.0, sqlite=db)
+    try:
+        workers.start("a", "b")
+        for i in range(3):
+            await client.send(f"m{i}", f"q{i}")
+        await client.send("tools2:1.0:z", "qz")
+        await events_until(client, "qz", lambda e: e["kind"] == "tool_exec_start")
+        victim = Workers.name_of(await client.holder("qz"))
+        cursor = await _cursor(client, "qz")
+        workers.kill(victim)
+        events = await events_until(client, "qz", ended(), last_id=cursor, timeout=30)
+        assert events[-1]["status"] == "completed"
+        await released(client, "qz")
+        store = SQLiteSessionStore(db)
+        assert [m.content for m in store.load("qz") if not m.tool_calls
+                and m.role != "tool"] == ["tools2:1.0:z", "done z-2"]
+        for i in range(3):
+            assert [m.content for m in store.load(f"q{i}")] == [f"m{i}", f"done m{i}"]
+        assert store.load_checkpoint("qz") is None  # the finished turn dropped it
+    finally:
+        workers.stop_all()

@@ -8,13 +8,14 @@ always kept, and the system message is not part of the history here (it is added
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 from steerable._messages import Message
 
 __all__ = ["compress", "estimate_tokens"]
 
 
-def estimate_tokens(messages: list[Message] | tuple[Message, ...]) -> int:
+def estimate_tokens(messages: Iterable[Message]) -> int:
     """A cheap estimate (about four characters a token, plus a little per message)."""
     chars = 0
     for m in messages:

@@ -23,7 +23,11 @@ from steerable._core._turn_state import Interrupt, TurnState
 from steerable._events import TurnPhase, TurnStatus
 from steerable._messages import Message
 
-__all__ = ["BoundaryStop", "CompositeAgent", "CompositeScope", "boundary_stop", "run_composite"]
+__all__ = ["USABLE", "BoundaryStop", "CompositeAgent", "CompositeScope", "boundary_stop",
+           "run_composite"]
+
+USABLE = (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS, TurnStatus.INTERRUPTED)
+"""Child statuses whose text is an answer (the others failed, or were stopped)."""
 
 
 class BoundaryStop(Exception):
@@ -40,6 +44,8 @@ def boundary_stop(st: TurnState) -> TurnStatus | None:
         return TurnStatus.ABORTED
     if st.interrupt is Interrupt.GRACEFUL:
         return TurnStatus.INTERRUPTED
+    if st.cancel.requested is not None:  # no child runs here: every cancel mode stops
+        return TurnStatus.CANCELLED
     return None
 
 
@@ -68,18 +74,24 @@ class CompositeScope:
             raise BoundaryStop(status)
 
     async def run_child(self, agent: BaseAgent, task: str, *, check: bool = True) -> Any:
-        """Run ``agent`` on ``task`` as a sub-turn and return its ``TurnResult``; a boundary
-        check comes first unless ``check`` is False (a parallel group checks once)."""
+        """Run ``agent`` on ``task`` as a sub-turn and return its ``TurnResult``. With
+        ``check`` (not for a parallel group, which checks once before it starts) the boundaries
+        before and after the child are checked, and a usable answer becomes ``text``."""
         if check:
             self.check()
         handle = spawn(self._engine, self._state, agent, task, is_async=False, deliver=False)
         try:
             # Shielded: the child ends itself on abort and returns a result, which must not
             # swallow this waiter's own cancellation.
-            return await handle
+            result = await handle
         except asyncio.CancelledError:
             handle.interrupt_hard()  # whoever cancelled this wait, the child goes with it
             raise
+        if check:
+            if result.status in USABLE:
+                self.text = result.text
+            self.check()  # a stop asked for while the child ran: honoured before its result is used
+        return result
 
 
 class CompositeAgent(BaseAgent):
@@ -99,7 +111,9 @@ async def run_composite(engine: Engine, st: TurnState) -> TurnStatus:
     agent: CompositeAgent = st.agent
     try:
         text = await agent.run(scope)
-        status = TurnStatus.COMPLETED
+        # A graceful interrupt that came while the last children ran found no boundary left:
+        # the answer is whole, but the turn still ends as the caller asked.
+        status = boundary_stop(st) or TurnStatus.COMPLETED
     except BoundaryStop as stop:
         if stop.status is TurnStatus.ABORTED:
             raise asyncio.CancelledError from None  # the hard-abort path of run_turn

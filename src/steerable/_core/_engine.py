@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, cast
 
 from steerable._config import Limits, Timeouts
 from steerable._core._approval import ApprovalBroker
 from steerable._core._bus import EventBus
+from steerable._core._cancel import CancelHandle, CancelMode
+from steerable._core._checkpoint import CheckpointStore
 from steerable._core._hook_manager import HookManager
 from steerable._core._permissions import Permissions
 from steerable._core._reaper import Reaper
@@ -44,6 +46,7 @@ class Engine:
         timeouts: Timeouts,
         permissions: Permissions,
         runner: Callable[[TurnState], Awaitable[Any]] | None = None,
+        checkpoints: bool = True,
     ) -> None:
         self.bus = EventBus()
         self.reaper = Reaper()
@@ -53,6 +56,8 @@ class Engine:
         self.limits = limits
         self.timeouts = timeouts
         self.permissions = permissions
+        self.durable = checkpoints and isinstance(store, CheckpointStore)
+        """True when top-level turns write checkpoints (the store keeps them, not turned off)."""
         self.turns: dict[str, TurnState] = {}
         """Every running turn, top-level and sub-turn, by turn id."""
         self.active: dict[str, TurnState] = {}
@@ -101,6 +106,16 @@ class Engine:
         if self.store.blocking:
             return await asyncio.to_thread(self.store.load, session_id)
         return self.store.load(session_id)
+
+    async def history(self, session_id: str) -> Sequence[Message]:
+        """The session's messages for a turn's ``base``: never edited in place by the turn.
+
+        A store with ``snapshot()`` (the in-memory one) hands out an O(1) read-only view, so
+        starting a turn does not copy the whole history; others are loaded as usual."""
+        snapshot = getattr(self.store, "snapshot", None)
+        if snapshot is not None:
+            return cast("Sequence[Message]", snapshot(session_id))
+        return await self.load(session_id)
 
     async def save(self, st: TurnState, status: str, rollback: bool) -> None:
         """Append the turn's messages, or on rollback write nothing of the turn."""
@@ -159,8 +174,24 @@ class Engine:
         # Before the task runs, cancelling it would skip TURN_START/END: the flag is enough,
         # run_turn checks it first thing.
         if st.running and st.task is not None and not st.task.done():
+            # The tools first, so they see CancelledError on the very next loop cycle instead
+            # of one cycle after the turn's task has woken up and passed the cancel on.
+            for task, ctx in st.running_tools.items():
+                ctx.cancel()
+                task.cancel()
             st.task.cancel()
         return True
+
+    def cancel(self, st: TurnState, mode: CancelMode) -> CancelHandle:
+        """Record a cancel; IMMEDIATE is the hard abort. See ``_cancel`` for the modes."""
+        open_ = not st.finishing and st.interrupt is not Interrupt.HARD
+        handle = st.cancel.request(mode, st.turn_id, open_)
+        if handle.contributed:
+            if mode is CancelMode.IMMEDIATE:
+                self.interrupt_hard(st)  # emits INTERRUPT_RECEIVED(mode="hard")
+            else:
+                self.emit(st, InterruptReceived, mode=f"cancel_{mode.label}", hint=None)
+        return handle
 
     def hard_abort_inside(self, st: TurnState, reason: str) -> None:
         """A hard abort asked for from inside the turn's own task (a hook's HARD_ABORT)."""

@@ -26,6 +26,7 @@ from steerable._events import (
     LLMRetry,
     TurnPhase,
 )
+from steerable._history import MessageView
 from steerable._hooks import (
     CompressContext,
     HookAction,
@@ -52,7 +53,7 @@ def _build_request(st: TurnState, offer_tools: bool, extra: Sequence[Message]) -
     agent = st.agent
     head = (Message("system", agent.instructions),) if agent.instructions else ()
     return LLMRequest(
-        messages=(*head, *st.base, *st.new, *extra),
+        messages=MessageView[Message](head, st.base, st.new, extra),
         tools=agent.tool_specs if offer_tools else (),
         model=agent.model,
         params=agent.params,
@@ -150,10 +151,12 @@ async def _compress(
     from_base = min(cut, len(st.base))
     if from_base:
         # The dropped messages are gone from the session too: move the rollback snapshot.
-        del st.base[:from_base]
+        # New lists, never edits in place: earlier requests hold views of the old ones.
+        st.base = st.base[from_base:]
         st.base_rewritten = True
+        st.base_dropped += from_base
     if cut > from_base:
-        del st.new[: cut - from_base]
+        st.new = st.new[cut - from_base:]
     after = [*st.base, *st.new]
     engine.emit(st, ContextCompress, reason=reason, messages_before=len(history),
                 messages_after=len(after), tokens_before=tokens,

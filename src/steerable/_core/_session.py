@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from steerable._core._checkpoint import Checkpoint
+from steerable._history import MessageView
 from steerable._messages import Message
 
 __all__ = ["InMemorySessionStore", "SessionInfo", "SessionStore", "TurnRecord"]
@@ -45,8 +47,14 @@ class SessionStore(Protocol):
     def append(self, session_id: str, messages: Sequence[Message], turn: TurnRecord | None) -> None:
         ...
 
-    def replace(self, session_id: str, messages: Sequence[Message]) -> None:
-        """Rewrite the whole history (after compression)."""
+    def replace(self, session_id: str, messages: Sequence[Message], *,
+                base: int | None = None) -> None:
+        """Rewrite the whole history (after compression or a summary), atomically.
+
+        ``base``: how many stored messages ``messages`` was computed from. Messages appended
+        after those meanwhile (another process, another turn) are kept after ``messages``: a
+        rewrite never drops a saved turn. ``None`` replaces everything.
+        """
         ...
 
     def exists(self, session_id: str) -> bool: ...
@@ -57,23 +65,44 @@ class SessionStore(Protocol):
 
 
 class InMemorySessionStore:
-    """Sessions in a dict; the default when no store is given. Lost when the process ends."""
+    """Sessions (and turn checkpoints) in dicts; the default when no store is given. Lost when
+    the process ends, but another AgentLoop over the same store can resume a cancelled turn."""
 
     blocking = False
+    checkpoint_blocking = False
 
     def __init__(self) -> None:
         self._sessions: dict[str, list[Message]] = {}
         self._updated: dict[str, float] = {}
+        self._checkpoints: dict[str, Checkpoint] = {}
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        self._checkpoints[checkpoint.session_id] = checkpoint  # frozen: no copy needed
+
+    def load_checkpoint(self, session_id: str) -> Checkpoint | None:
+        return self._checkpoints.get(session_id)
+
+    def delete_checkpoint(self, session_id: str) -> bool:
+        return self._checkpoints.pop(session_id, None) is not None
 
     def load(self, session_id: str) -> list[Message]:
         return list(self._sessions.get(session_id, ()))
+
+    def snapshot(self, session_id: str) -> MessageView[Message]:
+        """The session's messages as they are now, read-only, in O(1) (no copy).
+
+        Safe because a session's list only ever grows at the end here (``replace`` and
+        ``delete`` put a new list in its place), and the view is bounded to today's length."""
+        return MessageView(self._sessions.get(session_id, ()))
 
     def append(self, session_id: str, messages: Sequence[Message], turn: TurnRecord | None) -> None:
         self._sessions.setdefault(session_id, []).extend(messages)
         self._updated[session_id] = time.time()
 
-    def replace(self, session_id: str, messages: Sequence[Message]) -> None:
-        self._sessions[session_id] = list(messages)
+    def replace(self, session_id: str, messages: Sequence[Message], *,
+                base: int | None = None) -> None:
+        kept = self._sessions.get(session_id, [])[base:] if base is not None else []
+        self._sessions[session_id] = [*messages, *kept]
         self._updated[session_id] = time.time()
 
     def exists(self, session_id: str) -> bool:
@@ -88,4 +117,5 @@ class InMemorySessionStore:
 
     def delete(self, session_id: str) -> bool:
         self._updated.pop(session_id, None)
-        return self._sessions.pop(session_id, None) is not None
+        had_checkpoint = self._checkpoints.pop(session_id, None) is not None
+        return self._sessions.pop(session_id, None) is not None or had_checkpoint

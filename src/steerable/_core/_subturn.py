@@ -21,6 +21,7 @@ its result is delivered, so a parent waiting for a slot can never wait on its ow
 from __future__ import annotations
 
 import asyncio
+import copy
 import secrets
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -105,9 +106,14 @@ def spawn(engine: Engine, parent: TurnState, agent: Any, task: str, *, is_async:
     if parent.finishing or parent.interrupt is Interrupt.HARD:
         raise SubturnError("Sub-turn refused: the turn that asked for it is ending.")
     _check_limits(engine, parent)  # takes an active-turn slot when it passes
+    dry = parent.dry_run or getattr(parent.agent, "dry_run", False) is True
+    if dry and getattr(agent, "dry_run", True) is False:
+        # A dry run stays dry all the way down: the child runs as a dry copy of its agent.
+        agent = copy.copy(agent)
+        agent.dry_run = True
     child = TurnState(turn_id=_new_turn_id(), session_id=parent.session_id, input=task,
                       agent=agent, parent_turn_id=parent.turn_id, depth=parent.depth + 1,
-                      ephemeral=True, parent=parent, holds_slot=True)
+                      ephemeral=True, parent=parent, holds_slot=True, dry_run=dry)
     engine.turns[child.turn_id] = child
     parent.children[child.turn_id] = child
     engine.emit(parent, SubturnSpawn, child_turn_id=child.turn_id, agent=agent.name,

@@ -68,6 +68,22 @@ async def _ask_for_summary(engine: Engine, st: TurnState, policy: SummaryPolicy,
     return "".join(parts).strip() or None
 
 
+async def _swap(engine: Engine, session_id: str, seen: list[Message],
+                new: list[Message]) -> bool:
+    """Replace ``seen`` (still the stored history) by ``new``; False if it changed meanwhile.
+
+    File and database stores are called off the event loop. A turn that starts and saves
+    while this runs is not lost: the store keeps what was appended after ``seen``.
+    """
+    def swap() -> bool:
+        if engine.store.load(session_id) != seen:
+            return False
+        engine.store.replace(session_id, new, base=len(seen))
+        return True
+
+    return await asyncio.to_thread(swap) if engine.store.blocking else swap()
+
+
 async def summarize_session(engine: Engine, st: TurnState, policy: SummaryPolicy,
                             tries: int = 3) -> bool:
     """Summarise ``st.session_id``; True when the store was rewritten.
@@ -84,10 +100,8 @@ async def summarize_session(engine: Engine, st: TurnState, policy: SummaryPolicy
         if summary is None:
             return False
         running = engine.active.get(st.session_id)
-        # The check and the write are one step on the loop's thread: no turn can start between.
-        if running is None and engine.store.load(st.session_id) == messages:
-            engine.store.replace(st.session_id, [Message("user", f"{SUMMARY_HEADER}\n{summary}"),
-                                                 *messages[cut:]])
+        if running is None and await _swap(engine, st.session_id, messages, [
+                Message("user", f"{SUMMARY_HEADER}\n{summary}"), *messages[cut:]]):
             engine.emit(st, SessionSummarize, messages_summarized=cut, summary=summary)
             return True
         if running is not None and running.task is not None:

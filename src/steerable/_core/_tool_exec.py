@@ -16,15 +16,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from steerable._core._cancel import SafePoint
+from steerable._core._durable import safe_point, write_checkpoint
 from steerable._core._engine import Engine
-from steerable._core._hook_chain import decisions, ignored, raise_if_terminal
-from steerable._core._hook_manager import HookFailure
+from steerable._core._hook_chain import decisions, ignored
 from steerable._core._permissions import Permission
 from steerable._core._subturn import subturns_of
-from steerable._core._turn_state import AbortSignal, TurnState
+from steerable._core._turn_state import AbortSignal, CancelStop, TurnState
 from steerable._events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -40,7 +41,7 @@ from steerable._messages import Message, ToolCall, ToolResult
 from steerable.errors import ToolError
 from steerable.tools._base import Tool, ToolContext, result_from_return
 
-__all__ = ["SKIP_TEXT", "execute_tools", "skip_calls"]
+__all__ = ["SKIP_TEXT", "close_cancelled", "execute_tools", "skip_calls"]
 
 SKIP_TEXT = {
     "interrupted": "Tool call skipped: the user interrupted the turn before this tool started.",
@@ -48,6 +49,7 @@ SKIP_TEXT = {
     "Read it and decide what to do next.",
     "aborted": "Tool call skipped: the turn was aborted before this tool started.",
     "max_iterations": "Tool call skipped: the iteration budget is used up; answer in text.",
+    "cancelled": "Tool call skipped: the turn was cancelled before this tool started.",
 }
 
 
@@ -59,7 +61,6 @@ class _Call:
     message: Message | None = None
     started: float = 0.0
     ctx: ToolContext | None = None
-    task: asyncio.Future[Any] | None = field(default=None, repr=False)
 
 
 def _tool_message(call: ToolCall, content: str, is_error: bool) -> Message:
@@ -78,6 +79,7 @@ def _skip(
     else:
         text = SKIP_TEXT.get(reason, f"Tool call skipped ({reason}).")
     rec.message = _tool_message(rec.call, text, True)
+    st.batch_results[rec.call.id] = rec.message
     engine.emit(st, ToolExecSkipped, call_id=rec.call.id, tool_name=rec.call.name,
                 reason=reason, detail=detail)
 
@@ -93,7 +95,9 @@ def _finish(engine: Engine, st: TurnState, rec: _Call, result: ToolResult) -> No
     if rec.state == "done":
         return
     rec.state = "done"
+    rec.ctx = None  # rec -> ctx -> progress reporter -> rec: a cycle only the collector frees
     rec.message = _tool_message(rec.call, result.content, result.is_error)
+    st.batch_results[rec.call.id] = rec.message
     engine.emit(st, ToolExecEnd, call_id=rec.call.id, tool_name=rec.call.name,
                 is_error=result.is_error, content=result.content,
                 duration=time.monotonic() - rec.started if rec.started else 0.0)
@@ -108,6 +112,22 @@ def skip_calls(
         _skip(engine, st, rec, reason)
         assert rec.message is not None
         st.new.append(rec.message)
+
+
+def close_cancelled(engine: Engine, st: TurnState) -> None:
+    """A cancelled turn that keeps no checkpoint is saved like an interrupted one: the calls
+    of its last response get their results so far, the rest a ``cancelled`` skip."""
+    last = st.new[-1] if st.new else None
+    if last is None or last.role != "assistant" or not last.tool_calls:
+        return
+    for call in last.tool_calls:
+        done = st.batch_results.get(call.id)
+        if done is None:
+            rec = _Call(call, None)
+            _skip(engine, st, rec, "cancelled")
+            done = rec.message
+        assert done is not None
+        st.new.append(done)
 
 
 def _hook_ctx(st: TurnState, call: ToolCall, rec: _Call) -> ToolCallContext:
@@ -135,7 +155,6 @@ async def _before_tool(
 
 async def _approve(engine: Engine, st: TurnState, rec: _Call, call: ToolCall) -> tuple[bool, str]:
     """Ask every approver in turn; the first denial (or failure, or timeout) refuses."""
-    hooks = engine.hooks
     open_requests: dict[str, bool] = {}
 
     async def ask_human() -> tuple[bool, str]:
@@ -156,29 +175,29 @@ async def _approve(engine: Engine, st: TurnState, rec: _Call, call: ToolCall) ->
                     tool_name=call.name, approved=approved, reason=reason)
         return approved, reason
 
-    for reg in hooks.at("approve_tool"):
+    def make_ctx() -> ToolCallContext:
         ctx = _hook_ctx(st, call, rec)
         ctx._ask_human = ask_human
-        value = await hooks.call(reg, "approve_tool", ctx, engine.timeouts.approval)
+        return ctx
+
+    def close_open_requests() -> None:
         for request_id in list(open_requests):  # the approver gave up waiting: close it now
             open_requests.pop(request_id)
             engine.broker.discard(request_id)
             engine.emit(st, ApprovalResolved, request_id=request_id, call_id=call.id,
                         tool_name=call.name, approved=False, reason="timed out")
-        if isinstance(value, HookFailure):
-            return False, value.message
-        if value is None or value is True:
-            continue
-        if value is False:
-            return False, f"denied by {reg.label}"
-        if not isinstance(value, HookDecision):
-            engine.error(st, f"approver {reg.label} returned {type(value).__name__}; "
-                         "treated as a denial", "hook")
-            return False, f"approver {reg.label} returned an invalid answer"
-        if value.action is HookAction.CONTINUE:
-            continue
-        raise_if_terminal(engine, st, value, "approve_tool")
-        return False, value.reason or f"denied by {reg.label}"
+
+    # The same chain as every other point: priority order, failures reported, aborts obeyed;
+    # here a failure, a timeout or any answer but "yes" refuses the call.
+    chain = decisions(engine, st, "approve_tool", make_ctx, approving=True,
+                      after_each=close_open_requests)
+    async with aclosing(chain):
+        async for reg, _, decision in chain:
+            if decision.action is not HookAction.DENY_TOOL:
+                engine.error(st, f"approver {reg.label} answered {decision.action}; treated as "
+                             "a denial", "hook")
+            return False, decision.reason if decision.reason not in ("", "denied") \
+                else f"denied by {reg.label}"
     return True, ""
 
 
@@ -230,6 +249,7 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
     ctx = ToolContext(call_id=rec.call.id, tool_name=name, turn_id=st.turn_id,
                       session_id=st.session_id, parent_turn_id=st.parent_turn_id,
                       iteration=st.iteration, dry_run=st.agent.dry_run,
+                      resumed=rec.call.id in st.resumed_calls,
                       _report=_progress_reporter(engine, st, rec),
                       _subturns=subturns_of(engine, st),
                       _refuses=_refusal_check(engine, tool))
@@ -246,7 +266,7 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
                           is_error=True)
     timeout = tool.timeout if tool.timeout is not None else engine.timeouts.tool
     task = asyncio.ensure_future(tool.run(args, ctx))
-    rec.task = task
+    st.running_tools[task] = ctx  # a hard abort cancels it directly, without waiting for us
     st.tools_run.append(name)
     try:
         done, _ = await asyncio.wait((task,), timeout=timeout)
@@ -254,6 +274,8 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
         ctx.cancel()
         engine.reaper.adopt(task)
         raise
+    finally:
+        del st.running_tools[task]
     if not done:
         ctx.cancel()
         engine.reaper.adopt(task)
@@ -276,8 +298,12 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
 
 async def _run_call(engine: Engine, st: TurnState, rec: _Call,
                     sem: asyncio.Semaphore | None) -> None:
+    if rec.state == "done":  # its result came from the checkpoint this turn resumed
+        return
     if sem is not None:
         async with sem:
+            if st.cancel.stops_at(SafePoint.BEFORE_CALL) is not None:
+                return  # left pending: the turn stops after this group, resume runs it
             reason = st.stop_reason()
             if reason is not None:
                 _skip(engine, st, rec, reason)
@@ -285,6 +311,8 @@ async def _run_call(engine: Engine, st: TurnState, rec: _Call,
             await _run_call_body(engine, st, rec)
     else:
         await _run_call_body(engine, st, rec)
+    # Its result is saved before anything else starts, so a resume never runs it again.
+    await write_checkpoint(engine, st, "tools")
 
 
 async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
@@ -360,6 +388,12 @@ def _groups(recs: list[_Call]) -> list[list[_Call]]:
 
 
 async def _run_group(engine: Engine, st: TurnState, group: list[_Call]) -> None:
+    if len(group) == 1:
+        # One call needs no task of its own (two loop cycles saved per call): its hooks and its
+        # tool already run in tasks of their own, handed to the reaper on cancel, so nothing
+        # here can hold the turn hostage.
+        await _run_call(engine, st, group[0], None)
+        return
     sem = asyncio.Semaphore(engine.limits.parallel_tools) if len(group) > 1 else None
     tasks = [asyncio.ensure_future(_run_call(engine, st, rec, sem)) for rec in group]
     try:
@@ -376,18 +410,50 @@ async def _run_group(engine: Engine, st: TurnState, group: list[_Call]) -> None:
             raise exc
 
 
-async def execute_tools(engine: Engine, st: TurnState, calls: tuple[ToolCall, ...]) -> None:
-    """Run ``calls`` and append one result message per call, in declared order."""
+def _recs(st: TurnState, calls: tuple[ToolCall, ...], resumed: bool) -> list[_Call]:
+    """The calls of a response, with the results a resumed checkpoint already holds."""
+    recs = []
+    for call in calls:
+        rec = _Call(call, st.agent.tools_by_name.get(call.name))
+        done = st.batch_results.get(call.id)
+        if done is not None:
+            rec.state, rec.message = "done", done
+        recs.append(rec)
+    if resumed and st.resume is not None and st.resume.cancel_mode is None:
+        # The process died here: the first unfinished group may have been running.
+        for group in _groups(recs):
+            open_ = [r.call.id for r in group if r.state != "done"]
+            if open_:
+                st.resumed_calls = frozenset(open_)
+                break
+    return recs
+
+
+async def execute_tools(engine: Engine, st: TurnState, calls: tuple[ToolCall, ...],
+                        resumed: bool = False) -> None:
+    """Run ``calls`` and append one result message per call, in declared order.
+
+    ``resumed``: the calls come from the checkpoint the turn resumed; those with a result in
+    ``st.batch_results`` are not run again. A safe-point cancel stops between groups
+    (``CancelStop``): the calls not yet run stay pending in the checkpoint, nothing is
+    appended."""
     engine.set_phase(st, TurnPhase.EXECUTING)
-    recs = [_Call(call, st.agent.tools_by_name.get(call.name)) for call in calls]
+    recs = _recs(st, calls, resumed)
+    cancelled = False
     try:
         for group in _groups(recs):
+            if all(rec.state == "done" for rec in group):
+                continue
             reason = st.stop_reason()
             if reason is not None:
                 for rec in recs:
                     _skip(engine, st, rec, reason)
                 break
             await _run_group(engine, st, group)
+            await safe_point(engine, st, SafePoint.AFTER_TOOLS, "tools")
+    except CancelStop:
+        cancelled = True
+        raise
     except BaseException as exc:
         # A hard abort (CancelledError), a hook's abort, or a bug: close every open call now.
         note = "the turn was aborted" if isinstance(exc, asyncio.CancelledError | AbortSignal) \
@@ -402,4 +468,6 @@ async def execute_tools(engine: Engine, st: TurnState, calls: tuple[ToolCall, ..
                 _skip(engine, st, rec, "aborted", note)
         raise
     finally:
-        st.new.extend(rec.message for rec in recs if rec.message is not None)
+        st.resumed_calls = frozenset()
+        if not cancelled:
+            st.new.extend(rec.message for rec in recs if rec.message is not None)

@@ -12,13 +12,21 @@ import asyncio
 import time
 from dataclasses import dataclass
 
+from steerable._core._cancel import CancelMode, SafePoint
 from steerable._core._composite import CompositeAgent, run_composite
+from steerable._core._durable import drop_checkpoint, restore, safe_point, settle_writes
 from steerable._core._engine import Engine
 from steerable._core._interrupt_text import fallback_summary, is_echo
 from steerable._core._model_call import call_model
 from steerable._core._subturn import close_results, deliver_results, wait_children
-from steerable._core._tool_exec import execute_tools, skip_calls
-from steerable._core._turn_state import AbortSignal, Interrupt, QueuedMessage, TurnState
+from steerable._core._tool_exec import close_cancelled, execute_tools, skip_calls
+from steerable._core._turn_state import (
+    AbortSignal,
+    CancelStop,
+    Interrupt,
+    QueuedMessage,
+    TurnState,
+)
 from steerable._events import (
     FollowUpQueued,
     InterruptReceived,
@@ -57,24 +65,36 @@ class TurnResult:
     usage: Usage | None = None
     duration: float = 0.0
     parent_turn_id: str | None = None
+    checkpoint_id: str | None = None
+    """For a ``cancelled`` turn: the checkpoint it left (``AgentLoop.resume`` continues it)."""
+    resumed_from: str | None = None
+    """For a resumed turn: the id of the turn whose checkpoint it continued."""
 
 
-def _drain_steering(engine: Engine, st: TurnState) -> None:
+def _drain_steering(engine: Engine, st: TurnState) -> bool:
+    drained = bool(st.steering)
     while st.steering:
         text = st.steering.popleft()
         st.new.append(Message("user", text))
         st.injected_steering.append(text)
         engine.emit(st, SteeringInjected, text=text)
+    return drained
 
 
-async def _iterate(engine: Engine, st: TurnState) -> TurnStatus:
+async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) -> TurnStatus:
     max_iter = st.agent.max_iterations
+    if resume_tools:  # a checkpoint taken while the last response's tools were running
+        await execute_tools(engine, st, st.new[-1].tool_calls, resumed=True)
     while True:
-        st.iteration += 1
         graceful = st.interrupt is Interrupt.GRACEFUL
-        last = graceful or st.iteration >= max_iter
+        last = graceful or st.iteration + 1 >= max_iter
         if not graceful:
-            _drain_steering(engine, st)  # checkpoint: before every LLM call
+            drained = _drain_steering(engine, st)  # checkpoint: before every LLM call
+            # Saved before the first call and when steering changed the context; otherwise
+            # the checkpoint after the last tool already holds this state.
+            await safe_point(engine, st, SafePoint.BEFORE_MODEL, "model",
+                             write=drained or st.iteration == 0)
+        st.iteration += 1
         if st.results:
             deliver_results(engine, st)  # async children that ended since the last call
         extra = (Message("user", st.hint or DEFAULT_INTERRUPT_HINT),) if graceful else ()
@@ -88,6 +108,7 @@ async def _iterate(engine: Engine, st: TurnState) -> TurnStatus:
             st.new.append(Message("assistant", f"{text.rstrip()} […interrupted]"))
             return TurnStatus.INTERRUPTED
         st.new.append(Message("assistant", text, tool_calls=response.tool_calls))
+        st.batch_results.clear()
         if graceful:
             skip_calls(engine, st, response.tool_calls, "interrupted")
             return TurnStatus.INTERRUPTED
@@ -96,6 +117,8 @@ async def _iterate(engine: Engine, st: TurnState) -> TurnStatus:
             return TurnStatus.MAX_ITERATIONS if st.last_had_tools else TurnStatus.COMPLETED
         st.last_had_tools = bool(response.tool_calls)
         if response.tool_calls:
+            # The response is paid for: saved before any of its tools start.
+            await safe_point(engine, st, SafePoint.AFTER_MODEL, "tools", write=True)
             await execute_tools(engine, st, response.tool_calls)
         elif not st.steering and st.interrupt is Interrupt.NONE:
             return TurnStatus.COMPLETED
@@ -112,7 +135,8 @@ def _final_text(st: TurnState) -> str:
 def begin_turn(engine: Engine, st: TurnState) -> None:
     """Emit TURN_START. Called synchronously by whoever starts the turn, so that anything said
     to the turn before its task first runs (steering, an interrupt) comes after it."""
-    engine.emit(st, TurnStart, input=st.input, agent=st.agent.name)
+    engine.emit(st, TurnStart, input=st.input, agent=st.agent.name,
+                resumed_from=None if st.resume is None else st.resume.turn_id)
 
 
 async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
@@ -128,13 +152,18 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
         if not st.holds_slot and engine.slots.limit is not None:
             await engine.slots.take()  # Limits.active_turns: wait for a free slot
             st.holds_slot = took_slot = True
-        if not st.ephemeral:
-            st.base = await engine.load(st.session_id)
-        st.new.append(Message("user", st.input))
-        if isinstance(st.agent, CompositeAgent):
-            status = await run_composite(engine, st)
+        if st.resume is not None:  # resume() loaded and checked the base already
+            restore(st, st.resume)
+            status = await _iterate(engine, st, resume_tools=st.resume.stage == "tools")
         else:
-            status = await _iterate(engine, st)
+            if not st.ephemeral:
+                st.base = await engine.history(st.session_id)
+                st.base_count = len(st.base)
+            st.new.append(Message("user", st.input))
+            if isinstance(st.agent, CompositeAgent):
+                status = await run_composite(engine, st)
+            else:
+                status = await _iterate(engine, st)
     except asyncio.CancelledError:
         # The edge that owns the turn: a hard abort (or the loop closing) ends here.
         task = asyncio.current_task()
@@ -142,6 +171,10 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
             task.uncancel()
         engine._mark_hard(st)
         status, rollback = TurnStatus.ABORTED, True
+    except CancelStop:
+        status = TurnStatus.CANCELLED
+        if not st.durable:
+            close_cancelled(engine, st)
     except AbortSignal as sig:
         status, rollback = TurnStatus.ABORTED, sig.hard
         if not sig.hard:
@@ -157,6 +190,38 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
         if took_slot:
             st.holds_slot = False
             engine.slots.give_back()
+
+
+def _ended_by(st: TurnState, status: TurnStatus) -> CancelMode | None:
+    requested = st.cancel.requested
+    if status is TurnStatus.CANCELLED:
+        return requested
+    if status is TurnStatus.ABORTED and requested is CancelMode.IMMEDIATE:
+        return requested
+    return None
+
+
+async def _store_outcome(engine: Engine, st: TurnState, status: TurnStatus,
+                         rollback: bool) -> BaseException | None:
+    """Save (or roll back) the session and settle the checkpoint; the store's error, if any.
+
+    Ordering matters for a crash in between: an aborted turn drops its checkpoint first (a
+    restart must not continue what the user aborted); a saved turn appends its history
+    first (``resume`` recognises a checkpoint whose turn is already in the history)."""
+    if status is TurnStatus.CANCELLED and st.durable:
+        await settle_writes(st)  # the checkpoint stays: resume continues from it
+        return None
+    if rollback:
+        await drop_checkpoint(engine, st)
+    try:
+        if not st.ephemeral:
+            await engine.save(st, status.value, rollback)
+    except Exception as exc:  # the turn's work is in the result even if the store failed
+        engine.error(st, f"saving session {st.session_id!r} failed: {exc}", "store")
+        return exc  # and its checkpoint stays, so nothing of the turn is lost
+    if not rollback:
+        await drop_checkpoint(engine, st)
+    return None
 
 
 async def _finish(engine: Engine, st: TurnState, status: TurnStatus,
@@ -183,14 +248,10 @@ async def _finish(engine: Engine, st: TurnState, status: TurnStatus,
         unprocessed += [QueuedMessage("steering", t) for t in st.steering]
         unprocessed += [QueuedMessage("follow_up", t) for t in st.follow_ups]
     text = _final_text(st) if not rollback else ""
-    if not st.ephemeral:
-        try:
-            await engine.save(st, status.value, rollback)
-        except Exception as exc:  # the turn's work is in the result even if the store failed
-            engine.error(st, f"saving session {st.session_id!r} failed: {exc}", "store")
-            if error is None:
-                error = exc
-                status = TurnStatus.ERROR
+    failure = await _store_outcome(engine, st, status, rollback)
+    if failure is not None and error is None:
+        error, status = failure, TurnStatus.ERROR
+    ended_by = _ended_by(st, status)
     usage = Usage(st.usage_in, st.usage_out) if (st.usage_in or st.usage_out) else None
     duration = time.monotonic() - st.started
     result = TurnResult(
@@ -198,9 +259,14 @@ async def _finish(engine: Engine, st: TurnState, status: TurnStatus,
         iterations=st.iteration, follow_ups=follow_ups, unprocessed=tuple(unprocessed),
         error=error, messages=tuple(st.new), tools_run=tuple(st.tools_run), usage=usage,
         duration=duration, parent_turn_id=st.parent_turn_id,
+        checkpoint_id=f"{st.origin_turn_id}.{st.checkpoint_seq}"
+        if status is TurnStatus.CANCELLED and st.durable else None,
+        resumed_from=None if st.resume is None else st.resume.turn_id,
     )
     await close_results(engine, st)  # results too late for this turn: to the session
     engine.emit(st, TurnEnd, status=status, text=text, iterations=st.iteration,
                 error=None if error is None else f"{type(error).__name__}: {error}",
-                duration=duration, usage=usage)
+                duration=duration, usage=usage,
+                cancel_mode=None if ended_by is None else ended_by.label)
+    st.cancel.settle(ended_by)
     return result

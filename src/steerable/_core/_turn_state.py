@@ -11,19 +11,22 @@ import asyncio
 import enum
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from steerable._core._cancel import CancelMode, CancelState
 from steerable._events import SkipReason, TurnPhase
 from steerable._messages import Message
 from steerable.errors import IllegalTransitionError
 
-__all__ = ["Interrupt", "QueuedMessage", "TurnState", "check_transition"]
+__all__ = ["CancelStop", "Interrupt", "QueuedMessage", "TurnState", "check_transition"]
 
 P = TurnPhase
 _ALLOWED: dict[TurnPhase, frozenset[TurnPhase]] = {
-    # IDLE -> EXECUTING: a composite agent's turn runs its children without a model call.
-    P.IDLE: frozenset({P.THINKING, P.EXECUTING, P.ABORTING, P.ERROR}),
+    # IDLE -> EXECUTING: a composite agent's turn runs its children without a model call, or
+    # a turn resumes with tool calls pending. IDLE -> DONE: cancelled before its first call.
+    P.IDLE: frozenset({P.THINKING, P.EXECUTING, P.ABORTING, P.DONE, P.ERROR}),
     P.THINKING: frozenset({P.EXECUTING, P.COMPACTING, P.ABORTING, P.DONE, P.ERROR}),
     P.EXECUTING: frozenset({P.THINKING, P.ABORTING, P.DONE, P.ERROR}),
     P.COMPACTING: frozenset({P.THINKING, P.ABORTING, P.ERROR}),
@@ -66,11 +69,13 @@ class TurnState:
     ephemeral: bool = False
     phase: TurnPhase = TurnPhase.IDLE
     iteration: int = 0
-    base: list[Message] = field(default_factory=list)
+    base: Sequence[Message] = ()
     """The session history before this turn: the rollback snapshot."""
     base_rewritten: bool = False
     """True once compression changed ``base``: saving or rolling back must rewrite the store."""
     new: list[Message] = field(default_factory=list)
+    """The turn's own messages. ``base`` and ``new`` are append-only: LLM requests hold views
+    of them (``MessageView``), so a change other than an append must assign a new list."""
     steering: deque[str] = field(default_factory=deque)
     follow_ups: deque[str] = field(default_factory=deque)
     injected_steering: list[str] = field(default_factory=list)
@@ -93,17 +98,38 @@ class TurnState:
     """Top level only: orphaned results held back while this turn runs, written after its save."""
     orphans_closed: bool = False
     """True once this turn wrote its held-back orphans: later ones go straight to the store."""
+    dry_run: bool = False
+    """Inherited dry-run: set on a sub-turn whose ancestor runs dry, so its tools do too."""
     holds_slot: bool = False
     """True while the turn counts against ``Limits.active_turns``."""
     subturns: Any = None
     """The ``_subturn.Subturns`` scope tools of this turn spawn through (made on first use)."""
     tools_run: list[str] = field(default_factory=list)
+    running_tools: dict[asyncio.Future[Any], Any] = field(default_factory=dict)
+    """Each running tool's task and its ToolContext: a hard abort cancels them at once."""
     reply_cut: bool = False
     """A graceful interrupt stopped the model's text mid-stream (no tool was running)."""
     usage_in: int = 0
     usage_out: int = 0
     started: float = field(default_factory=time.monotonic)
+    created: float = field(default_factory=time.time)
+    """Wall-clock start of the turn (of its first run, for a resumed turn)."""
     task: asyncio.Task[Any] | None = None
+    cancel: CancelState = field(default_factory=CancelState)
+    # -- durability (see _durable.py) --
+    durable: bool = False
+    """True when the store keeps checkpoints and this turn writes them (never for sub-turns)."""
+    origin_turn_id: str = ""
+    """The id the turn was first started with; a resumed turn keeps it in its checkpoints."""
+    resume: Any = None  # the Checkpoint this turn continues (None for a fresh turn)
+    resumed_calls: frozenset[str] = frozenset()
+    """Calls that may have been running when the process that wrote the checkpoint died."""
+    base_count: int = 0
+    base_dropped: int = 0
+    batch_results: dict[str, Message] = field(default_factory=dict)
+    """Results so far of the tool calls being executed (by call id), for checkpoints."""
+    checkpoint_seq: int = 0
+    checkpoint_saving: asyncio.Future[Any] | None = None
 
     def stop_reason(self) -> SkipReason | None:
         """Why tools not yet started must be skipped now, or None to go on."""
@@ -114,6 +140,15 @@ class TurnState:
         if self.steering:
             return "steering"
         return None
+
+
+class CancelStop(Exception):
+    """Raised at a safe point where a requested cancel stops the turn (after its checkpoint
+    was written). Private to the engine, like AbortSignal."""
+
+    def __init__(self, mode: CancelMode) -> None:
+        super().__init__(mode.label)
+        self.mode = mode
 
 
 class AbortSignal(Exception):

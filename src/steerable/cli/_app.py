@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import re
 import secrets
 import sys
 import time
@@ -22,9 +20,10 @@ from steerable import (
     Timeouts,
     Tool,
 )
+from steerable._secrets import Redactor
 from steerable.cli._args import UsageError
-from steerable.cli._settings import SECRET_ENV, Settings
-from steerable.coding import Workspace, coding_tools
+from steerable.cli._settings import Settings
+from steerable.coding import Sandbox, Workspace, coding_tools
 from steerable.errors import ConfigurationError
 from steerable.providers import select_provider
 from steerable.storage import JSONLSessionStore
@@ -49,19 +48,6 @@ quotes), concisely; say so if you could not find something."""
 
 # Approvals wait for a person, who may be away for a while; the loop's 60 s default is for bots.
 HUMAN_APPROVAL_TIMEOUT = 24 * 3600.0
-
-
-class Redactor:
-    """Blanks the values of API keys wherever CLI output or session files might repeat them."""
-
-    def __init__(self, environ: dict[str, str] | None = None) -> None:
-        env = os.environ if environ is None else environ
-        names = set(SECRET_ENV) | {k for k in env if re.search(r"_(API_KEY|TOKEN|SECRET)$", k)}
-        values = sorted({env[n] for n in names if len(env.get(n, "")) >= 8}, key=len, reverse=True)
-        self._pattern = re.compile("|".join(map(re.escape, values))) if values else None
-
-    def __call__(self, text: str) -> str:
-        return self._pattern.sub("[redacted]", text) if self._pattern else text
 
 
 class DenyWithoutTerminal:
@@ -111,7 +97,8 @@ def existing_session(store: JSONLSessionStore, session_id: str) -> list[Message]
     """The messages of a session that must exist; a usage error naming it otherwise.
     A corrupt file fails here, before anything runs."""
     try:
-        known = store.exists(session_id)
+        # A session whose first turn was cut off has only its checkpoint so far.
+        known = store.exists(session_id) or store.checkpoint_path(session_id).exists()
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from None
     if not known:
@@ -129,14 +116,18 @@ def _session(store: JSONLSessionStore, requested: str | None) -> str:
 
 def build_app(settings: Settings, *, session: str | None, can_ask: bool,
               script: str | None = None, record_events: str | None = None,
-              extra_tools: Sequence[Tool] = ()) -> App:
+              extra_tools: Sequence[Tool] = (), ask_by_events: bool = False) -> App:
+    """``can_ask``: approvals may be asked on this terminal; ``ask_by_events``: they are asked
+    through APPROVAL_REQUESTED events and answered by a front end (the server's page)."""
     workspace = _workspace(settings)
     redact = Redactor()
     store = make_store(settings, redact)
     session_id = _session(store, session)
     provider = select_provider(settings["provider"], model=settings["model"],
                                base_url=settings["base_url"], script=script)
-    tools = [*coding_tools(workspace, bash_timeout=settings["bash_timeout"]), *extra_tools]
+    sandbox = Sandbox(enabled=bool(settings["sandbox"]), network=bool(settings["sandbox_network"]))
+    tools = [*coding_tools(workspace, bash_timeout=settings["bash_timeout"], sandbox=sandbox),
+             *extra_tools]
     instructions = BASE_INSTRUCTIONS.format(root=workspace.root)
     if settings["instructions"]:
         instructions += "\n\n" + settings["instructions"]
@@ -160,7 +151,11 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
                      record_events=record_events)
     interactive = False
     if not settings["yes"]:
-        if can_ask and sys.stdin.isatty():
+        if ask_by_events:
+            from steerable import HumanApprover
+
+            loop.register_hook(HumanApprover())
+        elif can_ask and sys.stdin.isatty():
             from steerable import HumanApprover
 
             loop.register_hook(HumanApprover())

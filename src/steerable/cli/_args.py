@@ -23,7 +23,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 _EPILOG = """\
-exit codes: 0 completed, 1 error, 2 bad command line, 3 interrupted or aborted.
+exit codes: 0 completed, 1 error, 2 bad command line, 3 interrupted, aborted or cancelled.
 configuration: flags > environment (STEERABLE_*) > ./.steerable.toml > user config.toml.
 """
 
@@ -46,12 +46,20 @@ def _agent_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--deny", action="append", metavar="RULE", default=[],
                    help="permission rule to deny, e.g. 'write(secrets/**)' (repeatable)")
     g.add_argument("--max-iterations", type=int, metavar="N", help="LLM calls per turn at most")
+    g.add_argument("--no-sandbox", dest="sandbox", action="store_const", const=False, default=None,
+                   help="run bash unconfined (default: in bubblewrap when installed)")
+    g.add_argument("--sandbox-network", action="store_true", default=None,
+                   help="let sandboxed bash commands reach the network")
     g.add_argument("--explorer", action="store_true", default=None,
                    help="give the agent a read-only 'explorer' sub-agent it can delegate "
                         "searches to (shown indented under the turn)")
     g.add_argument("--record-events", metavar="FILE",
                    help="append every event to FILE as JSON lines (debug recorder; also "
                         "STEERABLE_EVENT_LOG)")
+    g.add_argument("--otel", action="store_true", default=None,
+                   help="send OpenTelemetry traces (GenAI conventions) to the tracer provider "
+                        "the environment configured, e.g. under opentelemetry-instrument "
+                        "(also STEERABLE_OTEL=1)")
     g.add_argument("--record", metavar="FILE",
                    help="record the run to FILE (events, model streams, tool results, your "
                         "steering) for 'steerable replay FILE'")
@@ -60,6 +68,27 @@ def _agent_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--var", action="append", metavar="NAME=VALUE", default=[],
                    help="a value for the template (repeatable)")
     # Test-only: plays a JSON script of replies instead of calling a model.
+    g.add_argument("--script", help=argparse.SUPPRESS)
+
+
+def _serve_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("agent")
+    g.add_argument("--provider", choices=["openai", "anthropic", "local", "scripted"],
+                   help="LLM provider (chosen as for 'run' when absent)")
+    g.add_argument("--model", help="model name for the provider")
+    g.add_argument("--base-url", help="API base URL (OpenAI-compatible servers)")
+    g.add_argument("--workspace", help="folder the tools work in (default: current folder)")
+    g.add_argument("--dry-run", action="store_true", default=None,
+                   help="mutating tools show what they would do instead of doing it")
+    g.add_argument("--yes", action="store_true", default=None,
+                   help="approve every tool call (else the page asks)")
+    g.add_argument("--allow", action="append", metavar="RULE", default=[],
+                   help="permission rule to allow (repeatable)")
+    g.add_argument("--deny", action="append", metavar="RULE", default=[],
+                   help="permission rule to deny (repeatable)")
+    g.add_argument("--max-iterations", type=int, metavar="N", help="LLM calls per turn at most")
+    g.add_argument("--record-events", metavar="FILE",
+                   help="append every event to FILE as JSON lines (debug recorder)")
     g.add_argument("--script", help=argparse.SUPPRESS)
 
 
@@ -77,10 +106,25 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("prompt", nargs="?", help="what to ask (optional with --template)")
     run.add_argument("--json", action="store_true",
                      help="print every event as one JSON object per line instead of rendering")
+    run.add_argument("--resume", action="store_true",
+                     help="continue the pending turn of --session ID (one that was cancelled, "
+                          "or cut off when its process stopped); takes no prompt")
+    run.add_argument("--discard-pending", action="store_true",
+                     help="drop the pending turn of --session ID and run the prompt afresh")
     _agent_options(run)
 
     chat = sub.add_parser("chat", help="interactive session: type to steer while it works")
     _agent_options(chat)
+
+    serve = sub.add_parser("serve", help="HTTP API, server-sent events and a web page",
+                           description="Serve the agent over HTTP: a JSON API, server-sent "
+                           "events and a web page at /. Off loopback it needs a token in "
+                           "STEERABLE_SERVER_TOKEN; clients send 'Authorization: Bearer <token>'.")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: "
+                       "127.0.0.1; anything else needs STEERABLE_SERVER_TOKEN)")
+    serve.add_argument("--port", type=int, default=8321, help="port (0: any free port; "
+                       "default: 8321)")
+    _serve_options(serve)
 
     sessions = sub.add_parser("sessions", help="list, show, export, fork or remove sessions")
     ss = sessions.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser,

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
-from typing import Any
 
 from steerable.cli._args import UsageError
 from steerable.cli._settings import SECRET_ENV, Settings, load_settings, mask, user_config_path
@@ -27,6 +24,10 @@ def dispatch(args: argparse.Namespace) -> int:
         return config_show(settings, args.json)
     if args.command == "run":
         return _run(args, settings)
+    if args.command == "serve":
+        from steerable.cli._serve import serve
+
+        return serve(args, settings)
     if args.command == "chat":
         from steerable.cli._chat import chat
 
@@ -59,31 +60,30 @@ def _prompt(args: argparse.Namespace) -> str:
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from steerable.cli._app import build_app
+    from steerable.cli._integrations import recording, telemetry
     from steerable.cli._mcp import configured_tools
     from steerable.cli._run import run_prompt
 
-    prompt = _prompt(args)
+    if args.resume:
+        if args.session in (None, "new"):
+            raise UsageError("--resume needs --session ID (see 'steerable sessions list')")
+        if args.prompt or args.template or args.discard_pending:
+            raise UsageError("--resume continues a pending turn: it takes no prompt, "
+                             "--template or --discard-pending")
+        prompt = None
+    else:
+        prompt = _prompt(args)
 
     async def go() -> int:
         async with configured_tools(settings) as mcp_tools:
             app = build_app(settings, session=args.session, can_ask=True, script=args.script,
                             record_events=args.record_events, extra_tools=mcp_tools)
+            telemetry(app, settings)
             async with recording(app, args.record):
-                return await run_prompt(app, prompt, as_json=args.json, debug=args.debug)
+                return await run_prompt(app, prompt, as_json=args.json, debug=args.debug,
+                                        discard_pending=args.discard_pending)
 
     return asyncio.run(go())
-
-
-@contextlib.asynccontextmanager
-async def recording(app: Any, path: str | None) -> AsyncIterator[None]:
-    """Record the app's loop to ``path`` (``--record``) while the body runs."""
-    if path is None:
-        yield
-        return
-    from steerable.replay import Recorder
-
-    async with Recorder(app.loop, path):
-        yield
 
 
 def config_show(settings: Settings, as_json: bool) -> int:

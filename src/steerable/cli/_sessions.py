@@ -64,7 +64,22 @@ def _list(store: JSONLSessionStore, as_json: bool) -> int:
     return 0
 
 
-def _show(session_id: str, messages: Sequence[Message]) -> int:
+def _pending(store: JSONLSessionStore, session_id: str) -> str | None:
+    """The paragraph on a pending turn (or on an unreadable checkpoint), None if none."""
+    from steerable.cli._chat import describe_pending
+    from steerable.errors import CheckpointError
+
+    try:
+        cp = store.load_checkpoint(session_id)
+    except CheckpointError as exc:
+        return f"its pending turn cannot be read: {exc}"
+    if cp is None:
+        return None
+    return describe_pending(session_id, cp, f"'steerable run --session {session_id} --resume'",
+                            "'--discard-pending' on the next run")
+
+
+def _show(session_id: str, messages: Sequence[Message], pending: str | None = None) -> int:
     from rich.console import Console
     from rich.markdown import Markdown
     from rich.text import Text
@@ -85,6 +100,8 @@ def _show(session_id: str, messages: Sequence[Message]) -> int:
             shown = "\n".join(f"    {ln}" for ln in lines[:8])
             more = f"\n    … {len(lines) - 8} more lines" if len(lines) > 8 else ""
             console.print(Text(shown + more, style="red" if m.is_error else "dim"))
+    if pending is not None:
+        console.print(Text(f"\n{pending}", style="yellow"))
     return 0
 
 
@@ -102,7 +119,7 @@ def sessions_command(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     messages = existing_session(store, args.id)
     if action == "show":
-        return _show(args.id, messages)
+        return _show(args.id, messages, _pending(store, args.id))
     if action == "export":
         text = export_markdown(args.id, messages) if args.format == "markdown" \
             else export_json(args.id, messages)

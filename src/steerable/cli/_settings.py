@@ -39,12 +39,17 @@ _KEYS: dict[str, tuple[type, Any, str | None]] = {
     "max_iterations": (int, 30, "STEERABLE_MAX_ITERATIONS"),
     "dry_run": (bool, False, None),
     "yes": (bool, False, None),
+    "otel": (bool, False, "STEERABLE_OTEL"),
     "instructions": (str, "", None),
     "extra_roots": (list, [], None),
     "bash_timeout": (float, 120.0, None),
+    "sandbox": (bool, True, "STEERABLE_SANDBOX"),
+    "sandbox_network": (bool, False, None),
     "explorer": (bool, False, None),
 }
-_UNTRUSTED_IN_PROJECT = frozenset({"base_url", "workspace", "extra_roots", "data_dir", "yes"})
+# A cloned repository must not turn the bash sandbox off or open its network either.
+_UNTRUSTED_IN_PROJECT = frozenset({"base_url", "workspace", "extra_roots", "data_dir", "yes",
+                                   "sandbox", "sandbox_network"})
 _RULE_KINDS = ("allow", "ask", "deny")
 
 
@@ -80,6 +85,18 @@ def _coerce(key: str, value: Any, where: str) -> Any:
     if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
         return value
     raise ConfigurationError(f"{where}: '{key}' must be {kind.__name__}, got {value!r}")
+
+
+def _from_env(kind: type, raw: str) -> Any:
+    if kind is int:
+        return int(raw)
+    if kind is bool:
+        flag = {"1": True, "true": True, "yes": True, "on": True,
+                "0": False, "false": False, "no": False, "off": False}.get(raw.strip().lower())
+        if flag is None:
+            raise ValueError(raw)
+        return flag
+    return raw
 
 
 def _read_toml(path: Path) -> dict[str, Any] | None:
@@ -152,9 +169,10 @@ def load_settings(args: argparse.Namespace, cwd: Path | None = None) -> Settings
         if env and os.environ.get(env):
             raw = os.environ[env]
             try:
-                s.values[key] = int(raw) if _KEYS[key][0] is int else raw
+                s.values[key] = _from_env(_KEYS[key][0], raw)
             except ValueError:
-                raise ConfigurationError(f"{env} must be an integer, got {raw!r}") from None
+                raise ConfigurationError(
+                    f"{env} must be {_KEYS[key][0].__name__}, got {raw!r}") from None
             s.sources[key] = f"env {env}"
     for key in _KEYS:
         value = getattr(args, key, None)

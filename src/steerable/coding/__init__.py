@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from steerable.coding._sandbox import Sandbox
 from steerable.coding._workspace import Workspace
 from steerable.coding.bash import DEFAULT_HIDDEN_ENV, DEFAULT_TIMEOUT, make_bash_tool
 from steerable.coding.edit import make_edit_tool
@@ -21,6 +22,7 @@ from steerable.coding.write import make_write_tool
 from steerable.tools import FunctionTool
 
 __all__ = [
+    "Sandbox",
     "Workspace",
     "coding_tools",
     "make_bash_tool",
@@ -40,14 +42,20 @@ def coding_tools(
     bash_timeout: float = DEFAULT_TIMEOUT,
     hidden_env: Iterable[str] = DEFAULT_HIDDEN_ENV,
     use_ripgrep: bool = True,
+    sandbox: Sandbox | None = None,
 ) -> list[FunctionTool]:
-    """The seven coding tools bound to ``workspace`` (plus any ``extra_roots``)."""
+    """The seven coding tools bound to ``workspace`` (plus any ``extra_roots``).
+
+    ``sandbox`` confines bash (default ``Sandbox()``: bubblewrap when the machine has it;
+    ``Sandbox(enabled=False)`` turns it off, ``Sandbox(network=True)`` lets commands reach
+    the network).
+    """
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace, extra_roots)
     return [
         make_read_tool(ws),
         make_write_tool(ws),
         make_edit_tool(ws),
-        make_bash_tool(ws, default_timeout=bash_timeout, hidden_env=hidden_env),
+        make_bash_tool(ws, default_timeout=bash_timeout, hidden_env=hidden_env, sandbox=sandbox),
         make_grep_tool(ws, use_ripgrep=use_ripgrep),
         make_ls_tool(ws),
         make_find_tool(ws),

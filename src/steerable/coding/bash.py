@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
-import fnmatch
 import os
 import signal
 import subprocess
@@ -21,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from steerable._messages import ToolResult
+from steerable._secrets import SECRET_NAME_PATTERNS, scrub_env
+from steerable.coding._sandbox import Sandbox, bwrap_usable
 from steerable.coding._shell import command_subjects
 from steerable.coding._text import cap_text
 from steerable.coding._workspace import Workspace
@@ -35,14 +36,12 @@ MAX_OUTPUT = 30_000
 # After the shell exits, how long background children may keep the output pipe open before
 # they are stopped (they would otherwise hold the tool open forever).
 PIPE_GRACE = 0.5
-DEFAULT_HIDDEN_ENV = ("*_API_KEY", "*_API_TOKEN", "*_SECRET_KEY", "*_ACCESS_TOKEN")
+DEFAULT_HIDDEN_ENV = SECRET_NAME_PATTERNS
 
 
 def scrubbed_env(hidden: Iterable[str], base: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ if base is None else base)
-    patterns = tuple(hidden)
-    return {k: v for k, v in env.items()
-            if not any(fnmatch.fnmatchcase(k.upper(), p.upper()) for p in patterns)}
+    """The environment for a command: secrets removed by name, by shape and by value."""
+    return scrub_env(os.environ if base is None else base, hidden)
 
 
 def _kill_group(pid: int) -> None:
@@ -95,12 +94,12 @@ class _Protocol(asyncio.SubprocessProtocol):
             self.exited.set_result(None)
 
 
-async def _run(command: str, cwd: str, env: dict[str, str], limit: float,
+async def _run(argv: list[str], cwd: str, env: dict[str, str], limit: float,
                out: _Output) -> tuple[int | None, str]:
-    """Run ``command``; returns (exit code or None, a note about how it ended)."""
+    """Run ``argv``; returns (exit code or None, a note about how it ended)."""
     loop = asyncio.get_running_loop()
     transport, proto = await loop.subprocess_exec(
-        lambda: _Protocol(out), "/bin/bash", "-c", command, cwd=cwd, env=env,
+        lambda: _Protocol(out), *argv, cwd=cwd, env=env,
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         start_new_session=True)
     pid = transport.get_pid()
@@ -128,8 +127,11 @@ async def _run(command: str, cwd: str, env: dict[str, str], limit: float,
 
 def make_bash_tool(ws: Workspace, *, default_timeout: float = DEFAULT_TIMEOUT,
                    max_output: int = MAX_OUTPUT,
-                   hidden_env: Iterable[str] = DEFAULT_HIDDEN_ENV) -> FunctionTool:
+                   hidden_env: Iterable[str] = DEFAULT_HIDDEN_ENV,
+                   sandbox: Sandbox | None = None) -> FunctionTool:
     hidden = tuple(hidden_env)
+    box = Sandbox() if sandbox is None else sandbox
+    writable = [ws.root, *ws.extra_roots]
 
     def preview(arguments: Mapping[str, Any]) -> str:
         return f"[dry-run] bash would run in {ws.root}; nothing was run:\n$ {arguments['command']}"
@@ -151,7 +153,10 @@ def make_bash_tool(ws: Workspace, *, default_timeout: float = DEFAULT_TIMEOUT,
         if not 0 < limit <= MAX_TIMEOUT:
             raise ToolError(f"timeout must be between 0 and {MAX_TIMEOUT:g} seconds")
         out = _Output(ctx)
-        code, note = await _run(command, str(ws.root), scrubbed_env(hidden), limit, out)
+        if box.enabled:
+            await asyncio.to_thread(bwrap_usable)  # the one-time probe, off the event loop
+        argv = box.command(["/bin/bash", "-c", command], writable, ws.root)
+        code, note = await _run(argv, str(ws.root), scrubbed_env(hidden), limit, out)
         body = cap_text(out.text(), max_output) or "(no output)"
         if not body.endswith("\n"):
             body += "\n"

@@ -8,7 +8,7 @@ and the finish reason. Errors are raised as ``steerable.errors.ProviderError`` s
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -39,9 +39,12 @@ class ToolSpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LLMRequest:
-    """One LLM call. ``messages`` starts with the agent's system message when it has one."""
+    """One LLM call. ``messages`` starts with the agent's system message when it has one.
 
-    messages: tuple[Message, ...]
+    Read-only: the loop passes a ``MessageView`` (built in O(1), equal to the tuple of the same
+    messages); any sequence of messages works when you build a request yourself."""
+
+    messages: Sequence[Message]
     tools: tuple[ToolSpec, ...] = ()
     model: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)

@@ -203,28 +203,34 @@ async def stream_events(
     loop = asyncio.get_running_loop()
     total = timeouts.total
     deadline = None if total is None else loop.time() + total
-    response = await _open(client, target, headers, body)
+    overrun = ProviderError(
+        f"{target.api} reply did not complete within the total timeout ({total or 0:g} s)")
+    # Every wait below is bounded by the deadline, not only by httpx's read timeout: a server
+    # trickling a byte at a time (headers, an error body or an event that never ends) resets
+    # the read timeout forever but not this.
+    try:
+        async with asyncio.timeout_at(deadline):
+            response = await _open(client, target, headers, body)
+    except TimeoutError:
+        raise overrun from None
     try:
         content_type = response.headers.get("content-type", "")
         if response.status_code != 200 or "text/event-stream" not in content_type:
-            raise await _reject(response, target)
+            try:
+                async with asyncio.timeout_at(deadline):
+                    error = await _reject(response, target)
+            except TimeoutError:
+                raise overrun from None
+            raise error
         async with aclosing(EventSource(response).aiter_sse()) as events:
             while True:
                 try:
-                    # While more than a read timeout remains, httpx's read timeout ends any
-                    # stalled wait before the deadline, so the timer (a few microseconds per
-                    # event) is armed only for the last stretch.
-                    if deadline is None or deadline - loop.time() > timeouts.read:
+                    async with asyncio.timeout_at(deadline):
                         event = await anext(events)
-                    else:
-                        async with asyncio.timeout_at(deadline):
-                            event = await anext(events)
                 except StopAsyncIteration:
                     return
                 except TimeoutError:
-                    raise ProviderError(
-                        f"{target.api} reply did not complete within the total timeout "
-                        f"({total or 0:g} s)") from None
+                    raise overrun from None
                 except httpx.TimeoutException:
                     raise RetryableProviderError(
                         f"{target.api} server went silent mid-reply (read timeout)") from None

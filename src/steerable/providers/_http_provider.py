@@ -12,6 +12,8 @@ from functools import partial
 
 import httpx
 
+from steerable._secrets import Redactor
+from steerable.errors import ProviderError
 from steerable.providers._base import Chunk, LLMRequest
 from steerable.providers._http import make_client
 from steerable.providers._retry import RetryPolicy, with_retries
@@ -21,13 +23,28 @@ __all__ = ["HttpProvider"]
 
 
 class HttpProvider:
+    _api_key: str | None = None
+    """Set by the subclass; blanked in every error message."""
+
     def __init__(self, timeouts: ProviderTimeouts | None, retry: RetryPolicy | None) -> None:
         self.timeouts = timeouts or ProviderTimeouts()
         self.retry = retry or RetryPolicy()
         self._client: httpx.AsyncClient | None = None
 
     def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
-        return with_retries(self.retry, partial(self._attempt, request))
+        return with_retries(self.retry, partial(self._redacted_attempt, request))
+
+    async def _redacted_attempt(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
+        # A server may echo the key back in an error body ("Incorrect API key provided:
+        # sk-..."): blank it (and anything shaped like a credential) before the error reaches
+        # retry notices, events, the recorder, the CLI or a traceback.
+        try:
+            async for chunk in self._attempt(request):
+                yield chunk
+        except ProviderError as exc:
+            redact = Redactor(extra=[self._api_key])
+            exc.args = tuple(redact(a) if isinstance(a, str) else a for a in exc.args)
+            raise
 
     def _attempt(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         raise NotImplementedError

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -56,7 +56,7 @@ def _blocks(m: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-def wire_messages(messages: tuple[Message, ...]) -> tuple[str, list[dict[str, Any]]]:
+def wire_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
     """The top-level system text and the alternating user/assistant messages."""
     system: list[str] = []
     out: list[dict[str, Any]] = []

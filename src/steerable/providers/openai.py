@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,7 +70,7 @@ def _wire_call(call: ToolCall) -> dict[str, Any]:
             "function": {"name": call.name, "arguments": json.dumps(dict(call.arguments))}}
 
 
-def wire_messages(messages: tuple[Message, ...], profile: ModelProfile) -> list[dict[str, Any]]:
+def wire_messages(messages: Sequence[Message], profile: ModelProfile) -> list[dict[str, Any]]:
     """Messages in the Chat Completions shape, adapted to the profile."""
     out: list[dict[str, Any]] = []
     calls: dict[str, ToolCall] = {}

@@ -18,7 +18,6 @@ which event (or LLM request) differed and how.
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +27,10 @@ from typing import Any
 from steerable import (
     Agent,
     AgentLoop,
+    CancelMode,
     Event,
+    HookAction,
+    HookDecision,
     HumanApprover,
     InMemorySessionStore,
     Message,
@@ -68,6 +70,37 @@ class ReplayResult:
         return self.results[-1].text if self.results else ""
 
 
+def _makes_event(chunk: Mapping[str, Any]) -> bool:
+    """Whether the loop emits an event for this recorded chunk (empty text makes none)."""
+    kind = chunk.get("t")
+    return kind in ("thinking", "retry") or (kind == "text" and bool(chunk.get("text")))
+
+
+class _InOrder:
+    """An ``after_tool`` hook of the replay's own: a tool call (a real tool, a sub-agent) ends
+    only once what was recorded before its end has happened again."""
+
+    def __init__(self, player: Player) -> None:
+        self._player = player
+
+    async def after_tool(self, ctx: Any) -> None:
+        await self._player.until_ready(ctx.call.id)
+
+
+class _RecordedDenials:
+    """An approver that refuses exactly the calls an approver refused in the recording without
+    asking a person (``DENY_TOOL`` from a hook: the CLI's no-terminal approver, a policy hook),
+    so that a replay without those hooks takes the same decisions. Used when no hooks are
+    given to ``replay``; with hooks, they decide."""
+
+    def __init__(self, denials: Mapping[str, str]) -> None:
+        self._denials = denials
+
+    def approve_tool(self, ctx: Any) -> HookDecision | None:
+        reason = self._denials.get(ctx.call.id)
+        return None if reason is None else HookDecision(HookAction.DENY_TOOL, reason=reason)
+
+
 class Player:
     """One replay of one recording (use ``replay()``)."""
 
@@ -88,6 +121,7 @@ class Player:
             key=lambda e: int(e["after"]),
         )  # a stable sort: controls at the same position keep their recorded order
         self._index_call_events()
+        self._index_stream_events()
         self._ids = IdMap()
         self._matched = 0
         self._failure: ReplayDivergence | None = None
@@ -118,11 +152,35 @@ class Player:
                     ready -= 1
                 self._ready_at[event["call_id"]] = ready
 
+    def _index_stream_events(self) -> None:
+        """For each recorded chunk that made an event, that event's position: a chunk is
+        streamed only when everything recorded before its event has happened again, so turns
+        running side by side (async sub-turns) interleave as they did."""
+        events = self._events
+        agent_of = {e["turn_id"]: e["agent"] for e in events if e["kind"] == "turn_start"}
+        requests: dict[str, list[int]] = defaultdict(list)
+        for i, e in enumerate(events):
+            if e["kind"] == "llm_request":
+                requests[agent_of.get(e["turn_id"], "")].append(i)
+        for agent, entries in self._llm.items():
+            for entry, start in zip(entries, requests.get(agent, []), strict=False):
+                turn, produced = events[start]["turn_id"], []
+                for j in range(start + 1, len(events)):
+                    e = events[j]
+                    if e["turn_id"] != turn:
+                        continue
+                    if e["kind"] in ("llm_delta", "llm_retry"):
+                        produced.append(j)
+                    elif e["kind"] in ("llm_response", "llm_request", "turn_end"):
+                        break
+                positions = iter(produced)
+                entry["positions"] = [next(positions, None) if _makes_event(c) else None
+                                      for c in entry["chunks"]]
+
     def _build_agents(self) -> dict[str, Agent]:
         specs: dict[str, Mapping[str, Any]] = dict(self.recording.header["agents"])
         specs.update({e["name"]: e["spec"] for e in self.recording.of_type("agent")})
         built: dict[str, Agent] = {}
-        accepts_subagents = "subagents" in inspect.signature(Agent).parameters
 
         def build(name: str) -> Agent:
             if name in built:
@@ -130,15 +188,14 @@ class Player:
             spec = specs[name]
             tools: list[Tool] = [self._live_tools.get(t["name"]) or ReplayTool(self, t)
                                  for t in spec["tools"]]
-            extra: dict[str, Any] = {}
-            if accepts_subagents and spec.get("subagents"):
-                extra["subagents"] = [build(child) for child in spec["subagents"]]
+            children = [build(child) for child in spec.get("subagents") or ()]
             built[name] = Agent(
                 provider=ReplayProvider(self, name), name=name,
                 instructions=spec["instructions"], tools=tools,
                 max_iterations=spec["max_iterations"], dry_run=spec["dry_run"],
                 model=spec["model"], params=spec["params"],
-                context_window=spec["context_window"], **extra,
+                context_window=spec["context_window"], subagents=children,
+                description=spec.get("description") or "",
             )
             return built[name]
 
@@ -149,11 +206,22 @@ class Player:
     def _build_loop(self) -> AgentLoop:
         header = self.recording.header
         self._agents = self._build_agents()
+        if header["agent"] not in self._agents:
+            raise RecordingError(f"the recorded loop's agent {header['agent']!r} is not a model "
+                                 "agent this version can rebuild (composite roots are not "
+                                 "replayed yet)")
         permissions = Permissions([(a, p) for a, p in header.get("permissions", [])])
         loop = AgentLoop(self._agents[header["agent"]], store=InMemorySessionStore(),
                          permissions=permissions)
+        loop.register_hook(_InOrder(self), priority=2**62, timeout=self._stall * 2)
         for hook in self._hooks:
             loop.register_hook(hook)
+        asked = {e["call_id"] for e in self._events if e["kind"] == "approval_requested"}
+        denials = {e["call_id"]: e.get("detail", "") for e in self._events
+                   if e["kind"] == "tool_exec_skipped" and e["reason"] == "denied"
+                   and e["call_id"] not in asked}
+        if denials and not self._hooks:
+            loop.register_hook(_RecordedDenials(denials))
         if any(e["kind"] == "approval_requested" for e in self._events):
             loop.register_hook(HumanApprover())  # the recorded run asked someone: so do we
         return loop
@@ -279,6 +347,10 @@ class Player:
             done = loop.interrupt_graceful(session_id=sid, hint=entry.get("hint"))
         elif action == "interrupt_hard":
             done = loop.interrupt_hard(session_id=sid)
+        elif action == "cancel":
+            mode = entry.get("mode", "IMMEDIATE")
+            done = loop.cancel(session_id=sid, mode=CancelMode[mode] if isinstance(mode, str)
+                               else CancelMode(mode)) is not None
         elif action == "resolve_approval":
             request = self._ids.replayed_id(str(entry["request_id"])) or str(entry["request_id"])
             done = loop.resolve_approval(request, bool(entry["approved"]),
@@ -374,4 +446,8 @@ async def replay(recording: str | Path | Recording, *, tools: Sequence[Tool] = (
     difference, ``RecordingError`` for a file that is not a recording.
     """
     rec = recording if isinstance(recording, Recording) else load_recording(recording)
+    for entry in rec.of_type("unsupported"):
+        raise RecordingError(f"this recording cannot be replayed: it holds a turn started by "
+                             f"{entry.get('what')} (session {entry.get('session_id')!r}), which "
+                             "continues from a checkpoint the recording does not have")
     return await Player(rec, tools=tools, hooks=hooks, stall_timeout=stall_timeout).run()

@@ -40,13 +40,15 @@ __all__ = ["Recorder"]
 # Above any priority a user would pick: the recorder must see a tool's result before a hook
 # changes it, because a replay runs those hooks again on the recorded result.
 _FIRST = 2**62
-_CONTROLS = ("inject_steering", "inject_follow_up", "interrupt_graceful", "interrupt_hard")
+_CONTROLS = ("inject_steering", "inject_follow_up", "interrupt_graceful", "interrupt_hard",
+             "cancel")
 # The positional parameters of each control method, to record its arguments by name.
 _LOOP_PARAMS: dict[str, tuple[str, ...]] = {
     "inject_steering": ("text", "session_id"),
     "inject_follow_up": ("text", "session_id"),
     "interrupt_graceful": ("session_id", "hint"),
     "interrupt_hard": ("session_id",),
+    "cancel": ("session_id", "mode"),
     "resolve_approval": ("request_id", "approved", "reason"),
 }
 _HANDLE_PARAMS: dict[str, tuple[str, ...]] = {
@@ -54,6 +56,7 @@ _HANDLE_PARAMS: dict[str, tuple[str, ...]] = {
     "inject_follow_up": ("text",),
     "interrupt_graceful": ("hint",),
     "interrupt_hard": (),
+    "cancel": ("mode",),
 }
 
 
@@ -79,20 +82,27 @@ def _agents(roots: Iterable[BaseAgent]) -> list[Agent]:
     return [a for a in seen.values() if isinstance(a, Agent)]
 
 
+# The tools an Agent with subagents makes for itself: a replayed Agent makes them again.
+_DELEGATES = ("subagent", "spawn")
+
+
 def _agent_json(agent: Agent) -> dict[str, Any]:
+    children = list(getattr(agent, "subagents", ()) or ())
+    own = [t for t in agent.tools if not (children and t.name in _DELEGATES)]
     return {
         "provider": type(agent.provider).__name__,  # for the reader of a bug report
+        "description": getattr(agent, "description", ""),
         "instructions": agent.instructions,
         "model": agent.model,
         "params": json.loads(json.dumps(dict(agent.params), default=str)),
         "max_iterations": agent.max_iterations,
         "dry_run": agent.dry_run,
         "context_window": agent.context_window,
-        "subagents": [a.name for a in getattr(agent, "subagents", ()) or ()],
+        "subagents": [a.name for a in children],
         "tools": [
             {"name": t.name, "description": t.description, "parameters": dict(t.parameters),
              "read_only": bool(t.read_only), "timeout": t.timeout}
-            for t in agent.tools
+            for t in own
         ],
     }
 
@@ -203,6 +213,7 @@ class Recorder:
         self._undo.append(functools.partial(_discard, unregister))
         self._shadow_loop()
         self._shadow_start_turn()
+        self._shadow_resume()
         sub = self._loop.subscribe(None, buffer=1 << 20)
         self._undo.append(sub.close)
         self._task = asyncio.get_running_loop().create_task(self._write_events(sub))
@@ -288,7 +299,10 @@ class Recorder:
             after = self._position()
             described = describe(args, kwargs)
             changed = original(*args, **kwargs)
-            if changed:
+            if changed:  # a refused control (False, or no CancelHandle) did nothing to replay
+                mode = described.get("mode")
+                if mode is not None:
+                    described["mode"] = getattr(mode, "name", mode)
                 self._write({"type": "control", "after": after, "action": name, **described})
             return changed
 
@@ -329,21 +343,40 @@ class Recorder:
 
             self._shadow(handle, name, describe)
 
+    def _shadow_resume(self) -> None:
+        original = self._loop.resume
+
+        @functools.wraps(original)
+        def resume(*args: Any, **kwargs: Any) -> Any:
+            handle = original(*args, **kwargs)
+            if handle is not None:
+                # A resumed turn starts from a checkpoint the replay does not have: say so in
+                # the file, so that replaying it fails with that reason, not a puzzling diff.
+                self._write({"type": "unsupported", "what": "loop.resume",
+                             "session_id": handle.session_id, "after": self._position()})
+            return handle
+
+        self._loop.resume = resume  # type: ignore[method-assign]
+        self._undo.append(lambda: self._loop.__dict__.pop("resume", None))
+
     def _shadow_start_turn(self) -> None:
         original = self._loop.start_turn
 
         @functools.wraps(original)
         def start_turn(input: str, session_id: str | None = None, *,
-                       agent: BaseAgent | None = None) -> TurnHandle:
+                       agent: BaseAgent | None = None,
+                       discard_checkpoint: bool = False) -> TurnHandle:
             if not self._on_loop_thread():
-                return self._on_loop(start_turn, input, session_id, agent=agent)  # type: ignore[no-any-return]
+                return self._on_loop(start_turn, input, session_id, agent=agent,  # type: ignore[no-any-return]
+                                     discard_checkpoint=discard_checkpoint)
             if agent is not None:
                 for found in _agents([agent]):
                     if all(found is not a for a in self._agents):
                         self._add_agent(found)
             after = self._position()
             history = self._loop.session_messages(session_id) if session_id else []
-            handle = original(input, session_id, agent=agent)
+            handle = original(input, session_id, agent=agent,
+                              discard_checkpoint=discard_checkpoint)
             self._write({"type": "turn", "after": after, "session_id": handle.session_id,
                          "input": input, "agent": (agent or self._loop.agent).name,
                          "history": messages_to_json(history)})

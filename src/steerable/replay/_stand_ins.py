@@ -26,9 +26,13 @@ class ReplayProvider:
     async def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
         await self._player.gate()  # an earlier event that differs is the first difference
         entry = self._player.take_llm(self._agent, request)
-        for raw in entry["chunks"]:
-            # Each chunk waits until the player has seen the events so far: a control recorded
-            # between two chunks is then made before the next one, as it was.
+        positions = entry.get("positions") or [None] * len(entry["chunks"])
+        for raw, position in zip(entry["chunks"], positions, strict=True):
+            # Each chunk waits until the player has seen the events so far (a control recorded
+            # between two chunks is then made before the next one, as it was) and, when it
+            # makes an event, everything recorded before that event.
+            if position is not None:
+                await self._player.until_index(position)
             await self._player.gate()
             yield chunk_from_json(raw)
         await self._player.gate()

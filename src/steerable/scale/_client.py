@@ -51,8 +51,12 @@ class StreamedEvent:
     data: dict[str, Any]
 
 
-def connect(url: str, *, timeout: float = 5.0) -> Any:
-    """An asyncio redis client for ``url``, with a clear error when redis-py is missing."""
+def connect(url: str, *, timeout: float = 5.0, max_connections: int = 64) -> Any:
+    """An asyncio redis client for ``url``, with a clear error when redis-py is missing.
+
+    Its pool is bounded and blocking: a burst of commands waits for a free connection instead
+    of opening hundreds (Redis refuses clients past ``maxclients``, which follows the open
+    file limit)."""
     try:
         import redis.asyncio as aioredis
     except ModuleNotFoundError:
@@ -60,8 +64,10 @@ def connect(url: str, *, timeout: float = 5.0) -> Any:
 
         raise ConfigurationError("Redis workers need redis-py: pip install 'steerable[redis]'") \
             from None
-    return aioredis.Redis.from_url(url, socket_connect_timeout=timeout,
-                                   health_check_interval=30, retry_on_timeout=False)
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=max_connections, timeout=timeout,
+        socket_connect_timeout=timeout, health_check_interval=30)
+    return aioredis.Redis.from_pool(pool)  # owns the pool: aclose() closes it
 
 
 def unavailable_errors() -> tuple[type[BaseException], ...]:
@@ -119,6 +125,19 @@ class RedisClient:
         if answer.get("action") == "rejected":
             raise SessionBusyError(f"session {session_id!r} is busy (turn {answer.get('turn_id')})")
         return SendResult(str(answer["action"]), answer.get("turn_id"))
+
+    async def resume(self, session_id: str) -> SendResult:
+        """Continue the session's cancelled turn from its checkpoint, as its next turn (a
+        dead worker's turn needs no request: it is resumed on its own)."""
+        check_session_id(session_id)
+        entry = {"id": secrets.token_hex(8), "text": "(resume)", "policy": "follow_up",
+                 "resume": True, "posted": time.time()}
+        try:
+            _, waiting = await self._scripts.post(session_id, entry, maxlen=INBOX_MAXLEN,
+                                                  force=True)
+        except self._errors as exc:
+            raise self._down(exc, f"resume session {session_id!r}") from None
+        return SendResult("started" if waiting == 1 else "queued")
 
     # -- control ------------------------------------------------------------------------------
 

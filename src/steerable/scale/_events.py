@@ -2,7 +2,7 @@
 
 Sub-turn events go to the stream of their top-level session, so a follower sees the whole
 tree. Each stream keeps about ``events_maxlen`` entries (approximate trimming, which Redis does
-in whole nodes, cheaply). An ``APPROVAL_REQUESTED`` also records which worker to send the
+in whole nodes, cheaply) and expires ``events_ttl`` seconds after its last event. An ``APPROVAL_REQUESTED`` also records which worker to send the
 answer to. While Redis is down the batch waits (the loop's subscription buffer holds what comes
 meanwhile; beyond it events are dropped and counted, as for any slow subscriber).
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from steerable._events import Event, EventKind, event_to_dict
@@ -28,10 +29,14 @@ class EventPublisher:
     def __init__(self, worker: RedisWorker) -> None:
         self.worker = worker
         self._sub = worker.loop.subscribe(buffer=65_536)
+        self._give_up_at: float | None = None
         self._root: dict[str, str] = {}
         """turn id -> the session whose stream its events go to (sub-turns: the parent's)."""
 
-    def close(self) -> None:
+    def close(self, grace: float = 2.0) -> None:
+        """Stop after publishing what is buffered, trying for at most ``grace`` seconds more
+        (a worker stopping while Redis is down must not wait for it forever)."""
+        self._give_up_at = time.monotonic() + grace
         self._sub.close()
 
     def _session_of(self, event: Event) -> str | None:
@@ -68,6 +73,9 @@ class EventPublisher:
                 for session_id, data in rows:
                     pipe.xadd(w.keys.events(session_id), {"e": data},
                               maxlen=w.events_maxlen, approximate=True)
+                for session_id in {session_id for session_id, _ in rows}:
+                    # An idle session's events go away after a while; its history stays.
+                    pipe.expire(w.keys.events(session_id), w.events_ttl)
                 for request_id, opened in approvals:
                     if opened:
                         pipe.set(w.keys.approval(request_id), w.worker_id, ex=24 * 3600)
@@ -76,7 +84,7 @@ class EventPublisher:
                 await pipe.execute()
                 return
             except w._errors as exc:
-                if self._sub.closed and not len(self._sub):
+                if self._give_up_at is not None and time.monotonic() > self._give_up_at:
                     log.warning("dropping %d event(s): Redis is down and the worker stops (%s)",
                                 len(rows), exc)
                     return

@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from steerable._core._checkpoint import Checkpoint, CheckpointStore
 from steerable._core._session import SessionInfo, SessionStore, TurnRecord
 from steerable._messages import Message
 from steerable.scale._keys import Keys
 from steerable.storage.redis_store import LeaseLostError
 
-__all__ = ["FencedStore"]
+__all__ = ["FencedCheckpointStore", "FencedStore", "fence"]
 
 
 class FencedStore:
@@ -54,14 +55,15 @@ class FencedStore:
         self._check(guard)
         self.inner.append(session_id, messages, turn)
 
-    def replace(self, session_id: str, messages: Sequence[Message]) -> None:
+    def replace(self, session_id: str, messages: Sequence[Message], *,
+                base: int | None = None) -> None:
         guard = self._guard(session_id)
         guarded = getattr(self.inner, "replace_guarded", None)
         if guarded is not None:
-            guarded(session_id, messages, guard)
+            guarded(session_id, messages, guard, base=base)
             return
         self._check(guard)
-        self.inner.replace(session_id, messages)
+        self.inner.replace(session_id, messages, base=base)
 
     def has_turn(self, session_id: str, turn_id: str) -> bool:
         probe = getattr(self.inner, "has_turn", None)
@@ -81,3 +83,36 @@ class FencedStore:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)  # info(), fork()... of the wrapped store
+
+
+class FencedCheckpointStore(FencedStore):
+    """``FencedStore`` over a store that keeps checkpoints: the worker's turns are durable,
+    and a checkpoint is written only while the lease is this worker's."""
+
+    checkpoint_blocking = True  # the lease check is a Redis round trip, whatever the store
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        guard = self._guard(checkpoint.session_id)
+        guarded = getattr(self.inner, "save_checkpoint_guarded", None)
+        if guarded is not None:
+            guarded(checkpoint, guard)
+            return
+        self._check(guard)
+        self._checkpoints().save_checkpoint(checkpoint)
+
+    def load_checkpoint(self, session_id: str) -> Checkpoint | None:
+        return self._checkpoints().load_checkpoint(session_id)
+
+    def delete_checkpoint(self, session_id: str) -> bool:
+        return self._checkpoints().delete_checkpoint(session_id)
+
+    def _checkpoints(self) -> CheckpointStore:
+        assert isinstance(self.inner, CheckpointStore)
+        return self.inner
+
+
+def fence(inner: SessionStore, keys: Keys, sync_client: Any) -> FencedStore:
+    """The fenced wrapper that keeps exactly the abilities of ``inner``."""
+    if isinstance(inner, CheckpointStore):
+        return FencedCheckpointStore(inner, keys, sync_client)
+    return FencedStore(inner, keys, sync_client)

@@ -35,7 +35,7 @@ from steerable._loop import AgentLoop, TurnHandle
 from steerable.scale._client import RedisClient, connect, unavailable_errors
 from steerable.scale._control import ControlHandler
 from steerable.scale._events import EventPublisher
-from steerable.scale._fence import FencedStore
+from steerable.scale._fence import fence
 from steerable.scale._keys import Keys
 from steerable.scale._lease import LeaseScripts, LeaseTiming
 from steerable.scale._protocol import Scripts
@@ -55,6 +55,10 @@ class WorkerStatistics:
     """Sessions with a turn running here now."""
 
 
+class _NothingToResume(Exception):
+    """A resume request for a session with no checkpoint: nothing to run."""
+
+
 class _LeaseLost(Exception):
     """The session's lease moved to another worker: this worker stops touching it."""
 
@@ -64,7 +68,9 @@ class RedisWorker:
 
     ``store`` is the shared session store (default: a ``RedisSessionStore`` on the same Redis);
     every write to it is fenced by this worker's lease. ``lease`` sets the lease timing,
-    ``max_sessions`` how many sessions this worker runs at once. Other keywords go to the
+    ``max_sessions`` how many sessions this worker runs at once. Each session's events stream
+    keeps about ``events_maxlen`` events (the replay window of a reconnecting follower) and
+    expires ``events_ttl`` seconds after its last event. Other keywords go to the
     ``AgentLoop`` (``limits``, ``timeouts``, ``permissions``, ``record_events``); the loop is
     ``worker.loop``, the client for posting and following events is ``worker.client``.
     """
@@ -72,7 +78,8 @@ class RedisWorker:
     def __init__(self, agent: Agent, url: str, *, store: SessionStore | None = None,
                  prefix: str = "steerable:", lease: LeaseTiming | None = None,
                  max_sessions: int = 64, worker_id: str | None = None,
-                 events_maxlen: int = 10_000, **loop_options: Any) -> None:
+                 events_maxlen: int = 2_000, events_ttl: int = 3_600,
+                 **loop_options: Any) -> None:
         import redis
 
         if max_sessions < 1:
@@ -85,16 +92,18 @@ class RedisWorker:
                                        f"{secrets.token_hex(3)}")
         self._sync = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
         inner = store if store is not None else RedisSessionStore(client=self._sync, prefix=prefix)
-        self.store = FencedStore(inner, self.keys, self._sync)
+        self.store = fence(inner, self.keys, self._sync)
         self.loop = AgentLoop(agent, store=self.store, **loop_options)
         self._redis = connect(url)
         self.client = RedisClient(url, prefix=prefix, client=self._redis)
         self.leases = LeaseScripts(self._redis, self.keys, self.timing)
         self.scripts = Scripts(self._redis, self.keys)
         self.events_maxlen = events_maxlen
+        self.events_ttl = events_ttl
         self.running: dict[str, TurnHandle] = {}
         """The turn each held session runs now (read by the control handler)."""
         self._runners: dict[str, asyncio.Task[None]] = {}
+        self._woken: set[str] = set()
         self._errors = unavailable_errors()
         self._stop: asyncio.Event | None = None
         self._tg: asyncio.TaskGroup | None = None
@@ -144,7 +153,9 @@ class RedisWorker:
         for session_id in list(self.running):
             self.loop.interrupt_hard(session_id)
         if self._runners:
-            await asyncio.wait(list(self._runners.values()), timeout=self.timing.ttl)
+            _, late = await asyncio.wait(list(self._runners.values()), timeout=self.timing.ttl)
+            for task in late:  # stuck on a Redis that is down: their leases simply expire
+                task.cancel()
 
     async def _forever(self, name: str, body: Callable[[], Awaitable[None]]) -> None:
         """Run ``body`` again after each Redis outage, with backoff; one log line per outage."""
@@ -196,8 +207,12 @@ class RedisWorker:
 
     async def wake(self, session_id: str) -> bool:
         """Take the session if no worker holds it, and start running its queue."""
-        if session_id in self._runners or self._stop is None or self._stop.is_set():
-            return session_id in self._runners
+        if session_id in self._runners:
+            # Its runner may be letting go right now: it looks at this mark after releasing.
+            self._woken.add(session_id)
+            return True
+        if self._stopping:
+            return False
         token = await self.leases.acquire(session_id, self.worker_id)
         if token is None:
             return False  # its holder runs the queue, and re-checks it when letting go
@@ -233,12 +248,17 @@ class RedisWorker:
         while True:
             await asyncio.sleep(self.timing.renew_every)
             for session_id, token in list(self.tokens.items()):
-                if not await self.leases.renew(session_id, token):
-                    log.warning("worker %s lost the lease of session %r; stopping its turn",
-                                self.worker_id, session_id)
-                    self.tokens.pop(session_id, None)
-                    if session_id in self.running:
-                        self.loop.interrupt_hard(session_id)
+                if await self.leases.renew(session_id, token):
+                    continue
+                # The runner may have let go (and taken the session again, with a new token)
+                # while this renewal was on its way: only a token still in use was lost.
+                if self.tokens.get(session_id) != token:
+                    continue
+                log.warning("worker %s lost the lease of session %r; stopping its turn",
+                            self.worker_id, session_id)
+                del self.tokens[session_id]
+                if session_id in self.running:
+                    self.loop.interrupt_hard(session_id)
 
     # -- running a session --------------------------------------------------------------------
 
@@ -261,15 +281,20 @@ class RedisWorker:
         finally:
             self.running.pop(session_id, None)
             self._runners.pop(session_id, None)
+            self._woken.discard(session_id)
             async with self._capacity:
                 self._capacity.notify_all()
 
     async def _let_go(self, session_id: str, token: str) -> bool:
         """Release the lease; True when work arrived meanwhile and the lease was taken again."""
         self.tokens.pop(session_id, None)
+        self._woken.discard(session_id)
         waiting = await self._retry(lambda: self.leases.release(session_id, token))
-        if not waiting or self._stopping:
+        # Work queued before the release is counted in ``waiting``; a notice that came while
+        # the release was on its way found this runner still registered and left the mark.
+        if not (waiting or session_id in self._woken) or self._stopping:
             return False
+        self._woken.discard(session_id)
         again = await self._retry(lambda: self.leases.acquire(session_id, self.worker_id))
         if again is None:
             return False
@@ -289,7 +314,11 @@ class RedisWorker:
             # The dead worker saved this turn but died before clearing it: never run it twice.
             await self._retry(lambda: self.scripts.finish(session_id, token, []))
             return True
-        handle = self._start(session_id, entry, resumed=resumed)
+        try:
+            handle = self._start(session_id, entry, resumed=resumed)
+        except _NothingToResume:
+            await self._retry(lambda: self.scripts.finish(session_id, token, []))
+            return True
         self.running[session_id] = handle
         await self._retry(lambda: self.scripts.mark(session_id, token,
                                                     {**entry, "turn_id": handle.turn_id}))
@@ -308,20 +337,31 @@ class RedisWorker:
         return True
 
     def _start(self, session_id: str, entry: dict[str, Any], *, resumed: bool) -> TurnHandle:
-        if resumed:
-            resume = getattr(self.loop, "resume", None)
-            if resume is not None:
-                handle: TurnHandle | None = resume(session_id)
-                if handle is not None:
-                    return handle
-        return self.loop.start_turn(str(entry["text"]), session_id)
+        """Resume the turn of a dead worker (or a cancelled turn, on request) from its
+        checkpoint; otherwise start the message's turn. A new message drops the checkpoint a
+        cancelled turn left: the user moved on (``RedisClient.resume`` continues it instead)."""
+        if resumed or entry.get("resume"):
+            try:
+                handle = self.loop.resume(session_id)
+            except ValueError as exc:  # CheckpointError: another agent, or unreadable
+                log.warning("worker %s cannot resume session %r (%s); running its message "
+                            "again from the start", self.worker_id, session_id, exc)
+                handle = None
+            if handle is not None:
+                return handle
+            if entry.get("resume"):
+                raise _NothingToResume()
+        return self.loop.start_turn(str(entry["text"]), session_id, discard_checkpoint=True)
 
     async def _hand_session_over(self, session_id: str, token: str) -> None:
         """On stop: give the lease up with the message still in flight and wake another
         worker, which runs it again at once instead of after the lease time."""
         self.tokens.pop(session_id, None)
-        await self.leases.release(session_id, token)
-        await self._redis.xadd(self.keys.inbox, {"session": session_id})
+        try:
+            await self.leases.release(session_id, token)
+            await self._redis.xadd(self.keys.inbox, {"session": session_id})
+        except self._errors:
+            pass  # Redis is down: the lease expires on its own and a sweeper takes it over
 
     @staticmethod
     def _entry(text: str, policy: str) -> dict[str, Any]:

@@ -1,13 +1,26 @@
 """Session stores that live outside the process: one JSON-lines file per session (the default),
 one SQLite database shared by the processes of a machine, or Redis shared by every machine.
-
 The SQLite and Redis stores are imported on first use (Redis needs the ``redis`` extra).
+
+Durable turns: a backend that keeps checkpoints implements ``CheckpointStore``
+(``save_checkpoint``, ``load_checkpoint``, ``delete_checkpoint``, ``checkpoint_blocking``) next
+to ``SessionStore``, and
+stores each ``Checkpoint`` as the JSON object ``checkpoint_to_record`` gives
+(``checkpoint_from_record`` reads it back, checking the schema version).
+``tests/storage/checkpoint_contract.py`` is the behaviour every backend must pass.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from steerable._core._checkpoint import Checkpoint, CheckpointStore
+from steerable.errors import CheckpointError
+from steerable.storage._checkpoint_records import (
+    CHECKPOINT_VERSION,
+    checkpoint_from_record,
+    checkpoint_to_record,
+)
 from steerable.storage.jsonl import JSONLSessionStore, SessionFileError, default_data_dir
 
 if TYPE_CHECKING:
@@ -20,6 +33,10 @@ if TYPE_CHECKING:
     from steerable.storage.sqlite import SQLiteSessionStore, SQLiteStoreError
 
 __all__ = [
+    "CHECKPOINT_VERSION",
+    "Checkpoint",
+    "CheckpointError",
+    "CheckpointStore",
     "JSONLSessionStore",
     "LeaseLostError",
     "RedisSessionStore",
@@ -28,6 +45,8 @@ __all__ = [
     "SQLiteSessionStore",
     "SQLiteStoreError",
     "SessionFileError",
+    "checkpoint_from_record",
+    "checkpoint_to_record",
     "default_data_dir",
 ]
 

@@ -8,10 +8,21 @@ Layout of ``<data dir>/sessions/<session id>.jsonl``, one record per line::
 
 A turn's messages and its ``turn`` marker are written with one ``write`` and fsynced. The
 marker is the commit: the loader keeps only messages whose turn has a marker, so a process
-killed at any byte leaves a file that loads to its last complete turn. A torn last line is
-ignored with a logged warning; before the next append it is cut off (it belongs to a turn that
-never committed), so torn bytes never end up in the middle of a file. Corruption anywhere else
-raises ``SessionFileError`` and the file is left untouched.
+killed at any byte leaves a file that loads to its last complete turn. A torn last line (of any
+length) is ignored with a logged warning; before the next write it is cut off (it belongs to a
+turn that never committed), so torn bytes never end up in the middle of a file. A write that
+fails (a full disk) is undone at once: the file is cut back to its size before the write, as if
+it never started. Corruption anywhere else raises ``SessionFileError`` and the file is left
+untouched.
+
+Every write (append and rewrite) holds the same exclusive ``flock`` on the session file. A
+rewrite swaps in a new file, so a writer that was waiting on the old one notices (its inode is
+no longer the path's) and takes the lock again on the new one; and a rewrite keeps the messages
+appended after the history it was computed from (``base``), so none are lost.
+
+A running (or cancelled, or killed) turn's checkpoint lives beside the session, in
+``<session id>.checkpoint`` (see ``_checkpoint_files``); it is not history, and deleting the
+session deletes it too.
 
 Appending never reads or rewrites earlier turns: the marker's running ``count`` is found by
 reading the file's tail, so a turn costs the same with 1 or 10,000 messages before it.
@@ -33,9 +44,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from steerable._core._checkpoint import Checkpoint
 from steerable._core._session import SessionInfo, TurnRecord
 from steerable._messages import Message
 from steerable.errors import ConfigurationError, SteerableError
+from steerable.storage._checkpoint_files import CheckpointFiles
 from steerable.storage._records import (
     SCHEMA_VERSION,
     RecordError,
@@ -107,6 +120,28 @@ class _Parsed:
         return self
 
 
+def _write_or_undo(fh: IO[bytes], size: int, data: bytes) -> None:
+    """Append ``data`` durably, or leave the file at ``size`` bytes and raise."""
+    try:
+        view = memoryview(data)
+        while view:
+            written = _os_write(fh.fileno(), view)
+            view = view[written:]
+        os.fsync(fh.fileno())
+    except BaseException:
+        # A full disk (or any failure) part way: cut back to where this write started, so
+        # the file is as if it never began. Truncating frees space, so it works on a full disk.
+        try:
+            os.ftruncate(fh.fileno(), size)
+            os.fsync(fh.fileno())
+        except OSError as undo:
+            log.error("could not undo a failed write to the session file: %s", undo)
+        raise
+
+
+_os_write = os.write  # the one place bytes reach a session file (tests inject failures here)
+
+
 def _line(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
 
@@ -119,12 +154,14 @@ class JSONLSessionStore:
     """
 
     blocking = True
+    checkpoint_blocking = False  # safe points append a few hundred bytes, unsynced
 
     def __init__(self, directory: str | os.PathLike[str] | None = None, *,
                  redact: Callable[[str], str] | None = None) -> None:
         base = Path(directory) if directory is not None else default_data_dir() / "sessions"
         self.directory = base.expanduser()
         self._redact = redact
+        self._checkpoints = CheckpointFiles(self.path, redact)
 
     # -- paths --------------------------------------------------------------------------------
 
@@ -250,15 +287,23 @@ class JSONLSessionStore:
     @contextmanager
     def _locked(self, path: Path) -> Iterator[IO[bytes]]:
         self.directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-        with os.fdopen(fd, "r+b") as fh:
-            # One writer at a time per file, across processes: a chat and a `run --session`
-            # on the same session must not interleave their turns.
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+            fh = os.fdopen(fd, "r+b")
             try:
+                # One writer at a time per file, across processes: a chat and a `run --session`
+                # on the same session must not interleave their turns.
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                try:
+                    current = os.stat(path).st_ino
+                except FileNotFoundError:
+                    current = -1
+                if current != os.fstat(fd).st_ino:
+                    continue  # a rewrite swapped the file while we waited: lock the new one
                 yield fh
+                return
             finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+                fh.close()  # closing the descriptor releases the lock
 
     def append(self, session_id: str, messages: Sequence[Message],
                turn: TurnRecord | None) -> None:
@@ -285,30 +330,30 @@ class JSONLSessionStore:
             text = "".join(lines)
             if self._redact is not None:
                 text = self._redact(text)
-            fh.write(text.encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
+            _write_or_undo(fh, size, text.encode("utf-8"))
         if is_new:
             self._sync_directory()
 
     def _cut_torn_tail(self, fh: IO[bytes]) -> int:
-        """Drop a partial last line left by a killed writer; returns the file's size."""
+        """Drop a partial last line left by a killed writer, however long; returns the size."""
         size = fh.seek(0, os.SEEK_END)
-        if size == 0:
-            return 0
-        start = max(0, size - _TAIL)
-        fh.seek(start)
-        tail = fh.read()
-        if tail.endswith(b"\n"):
-            return size
-        cut = tail.rfind(b"\n")
-        if cut == -1 and start > 0:
-            return size  # a line longer than the tail window: leave it to the loader
-        new_size = start + cut + 1
-        log.warning("cutting %d bytes of an interrupted write off the session file",
-                    size - new_size)
-        fh.truncate(new_size)
-        return new_size
+        end = size
+        while end > 0:  # back to the last newline, a window at a time
+            start = max(0, end - _TAIL)
+            fh.seek(start)
+            window = fh.read(end - start)
+            if end == size and window.endswith(b"\n"):
+                return size
+            cut = window.rfind(b"\n")
+            if cut != -1:
+                end = start + cut + 1
+                break
+            end = start
+        if end < size:
+            log.warning("cutting %d bytes of an interrupted write off the session file",
+                        size - end)
+            fh.truncate(end)
+        return end
 
     def _tail_count(self, fh: IO[bytes], size: int, path: Path) -> int:
         """The message count of the last committed turn, read from the end of the file."""
@@ -332,20 +377,29 @@ class JSONLSessionStore:
         finally:
             os.close(fd)
 
-    def replace(self, session_id: str, messages: Sequence[Message]) -> None:
-        """Rewrite the session (after compression) into a new file, then swap it in."""
+    def replace(self, session_id: str, messages: Sequence[Message], *,
+                base: int | None = None) -> None:
+        """Rewrite the session (after compression) into a new file, then swap it in.
+
+        ``base``: how many stored messages ``messages`` was computed from; messages appended
+        after those (by another process, meanwhile) are kept after ``messages``.
+        """
         path = self.path(session_id)
-        header = self.header(session_id) if path.exists() else {}
-        self.directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{session_id}.", suffix=".jsonl.tmp",
-                                   dir=self.directory)
-        os.close(fd)
-        try:
-            self._write_new(Path(tmp), session_id, header, messages)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with self._locked(path) as fh:
+            size = self._cut_torn_tail(fh)
+            fh.seek(0)
+            data = fh.read(size)
+            parsed = self._parse(data, path)
+            kept = parsed.messages[base:] if base is not None else []
+            fd, tmp = tempfile.mkstemp(prefix=f".{session_id}.", suffix=".jsonl.tmp",
+                                       dir=self.directory)
+            os.close(fd)
+            try:
+                self._write_new(Path(tmp), session_id, parsed.header, [*messages, *kept])
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
         self._sync_directory()
 
     def _write_new(self, target: Path, session_id: str, header: dict[str, Any],
@@ -375,11 +429,26 @@ class JSONLSessionStore:
         return self.path(session_id).exists()
 
     def delete(self, session_id: str) -> bool:
+        had_checkpoint = self._checkpoints.delete(session_id)
         try:
             self.path(session_id).unlink()
         except FileNotFoundError:
-            return False
+            return had_checkpoint
         return True
+
+    # -- checkpoints (CheckpointStore) --------------------------------------------------------
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        self._checkpoints.save(checkpoint)
+
+    def load_checkpoint(self, session_id: str) -> Checkpoint | None:
+        return self._checkpoints.load(session_id)
+
+    def delete_checkpoint(self, session_id: str) -> bool:
+        return self._checkpoints.delete(session_id)
+
+    def checkpoint_path(self, session_id: str) -> Path:
+        return self._checkpoints.path(session_id)
 
     def info(self, session_id: str) -> SessionInfo:
         path = self.path(session_id)

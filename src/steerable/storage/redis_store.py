@@ -6,6 +6,7 @@ in one slot, so the Lua scripts below also work on Redis Cluster)::
     {prefix}s:{<id>}:msgs    list of message records  {"v": 1, "turn": ..., "message": {...}}
     {prefix}s:{<id>}:meta    hash  created, updated, title, count
     {prefix}s:{<id>}:turns   list of turn records      {"v": 1, "turn", "status", "count", ...}
+    {prefix}s:{<id>}:checkpoint  the running turn's checkpoint (durable turns), one JSON value
     {prefix}sessions         sorted set of session ids by last update
 
 A turn is appended by one Lua script, which Redis runs atomically: its messages, its turn record
@@ -26,9 +27,11 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from steerable._core._checkpoint import Checkpoint
 from steerable._core._session import SessionInfo, TurnRecord
 from steerable._messages import Message
 from steerable.errors import ConfigurationError, SteerableError
+from steerable.storage._checkpoint_records import checkpoint_from_record, checkpoint_to_record
 from steerable.storage._ids import check_session_id
 from steerable.storage._records import (
     SCHEMA_VERSION,
@@ -84,11 +87,18 @@ _REPLACE = """
 if #KEYS == 5 and redis.call('GET', KEYS[5]) ~= ARGV[3] then
   return redis.error_reply('LEASE_LOST')
 end
+local kept = {}
+if ARGV[4] ~= '' then
+  kept = redis.call('LRANGE', KEYS[1], tonumber(ARGV[4]), -1)
+end
 redis.call('DEL', KEYS[1])
-for i = 4, #ARGV do
+for i = 5, #ARGV do
   redis.call('RPUSH', KEYS[1], ARGV[i])
 end
-local total = #ARGV - 3
+for _, record in ipairs(kept) do
+  redis.call('RPUSH', KEYS[1], record)
+end
+local total = #ARGV - 4 + #kept
 if redis.call('EXISTS', KEYS[2]) == 0 then
   redis.call('HSET', KEYS[2], 'created', ARGV[1], 'title', '')
 end
@@ -105,12 +115,23 @@ def _record(message: Message, turn_id: str) -> str:
                       ensure_ascii=False, separators=(",", ":"))
 
 
+# KEYS: checkpoint, [guard]   ARGV: record, guard value
+_SAVE_CHECKPOINT = """
+if #KEYS == 2 and redis.call('GET', KEYS[2]) ~= ARGV[2] then
+  return redis.error_reply('LEASE_LOST')
+end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1
+"""
+
+
 class RedisSessionStore:
     """Sessions in the Redis at ``url`` (``redis://host:port/db``), or on a ``client`` you pass
     (a synchronous ``redis.Redis``). Needs the ``redis`` extra: ``pip install 'steerable[redis]'``.
     """
 
     blocking = True
+    checkpoint_blocking = True
 
     def __init__(self, url: str | None = None, *, client: redis.Redis | None = None,
                  prefix: str = DEFAULT_PREFIX, timeout: float = 5.0) -> None:
@@ -131,6 +152,7 @@ class RedisSessionStore:
             health_check_interval=30)
         self._append = self._redis.register_script(_APPEND)
         self._replace = self._redis.register_script(_REPLACE)
+        self._save_checkpoint = self._redis.register_script(_SAVE_CHECKPOINT)
 
     # -- keys ---------------------------------------------------------------------------------
 
@@ -200,17 +222,20 @@ class RedisSessionStore:
         args += [_record(m, turn_id) for m in messages]
         self._run(f"append to session {session_id!r}", self._append, keys=keys, args=args)
 
-    def replace(self, session_id: str, messages: Sequence[Message]) -> None:
-        self.replace_guarded(session_id, messages, None)
+    def replace(self, session_id: str, messages: Sequence[Message], *,
+                base: int | None = None) -> None:
+        self.replace_guarded(session_id, messages, None, base=base)
 
     def replace_guarded(self, session_id: str, messages: Sequence[Message],
-                        guard: tuple[str, str] | None) -> None:
+                        guard: tuple[str, str] | None, *, base: int | None = None) -> None:
         """Rewrite the whole history atomically (after compression), fenced like
-        ``append_guarded`` when ``guard`` is given."""
+        ``append_guarded`` when ``guard`` is given; messages after the first ``base`` stored
+        ones (appended meanwhile) are kept after ``messages``."""
         now = time.time()
         turn_id = f"rewrite_{now:.6f}"
         keys = self._keys(session_id) + ([guard[0]] if guard else [])
-        args: list[Any] = [repr(now), turn_id, guard[1] if guard else ""]
+        args: list[Any] = [repr(now), turn_id, guard[1] if guard else "",
+                           "" if base is None else str(base)]
         args += [_record(m, turn_id) for m in messages]
         self._run(f"replace session {session_id!r}", self._replace, keys=keys, args=args)
 
@@ -250,10 +275,41 @@ class RedisSessionStore:
     def delete(self, session_id: str) -> bool:
         keys = self._keys(session_id)
         pipe = self._redis.pipeline(transaction=True)
-        pipe.delete(*keys[:3])
+        pipe.delete(*keys[:3], self.key(session_id, "checkpoint"))
         pipe.zrem(keys[3], keys[1])
         deleted, _ = self._run(f"delete session {session_id!r}", pipe.execute)
         return bool(deleted)
+
+    # -- checkpoints (CheckpointStore) --------------------------------------------------------
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        self.save_checkpoint_guarded(checkpoint, None)
+
+    def save_checkpoint_guarded(self, checkpoint: Checkpoint,
+                                guard: tuple[str, str] | None) -> None:
+        """Replace the session's checkpoint (one SET: atomic), fenced like ``append_guarded``
+        when ``guard`` is given."""
+        session_id = checkpoint.session_id
+        record = json.dumps(checkpoint_to_record(checkpoint), ensure_ascii=False,
+                            separators=(",", ":"))
+        keys = [self.key(session_id, "checkpoint")] + ([guard[0]] if guard else [])
+        self._run(f"save the checkpoint of session {session_id!r}", self._save_checkpoint,
+                  keys=keys, args=[record, guard[1] if guard else ""])
+
+    def load_checkpoint(self, session_id: str) -> Checkpoint | None:
+        raw = self._run("read Redis", self._redis.get, self.key(session_id, "checkpoint"))
+        if raw is None:
+            return None
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = None
+        return checkpoint_from_record(
+            value, where=f"the checkpoint of session {session_id!r} in Redis at {self.url}")
+
+    def delete_checkpoint(self, session_id: str) -> bool:
+        return bool(self._run("delete a checkpoint", self._redis.delete,
+                              self.key(session_id, "checkpoint")))
 
     def close(self) -> None:
         self._redis.close()

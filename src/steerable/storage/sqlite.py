@@ -5,6 +5,7 @@ Schema (``PRAGMA user_version`` = 1)::
     sessions(session_id PRIMARY KEY, created, updated, title, count)
     messages(session_id, idx, turn, v, record)      -- record: the JSON of _records.py
     turns(session_id, turn, status, iterations, count, time)
+    checkpoints(session_id PRIMARY KEY, record)     -- a running turn's checkpoint (durable turns)
 
 A turn's messages, its ``turns`` row and the session's new ``count`` are written in one
 ``BEGIN IMMEDIATE`` transaction: a process killed at any point leaves the turn either whole or
@@ -26,9 +27,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from steerable._core._checkpoint import Checkpoint
 from steerable._core._session import SessionInfo, TurnRecord
 from steerable._messages import Message
 from steerable.errors import ConfigurationError, SteerableError
+from steerable.storage._checkpoint_records import checkpoint_from_record, checkpoint_to_record
 from steerable.storage._ids import check_session_id
 from steerable.storage._records import (
     SCHEMA_VERSION,
@@ -51,6 +54,8 @@ CREATE TABLE IF NOT EXISTS turns (
     session_id TEXT NOT NULL, turn TEXT NOT NULL, status TEXT NOT NULL,
     iterations INTEGER NOT NULL, count INTEGER NOT NULL, time REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS turns_by_session ON turns (session_id);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    session_id TEXT PRIMARY KEY, record TEXT NOT NULL);
 """
 
 
@@ -71,6 +76,7 @@ class SQLiteSessionStore:
     """
 
     blocking = True
+    checkpoint_blocking = True
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
         self.path = Path(path).expanduser()
@@ -174,13 +180,19 @@ class SQLiteSessionStore:
         row = db.execute("SELECT count FROM sessions WHERE session_id=?", (session_id,)).fetchone()
         return None if row is None else int(row[0])
 
-    def replace(self, session_id: str, messages: Sequence[Message]) -> None:
-        """Rewrite the whole history in one transaction (after compression)."""
+    def replace(self, session_id: str, messages: Sequence[Message], *,
+                base: int | None = None) -> None:
+        """Rewrite the whole history in one transaction (after compression); messages after
+        the first ``base`` stored ones (appended meanwhile) are kept after ``messages``."""
         check_session_id(session_id)
         rows = [_encode(m) for m in messages]
         now = time.time()
         turn_id = f"rewrite_{now:.6f}"
         with self._connection() as db, self._write(db):
+            if base is not None:
+                rows += [raw for (raw,) in db.execute(
+                    "SELECT record FROM messages WHERE session_id=? AND idx>=? ORDER BY idx",
+                    (session_id, base))]
             if self._count(db, session_id) is None:
                 db.execute("INSERT INTO sessions VALUES (?, ?, ?, '', 0)", (session_id, now, now))
             db.execute("DELETE FROM messages WHERE session_id=?", (session_id,))
@@ -225,7 +237,40 @@ class SQLiteSessionStore:
         with self._connection() as db, self._write(db):
             db.execute("DELETE FROM messages WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM turns WHERE session_id=?", (session_id,))
+            had = db.execute("DELETE FROM checkpoints WHERE session_id=?",
+                             (session_id,)).rowcount > 0
             return db.execute("DELETE FROM sessions WHERE session_id=?",
+                              (session_id,)).rowcount > 0 or had
+
+    # -- checkpoints (CheckpointStore) --------------------------------------------------------
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Replace the session's checkpoint in one statement (atomic, like every write here)."""
+        check_session_id(checkpoint.session_id)
+        record = json.dumps(checkpoint_to_record(checkpoint), ensure_ascii=False,
+                            separators=(",", ":"))
+        with self._connection() as db, self._write(db):
+            db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?)",
+                       (checkpoint.session_id, record))
+
+    def load_checkpoint(self, session_id: str) -> Checkpoint | None:
+        check_session_id(session_id)
+        with self._connection() as db:
+            row = db.execute("SELECT record FROM checkpoints WHERE session_id=?",
+                             (session_id,)).fetchone()
+        if row is None:
+            return None
+        where = f"the checkpoint of session {session_id!r} in {self.path}"
+        try:
+            raw = json.loads(row[0])
+        except ValueError:
+            raw = None
+        return checkpoint_from_record(raw, where=where)
+
+    def delete_checkpoint(self, session_id: str) -> bool:
+        check_session_id(session_id)
+        with self._connection() as db, self._write(db):
+            return db.execute("DELETE FROM checkpoints WHERE session_id=?",
                               (session_id,)).rowcount > 0
 
     def __repr__(self) -> str:

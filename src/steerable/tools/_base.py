@@ -73,6 +73,11 @@ class ToolContext:
     parent_turn_id: str | None = None
     iteration: int = 0
     dry_run: bool = False
+    resumed: bool = False
+    """True when this call may already have run (in part) before: its turn was resumed from a
+    checkpoint taken while it was running, in a process that then died. Tools with side
+    effects can use it to check before doing them twice (execution is at-least-once for
+    exactly this call)."""
     _cancel_event: threading.Event | None = None
     _cancel_requested: bool = False
     _report: Callable[[str, Mapping[str, Any]], None] | None = None

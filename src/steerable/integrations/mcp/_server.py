@@ -5,11 +5,13 @@ that must be entered and left in the same task. So each connection has an owner 
 enters them, hands the session out, and waits to be told to stop; calls from tool tasks use the
 session concurrently, which the SDK allows.
 
-A server that dies fails the calls in flight (the SDK answers them "Connection closed") and is
-marked down for the rest of that turn: later calls in the same turn get an error result at
-once. A call cancelled by a hard abort or a tool timeout sends ``notifications/cancelled`` to
-the server and leaves the server suspect: the next call pings it first (a hung server does not
-answer and is marked down). A server marked down is restarted by the first call of a later turn.
+A server that goes away fails the calls in flight at once (a stdio process that dies closes the
+connection; a transport failure, such as an HTTP server refusing connections, ends the owner
+task, which ends the calls waiting on it) and is marked down for the rest of that turn: later
+calls in the same turn get an error result at once. A call cancelled by a hard abort or its
+deadline sends ``notifications/cancelled`` to the server and leaves the server suspect: the next
+call pings it first; no answer in the same turn marks it down, in a later turn restarts it. A
+server marked down is restarted by the first call of a later turn.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import os
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any
 
+import anyio
+import httpx
 from mcp import ClientSession, McpError, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -45,7 +49,8 @@ class MCPServer:
 
     ``name`` prefixes its tools (``mcp__<name>__<tool>``). ``env`` is added to the environment
     a stdio server is started with; ``headers`` are sent with every HTTP request. ``timeout``
-    bounds each tool call (seconds). Connect with ``async with`` or ``connect()``; ``tools()``
+    bounds each tool call (seconds, default 60) once the server is up; ``connect_timeout``
+    bounds starting it. Connect with ``async with`` or ``connect()``; ``tools()``
     lists the server's tools as steerable tools.
     """
 
@@ -75,7 +80,10 @@ class MCPServer:
         self._stop = asyncio.Event()
         self._down_in: str | None = None
         """The turn in which the server was found down; a later turn restarts it."""
-        self._suspect = False
+        self._suspect_in: str | None = None
+        """The turn in which a call was cancelled: the next call pings the server first."""
+        self._broken: asyncio.Future[BaseException] | None = None
+        """Set when the transport reports a failure (an HTTP server gone, say)."""
         self._lock = asyncio.Lock()
         self._background: set[asyncio.Task[None]] = set()
         self.starts = 0
@@ -104,12 +112,15 @@ class MCPServer:
                     streamable_http_client(self.url, http_client=http) as (read, write, _):
                 yield read, write
 
-    async def _own(self, ready: asyncio.Future[ClientSession]) -> None:
+    async def _own(self, ready: asyncio.Future[ClientSession], stop: asyncio.Event,
+                   broken: asyncio.Future[BaseException]) -> None:
+        ended: BaseException = ConnectionError("the connection to the server ended")
         try:
-            async with self._streams() as (read, write), ClientSession(read, write) as session:
+            async with self._streams() as (read, write), \
+                    ClientSession(read, write, message_handler=self._on_message) as session:
                 await session.initialize()
                 ready.set_result(session)
-                await self._stop.wait()
+                await stop.wait()
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc)
@@ -117,6 +128,11 @@ class MCPServer:
                 raise
             else:
                 log.debug("MCP server %s connection ended: %r", self.name, exc)
+                ended = exc
+        finally:
+            # Calls still waiting on this connection end now, with the reason.
+            if not broken.done():
+                broken.set_result(ended)
 
     async def connect(self) -> None:
         """Start the server (stdio) or open the session (HTTP) and initialise it."""
@@ -124,10 +140,23 @@ class MCPServer:
             if self._session is None:
                 await self._open()
 
+    async def _on_message(self, message: Any) -> None:
+        # The SDK hands transport failures to the message handler and leaves the requests in
+        # flight waiting; a failure of the transport itself ends the calls at once instead.
+        if isinstance(message, httpx.TransportError | OSError | anyio.BrokenResourceError |
+                      anyio.ClosedResourceError):
+            broken = self._broken
+            if broken is not None and not broken.done():
+                broken.set_result(message)
+        elif isinstance(message, Exception):
+            log.debug("MCP server %s: %r", self.name, message)
+
     async def _open(self) -> None:
         self._stop = asyncio.Event()
+        self._broken = asyncio.get_running_loop().create_future()
         ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
-        self._owner = asyncio.get_running_loop().create_task(self._own(ready))
+        self._owner = asyncio.get_running_loop().create_task(
+            self._own(ready, self._stop, self._broken))
         try:
             self._session = await asyncio.wait_for(asyncio.shield(ready), self._connect_timeout)
         except BaseException as exc:
@@ -137,7 +166,7 @@ class MCPServer:
             raise ToolError(f"MCP server {self.name!r} could not be started: "
                             f"{_describe(exc)}") from exc
         self.starts += 1
-        self._down_in, self._suspect = None, False
+        self._down_in, self._suspect_in = None, None
 
     async def _close_owner(self) -> None:
         await self._detach()
@@ -196,11 +225,17 @@ class MCPServer:
                 await self._open()
             session = self._session
             assert session is not None
-            if self._suspect and not await self._ping(session):
+            if self._suspect_in is not None and not await self._ping(session):
+                if self._suspect_in != turn_id:  # a new turn: restart it now
+                    log.info("restarting MCP server %s (no answer to a ping)", self.name)
+                    await self._close_owner()
+                    await self._open()
+                    assert self._session is not None
+                    return self._session
                 self._mark_down(turn_id)
                 raise ToolError(f"MCP server {self.name!r} does not answer a ping; it will be "
                                 "restarted on the next turn")
-            self._suspect = False
+            self._suspect_in = None
             return session
 
     async def _ping(self, session: ClientSession) -> bool:
@@ -222,17 +257,21 @@ class MCPServer:
         # The SDK numbers requests in order and has no cancel API: the id this call will get is
         # the session's next one, read with no await in between so nothing else can take it.
         request_id: int = getattr(session, "_request_id", -1)
-        # No read timeout here: the loop's tool timeout (``MCPTool.timeout``) owns the deadline,
-        # so that a slow call is cancelled on the server too.
         call = asyncio.ensure_future(session.call_tool(tool, dict(arguments),
                                                        progress_callback=report))
         try:
-            result = await asyncio.shield(call)
-        except asyncio.CancelledError:
-            call.cancel()
-            self._suspect = True
-            self._notify_cancelled(session, request_id)
-            raise
+            # The deadline starts once the server is up: a restart does not eat into it.
+            async with asyncio.timeout(self.timeout):
+                try:
+                    result = await self._outcome(call)
+                except asyncio.CancelledError:  # our deadline, a hard abort, the loop's timeout
+                    call.cancel()
+                    self._suspect_in = ctx.turn_id
+                    self._notify_cancelled(session, request_id)
+                    raise
+        except TimeoutError:
+            raise ToolError(f"MCP tool {tool!r} of server {self.name!r} timed out after "
+                            f"{self.timeout:g} s; the call was cancelled on the server") from None
         except McpError as exc:
             if exc.error.code == types.CONNECTION_CLOSED:
                 self._mark_down(ctx.turn_id)
@@ -244,6 +283,18 @@ class MCPServer:
             raise ToolError(f"MCP server {self.name!r} failed during the call: "
                             f"{_describe(exc)}; it will be restarted on the next turn") from None
         return _result(result)
+
+    async def _outcome(self, call: asyncio.Future[types.CallToolResult]) -> types.CallToolResult:
+        """The call's result, or the transport's failure if that comes first."""
+        broken = self._broken
+        if broken is None:
+            return await asyncio.shield(call)
+        either: set[asyncio.Future[Any]] = {call, broken}
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        if call.done():
+            return call.result()
+        call.cancel()
+        raise broken.result()
 
     def _mark_down(self, turn_id: str) -> None:
         """Fail the rest of this turn's calls; end the old connection now (a hung process can

@@ -35,7 +35,9 @@ class MCPTool(BaseTool):
         self.description = spec.description or spec.title or f"{spec.name} (MCP server {server.name})"
         hints = spec.annotations
         self.read_only = bool(hints is not None and hints.readOnlyHint)
-        self.timeout = server.timeout
+        # The server enforces its own per-call deadline (see MCPServer.call): a restart on the
+        # next turn must not count against it, so the loop's tool timeout is not used here.
+        self.timeout: float | None = None
         self._parameters: Mapping[str, Any] = dict(spec.inputSchema or {"type": "object"})
 
     @property

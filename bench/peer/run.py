@@ -1,0 +1,177 @@
+"""Run steerable (and, with --peers, the peer runtimes) through the shared scenarios, interleaved.
+
+    python bench/peer/run.py                       # steerable, 3 rounds, every scenario
+    python bench/peer/run.py --rounds 5 --peers    # + the peers whose venvs exist
+    python bench/peer/run.py --scenarios overhead,cancel --feature otel
+    python bench/peer/run.py --baseline-src /path/to/old/checkout/src   # before/after
+    python bench/peer/run.py --table FILE.jsonl    # the table of an earlier run
+
+Each (round, scenario, runtime) is one fresh interpreter; within a round the runtimes take turns
+in a rotated order, so a load spike on the shared machine hits them alike. Every JSON line goes
+to --out (default: a file under $TMPDIR), and a table of median [min-max] over the rounds is
+printed with the load average at the start and end of the run.
+
+Peer venvs (``--peervenv``, default $PEERVENV or ~/.cache/peervenv): ``openai_agents``,
+``pydantic_ai``, ``langgraph``, ``langchain`` (see bench/peer/README.md for the pinned versions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+PEER_SCENARIOS = ["overhead", "cancel", "concurrent", "import_time"]
+OWN_SCENARIOS = ["history", "long_turn", "concurrent_10k"]
+
+# the figure(s) worth a column, per scenario: (label, JSON path)
+FIGURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
+    "overhead": [("µs/iter @200", ("overhead_per_iteration_us",)),
+                 ("µs/iter @25", ("overhead_per_iteration_us_at_25_iterations",)),
+                 ("µs/iter @10", ("overhead_per_iteration_us_at_10_iterations",)),
+                 ("CPU µs/iter @200", ("cpu_per_iteration_us",))],
+    "cancel": [("abort ms (result)", ("cancel_latency_ms",)),
+               ("tool cancelled ms", ("tool_saw_cancel_ms",)),
+               ("TURN_END ms", ("turn_end_ms",))],
+    "concurrent": [("1,000 turns wall s", ("wall_s",)), ("peak RSS MB", ("peak_rss_delta_mb",))],
+    "import_time_ms": [("import ms (core)", ("from steerable import Agent, AgentLoop, Reply, "
+                                             "ScriptedProvider, tool", "import_time_ms")),
+                       ("import ms", ("import pydantic_ai", "import_time_ms")),
+                       ("import ms", ("import agents", "import_time_ms")),
+                       ("import ms", ("import langgraph.prebuilt", "import_time_ms")),
+                       ("import ms", ("import langchain.agents", "import_time_ms"))],
+    "history": [("CPU µs/iter, 0 prior turns", ("cpu_us_per_iter_no_history",)),
+                ("CPU µs/iter, 10k prior turns", ("cpu_us_per_iter_10k_turns",)),
+                ("CPU ratio", ("cpu_ratio",)), ("wall ratio", ("wall_ratio",))],
+    "long_turn": [("µs/iter @1k", ("us_per_iter_1000",)), ("µs/iter @10k", ("us_per_iter_10000",)),
+                  ("ratio", ("ratio",))],
+    "concurrent_10k": [("10k turns wall s", ("wall_s",)), ("CPU s", ("cpu_s",)),
+                       ("gc full-collection CPU s", ("gc_full_cpu_s",))],
+}
+
+
+def _runtimes(args: argparse.Namespace) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """name -> (command prefix, extra environment)."""
+    env = {"STEERABLE_BENCH_FEATURE": args.feature}
+    out = {"steerable": ([sys.executable, str(HERE / "steerable_bench.py")], env)}
+    if args.baseline_src:
+        out["steerable-before"] = ([sys.executable, str(HERE / "steerable_bench.py")],
+                                   {**env, "PYTHONPATH": args.baseline_src})
+    if args.peers:
+        venvs = Path(args.peervenv).expanduser()
+        for name, venv, script, extra in (
+            ("openai-agents", "openai_agents", "bench_openai_agents.py", {}),
+            ("pydantic-ai", "pydantic_ai", "bench_pydantic_ai.py", {}),
+            ("langgraph", "langgraph", "bench_langgraph.py", {}),
+            ("langchain", "langchain", "bench_langgraph.py", {"PEERBENCH_LG_AGENT": "create_agent"}),
+        ):
+            py = venvs / venv / "bin" / "python"
+            if py.exists():
+                out[name] = ([str(py), str(HERE / "peers" / script)], extra)
+            else:
+                print(f"[skip] {name}: no venv at {py.parent.parent}", file=sys.stderr)
+    return out
+
+
+def _run_one(cmd: list[str], env: dict[str, str], scenario: str) -> list[dict[str, Any]]:
+    p = subprocess.run([*cmd, "--scenario", scenario], capture_output=True, text=True,
+                       env={**os.environ, **env}, timeout=1800)
+    rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    if p.returncode != 0 or not rows:
+        tail = p.stderr.strip().splitlines()[-1:] or ["no output"]
+        print(f"[fail] {cmd[-1]} {scenario}: {tail[0]}", file=sys.stderr)
+    return rows
+
+
+def _dig(row: dict[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = row
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    if isinstance(value, list) and value and all(isinstance(v, int | float) for v in value):
+        return statistics.median(value)
+    return value if isinstance(value, int | float) else None
+
+
+def _fmt(values: list[float]) -> str:
+    if not values:
+        return "—"
+    med = statistics.median(values)
+    if len(values) == 1:
+        return f"{med:g}"
+    return f"{med:.3g} [{min(values):.3g}-{max(values):.3g}]"
+
+
+def table(rows: list[dict[str, Any]], runtimes: list[str]) -> str:
+    lines = ["| scenario | figure | " + " | ".join(runtimes) + " |",
+             "|---|---|" + "---|" * len(runtimes)]
+    for scenario, figures in FIGURES.items():
+        for label, path in figures:
+            cells = []
+            for rt in runtimes:
+                vals = [v for r in rows if r.get("peer") == rt and r.get("scenario") == scenario
+                        and (v := _dig(r, path)) is not None]
+                cells.append(_fmt(vals))
+            if any(c != "—" for c in cells):
+                lines.append(f"| {scenario} | {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--peers", action="store_true", help="also run the peers whose venvs exist")
+    ap.add_argument("--peervenv", default=os.environ.get("PEERVENV", "~/.cache/peervenv"))
+    ap.add_argument("--scenarios", help="comma-separated (default: all)")
+    ap.add_argument("--feature", default="bare",
+                    help="for overhead: bare, subturns, otel, no-checkpoints")
+    ap.add_argument("--baseline-src", help="a steerable src/ folder to run beside, as 'before'")
+    ap.add_argument("--out", help="JSON lines file (default: under $TMPDIR)")
+    ap.add_argument("--table", metavar="JSONL", help="only print the table of an earlier run")
+    args = ap.parse_args()
+    if args.table:
+        rows = [json.loads(line) for line in Path(args.table).read_text().splitlines() if line]
+        order = list(dict.fromkeys(r["peer"] for r in rows))
+        print(table(rows, order))
+        return
+    scenarios = args.scenarios.split(",") if args.scenarios else PEER_SCENARIOS + OWN_SCENARIOS
+    runtimes = _runtimes(args)
+    out = Path(args.out or tempfile.mkstemp(prefix="peerbench-", suffix=".jsonl")[1])
+    load0 = os.getloadavg()
+    rows: list[dict[str, Any]] = []
+    names = list(runtimes)
+    with out.open("a") as fh:
+        for rnd in range(args.rounds):
+            for scenario in scenarios:
+                order = names[rnd % len(names):] + names[:rnd % len(names)]
+                for name in order:
+                    if scenario in OWN_SCENARIOS and not name.startswith("steerable"):
+                        continue
+                    cmd, env = runtimes[name]
+                    for row in _run_one(cmd, env, scenario):
+                        row["peer"] = name if name.startswith("steerable") else row["peer"]
+                        row["round"] = rnd
+                        rows.append(row)
+                        fh.write(json.dumps(row) + "\n")
+            print(f"round {rnd + 1}/{args.rounds} done {time.strftime('%H:%M:%S')} "
+                  f"load {os.getloadavg()[0]:.2f}", file=sys.stderr)
+    load1 = os.getloadavg()
+    seen = [rt for rt in names if any(r.get("peer") == rt for r in rows)]
+    seen += sorted({r["peer"] for r in rows} - set(seen))
+    print(f"\n{args.rounds} rounds, feature={args.feature}; load average 1/5/15 min: start "
+          f"{load0[0]:.2f}/{load0[1]:.2f}/{load0[2]:.2f}, end "
+          f"{load1[0]:.2f}/{load1[1]:.2f}/{load1[2]:.2f}; raw lines in {out}\n")
+    print(table(rows, seen))
+
+
+if __name__ == "__main__":
+    main()

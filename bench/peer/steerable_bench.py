@@ -1,0 +1,318 @@
+"""steerable through the peers' scenarios, plus the scaling ones of issue #14.
+
+One JSON line per scenario (``--scenario NAME`` runs one in-process; no argument runs each in a
+fresh interpreter). Fake models decide from the last message only (O(1) per call), like the
+peers' fakes, so any growth with history or turn length is the loop's.
+
+``STEERABLE_BENCH_FEATURE`` switches a feature on for the overhead scenarios, to see what it
+costs next to the bare figure: ``subturns`` (every tool call is a sync sub-turn), ``otel`` (the
+OpenTelemetry hook, SDK tracer, in-memory exporter), ``no-checkpoints`` (durable turns off:
+``bare``, the default AgentLoop, writes checkpoints to its in-memory store).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import itertools
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as C
+
+from steerable import (
+    Agent,
+    AgentLoop,
+    EventKind,
+    Reply,
+    ScriptedProvider,
+    ToolCall,
+    TurnStatus,
+    tool,
+)
+from steerable.providers import StreamEnd, TextDelta, ToolCallChunk
+
+PEER = "steerable"
+FEATURE = os.environ.get("STEERABLE_BENCH_FEATURE", "bare")
+FEATURES = ("bare", "subturns", "otel", "no-checkpoints")
+
+
+@tool(read_only=True)
+async def step(i: int) -> int:
+    """Instant tool: returns i + 1."""
+    return i + 1
+
+
+@tool(read_only=True)
+async def slow(i: int) -> str:
+    """Sleeps 0.2 s."""
+    await asyncio.sleep(C.TOOL_SLEEP_S)
+    return f"slow {i}"
+
+
+def _k(request: Any) -> int:
+    last = request.messages[-1]
+    return int(last.content) if last.role == "tool" else 0
+
+
+class CountingProvider:
+    """n tool calls (one per response), then text; keeps nothing between calls (the scaling
+    scenarios must not measure a fake that records every request, as ScriptedProvider does)."""
+
+    def __init__(self, n: int, sleep: float = 0.0) -> None:
+        self.n = n
+        self.sleep = sleep
+        self.ids = itertools.count(1)
+
+    async def stream(self, request: Any) -> Any:
+        if self.sleep:
+            await asyncio.sleep(self.sleep)
+        k = _k(request)
+        if k >= self.n:
+            yield TextDelta("done")
+            yield StreamEnd(None, "stop")
+        else:
+            yield ToolCallChunk(ToolCall(f"c{next(self.ids)}", "step", {"i": k}))
+            yield StreamEnd(None, "tool_calls")
+
+    async def aclose(self) -> None:
+        return None
+
+
+# ------------------------------------------------------------------ features
+def _feature_loop(n: int) -> tuple[AgentLoop, Any]:
+    """An AgentLoop for an n-iteration turn with FEATURE on; returns (loop, finish check)."""
+    if FEATURE == "subturns":
+        child = Agent(name="helper", description="answers at once",
+                      provider=ScriptedProvider([lambda r: Reply(text="1")] * (n + 1)))
+
+        def fn(request: Any) -> Reply:
+            if len(request.messages) >= 2 * n + 2:
+                return Reply(text="done")
+            return Reply(tool_calls=[("subagent", {"agent": "helper", "task": "t"})])
+
+        agent = Agent(name="bench", instructions="x", provider=ScriptedProvider([fn] * (n + 1)),
+                      subagents=[child], max_iterations=n + 5)
+        return AgentLoop(agent), None
+    agent = Agent(name="bench", instructions="x", provider=CountingProvider(n), tools=[step],
+                  max_iterations=n + 5)
+    if FEATURE == "no-checkpoints":
+        return AgentLoop(agent, checkpoints=False), None
+    loop = AgentLoop(agent)
+    if FEATURE == "otel":
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        from steerable.integrations.otel import OpenTelemetryHook
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        loop.register_hook(OpenTelemetryHook(tracer_provider=provider))
+        return loop, exporter
+    if FEATURE != "bare":
+        raise SystemExit(f"STEERABLE_BENCH_FEATURE must be one of {', '.join(FEATURES)}")
+    return loop, None
+
+
+async def _one_run(n: int) -> None:
+    loop, exporter = _feature_loop(n)
+    res = await loop.run_turn("go", session_id="b")
+    assert res.status == TurnStatus.COMPLETED and res.text == "done", (res.status, res.text)
+    if exporter is not None:  # every span exported: the hook's work is inside the timing
+        await loop.aclose(grace=30)
+
+
+async def s_overhead() -> dict[str, Any]:
+    out = await C.run_overhead(_one_run)
+    out["feature"] = FEATURE
+    return out
+
+
+async def s_scaling() -> dict[str, Any]:
+    out = await C.run_scaling(_one_run)
+    out["feature"] = FEATURE
+    return out
+
+
+async def s_parallel() -> dict[str, Any]:
+    async def one_run() -> None:
+        def fn(request: Any) -> Reply:
+            if request.messages[-1].role != "tool":
+                return Reply(tool_calls=[("slow", {"i": i}) for i in range(C.N_PARALLEL_TOOLS)])
+            return Reply(text="done")
+
+        agent = Agent(name="bench", instructions="x", provider=ScriptedProvider([fn] * 2),
+                      tools=[slow])
+        res = await AgentLoop(agent).run_turn("go", session_id="b")
+        assert res.text == "done"
+
+    return await C.run_parallel(one_run)
+
+
+async def s_cancel() -> dict[str, Any]:
+    """Hard abort after the loop sat idle 0.3 s: to the result, to TURN_END, to the tool's
+    CancelledError (all from the interrupt_hard call)."""
+
+    async def one_cancel() -> dict[str, Any]:
+        probe = C.ToolProbe()
+
+        @tool(read_only=True)
+        async def hang() -> str:
+            """Sleeps 10 s."""
+            return await probe.hang()
+
+        def fn(request: Any) -> Reply:
+            if request.messages[-1].role != "tool":
+                return Reply(tool_calls=[("hang", {})])
+            return Reply(text="done")
+
+        agent = Agent(name="bench", instructions="x", provider=ScriptedProvider([fn] * 2),
+                      tools=[hang])
+        loop = AgentLoop(agent)
+        sub = loop.subscribe([EventKind.TURN_END])
+        turn = loop.start_turn("go", session_id="b")
+        await asyncio.sleep(C.CANCEL_AFTER_S)
+        assert probe.started_at is not None, "tool did not start within 0.3 s"
+        t0, wall0 = C.now(), time.time()  # events carry wall-clock times
+        loop.interrupt_hard(session_id="b")
+        res = await turn
+        t1 = C.now()
+        assert res.status == TurnStatus.ABORTED
+        end = sub.drain_nowait()[-1]
+        return {"latency_s": t1 - t0,
+                "tool_cancel_s": None if probe.cancelled_at is None else probe.cancelled_at - t0,
+                "turn_end_ms": round((end.time - wall0) * 1000, 3)}
+
+    out = await C.run_cancel(one_cancel)
+    out["mechanism"] = "AgentLoop.interrupt_hard(); time until the turn's result"
+    return out
+
+
+async def s_concurrent() -> dict[str, Any]:
+    async def fn(request: Any) -> Reply:
+        await asyncio.sleep(C.MODEL_SLEEP_S)
+        return Reply(text="done")
+
+    # one loop shared by all runs, one session each, like one server process
+    agent = Agent(name="bench", instructions="x",
+                  provider=ScriptedProvider([fn] * (C.CONCURRENT_RUNS + 1)))
+    loop = AgentLoop(agent)
+    counter = itertools.count()
+
+    async def one_run() -> None:
+        res = await loop.run_turn("go", session_id=f"s{next(counter)}")
+        assert res.text == "done"
+
+    out = await C.run_concurrent(one_run)
+    out["agent"] = "one AgentLoop shared by all runs, one session per run"
+    return out
+
+
+def _gc_timer() -> tuple[dict[str, float], Any]:
+    spent = {"s": 0.0, "n": 0.0, "t0": 0.0}
+
+    def cb(phase: str, info: dict[str, Any]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            spent["t0"] = time.process_time()
+        else:
+            spent["s"] += time.process_time() - spent["t0"]
+            spent["n"] += 1
+
+    return spent, cb
+
+
+async def s_concurrent_10k() -> dict[str, Any]:
+    """10,000 concurrent one-call turns (model sleeps 0.5 s), with the time the collector's
+    full (generation 2) collections took."""
+    m = 10_000
+    loop = AgentLoop(Agent(name="bench", instructions="x",
+                           provider=CountingProvider(0, sleep=C.MODEL_SLEEP_S)))
+    await loop.run_turn("go", session_id="warm")
+    gc.collect()
+    spent, cb = _gc_timer()
+    gc.callbacks.append(cb)
+    c0, t0 = time.process_time(), C.now()
+    results = await asyncio.gather(*(loop.run_turn("go", session_id=f"s{i}") for i in range(m)))
+    wall, cpu = C.now() - t0, time.process_time() - c0
+    gc.callbacks.remove(cb)
+    assert all(r.status == TurnStatus.COMPLETED for r in results)
+    return {"turns": m, "wall_s": C.r(wall), "cpu_s": C.r(cpu),
+            "cpu_us_per_turn": C.r(cpu / m * 1e6, 1), "gc_full_collections": int(spent["n"]),
+            "gc_full_cpu_s": C.r(spent["s"])}
+
+
+async def _turn_us_per_iter(loop: AgentLoop, agent: Agent, sid: str,
+                            saved: Any) -> tuple[float, float]:
+    # CPU time beside wall: the wall clock of a shared machine swamps 1 ms turns
+    c0, t0 = time.process_time(), C.now()
+    res = await loop.run_turn("go", session_id=sid, agent=agent)
+    wall, cpu = C.now() - t0, time.process_time() - c0
+    assert res.status == TurnStatus.COMPLETED and res.iterations == 11, res
+    loop.store.replace(sid, saved)  # every measured turn sees the same history
+    return cpu / 10 * 1e6, wall / 10 * 1e6
+
+
+async def s_history() -> dict[str, Any]:
+    """CPU µs per iteration of a 10-iteration turn on a session with 0 and with 10,000 prior
+    turns (4 messages each), interleaved in one process so load changes hit both alike."""
+    loop = AgentLoop(Agent(name="bench", instructions="x", provider=CountingProvider(1),
+                           tools=[step], max_iterations=5))
+    agent10 = Agent(name="bench10", instructions="x", provider=CountingProvider(10),
+                    tools=[step], max_iterations=15)
+    for t in range(10_000):
+        await loop.run_turn(f"question {t}", session_id="long")
+    saved = {"empty": loop.store.load("empty"), "long": loop.store.load("long")}
+    figures: dict[str, list[tuple[float, float]]] = {"empty": [], "long": []}
+    await _turn_us_per_iter(loop, agent10, "empty", saved["empty"])
+    for r in range(C.REPEATS * 4):
+        for sid in (("empty", "long") if r % 2 else ("long", "empty")):  # neither always first
+            figures[sid].append(await _turn_us_per_iter(loop, agent10, sid, saved[sid]))
+    out: dict[str, Any] = {"prior_messages": len(saved["long"])}
+    for i, what in enumerate(("cpu", "wall")):
+        empty = statistics.median(f[i] for f in figures["empty"])
+        long = statistics.median(f[i] for f in figures["long"])
+        out[f"{what}_us_per_iter_no_history"] = C.r(empty, 1)
+        out[f"{what}_us_per_iter_10k_turns"] = C.r(long, 1)
+        out[f"{what}_ratio"] = C.r(long / empty, 2)
+    return out
+
+
+async def s_long_turn() -> dict[str, Any]:
+    """µs per iteration inside one turn of 1,000 and of 10,000 iterations (alternated)."""
+    figures: dict[int, list[float]] = {1000: [], 10_000: []}
+    loop = AgentLoop(Agent(name="bench", instructions="x", provider=CountingProvider(3),
+                           tools=[step], max_iterations=10))
+    await loop.run_turn("warm", session_id="warm")
+    for _ in range(3):
+        for n in (1000, 10_000):
+            agent = Agent(name="bench", instructions="x", provider=CountingProvider(n),
+                          tools=[step], max_iterations=n + 5)
+            t0 = C.now()
+            res = await AgentLoop(agent).run_turn("go", session_id="b")
+            figures[n].append((C.now() - t0) / n * 1e6)
+            assert res.iterations == n + 1
+    a, b = statistics.median(figures[1000]), statistics.median(figures[10_000])
+    return {"us_per_iter_1000": C.r(a, 1), "us_per_iter_10000": C.r(b, 1), "ratio": C.r(b / a, 2)}
+
+
+SCENARIOS = {"overhead": s_overhead, "scaling": s_scaling, "parallel_tools": s_parallel,
+             "cancel": s_cancel, "concurrent": s_concurrent, "concurrent_10k": s_concurrent_10k,
+             "history": s_history, "long_turn": s_long_turn}
+
+if __name__ == "__main__":
+    C.main(
+        PEER,
+        SCENARIOS,
+        {"import steerable": "import steerable",
+         "from steerable import Agent, AgentLoop, Reply, ScriptedProvider, tool":
+             "from steerable import Agent, AgentLoop, Reply, ScriptedProvider, tool"},
+        ["steerable"],
+    )

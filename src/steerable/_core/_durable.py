@@ -1,0 +1,145 @@
+"""Writing a turn's checkpoints, stopping at safe points, and restoring a turn from one.
+
+A durable turn writes a checkpoint (through the store's ``CheckpointStore`` side) when it has
+something to lose: as it starts (before ``start_turn`` returns), before its first LLM call, before an LLM call whose context steering
+changed, after every LLM response that asks for tools, after every tool call that ends, and
+where a safe-point cancel stops it. A write finishes before the turn moves on, so what a
+checkpoint says has happened has happened exactly once; the one call that may have been
+running when the process died is run again with ``ToolContext.resumed`` set (at-least-once).
+
+A failed write is reported (ERROR, source ``checkpoint``) and the turn goes on: it is still
+correct, only less durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+from typing import Any
+
+from steerable._core._cancel import CancelMode, SafePoint
+from steerable._core._checkpoint import Checkpoint, Stage
+from steerable._core._engine import Engine
+from steerable._core._turn_state import CancelStop, TurnState
+from steerable._history import MessageView
+from steerable._messages import Message
+
+__all__ = ["capture", "drop_checkpoint", "restore", "safe_point", "settle_writes",
+           "write_checkpoint", "write_first_checkpoint"]
+
+
+def capture(st: TurnState, stage: Stage, cancel_mode: CancelMode | None = None) -> Checkpoint:
+    agent = st.agent
+    return Checkpoint(
+        session_id=st.session_id, turn_id=st.turn_id, origin_turn_id=st.origin_turn_id,
+        agent=agent.name, tools=tuple(sorted(agent.tools_by_name)), input=st.input,
+        # Views, not copies (O(1) per checkpoint whatever the turn's length): st.new and
+        # st.tools_run only grow at the end, and the view is bounded to their length now.
+        stage=stage, iteration=st.iteration, messages=MessageView(st.new),
+        results=tuple(st.batch_results.values()) if stage == "tools" else (),
+        steering=tuple(st.steering), follow_ups=tuple(st.follow_ups),
+        injected_steering=tuple(st.injected_steering), base_count=st.base_count,
+        base_dropped=st.base_dropped, last_had_tools=st.last_had_tools,
+        tools_run=MessageView(st.tools_run), usage_in=st.usage_in, usage_out=st.usage_out,
+        cancel_mode=None if cancel_mode is None else cancel_mode.label,
+        seq=st.checkpoint_seq, created=st.created, updated=time.time(),
+    )
+
+
+async def write_checkpoint(engine: Engine, st: TurnState, stage: Stage,
+                           cancel_mode: CancelMode | None = None) -> None:
+    if not st.durable:
+        return
+    store: Any = engine.store
+    if not store.checkpoint_blocking:
+        st.checkpoint_seq += 1
+        failure = _save(engine, capture(st, stage, cancel_mode))
+    else:
+        # Parallel tools end together: one write at a time, each capturing the state when it
+        # starts, so the last write on disk is the newest state.
+        while st.checkpoint_saving is not None and not st.checkpoint_saving.done():
+            await asyncio.shield(st.checkpoint_saving)
+        st.checkpoint_seq += 1
+        cp = capture(st, stage, cancel_mode)
+        saving = asyncio.ensure_future(asyncio.to_thread(_save, engine, cp))
+        st.checkpoint_saving = saving
+        # Shielded: a hard abort does not tear a write; ``settle_writes`` waits for it.
+        failure = await asyncio.shield(saving)
+    if failure is not None:
+        engine.error(st, f"writing the checkpoint of session {st.session_id!r} failed: "
+                     f"{failure}; the turn goes on without it", "checkpoint")
+
+
+def write_first_checkpoint(engine: Engine, st: TurnState) -> None:
+    """Called as the turn starts (synchronously, before ``start_turn`` returns): from then on
+    a crash cannot lose the turn. It has not read the session yet: ``base_count`` is None."""
+    if not st.durable:
+        return
+    st.checkpoint_seq += 1
+    st.new.append(Message("user", st.input))
+    try:
+        cp = capture(st, "model")
+    finally:
+        st.new = []  # run_turn adds the input again once it has read the session
+    failure = _save(engine, replace(cp, base_count=None))
+    if failure is not None:
+        engine.error(st, f"writing the checkpoint of session {st.session_id!r} failed: "
+                     f"{failure}; the turn goes on without it", "checkpoint")
+
+
+def _save(engine: Engine, cp: Checkpoint) -> str | None:
+    """Write ``cp``; returns what went wrong instead of raising (it may run in a thread)."""
+    try:
+        engine.store.save_checkpoint(cp)  # type: ignore[attr-defined]
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+async def settle_writes(st: TurnState) -> None:
+    """Wait for a checkpoint write still under way (a hard abort does not wait for it)."""
+    saving = st.checkpoint_saving
+    if saving is not None and not saving.done():
+        await asyncio.wait((saving,))
+
+
+async def safe_point(engine: Engine, st: TurnState, point: SafePoint, stage: Stage,
+                     write: bool = False) -> None:
+    """Stop here if a cancel says so (after writing the checkpoint it resumes from);
+    otherwise write a checkpoint when ``write``."""
+    mode = st.cancel.stops_at(point)
+    if mode is not None:
+        await write_checkpoint(engine, st, stage, mode)
+        raise CancelStop(mode)
+    if write:
+        await write_checkpoint(engine, st, stage)
+
+
+async def drop_checkpoint(engine: Engine, st: TurnState) -> None:
+    if not st.durable:
+        return
+    await settle_writes(st)
+    store: Any = engine.store
+    try:
+        if store.checkpoint_blocking:
+            await asyncio.shield(asyncio.to_thread(store.delete_checkpoint, st.session_id))
+        else:
+            store.delete_checkpoint(st.session_id)
+    except Exception as exc:
+        engine.error(st, f"deleting the checkpoint of session {st.session_id!r} failed: {exc}; "
+                     "the next turn will ask to discard it", "checkpoint")
+
+
+def restore(st: TurnState, cp: Checkpoint) -> None:
+    """Put the checkpoint's state back into a fresh TurnState (the base is set by the caller)."""
+    st.new = list(cp.messages)
+    st.iteration = cp.iteration
+    st.steering.extend(cp.steering)
+    st.follow_ups.extend(cp.follow_ups)
+    st.injected_steering = list(cp.injected_steering)
+    st.last_had_tools = cp.last_had_tools
+    st.tools_run = list(cp.tools_run)
+    st.usage_in, st.usage_out = cp.usage_in, cp.usage_out
+    st.checkpoint_seq = cp.seq
+    st.batch_results = {m.tool_call_id or "": m for m in cp.results}

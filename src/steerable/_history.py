@@ -1,0 +1,101 @@
+"""``MessageView``: the messages of one LLM request, built in O(1) whatever the history.
+
+Copying the whole history into a new tuple for every model call made each call O(history): at
+40,000 messages that copy was half of a turn's cost. A request now holds, for each part of the
+conversation (system message, session history, the turn's messages, extra messages), the list
+itself and its length at that moment. The turn's lists only ever grow at the end (compression
+replaces them, it never edits them in place), so the first ``length`` items of each never change:
+the view is as immutable as a tuple, and compares equal to the tuple with the same messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from itertools import chain, islice
+from typing import Any, TypeVar, overload
+
+__all__ = ["MessageView"]
+
+T = TypeVar("T")
+
+
+class MessageView(Sequence[T]):
+    """A read-only sequence over append-only parts (see the module docstring). Checkpoints use
+    it for their messages and for the names of the tools run, which grow the same way."""
+
+    __slots__ = ("_len", "_parts")
+
+    def __init__(self, *parts: Sequence[T]) -> None:
+        # A plain loop: this runs several times per iteration (requests, checkpoints).
+        kept = []
+        total = 0
+        for part in parts:
+            n = len(part)
+            if n:
+                kept.append((part, n))
+                total += n
+        self._parts = tuple(kept)
+        self._len = total
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[T, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> T | tuple[T, ...]:
+        if isinstance(index, slice):
+            return self._slice(index)
+        i = index.__index__()
+        if i < 0:
+            i += self._len
+        if not 0 <= i < self._len:
+            raise IndexError("message index out of range")
+        for part, n in self._parts:
+            if i < n:
+                return part[i]
+            i -= n
+        raise AssertionError("unreachable: lengths are checked above")
+
+    def _slice(self, index: slice) -> tuple[T, ...]:
+        start, stop, step = index.indices(self._len)
+        if step != 1:
+            return tuple(self)[index]
+        # Part by part, so a tail (``messages[done:]``) costs its own length, not the whole.
+        out: list[T] = []
+        offset = 0
+        for part, n in self._parts:
+            lo, hi = max(start - offset, 0), min(stop - offset, n)
+            if lo < hi:
+                out.extend(part[lo:hi])
+            offset += n
+        return tuple(out)
+
+    def __iter__(self) -> Iterator[T]:
+        # islice bounds each part to its length when the view was made
+        return chain.from_iterable(islice(p, n) for p, n in self._parts)
+
+    def __reversed__(self) -> Iterator[T]:
+        for part, n in reversed(self._parts):
+            for i in range(n - 1, -1, -1):
+                yield part[i]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MessageView | tuple):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __add__(self, other: Sequence[Any]) -> tuple[Any, ...]:
+        return (*self, *other)
+
+    def __radd__(self, other: Sequence[Any]) -> tuple[Any, ...]:
+        return (*other, *self)
+
+    def __repr__(self) -> str:
+        return f"MessageView({tuple(self)!r})"

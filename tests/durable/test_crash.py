@@ -1,0 +1,84 @@
+"""kill -9 a process in the middle of a turn, then resume the turn in this process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from steerable import Agent, AgentLoop, Reply, ScriptedProvider, TurnStatus
+from steerable.storage import JSONLSessionStore
+from tests.conftest import assert_history_consistent
+from tests.durable.crash_worker import make_tools
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_until(tmp_path: Path, mode: str, marker: str) -> list[str]:
+    """Start the worker, SIGKILL it once ``marker`` is logged; the lines it logged."""
+    logfile = tmp_path / "log"
+    logfile.touch()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.durable.crash_worker", str(tmp_path / "data"),
+         str(logfile), mode], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 30
+        while marker not in logfile.read_text().splitlines():
+            assert proc.poll() is None, "the worker ended before the marker"
+            assert time.monotonic() < deadline, "the worker never reached the marker"
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    return logfile.read_text().splitlines()
+
+
+def resume_loop(tmp_path: Path, script: list[Any]) -> tuple[AgentLoop, ScriptedProvider, list[str]]:
+    ran: list[str] = []
+    provider = ScriptedProvider(script)
+    loop = AgentLoop(Agent(name="crash", provider=provider, tools=make_tools(ran.append)),
+                     store=JSONLSessionStore(tmp_path / "data"))
+    return loop, provider, ran
+
+
+@pytest.mark.timeout(60)
+async def test_killed_mid_tool_resumes_without_redoing_finished_work(tmp_path: Path) -> None:
+    before = run_until(tmp_path, "mid_tool", "start 2")
+    assert before == ["request 1", "start 1", "end 1", "start 2"]
+    loop, provider, ran = resume_loop(tmp_path, [Reply(text="all steps done")])
+    assert loop.session_messages("s") == []  # the crashed turn never reached history
+    cp = loop.checkpoint("s")
+    assert cp is not None and cp.reason == "interrupted"
+    result = await loop.resume("s")  # type: ignore[misc]
+    assert result.status is TurnStatus.COMPLETED and result.text == "all steps done"
+    # Step 1 is not run again; step 2 (running at the kill) runs again and knows it.
+    assert ran == ["start 2 resumed", "end 2", "start 3", "end 3"]
+    assert len(provider.requests) == 1  # the first response was not requested again
+    history = loop.session_messages("s")
+    assert_history_consistent(history)
+    assert [m.content for m in history if m.role == "tool"] == [
+        "step 1 done", "step 2 done", "step 3 done"]
+    assert loop.checkpoint("s") is None
+
+
+@pytest.mark.timeout(60)
+async def test_killed_mid_stream_requests_only_the_unfinished_response(tmp_path: Path) -> None:
+    before = run_until(tmp_path, "mid_stream", "streaming 2")
+    assert before == ["request 1", "start 1", "end 1", "request 2", "streaming 2"]
+    loop, provider, ran = resume_loop(tmp_path, [Reply(text="final")])
+    result = await loop.resume("s")  # type: ignore[misc]
+    assert result.status is TurnStatus.COMPLETED and result.text == "final"
+    assert ran == []  # step 1's result came from the checkpoint
+    assert len(provider.requests) == 1
+    assert [m.content for m in provider.requests[0].messages if m.role == "tool"] == ["step 1 done"]
+    history = loop.session_messages("s")
+    assert_history_consistent(history)
+    assert [m.role for m in history] == ["user", "assistant", "tool", "assistant"]
