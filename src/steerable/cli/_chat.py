@@ -69,6 +69,9 @@ class ChatSession:
         self.driver.agent = app.agent_for(self.dry_run)
         self.show_events = False
         self.resumed: asyncio.Future[None] | None = None
+        # Messages typed while the session has a pending turn: they run, in order, once that
+        # turn has been resumed or discarded (nothing typed is dropped).
+        self.held: deque[str] = deque()
         self.quit = False
         self.invalidate: Any = lambda: None
 
@@ -143,13 +146,27 @@ class ChatSession:
             elif not follow_up:  # the turn was ending: the message becomes the next turn
                 self.say(f"↳ queued as the next turn: {body}", "cyan")
             return  # a follow-up's FOLLOW_UP_QUEUED is printed by the view
+        self.held.append(body)
+        if not self.send_held():
+            self.say("this session has a pending turn: /resume continues it, /discard drops it "
+                     "(your message stays queued)", "yellow")
+
+    def send_held(self) -> bool:
+        """Send the held messages in order; False while a pending turn still refuses them."""
         from steerable.errors import CheckpointError
 
-        try:
-            self.driver.send(body)
-        except CheckpointError:
-            self.say("this session has a pending turn: /resume continues it, /discard drops it "
-                     "(then send your message again)", "yellow")
+        while self.held:
+            try:
+                self.driver.send(self.held[0], "follow_up")
+            except CheckpointError:
+                return False
+            self.held.popleft()
+        return True
+
+    def drop_held(self) -> None:
+        for text in self.held:
+            self.say(f"not sent (it was for the previous session): {text}", "yellow")
+        self.held.clear()
 
     def answer(self, text: str) -> None:
         choice = parse_answer(text)
@@ -204,7 +221,9 @@ class ChatSession:
         elif name == "/discard":
             dropped = app.store.delete_checkpoint(app.session_id)
             self.say("pending turn dropped" if dropped else "no pending turn")
+            self.send_held()
         elif name == "/new":
+            self.drop_held()
             app.session_id = self.driver.session_id = new_session_id()
             self.say(f"new session {app.session_id}")
         elif name == "/export":
@@ -223,6 +242,7 @@ class ChatSession:
         except (SteerableError, ValueError) as exc:
             self.say(f"cannot resume: {exc}", "red")
             return
+        self.drop_held()
         self.app.session_id = self.driver.session_id = session_id
         self.say(f"resumed {session_id} ({count} messages)")
         self.announce_pending()
@@ -258,8 +278,8 @@ class ChatSession:
         result = await handle
         self.on_result(result)
         if result.status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS):
-            for text in result.follow_ups:
-                self.driver.send(text, "follow_up")
+            self.held.extendleft(reversed(result.follow_ups))  # the resumed turn's come first
+        self.send_held()
 
     def export(self, args: list[str]) -> None:
         from steerable.cli._sessions import export_json, export_markdown
