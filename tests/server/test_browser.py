@@ -192,8 +192,12 @@ async def test_interrupt_and_stop_buttons(tmp_path: Path, browser: Any) -> None:
 
 
 async def test_sub_turns_are_shown_nested(tmp_path: Path, browser: Any) -> None:
+    opened = asyncio.Event()
+    opened.set()
     child = Agent(name="explorer", instructions="explore", description="looks around",
-                  provider=ScriptedProvider([Reply(text="Found three files.")]))
+                  tools=gate_tools(opened, {})[:1], provider=ScriptedProvider([
+                      Reply(tool_calls=[("work", {"step": "scan"})]),
+                      Reply(text="Found three files.")]))
     script = [Reply(tool_calls=[("subagent", {"agent": "explorer", "task": "look around"})]),
               Reply(text="The explorer found three files.")]
     async with serving(tmp_path, script, subagents=[child]) as s:
@@ -204,5 +208,12 @@ async def test_sub_turns_are_shown_nested(tmp_path: Path, browser: Any) -> None:
         await nested.wait_for()
         assert "sub-agent explorer" in await nested.locator(".subturn-head").inner_text()
         assert await nested.locator(".msg.assistant").inner_text() == "Found three files."
+        # the child's own tool call is a card inside the sub-turn (its call id may repeat
+        # the parent's), and the parent's subagent card is finished
+        assert await nested.locator(".card .tool-name").inner_text() == "work"
+        assert await nested.locator(".card .badge").inner_text() == "done"
+        parent_card = page.locator(".turn > .card")
+        assert await parent_card.locator(".tool-name").inner_text() == "subagent"
+        assert await parent_card.locator(".badge").inner_text() == "done"
         assert await nested.locator(".subturn-head .badge").inner_text() == "completed"
         assert page.errors == []

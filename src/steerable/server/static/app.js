@@ -129,8 +129,10 @@ function endStream(t, full) {
 }
 
 // -- tool cards ----------------------------------------------------------------------------
-function card(callId, name, args, parentBox) {
-  let c = state.cards.get(callId);
+// Cards are keyed by turn and call: a sub-agent's call ids may repeat its parent's.
+function card(turnId, callId, name, args, parentBox) {
+  const key = turnId + "/" + callId;
+  let c = state.cards.get(key);
   if (c) return c;
   const root = el("div", "card");
   root.dataset.call = callId;
@@ -146,7 +148,7 @@ function card(callId, name, args, parentBox) {
   det.appendChild(el("pre", null, JSON.stringify(args || {}, null, 2)));
   root.appendChild(det);
   c = { root, badge, progress: null, result: null };
-  state.cards.set(callId, c);
+  state.cards.set(key, c);
   append(parentBox, root);
   return c;
 }
@@ -195,7 +197,7 @@ function resolveApproval(ev) {
   bar.className = "approval done";
   bar.textContent = "";
   bar.appendChild(el("span", null, ev.approved ? "Approved" : "Denied" + (ev.reason ? ": " + ev.reason : "")));
-  const c = state.cards.get(ev.call_id);
+  const c = state.cards.get(ev.turn_id + "/" + ev.call_id);
   if (c && !ev.approved) setBadge(c, "skip", "denied");
   else if (c) setBadge(c, "running", "approved");
   updateStatus();
@@ -217,9 +219,9 @@ function handle(ev) {
       break;
     case "llm_delta": streamText(t, ev.text); break;
     case "llm_response": endStream(t, ev.text); break;
-    case "tool_exec_start": card(ev.call_id, ev.tool_name, ev.arguments, t.box); break;
+    case "tool_exec_start": card(ev.turn_id, ev.call_id, ev.tool_name, ev.arguments, t.box); break;
     case "tool_exec_progress": {
-      const c = card(ev.call_id, ev.tool_name, {}, t.box);
+      const c = card(ev.turn_id, ev.call_id, ev.tool_name, {}, t.box);
       if (!c.progress) {
         const p = el("div", "progress");
         c.progress = el("pre");
@@ -230,17 +232,19 @@ function handle(ev) {
       c.progress.scrollTop = c.progress.scrollHeight;
       break;
     }
-    case "tool_exec_end": showResult(card(ev.call_id, ev.tool_name, {}, t.box), ev.content, ev.is_error); break;
+    case "tool_exec_end": showResult(card(ev.turn_id, ev.call_id, ev.tool_name, {}, t.box), ev.content, ev.is_error); break;
     case "tool_exec_skipped": {
-      const c = card(ev.call_id, ev.tool_name, {}, t.box);
+      const c = card(ev.turn_id, ev.call_id, ev.tool_name, {}, t.box);
       setBadge(c, "skip", "skipped: " + ev.reason);
       if (ev.detail) c.root.appendChild(el("pre", null, ev.detail));
       break;
     }
-    case "approval_requested": askApproval(ev, card(ev.call_id, ev.tool_name, ev.arguments, t.box)); break;
+    case "approval_requested": askApproval(ev, card(ev.turn_id, ev.call_id, ev.tool_name, ev.arguments, t.box)); break;
     case "approval_resolved": resolveApproval(ev); break;
     case "steering_injected": {
       endStream(t, null);
+      const pending = log().querySelector(".note.pending");
+      if (pending) pending.remove();
       const m = el("div", "msg user steer");
       m.appendChild(el("span", "tag", "steering"));
       m.appendChild(document.createTextNode(ev.text));
@@ -378,20 +382,22 @@ function reset() {
 
 function renderHistory(messages) {
   let box = null;
+  let turn = 0;
   for (const m of messages) {
     if (m.role === "user") {
       box = el("div", "turn");
+      turn += 1;
       append(log(), box);
       append(box, el("div", "msg user", m.content));
     } else if (m.role === "assistant") {
       box = box || append(log(), el("div", "turn"));
       if (m.content) append(box, assistantText(m.content));
       for (const call of m.tool_calls || []) {
-        const c = card(call.id, call.name, call.arguments, box);
+        const c = card("history-" + turn, call.id, call.name, call.arguments, box);
         setBadge(c, "skip", "no result");
       }
     } else if (m.role === "tool") {
-      const c = state.cards.get(m.tool_call_id);
+      const c = state.cards.get("history-" + turn + "/" + m.tool_call_id);
       if (c) showResult(c, m.content, !!m.is_error);
     }
   }
