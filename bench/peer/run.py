@@ -167,6 +167,7 @@ def main() -> None:
                         row["round"] = rnd
                         rows.append(row)
                         fh.write(json.dumps(row) + "\n")
+                        fh.flush()  # a run cut short keeps what it measured
             print(f"round {rnd + 1}/{args.rounds} done {time.strftime('%H:%M:%S')} "
                   f"load {os.getloadavg()[0]:.2f}", file=sys.stderr)
     load1 = os.getloadavg()
