@@ -61,7 +61,7 @@ async def overhead() -> None:
                 figures = {on: statistics.median(r) for on, r in runs.items()}
                 print(f"{name:>6} store, {n:>3} iterations: {figures[False] * 1e6:6.0f} us/iteration "
                       f"without checkpoints, {figures[True] * 1e6:6.0f} us with "
-                      f"({figures[True] / figures[False]:.2f}x; median of 7, one instant tool each)")
+                      f"({figures[True] / figures[False]:.2f}x; median of 9 interleaved, one instant tool each)")
 
 
 def _big_checkpoint(messages: int, seq: int = 1) -> Checkpoint:

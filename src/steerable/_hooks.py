@@ -7,24 +7,30 @@ taking one context argument. It returns None to continue or a ``HookDecision``.
 
 from __future__ import annotations
 
+import difflib
 import enum
+import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from steerable._events import CompressReason
+from steerable._events import CompressReason, Event
 from steerable._messages import Message, ToolCall, ToolResult
 from steerable.providers._base import LLMRequest, LLMResponse
 
 __all__ = [
+    "APPLICABLE_FIELDS",
     "HOOK_POINTS",
     "CompressContext",
+    "Hook",
     "HookAction",
     "HookDecision",
+    "HookResult",
     "LLMRequestContext",
     "LLMResponseContext",
     "ToolCallContext",
     "ToolResultContext",
+    "hook_points",
 ]
 
 HOOK_POINTS = (
@@ -86,6 +92,106 @@ class HookDecision:
             raise TypeError("HookDecision.result must be a str")
         if self.text is not None and not isinstance(self.text, str):
             raise TypeError("HookDecision.text must be a str")
+        if self.tool_calls is not None and not (
+            isinstance(self.tool_calls, Sequence) and not isinstance(self.tool_calls, str)
+            and all(isinstance(c, tuple | list) and len(c) == 2 and isinstance(c[0], str)
+                    and isinstance(c[1], Mapping) for c in self.tool_calls)
+        ):
+            raise TypeError("HookDecision.tool_calls must be a list of (name, arguments dict)")
+        if self.model is not None and not isinstance(self.model, str):
+            raise TypeError("HookDecision.model must be a str")
+        if self.params is not None and not isinstance(self.params, Mapping):
+            raise TypeError("HookDecision.params must be a dict")
+        if self.is_error is not None and not isinstance(self.is_error, bool):
+            raise TypeError("HookDecision.is_error must be a bool")
+        if not isinstance(self.reason, str):
+            raise TypeError("HookDecision.reason must be a str")
+
+    def fields_set(self) -> tuple[str, ...]:
+        """The change fields this decision carries (``reason`` aside)."""
+        return tuple(name for name in _CHANGE_FIELDS if getattr(self, name) is not None)
+
+
+_CHANGE_FIELDS = ("messages", "model", "tools", "params", "text", "tool_calls", "arguments",
+                  "result", "is_error")
+
+# Which change fields each (point, action) reads; anything else in a decision does nothing there.
+APPLICABLE_FIELDS: Mapping[tuple[str, HookAction], frozenset[str]] = {
+    ("before_llm", HookAction.MODIFY): frozenset({"messages", "model", "tools", "params"}),
+    ("after_llm", HookAction.MODIFY): frozenset({"text", "tool_calls"}),
+    ("before_tool", HookAction.MODIFY): frozenset({"arguments"}),
+    ("before_tool", HookAction.RESPOND): frozenset({"result", "is_error"}),
+    ("after_tool", HookAction.MODIFY): frozenset({"result", "is_error"}),
+}
+
+
+HookResult = HookDecision | None
+"""What an interceptor returns: None (go on) or a decision."""
+
+
+class Hook:
+    """A typed base for hooks: override the methods of the points you need (sync or async).
+
+    Only the overridden methods are called; the others cost nothing. Any object with some of
+    these methods is a hook as well (the base class is for type checkers and readers).
+    Registration refuses a hook whose method name is a near miss of one of these
+    (``befor_tool``), which would otherwise never be called.
+    """
+
+    def on_event(self, event: Event) -> Awaitable[None] | None:
+        """Observe every event (fed from a subscription: it never slows the loop)."""
+        return None
+
+    def before_llm(self, ctx: LLMRequestContext) -> Awaitable[HookResult] | HookResult:
+        """MODIFY ``messages``/``model``/``tools``/``params``; ABORT_TURN; HARD_ABORT."""
+        return None
+
+    def after_llm(self, ctx: LLMResponseContext) -> Awaitable[HookResult] | HookResult:
+        """MODIFY ``text``/``tool_calls``; ABORT_TURN; HARD_ABORT."""
+        return None
+
+    def before_tool(self, ctx: ToolCallContext) -> Awaitable[HookResult] | HookResult:
+        """MODIFY ``arguments``; RESPOND ``result``; DENY_TOOL ``reason``; ABORT_TURN."""
+        return None
+
+    def approve_tool(
+        self, ctx: ToolCallContext
+    ) -> Awaitable[HookResult | bool] | HookResult | bool:
+        """True/None to allow, False or DENY_TOOL to refuse; a failure or timeout refuses."""
+        return None
+
+    def after_tool(self, ctx: ToolResultContext) -> Awaitable[HookResult] | HookResult:
+        """MODIFY ``result``/``is_error``; ABORT_TURN; HARD_ABORT."""
+        return None
+
+    def before_compress(self, ctx: CompressContext) -> Awaitable[HookResult] | HookResult:
+        """ABORT_TURN to end the turn instead of compressing."""
+        return None
+
+
+def hook_points(hook: object) -> frozenset[str]:
+    """The hook points ``hook`` implements (a ``Hook`` subclass: the methods it overrides).
+
+    Raises TypeError for a near miss of a hook method's name, or when there is none at all.
+    """
+    cls = type(hook)
+    points = frozenset(
+        p for p in HOOK_POINTS
+        if callable(getattr(hook, p, None))
+        and not (isinstance(hook, Hook) and getattr(cls, p, None) is getattr(Hook, p))
+    )
+    names = {n for n in dir(cls) if not n.startswith("_")}
+    names |= {n for n in getattr(hook, "__dict__", {}) if not n.startswith("_")}
+    for name in sorted(names - set(HOOK_POINTS)):
+        close = difflib.get_close_matches(name, HOOK_POINTS, n=1, cutoff=0.8)
+        if close and callable(inspect.getattr_static(hook, name, None)):
+            raise TypeError(
+                f"{cls.__name__}.{name} looks like the hook method {close[0]!r} misspelt; it would "
+                f"never be called. Hook methods: {', '.join(HOOK_POINTS)}")
+    if not points:
+        raise TypeError(f"{cls.__name__} implements no hook method; expected one of "
+                        + ", ".join(HOOK_POINTS))
+    return points
 
 
 @dataclass(slots=True, kw_only=True)

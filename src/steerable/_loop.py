@@ -33,6 +33,8 @@ from steerable._core._summarize import needs_summary, summarize_session
 from steerable._core._turn import TurnResult, begin_turn, run_turn
 from steerable._core._turn_state import TurnState
 from steerable._events import ErrorEvent, EventKind, TurnPhase, TurnStatus
+from steerable._gateway import InProcessBus, serve_bus
+from steerable._lanes import BusyPolicy, Lanes, QueuedTurn, SendAction, check_policy
 from steerable._messages import Message
 from steerable._recorder import record_events
 from steerable.errors import ConfigurationError, SessionBusyError
@@ -131,6 +133,10 @@ class TurnHandle:
     def interrupt_hard(self) -> bool:
         return self._loop._call(self._loop._engine.interrupt_hard, self._state)
 
+    @property
+    def action(self) -> SendAction:
+        """What ``AgentLoop.send`` did with the message: a handle means a turn was started."""
+        return "started"
     def cancel(self, mode: CancelMode = CancelMode.IMMEDIATE) -> CancelHandle:
         """Cancel this turn (see ``AgentLoop.cancel``); after it ended, a handle that did not
         contribute."""
@@ -163,6 +169,7 @@ class AgentLoop:
         timeouts: Timeouts | None = None,
         permissions: Permissions | Iterable[tuple[str, str]] | None = None,
         record_events: str | os.PathLike[str] | None = None,
+        busy_policy: BusyPolicy = "steer",
         checkpoints: bool = True,
     ) -> None:
         if not isinstance(agent, BaseAgent):
@@ -180,6 +187,10 @@ class AgentLoop:
             permissions = Permissions()
         elif not isinstance(permissions, Permissions):
             permissions = Permissions(permissions)
+        try:
+            self.busy_policy: BusyPolicy = check_policy(busy_policy)
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
         self.agent = agent
         self.permissions = permissions
         self._engine = Engine(
@@ -202,6 +213,7 @@ class AgentLoop:
         record = record_events if record_events is not None else os.environ.get(_RECORD_ENV)
         self._record_path = Path(record) if record else None
         self._recorder: asyncio.Task[None] | None = None
+        self._lanes = Lanes(self)
 
     # -- binding ------------------------------------------------------------------------------
 
@@ -421,6 +433,67 @@ class AgentLoop:
             raise
         return result
 
+    # -- messages from users and channels -----------------------------------------------------
+
+    def send(self, text: str, session_id: str, policy: BusyPolicy | None = None, *,
+             agent: Agent | None = None) -> TurnHandle | QueuedTurn:
+        """Deliver a user's message: an idle session starts a turn (its ``TurnHandle``); a busy
+        one follows ``policy`` (default ``busy_policy``): ``steer``, ``follow_up``,
+        ``interrupt``, ``rollback`` or ``reject`` (raises ``SessionBusyError``).
+
+        Either answer has ``.action`` (what was done), ``.turn_id`` and is awaitable for the
+        ``TurnResult`` of the turn that took the message. Messages queued here run in order,
+        one turn at a time per session, each after the turn before has been saved; the
+        follow-ups a turn hands back run before them.
+        """
+        _check_text("message text", text)
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
+        chosen = self.busy_policy if policy is None else check_policy(policy)
+        if agent is not None and not isinstance(agent, Agent):
+            raise TypeError(f"agent must be an Agent, got {type(agent).__name__}")
+        self._bind_if_running()
+        sent: TurnHandle | QueuedTurn = self._call(self._lanes.send, text, session_id, chosen,
+                                                   agent)
+        return sent
+
+    def busy(self, session_id: str) -> bool:
+        """True while the session has a turn running or messages waiting for one."""
+        return self._call(self._lanes.busy, session_id)
+
+    def queued(self, session_id: str) -> list[str]:
+        """The texts of the messages ``send`` queued for the session, in the order they run."""
+        return self._call(self._lanes.queued, session_id)
+
+    def drop_queued(self, session_id: str) -> list[str]:
+        """Withdraw the session's queued messages (their awaitables raise); their texts."""
+        return self._call(self._lanes.drop_queued, session_id)
+
+    async def wait_session(self, session_id: str) -> TurnResult | None:
+        """Wait until the session has no turn running and nothing queued. Returns the result
+        of the last turn ``send`` ran for it (None if none; the last 1,024 sessions are kept)."""
+        return await self._lanes.wait_session(session_id)
+
+    async def run(self, bus: InProcessBus, *, max_sessions: int = 64,
+                  forward_events: bool = True) -> None:
+        """Serve ``bus``: each inbound message goes through ``send`` with its policy, and gets
+        one ``OutboundReply`` when its turn ends; events go outbound too (unless
+        ``forward_events`` is False). At most ``max_sessions`` sessions work at once. Returns
+        once the bus is closed and every message taken has been answered."""
+        if not isinstance(bus, InProcessBus):
+            raise TypeError(f"bus must be an InProcessBus, got {type(bus).__name__}")
+        self._bind()
+        await serve_bus(self, bus, max_sessions, forward_events)
+
+    def _bind_if_running(self) -> None:
+        if self._loop is not None:
+            return  # bound already: _call runs the work on that loop's thread
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError("send needs a running asyncio event loop") from None
+        self._bind()
+
     # -- control ------------------------------------------------------------------------------
 
     def _resolve(self, session_id: str | None) -> TurnState | None:
@@ -545,6 +618,7 @@ class AgentLoop:
         if self._closed:
             return
         self._closed = True
+        self._lanes.close()
         turns = self._engine.turns
         for st in list(turns.values()):
             # Top-level turns cascade to their children; async children whose parent has
@@ -554,6 +628,7 @@ class AgentLoop:
         running = [*self._tasks, *self._engine.subturn_tasks]
         if running:
             await asyncio.wait(running, timeout=grace)
+        await self._lanes.aclose(grace)
         for task in list(self._background):
             task.cancel()
         if self._background:

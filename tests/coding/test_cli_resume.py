@@ -74,3 +74,48 @@ def test_resume_needs_a_session_and_no_prompt(cli_env: dict[str, str], tmp_path:
     assert res.returncode == 2 and "--session" in res.stderr
     res = steerable(cli_env, "run", "text", "--resume", "--session", "s1", "--provider", "scripted")
     assert res.returncode == 2 and "no prompt" in res.stderr
+
+
+def test_chat_announces_and_resumes_a_pending_turn(cli_env: dict[str, str], tmp_path: Path) -> None:
+    import pexpect
+
+    ws = tmp_path / "project"
+    ws.mkdir()
+    steps = [{"tool_calls": [["bash", {"command": HANG_ONCE}]]}, {"text": "never reached"}]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "steerable", "run", "go", "--json", "--yes", "--provider",
+         "scripted", "--script", script(tmp_path, steps), "--workspace", str(ws)],
+        env=cli_env, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    sid = json.loads(proc.stdout.readline())["session_id"]
+    deadline = time.monotonic() + 30
+    while not (ws / "started").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+
+    resumed_script = script(tmp_path, [{"text": "Resumed and finished."},
+                                       {"text": "Now the new message."}])
+    env = {**cli_env, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm"}
+    child = pexpect.spawn(sys.executable, ["-m", "steerable", "chat", "--yes", "--session", sid,
+                                           "--provider", "scripted", "--script", resumed_script,
+                                           "--workspace", str(ws)],
+                          env=env, encoding="utf-8", timeout=30, dimensions=(40, 200))
+    try:
+        child.expect("has a pending turn")
+        child.sendline("something new")
+        child.expect("/resume continues it")
+        child.sendline("/resume")
+        child.expect("continuing the pending turn")
+        child.expect("Resumed and finished.")
+        child.expect("Now the new message.")  # the message typed meanwhile stayed queued
+        child.expect("completed")
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    js = json.loads(steerable(cli_env, "sessions", "export", sid, "--format", "json").stdout)
+    contents = [m["content"] for m in js["messages"]]
+    assert contents[0] == "go" and contents[-3:] == [
+        "Resumed and finished.", "something new", "Now the new message."]

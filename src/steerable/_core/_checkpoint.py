@@ -94,10 +94,15 @@ def unresolved_calls(messages: Sequence[Message], results: Sequence[Message]) ->
 
 @runtime_checkable
 class CheckpointStore(Protocol):
-    """A store that keeps one checkpoint per session. ``blocking`` (shared with
-    ``SessionStore``) tells the loop to call it from a worker thread."""
+    """A store that keeps one checkpoint per session.
 
-    blocking: bool
+    ``checkpoint_blocking`` tells the loop to call the three methods from a worker thread
+    (a database, a network); False means they are quick enough for the loop's thread (the
+    memory store; the JSONL store, whose safe points append a few hundred bytes and never
+    fsync): a turn makes two or more calls per iteration, and a thread hop each costs more
+    than the write itself."""
+
+    checkpoint_blocking: bool
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Replace the session's checkpoint; a crash mid-write leaves the previous one."""

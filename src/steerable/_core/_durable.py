@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
+from typing import Any
 
 from steerable._core._cancel import CancelMode, SafePoint
 from steerable._core._checkpoint import Checkpoint, Stage
@@ -50,8 +51,8 @@ async def write_checkpoint(engine: Engine, st: TurnState, stage: Stage,
                            cancel_mode: CancelMode | None = None) -> None:
     if not st.durable:
         return
-    store = engine.store
-    if not store.blocking:
+    store: Any = engine.store
+    if not store.checkpoint_blocking:
         st.checkpoint_seq += 1
         failure = _save(engine, capture(st, stage, cancel_mode))
     else:
@@ -119,12 +120,12 @@ async def drop_checkpoint(engine: Engine, st: TurnState) -> None:
     if not st.durable:
         return
     await settle_writes(st)
-    store = engine.store
+    store: Any = engine.store
     try:
-        if store.blocking:
-            await asyncio.shield(asyncio.to_thread(store.delete_checkpoint, st.session_id))  # type: ignore[attr-defined]
+        if store.checkpoint_blocking:
+            await asyncio.shield(asyncio.to_thread(store.delete_checkpoint, st.session_id))
         else:
-            store.delete_checkpoint(st.session_id)  # type: ignore[attr-defined]
+            store.delete_checkpoint(st.session_id)
     except Exception as exc:
         engine.error(st, f"deleting the checkpoint of session {st.session_id!r} failed: {exc}; "
                      "the next turn will ask to discard it", "checkpoint")

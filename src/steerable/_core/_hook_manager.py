@@ -17,7 +17,7 @@ from typing import Any
 
 from steerable._core._reaper import Reaper
 from steerable._events import ErrorSource
-from steerable._hooks import HOOK_POINTS, HookAction, HookDecision
+from steerable._hooks import HOOK_POINTS, HookAction, HookDecision, hook_points
 
 __all__ = ["HookFailure", "HookManager", "Registration"]
 
@@ -58,12 +58,7 @@ class HookManager:
             isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
         ):
             raise ValueError(f"hook timeout must be a positive number of seconds, got {timeout!r}")
-        points = frozenset(p for p in HOOK_POINTS if callable(getattr(hook, p, None)))
-        if not points:
-            raise TypeError(
-                f"{type(hook).__name__} implements no hook method; expected one of "
-                + ", ".join(HOOK_POINTS)
-            )
+        points = hook_points(hook)
         reg = Registration(hook, priority, next(self._order), timeout, points)
         self._regs.append(reg)
         self._reindex()

@@ -69,6 +69,7 @@ class InMemorySessionStore:
     the process ends, but another AgentLoop over the same store can resume a cancelled turn."""
 
     blocking = False
+    checkpoint_blocking = False
 
     def __init__(self) -> None:
         self._sessions: dict[str, list[Message]] = {}

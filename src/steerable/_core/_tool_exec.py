@@ -22,8 +22,7 @@ from typing import Any
 from steerable._core._cancel import SafePoint
 from steerable._core._durable import safe_point, write_checkpoint
 from steerable._core._engine import Engine
-from steerable._core._hook_chain import decisions, ignored, raise_if_terminal
-from steerable._core._hook_manager import HookFailure
+from steerable._core._hook_chain import decisions, ignored
 from steerable._core._permissions import Permission
 from steerable._core._subturn import subturns_of
 from steerable._core._turn_state import AbortSignal, CancelStop, TurnState
@@ -156,7 +155,6 @@ async def _before_tool(
 
 async def _approve(engine: Engine, st: TurnState, rec: _Call, call: ToolCall) -> tuple[bool, str]:
     """Ask every approver in turn; the first denial (or failure, or timeout) refuses."""
-    hooks = engine.hooks
     open_requests: dict[str, bool] = {}
 
     async def ask_human() -> tuple[bool, str]:
@@ -177,29 +175,29 @@ async def _approve(engine: Engine, st: TurnState, rec: _Call, call: ToolCall) ->
                     tool_name=call.name, approved=approved, reason=reason)
         return approved, reason
 
-    for reg in hooks.at("approve_tool"):
+    def make_ctx() -> ToolCallContext:
         ctx = _hook_ctx(st, call, rec)
         ctx._ask_human = ask_human
-        value = await hooks.call(reg, "approve_tool", ctx, engine.timeouts.approval)
+        return ctx
+
+    def close_open_requests() -> None:
         for request_id in list(open_requests):  # the approver gave up waiting: close it now
             open_requests.pop(request_id)
             engine.broker.discard(request_id)
             engine.emit(st, ApprovalResolved, request_id=request_id, call_id=call.id,
                         tool_name=call.name, approved=False, reason="timed out")
-        if isinstance(value, HookFailure):
-            return False, value.message
-        if value is None or value is True:
-            continue
-        if value is False:
-            return False, f"denied by {reg.label}"
-        if not isinstance(value, HookDecision):
-            engine.error(st, f"approver {reg.label} returned {type(value).__name__}; "
-                         "treated as a denial", "hook")
-            return False, f"approver {reg.label} returned an invalid answer"
-        if value.action is HookAction.CONTINUE:
-            continue
-        raise_if_terminal(engine, st, value, "approve_tool")
-        return False, value.reason or f"denied by {reg.label}"
+
+    # The same chain as every other point: priority order, failures reported, aborts obeyed;
+    # here a failure, a timeout or any answer but "yes" refuses the call.
+    chain = decisions(engine, st, "approve_tool", make_ctx, approving=True,
+                      after_each=close_open_requests)
+    async with aclosing(chain):
+        async for reg, _, decision in chain:
+            if decision.action is not HookAction.DENY_TOOL:
+                engine.error(st, f"approver {reg.label} answered {decision.action}; treated as "
+                             "a denial", "hook")
+            return False, decision.reason if decision.reason not in ("", "denied") \
+                else f"denied by {reg.label}"
     return True, ""
 
 

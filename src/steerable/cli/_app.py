@@ -116,7 +116,9 @@ def _session(store: JSONLSessionStore, requested: str | None) -> str:
 
 def build_app(settings: Settings, *, session: str | None, can_ask: bool,
               script: str | None = None, record_events: str | None = None,
-              extra_tools: Sequence[Tool] = ()) -> App:
+              extra_tools: Sequence[Tool] = (), ask_by_events: bool = False) -> App:
+    """``can_ask``: approvals may be asked on this terminal; ``ask_by_events``: they are asked
+    through APPROVAL_REQUESTED events and answered by a front end (the server's page)."""
     workspace = _workspace(settings)
     redact = Redactor()
     store = make_store(settings, redact)
@@ -149,7 +151,11 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
                      record_events=record_events)
     interactive = False
     if not settings["yes"]:
-        if can_ask and sys.stdin.isatty():
+        if ask_by_events:
+            from steerable import HumanApprover
+
+            loop.register_hook(HumanApprover())
+        elif can_ask and sys.stdin.isatty():
             from steerable import HumanApprover
 
             loop.register_hook(HumanApprover())

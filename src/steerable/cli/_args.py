@@ -71,6 +71,27 @@ def _agent_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--script", help=argparse.SUPPRESS)
 
 
+def _serve_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("agent")
+    g.add_argument("--provider", choices=["openai", "anthropic", "local", "scripted"],
+                   help="LLM provider (chosen as for 'run' when absent)")
+    g.add_argument("--model", help="model name for the provider")
+    g.add_argument("--base-url", help="API base URL (OpenAI-compatible servers)")
+    g.add_argument("--workspace", help="folder the tools work in (default: current folder)")
+    g.add_argument("--dry-run", action="store_true", default=None,
+                   help="mutating tools show what they would do instead of doing it")
+    g.add_argument("--yes", action="store_true", default=None,
+                   help="approve every tool call (else the page asks)")
+    g.add_argument("--allow", action="append", metavar="RULE", default=[],
+                   help="permission rule to allow (repeatable)")
+    g.add_argument("--deny", action="append", metavar="RULE", default=[],
+                   help="permission rule to deny (repeatable)")
+    g.add_argument("--max-iterations", type=int, metavar="N", help="LLM calls per turn at most")
+    g.add_argument("--record-events", metavar="FILE",
+                   help="append every event to FILE as JSON lines (debug recorder)")
+    g.add_argument("--script", help=argparse.SUPPRESS)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="steerable", epilog=_EPILOG,
                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -94,6 +115,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     chat = sub.add_parser("chat", help="interactive session: type to steer while it works")
     _agent_options(chat)
+
+    serve = sub.add_parser("serve", help="HTTP API, server-sent events and a web page",
+                           description="Serve the agent over HTTP: a JSON API, server-sent "
+                           "events and a web page at /. Off loopback it needs a token in "
+                           "STEERABLE_SERVER_TOKEN; clients send 'Authorization: Bearer <token>'.")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: "
+                       "127.0.0.1; anything else needs STEERABLE_SERVER_TOKEN)")
+    serve.add_argument("--port", type=int, default=8321, help="port (0: any free port; "
+                       "default: 8321)")
+    _serve_options(serve)
 
     sessions = sub.add_parser("sessions", help="list, show, export, fork or remove sessions")
     ss = sessions.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser,

@@ -14,13 +14,16 @@ import asyncio
 import sys
 import time
 from collections import deque
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from steerable import EventKind, TurnStatus
+from steerable import Event, EventKind, TurnResult, TurnStatus
+from steerable._session_driver import SessionDriver
 from steerable.cli._app import App, build_app, existing_session, new_session_id
 from steerable.cli._approve import always_rules, describe_request, parse_answer
 from steerable.cli._args import UsageError
+from steerable.cli._run import on_ctrl_c
 from steerable.cli._settings import Settings
 
 __all__ = ["chat", "describe_pending"]
@@ -36,17 +39,19 @@ def describe_pending(session_id: str, cp: Any, resume: str, discard: str) -> str
             f"with {discard}.")
 
 DOUBLE_PRESS = 2.0
+
+
 HELP = """\
 Enter          send a message; while the agent works it steers the running turn
 >> text        queue a follow-up: it runs as a new turn after the current one
 Ctrl+C         interrupt gracefully; twice within 2 s: abort at once (nothing is saved)
 Ctrl+D, /quit  leave
 /sessions      list saved sessions        /resume ID   continue another session
-/resume        continue this session's pending turn (cancelled, or cut off by a crash)
-/discard       drop this session's pending turn
 /new           start a new session        /export [markdown|json] [FILE]
 /dry-run on|off  preview changes instead of making them
-/events        show or hide the raw event stream"""
+/events        show or hide the raw event stream
+/resume        continue this session's pending turn (cancelled, or cut off by a crash)
+/discard       drop this session's pending turn"""
 
 
 class ChatSession:
@@ -58,18 +63,21 @@ class ChatSession:
         self.app = app
         self.console = Console(highlight=False)
         self.view = TurnView(app.redact)
-        self.runner: asyncio.Task[None] | None = None
-        self.pending: deque[str] = deque()
+        self.driver = SessionDriver(app.loop, app.session_id, on_result=self.on_result)
         self.approvals: deque[Any] = deque()
         self.dry_run = bool(app.settings["dry_run"])
+        self.driver.agent = app.agent_for(self.dry_run)
         self.show_events = False
-        self.last_ctrl_c = 0.0
+        self.resumed: asyncio.Future[None] | None = None
+        # Messages typed while the session has a pending turn: they run, in order, once that
+        # turn has been resumed or discarded (nothing typed is dropped).
+        self.held: deque[str] = deque()
         self.quit = False
         self.invalidate: Any = lambda: None
 
     @property
     def busy(self) -> bool:
-        return self.runner is not None and not self.runner.done()
+        return self.driver.busy
 
     def say(self, text: str, style: str = "dim") -> None:
         from rich.text import Text
@@ -93,12 +101,12 @@ class ChatSession:
 
     # -- events -------------------------------------------------------------------------------
 
-    async def consume(self, sub: Any) -> None:
+    async def consume(self, events: AsyncIterator[Event]) -> None:
         from rich.text import Text
 
         from steerable.cli._render import describe_call, event_json
 
-        async for event in sub:
+        async for event in events:
             if self.show_events:
                 self.say(event_json(event, self.app.redact)[:400])
             if event.kind is EventKind.TOOL_EXEC_START:
@@ -131,19 +139,34 @@ class ChatSession:
         body = text[2:].strip() if follow_up else text
         if not body:
             return
-        loop, sid = self.app.loop, self.app.session_id
         if self.busy:
-            if follow_up and loop.inject_follow_up(body, sid):
-                return  # FOLLOW_UP_QUEUED is printed by the view
-            if not follow_up and loop.inject_steering(body, sid):
+            sent = self.driver.send(body, "follow_up" if follow_up else "steer")
+            if sent.action == "steered":
                 self.say(f"↳ steering sent: {body}", "cyan")
-                return
-            # The turn is ending: the message becomes the next turn.
-            self.pending.append(body)
-            self.say(f"↳ queued as the next turn: {body}", "cyan")
-            return
-        self.pending.append(body)
-        self.runner = asyncio.ensure_future(self.run_turns())
+            elif not follow_up:  # the turn was ending: the message becomes the next turn
+                self.say(f"↳ queued as the next turn: {body}", "cyan")
+            return  # a follow-up's FOLLOW_UP_QUEUED is printed by the view
+        self.held.append(body)
+        if not self.send_held():
+            self.say("this session has a pending turn: /resume continues it, /discard drops it "
+                     "(your message stays queued)", "yellow")
+
+    def send_held(self) -> bool:
+        """Send the held messages in order; False while a pending turn still refuses them."""
+        from steerable.errors import CheckpointError
+
+        while self.held:
+            try:
+                self.driver.send(self.held[0], "follow_up")
+            except CheckpointError:
+                return False
+            self.held.popleft()
+        return True
+
+    def drop_held(self) -> None:
+        for text in self.held:
+            self.say(f"not sent (it was for the previous session): {text}", "yellow")
+        self.held.clear()
 
     def answer(self, text: str) -> None:
         choice = parse_answer(text)
@@ -151,59 +174,24 @@ class ChatSession:
             self.say("answer y (yes), n (no) or a (always allow)", "yellow")
             return
         event = self.approvals.popleft()
-        if choice == "a":
-            for pattern in always_rules(event.tool_name, event.arguments):
-                rule = self.app.loop.permissions.add("allow", pattern)
-                self.say(f"added rule for this session: {rule}")
-        self.app.loop.resolve_approval(event.request_id, choice != "n",
-                                       "the user said no" if choice == "n" else "")
+        rules = always_rules(event.tool_name, event.arguments) if choice == "a" else []
+        for pattern in rules:
+            self.say(f"added rule for this session: allow: {pattern}")
+        self.driver.answer(choice != "n", request_id=event.request_id, allow=rules,
+                           reason="the user said no" if choice == "n" else "")
 
-    async def run_turns(self, first: Any = None) -> None:
-        """Run the queued messages as turns, after ``first`` (a resumed turn's handle)."""
-        from steerable.errors import CheckpointError
-
-        app = self.app
-        while first is not None or self.pending:
-            if first is not None:
-                handle, first = first, None
-            else:
-                text = self.pending.popleft()
-                try:
-                    handle = app.loop.start_turn(text, app.session_id,
-                                                 agent=app.agent_for(self.dry_run))
-                except CheckpointError:
-                    self.pending.appendleft(text)
-                    self.say("this session has a pending turn: /resume continues it, /discard "
-                             "drops it (your message stays queued)", "yellow")
-                    break
-            result = await handle
-            if result.status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS):
-                self.pending.extend(result.follow_ups)
-                continue
-            lost = [f"{i.kind}: {i.text}" for i in result.unprocessed]
-            lost += [f"queued: {t}" for t in self.pending]
-            self.pending.clear()
-            for item in lost:
-                self.say(f"not delivered ({app.redact(item)})", "yellow")
-            if result.status is TurnStatus.ERROR and result.error is not None:
-                self.say(f"error: {app.redact(str(result.error))}", "red")
+    def on_result(self, result: TurnResult) -> None:
+        """Each finished turn: say what it could not deliver, and why it failed."""
+        redact = self.app.redact
+        for item in result.unprocessed:
+            self.say(f"not delivered ({item.kind}: {redact(item.text)})", "yellow")
+        if result.status is TurnStatus.ERROR and result.error is not None:
+            self.say(f"error: {redact(str(result.error))}", "red")
         self.invalidate()
 
     def ctrl_c(self) -> None:
-        for event in list(self.approvals):
-            self.app.loop.resolve_approval(event.request_id, False, "interrupted by the user")
         self.approvals.clear()
-        if not self.busy:
-            self.say("(nothing is running; Ctrl+D or /quit to leave)")
-            return
-        now, sid = time.monotonic(), self.app.session_id
-        if now - self.last_ctrl_c <= DOUBLE_PRESS:
-            self.app.loop.interrupt_hard(sid)
-        elif self.app.loop.interrupt_graceful(sid):
-            self.say("Ctrl+C again within 2 s to abort at once", "yellow")
-        else:
-            self.say("Ctrl+C again within 2 s to abort at once", "yellow")
-        self.last_ctrl_c = now
+        on_ctrl_c(self.driver, lambda text: self.say(self.app.redact(text), "yellow"))
 
     async def command(self, text: str) -> None:
         name, _, rest = text.partition(" ")
@@ -218,6 +206,7 @@ class ChatSession:
             self.say(f"raw events {'on' if self.show_events else 'off'}")
         elif name == "/dry-run" and arg in ("on", "off"):
             self.dry_run = arg == "on"
+            self.driver.agent = app.agent_for(self.dry_run)
             self.say(f"dry-run {arg}: {'changes are previewed only' if self.dry_run else 'tools act for real'}")
         elif name == "/sessions":
             from steerable.cli._sessions import _list
@@ -232,10 +221,10 @@ class ChatSession:
         elif name == "/discard":
             dropped = app.store.delete_checkpoint(app.session_id)
             self.say("pending turn dropped" if dropped else "no pending turn")
-            if dropped and self.pending:
-                self.runner = asyncio.ensure_future(self.run_turns())
+            self.send_held()
         elif name == "/new":
-            app.session_id = new_session_id()
+            self.drop_held()
+            app.session_id = self.driver.session_id = new_session_id()
             self.say(f"new session {app.session_id}")
         elif name == "/export":
             self.export(arg.split())
@@ -253,11 +242,22 @@ class ChatSession:
         except (SteerableError, ValueError) as exc:
             self.say(f"cannot resume: {exc}", "red")
             return
-        self.app.session_id = session_id
+        self.drop_held()
+        self.app.session_id = self.driver.session_id = session_id
         self.say(f"resumed {session_id} ({count} messages)")
-        pending = self.app.loop.checkpoint(session_id)
+        self.announce_pending()
+
+    def announce_pending(self) -> None:
+        from steerable.errors import CheckpointError
+
+        sid = self.app.session_id
+        try:
+            pending = self.app.loop.checkpoint(sid)
+        except CheckpointError as exc:
+            self.say(f"this session's pending turn cannot be read: {exc}", "red")
+            return
         if pending is not None:
-            self.say(describe_pending(session_id, pending, "/resume", "/discard"), "yellow")
+            self.say(describe_pending(sid, pending, "/resume", "/discard"), "yellow")
 
     def continue_pending(self) -> None:
         from steerable.errors import SteerableError
@@ -271,7 +271,15 @@ class ChatSession:
             self.say("this session has no pending turn")
             return
         self.say("continuing the pending turn")
-        self.runner = asyncio.ensure_future(self.run_turns(handle))
+        self.resumed = asyncio.ensure_future(self.after_resume(handle))
+
+    async def after_resume(self, handle: Any) -> None:
+        """A resumed turn runs outside ``send``: report it and queue its follow-ups."""
+        result = await handle
+        self.on_result(result)
+        if result.status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS):
+            self.held.extendleft(reversed(result.follow_ups))  # the resumed turn's come first
+        self.send_held()
 
     def export(self, args: list[str]) -> None:
         from steerable.cli._sessions import export_json, export_markdown
@@ -293,11 +301,11 @@ async def _main(app: App) -> int:
     chat = ChatSession(app)
     session: PromptSession[str] = PromptSession()
     chat.invalidate = lambda: session.app.invalidate() if session.app.is_running else None
-    sub = app.loop.subscribe(buffer=65536)
     with patch_stdout(raw=True):
-        consumer = asyncio.ensure_future(chat.consume(sub))
+        consumer = asyncio.ensure_future(chat.consume(chat.driver.events()))
         chat.say(f"steerable chat · workspace {app.workspace.root} · session {app.session_id}"
                  " · /help for keys")
+        chat.announce_pending()
         while not chat.quit:
             try:
                 line = await session.prompt_async(chat.message, bottom_toolbar=chat.toolbar,
@@ -309,10 +317,11 @@ async def _main(app: App) -> int:
                 break
             await chat.on_line(line)
         if chat.busy:
-            app.loop.interrupt_hard(app.session_id)
-        if chat.runner is not None:
-            await chat.runner
-        sub.close()
+            chat.driver.stop()
+        if chat.resumed is not None:
+            await chat.resumed
+        await chat.driver.wait_idle()
+        chat.driver.close()
         await consumer
         await app.loop.aclose()
     print(f"session {app.session_id}")

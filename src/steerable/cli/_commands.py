@@ -24,6 +24,10 @@ def dispatch(args: argparse.Namespace) -> int:
         return config_show(settings, args.json)
     if args.command == "run":
         return _run(args, settings)
+    if args.command == "serve":
+        from steerable.cli._serve import serve
+
+        return serve(args, settings)
     if args.command == "chat":
         from steerable.cli._chat import chat
 

@@ -1,7 +1,8 @@
 """``steerable run``: one prompt, rendered live (or as JSON lines), then exit with its status.
 
-Ctrl+C interrupts gracefully (the running tool finishes, then the model sums up); a second
-Ctrl+C within 2 s aborts at once. Follow-ups the turn hands back run as turns of their own.
+A thin front end over ``SessionDriver``: Ctrl+C interrupts gracefully (the running tool
+finishes, then the model sums up); a second Ctrl+C aborts at once. Follow-ups the turn hands
+back run as turns of their own (through ``AgentLoop.send``).
 """
 
 from __future__ import annotations
@@ -9,16 +10,16 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from steerable import EventKind, TurnHandle, TurnResult, TurnStatus
+from steerable import Event, EventKind, TurnHandle, TurnResult, TurnStatus
+from steerable._session_driver import DOUBLE_PRESS, SessionDriver
 from steerable.cli._app import App
 from steerable.cli._approve import always_rules, describe_request, parse_answer, read_line
 
-__all__ = ["exit_code", "run_prompt"]
+__all__ = ["exit_code", "on_ctrl_c", "run_prompt"]
 
-DOUBLE_PRESS = 2.0
 
 
 def exit_code(result: TurnResult) -> int:
@@ -29,27 +30,18 @@ def exit_code(result: TurnResult) -> int:
     return 1
 
 
-class _CtrlC:
-    """First press: graceful interrupt; a second within ``DOUBLE_PRESS`` seconds: hard abort."""
-
-    def __init__(self, app: App, say: Any) -> None:
-        self.app = app
-        self.say = say
-        self.last = 0.0
-
-    def __call__(self) -> None:
-        now = time.monotonic()
-        sid = self.app.session_id
-        if now - self.last <= DOUBLE_PRESS:
-            self.app.loop.interrupt_hard(sid)
-        elif self.app.loop.interrupt_graceful(sid):
-            self.say("Ctrl+C again within 2 s to abort at once")
-        else:
-            self.app.loop.interrupt_hard(sid)
-        self.last = now
+def on_ctrl_c(driver: SessionDriver, say: Callable[[str], None]) -> None:
+    """Ctrl+C in run and chat: the driver decides; ``say`` (which redacts) tells the user."""
+    press = driver.press_interrupt()
+    if press.action in ("graceful", "armed"):
+        say(f"Ctrl+C again within {DOUBLE_PRESS:g} s to abort at once")
+    elif press.action == "idle":
+        say("(nothing is running; Ctrl+D or /quit to leave)")
+    for text in press.dropped:
+        say(f"not delivered (queued): {text}")
 
 
-async def _approve(app: App, event: Any, pause: Any, resume: Any) -> None:
+async def _approve(app: App, driver: SessionDriver, event: Any, pause: Any, resume: Any) -> None:
     pause()
     try:
         sys.stderr.write(describe_request(app, event.tool_name, event.arguments) + "\n")
@@ -58,35 +50,36 @@ async def _approve(app: App, event: Any, pause: Any, resume: Any) -> None:
             answer = "n" if line is None else parse_answer(line)
             if answer is not None:
                 break
-        if answer == "a":
-            for pattern in always_rules(event.tool_name, event.arguments):
-                rule = app.loop.permissions.add("allow", pattern)
-                sys.stderr.write(f"added rule for this session: {rule}\n")
-        app.loop.resolve_approval(event.request_id, answer in ("y", "a"),
-                                  "" if answer != "n" else "the user said no")
+        rules = always_rules(event.tool_name, event.arguments) if answer == "a" else []
+        for pattern in rules:
+            sys.stderr.write(f"added rule for this session: allow: {pattern}\n")
+        driver.answer(answer in ("y", "a"), request_id=event.request_id, allow=rules,
+                      reason="the user said no" if answer == "n" else "")
     finally:
         resume()
 
 
-async def _consume(app: App, sub: Any, as_json: bool) -> None:
+async def _consume(app: App, driver: SessionDriver, events: AsyncIterator[Event],
+                   as_json: bool) -> None:
     from steerable.cli._render import LiveRenderer, TurnView, event_json
 
+    asks = app.interactive_approvals
     if as_json:
-        async for event in sub:
+        async for event in events:
             sys.stdout.write(event_json(event, app.redact) + "\n")
             sys.stdout.flush()
-            if event.kind is EventKind.APPROVAL_REQUESTED and app.interactive_approvals:
-                await _approve(app, event, lambda: None, lambda: None)
+            if event.kind is EventKind.APPROVAL_REQUESTED and asks:
+                await _approve(app, driver, event, lambda: None, lambda: None)
         return
     from rich.console import Console
 
     console = Console(highlight=False)
     view = TurnView(app.redact)
     with LiveRenderer(console, view) as renderer:
-        async for event in sub:
+        async for event in events:
             renderer.handle(event)
-            if event.kind is EventKind.APPROVAL_REQUESTED and app.interactive_approvals:
-                await _approve(app, event, renderer.pause, renderer.resume)
+            if event.kind is EventKind.APPROVAL_REQUESTED and asks:
+                await _approve(app, driver, event, renderer.pause, renderer.resume)
 
 
 def _first_turn(app: App, prompt: str | None, discard_pending: bool) -> TurnHandle:
@@ -116,27 +109,27 @@ async def run_prompt(app: App, prompt: str | None, *, as_json: bool, debug: bool
                      discard_pending: bool = False) -> int:
     """Run ``prompt`` (None: resume the session's pending turn) and its follow-ups."""
     loop = asyncio.get_running_loop()
-    sub = app.loop.subscribe(buffer=65536)
-    consumer = asyncio.ensure_future(_consume(app, sub, as_json))
-    ctrl_c = _CtrlC(app, lambda text: sys.stderr.write(text + "\n"))
-    loop.add_signal_handler(signal.SIGINT, ctrl_c)
+    driver = SessionDriver(app.loop, app.session_id)
+    consumer = asyncio.ensure_future(_consume(app, driver, driver.events(), as_json))
+
+    def say(text: str) -> None:
+        sys.stderr.write(app.redact(text) + "\n")
+
+    loop.add_signal_handler(signal.SIGINT, on_ctrl_c, driver, say)
     try:
-        pending: list[str] = []
         result: TurnResult = await _first_turn(app, prompt, discard_pending)
-        while True:
-            if result.status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS):
-                pending += result.follow_ups
-            else:
-                for item in result.unprocessed:
-                    sys.stderr.write(f"not delivered ({item.kind}): {app.redact(item.text)}\n")
-            if not pending:
-                break
-            result = await app.loop.run_turn(pending.pop(0), app.session_id)
+        if result.status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS) and result.follow_ups:
+            # The follow-ups run through send: in order, each after the one before was saved.
+            for text in result.follow_ups:
+                driver.send(text, "follow_up")
+            result = await driver.wait_idle() or result
     finally:
         loop.remove_signal_handler(signal.SIGINT)
-        sub.close()
+        driver.close()
         await consumer
         await app.loop.aclose()
+    for item in result.unprocessed:
+        sys.stderr.write(f"not delivered ({item.kind}): {app.redact(item.text)}\n")
     # stderr gets one line: the error (naming the session, which keeps the turn's consistent
     # prefix), or else the session id to continue with.
     if result.status is TurnStatus.ERROR and result.error is not None:

@@ -89,6 +89,8 @@ class FencedCheckpointStore(FencedStore):
     """``FencedStore`` over a store that keeps checkpoints: the worker's turns are durable,
     and a checkpoint is written only while the lease is this worker's."""
 
+    checkpoint_blocking = True  # the lease check is a Redis round trip, whatever the store
+
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         guard = self._guard(checkpoint.session_id)
         guarded = getattr(self.inner, "save_checkpoint_guarded", None)

@@ -3,7 +3,8 @@ one SQLite database shared by the processes of a machine, or Redis shared by eve
 The SQLite and Redis stores are imported on first use (Redis needs the ``redis`` extra).
 
 Durable turns: a backend that keeps checkpoints implements ``CheckpointStore``
-(``save_checkpoint``, ``load_checkpoint``, ``delete_checkpoint``) next to ``SessionStore``, and
+(``save_checkpoint``, ``load_checkpoint``, ``delete_checkpoint``, ``checkpoint_blocking``) next
+to ``SessionStore``, and
 stores each ``Checkpoint`` as the JSON object ``checkpoint_to_record`` gives
 (``checkpoint_from_record`` reads it back, checking the schema version).
 ``tests/storage/checkpoint_contract.py`` is the behaviour every backend must pass.

@@ -4,7 +4,7 @@
      "agent": ..., "tools": [...], "input": ..., "stage": "model" | "tools", "iteration": N,
      "messages": [<message record>...], "results": [<message record>...],
      "steering": [...], "follow_ups": [...], "injected_steering": [...],
-     "base_count": N | null, "base_dropped": N, "last_had_tools": bool, "tools_run": [...],
+     "tools_run": ["read", ["bash", 3], ...] (run-length coded), "base_count": N | null, "base_dropped": N, "last_had_tools": bool, "tools_run": [...],
      "usage_in": N, "usage_out": N, "cancel_mode": null | "after_model" | "after_tools",
      "seq": N, "created": t, "updated": t}
 
@@ -34,7 +34,7 @@ __all__ = ["CHECKPOINT_VERSION", "checkpoint_from_record", "checkpoint_to_record
 
 CHECKPOINT_VERSION = 1
 
-_STR_LISTS = ("tools", "steering", "follow_ups", "injected_steering", "tools_run")
+_STR_LISTS = ("tools", "steering", "follow_ups", "injected_steering")
 _INTS = ("iteration", "base_dropped", "usage_in", "usage_out", "seq")
 
 
@@ -49,6 +49,7 @@ def checkpoint_to_record(cp: Checkpoint, *, messages: bool = True) -> dict[str, 
     }
     for name in _STR_LISTS:
         out[name] = list(getattr(cp, name))
+    out["tools_run"] = _runs(cp.tools_run)
     for name in _INTS:
         out[name] = getattr(cp, name)
     out["base_count"] = cp.base_count
@@ -57,6 +58,31 @@ def checkpoint_to_record(cp: Checkpoint, *, messages: bool = True) -> dict[str, 
     else:
         out["count"] = len(cp.messages)
     return out
+
+
+def _runs(names: Sequence[str]) -> list[Any]:
+    """``tools_run`` run-length coded (``["read", ["noop", 200]]``): it grows with every tool
+    the turn runs and is written at every safe point, so a long turn of one tool stays short."""
+    out: list[Any] = []
+    for name in names:
+        last = out[-1] if out else None
+        if last == name:
+            out[-1] = [name, 2]
+        elif isinstance(last, list) and last[0] == name:
+            last[1] += 1
+        else:
+            out.append(name)
+    return out
+
+
+def _unruns(raw: Any) -> tuple[str, ...]:
+    out: list[str] = []
+    for item in raw:
+        if isinstance(item, list) and len(item) == 2 and isinstance(item[1], int):
+            out += [str(item[0])] * item[1]
+        else:
+            out.append(str(item))
+    return tuple(out)
 
 
 def _from_v1(raw: Mapping[str, Any], messages: Sequence[Message] | None) -> Checkpoint:
@@ -84,7 +110,7 @@ def _from_v1(raw: Mapping[str, Any], messages: Sequence[Message] | None) -> Chec
         results=tuple(message_from_record(m, SCHEMA_VERSION) for m in raw.get("results", ())),
         last_had_tools=bool(raw.get("last_had_tools", False)), cancel_mode=mode,
         created=float(raw.get("created", 0.0)), updated=float(raw.get("updated", 0.0)),
-        base_count=base_count, **fields,
+        base_count=base_count, tools_run=_unruns(raw.get("tools_run", ())), **fields,
     )
 
 

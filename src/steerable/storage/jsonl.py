@@ -154,6 +154,7 @@ class JSONLSessionStore:
     """
 
     blocking = True
+    checkpoint_blocking = False  # safe points append a few hundred bytes, unsynced
 
     def __init__(self, directory: str | os.PathLike[str] | None = None, *,
                  redact: Callable[[str], str] | None = None) -> None:

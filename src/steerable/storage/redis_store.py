@@ -131,6 +131,7 @@ class RedisSessionStore:
     """
 
     blocking = True
+    checkpoint_blocking = True
 
     def __init__(self, url: str | None = None, *, client: redis.Redis | None = None,
                  prefix: str = DEFAULT_PREFIX, timeout: float = 5.0) -> None:

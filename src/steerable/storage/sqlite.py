@@ -76,6 +76,7 @@ class SQLiteSessionStore:
     """
 
     blocking = True
+    checkpoint_blocking = True
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
         self.path = Path(path).expanduser()

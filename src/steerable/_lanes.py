@@ -1,0 +1,308 @@
+"""Busy-session policies: what ``AgentLoop.send`` does with a message for a session at work.
+
+Each session that ``send`` has touched gets a *lane*: a queue of messages waiting for their own
+turn and one runner task that starts them, one turn at a time, each only after the turn before
+has ended and been saved. A message for an idle session starts a turn at once (the runner then
+owns it, so the follow-ups that turn hands back run next). For a busy session the policy says
+what happens: ``steer`` injects it into the running turn, ``follow_up`` queues it,
+``interrupt``/``rollback`` stop the running turn (gracefully / hard) and put it first in the
+queue, ``reject`` raises ``SessionBusyError``. A message that cannot be delivered as asked (the
+turn is already finishing, its steering queue is full) is queued rather than lost.
+
+The loop is reached through the narrow ``LaneHost`` protocol, so this module never imports
+``_loop`` (which imports it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict, deque
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, get_args
+
+from steerable._core._agent import Agent
+from steerable._core._engine import Engine
+from steerable._core._turn import TurnResult
+from steerable._events import FollowUpQueued, TurnStatus
+from steerable.errors import SessionBusyError
+
+RECENT_RESULTS = 1024
+
+__all__ = ["BUSY_POLICIES", "BusyPolicy", "LaneHost", "Lanes", "QueuedTurn", "SendAction",
+           "check_policy"]
+
+BusyPolicy = Literal["steer", "follow_up", "interrupt", "rollback", "reject"]
+SendAction = Literal["started", "steered", "queued", "interrupted", "rolled_back"]
+BUSY_POLICIES: frozenset[str] = frozenset(get_args(BusyPolicy))
+
+
+def check_policy(policy: object) -> BusyPolicy:
+    if policy not in BUSY_POLICIES:
+        raise ValueError(f"unknown busy policy {policy!r}; use one of {sorted(BUSY_POLICIES)}")
+    return policy  # type: ignore[return-value]
+
+
+class _Handle(Protocol):
+    """What lanes need of a ``TurnHandle``."""
+
+    @property
+    def turn_id(self) -> str: ...
+
+    def __await__(self) -> Generator[Any, None, TurnResult]: ...
+
+
+class LaneHost(Protocol):
+    """What lanes need of the loop: its engine and a way to start a turn."""
+
+    _engine: Engine
+
+    def start_turn(self, input: str, session_id: str | None = None, *,
+                   agent: Agent | None = None) -> Any: ...
+
+
+class QueuedTurn:
+    """A message ``send`` did not start a turn for (the session was busy).
+
+    ``action`` says what was done with it. Awaiting it gives the ``TurnResult`` of the turn that
+    took the message: the running turn for ``steered``, else the turn it gets of its own once
+    those before it have ended. ``turn_id`` is known once that turn has started.
+    """
+
+    def __init__(self, text: str, session_id: str, action: SendAction, agent: Agent | None,
+                 *, urgent: bool = False) -> None:
+        self.text = text
+        self.session_id = session_id
+        self.action: SendAction = action
+        self.agent = agent
+        self.urgent = urgent
+        self.handle: Any = None
+        """The ``TurnHandle`` of the turn that took the message, once it has started."""
+        self._turn_id: str | None = None
+        self._future: asyncio.Future[TurnResult] = asyncio.get_running_loop().create_future()
+
+    @property
+    def turn_id(self) -> str | None:
+        return self._turn_id
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def _started(self, handle: _Handle) -> None:
+        self.handle = handle
+        self._turn_id = handle.turn_id
+
+    def _finish(self, result: TurnResult) -> None:
+        if not self._future.done():
+            self._future.set_result(result)
+
+    def _fail(self, exc: BaseException) -> None:
+        if not self._future.done():
+            self._future.set_exception(exc)
+            self._future.exception()  # retrieved: nobody has to await a dropped message
+
+    def __await__(self) -> Generator[Any, None, TurnResult]:
+        return asyncio.shield(self._future).__await__()
+
+    def __repr__(self) -> str:
+        return f"<QueuedTurn {self.action} session={self.session_id} turn={self._turn_id}>"
+
+
+@dataclass(slots=True)
+class _Lane:
+    pending: deque[QueuedTurn] = field(default_factory=deque)
+    runner: asyncio.Task[None] | None = None
+    current: QueuedTurn | None = None
+    """The queued message whose turn runs now."""
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Lanes:
+    """Every session's lane. Runs on the loop's thread only (``AgentLoop`` marshals calls)."""
+
+    def __init__(self, host: LaneHost) -> None:
+        self._host = host
+        self._lanes: dict[str, _Lane] = {}
+        self._recent: OrderedDict[str, TurnResult] = OrderedDict()
+        """The last result per session, for ``wait_session``; bounded, oldest forgotten."""
+        self._closed = False
+
+    # -- questions ----------------------------------------------------------------------------
+
+    def busy(self, session_id: str) -> bool:
+        """A turn runs, or messages wait for one."""
+        lane = self._lanes.get(session_id)
+        return session_id in self._host._engine.active or (lane is not None and (
+            lane.runner is not None or bool(lane.pending)))
+
+    def queued(self, session_id: str) -> list[str]:
+        lane = self._lanes.get(session_id)
+        return [] if lane is None else [q.text for q in lane.pending]
+
+    def runners(self) -> list[asyncio.Task[None]]:
+        return [lane.runner for lane in self._lanes.values() if lane.runner is not None]
+
+    # -- send ---------------------------------------------------------------------------------
+
+    def send(self, text: str, session_id: str, policy: BusyPolicy,
+             agent: Agent | None) -> Any:
+        if self._closed:
+            raise RuntimeError("this AgentLoop is closed")
+        lane = self._lanes.setdefault(session_id, _Lane())
+        engine = self._host._engine
+        st = engine.active.get(session_id)
+        if st is None and lane.runner is None and not lane.pending and self._has_slot():
+            handle = self._host.start_turn(text, session_id, agent=agent)
+            self._run(session_id, lane, handle)
+            return handle
+        if policy == "reject" and (st is not None or lane.runner is not None or lane.pending):
+            what = f"turn {st.turn_id} is running" if st is not None else "messages are queued"
+            raise SessionBusyError(f"session {session_id!r} is busy ({what}); the message was "
+                                   "not queued (policy 'reject')")
+        if policy == "steer" and st is not None and engine.steer(st, text):
+            item = QueuedTurn(text, session_id, "steered", agent)
+            item._turn_id = st.turn_id
+            assert st.task is not None
+            st.task.add_done_callback(lambda t: item._finish(t.result()) if not t.cancelled()
+                                      and t.exception() is None else item._fail(
+                                          RuntimeError("the steered turn did not finish")))
+            return item
+        urgent = policy in ("interrupt", "rollback")
+        action: SendAction = "queued"
+        if urgent and st is not None:
+            if policy == "interrupt":
+                engine.interrupt_graceful(st, None)
+                action = "interrupted"
+            else:
+                engine.interrupt_hard(st)
+                action = "rolled_back"
+        item = QueuedTurn(text, session_id, action, agent, urgent=urgent)
+        if urgent:
+            lane.pending.insert(sum(1 for q in lane.pending if q.urgent), item)
+        else:
+            lane.pending.append(item)
+            if st is not None and not st.finishing:
+                engine.emit(st, FollowUpQueued, text=text)
+        if lane.runner is None:
+            self._run(session_id, lane, None)
+        return item
+
+    # -- the runner ---------------------------------------------------------------------------
+
+    def _run(self, session_id: str, lane: _Lane, first: _Handle | None) -> None:
+        lane.idle.clear()
+        lane.runner = asyncio.get_running_loop().create_task(
+            self._drain(session_id, lane, first), name=f"steerable-lane-{session_id}")
+
+    async def _drain(self, session_id: str, lane: _Lane, handle: _Handle | None) -> None:
+        engine = self._host._engine
+        try:
+            while True:
+                if handle is not None:
+                    result = await handle
+                    if lane.current is not None:
+                        lane.current._finish(result)
+                        lane.current = None
+                    self._remember(session_id, result)
+                    self._requeue_follow_ups(session_id, lane, result)
+                    handle = None
+                st = engine.active.get(session_id)
+                if st is not None and st.task is not None:
+                    # A turn started outside send (start_turn): its owner runs its follow-ups.
+                    await asyncio.wait([st.task])
+                    continue
+                if not lane.pending:
+                    return
+                if not self._has_slot():
+                    await self._wait_slot()
+                    continue
+                item = lane.pending.popleft()
+                try:
+                    handle = self._host.start_turn(item.text, session_id, agent=item.agent)
+                except SessionBusyError:  # started elsewhere in between: wait for that one
+                    lane.pending.appendleft(item)
+                    await asyncio.sleep(0)
+                    continue
+                except Exception as exc:  # e.g. the loop is closing: say so to the sender
+                    item._fail(exc)
+                    continue
+                item._started(handle)
+                lane.current = item
+        finally:
+            lane.runner = None
+            lane.idle.set()
+            if not lane.pending and self._lanes.get(session_id) is lane:
+                del self._lanes[session_id]
+
+    def _has_slot(self) -> bool:
+        """``Limits.active_turns``: turns running at once across sessions; past it, queue."""
+        limit = self._host._engine.limits.active_turns
+        return limit is None or len(self._host._engine.active) < limit
+
+    async def _wait_slot(self) -> None:
+        running = [st.task for st in self._host._engine.active.values() if st.task is not None]
+        if running:
+            await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+        else:
+            await asyncio.sleep(0)
+
+    def _remember(self, session_id: str, result: TurnResult) -> None:
+        self._recent[session_id] = result
+        self._recent.move_to_end(session_id)
+        if len(self._recent) > RECENT_RESULTS:
+            self._recent.popitem(last=False)
+
+    def _requeue_follow_ups(self, session_id: str, lane: _Lane, result: TurnResult) -> None:
+        """Follow-ups the turn hands back run next: after messages that interrupted it, before
+        messages queued with ``follow_up``."""
+        if result.status not in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS):
+            return
+        at = sum(1 for q in lane.pending if q.urgent)
+        for text in reversed(result.follow_ups):
+            lane.pending.insert(at, QueuedTurn(text, session_id, "queued", None))
+
+    # -- waiting and shutdown -----------------------------------------------------------------
+
+    async def wait_session(self, session_id: str) -> TurnResult | None:
+        """Wait until the session has no turn running and nothing queued; the last result."""
+        while True:
+            lane = self._lanes.get(session_id)
+            if lane is not None and lane.runner is not None:
+                await lane.idle.wait()
+                continue
+            st = self._host._engine.active.get(session_id)
+            if st is not None and st.task is not None:
+                await asyncio.wait([st.task])
+                continue
+            return self._recent.get(session_id)
+
+    def drop_queued(self, session_id: str) -> list[str]:
+        """Withdraw the messages waiting for a turn of their own; their awaitables raise."""
+        lane = self._lanes.get(session_id)
+        if lane is None:
+            return []
+        dropped = list(lane.pending)
+        lane.pending.clear()
+        for item in dropped:
+            item._fail(RuntimeError("the message was withdrawn before its turn started"))
+        return [item.text for item in dropped]
+
+    def close(self) -> None:
+        """Start no more turns; fail what waits (the loop is closing)."""
+        self._closed = True
+        for lane in self._lanes.values():
+            for item in lane.pending:
+                item._fail(RuntimeError("the loop closed before this message's turn started"))
+            lane.pending.clear()
+
+    async def aclose(self, grace: float) -> None:
+        """Stop the runners (after ``close`` and after the turns have ended)."""
+        self.close()
+        runners = self.runners()
+        for task in runners:
+            task.cancel()
+        if runners:
+            await asyncio.wait(runners, timeout=grace)
+        for lane in self._lanes.values():
+            if lane.current is not None:
+                lane.current._fail(RuntimeError("the loop closed while this message's turn ran"))

@@ -1,0 +1,78 @@
+"""``steerable serve``: the coding agent behind the HTTP API and web page (SPEC 7).
+
+Prints ``listening on http://HOST:PORT`` once the socket accepts connections. Off loopback it
+refuses to start without ``STEERABLE_SERVER_TOKEN``; with a token every API request needs
+``Authorization: Bearer <token>``. Tool calls that need approval are asked on the page (or
+through ``POST /v1/approvals/{id}``) unless ``--yes``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from steerable.cli._args import UsageError
+from steerable.cli._settings import Settings
+
+if TYPE_CHECKING:
+    import uvicorn
+
+__all__ = ["TOKEN_ENV", "serve"]
+
+TOKEN_ENV = "STEERABLE_SERVER_TOKEN"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(args: argparse.Namespace, settings: Settings) -> int:
+    token = os.environ.get(TOKEN_ENV) or None
+    if not _is_loopback(args.host) and token is None:
+        raise UsageError(f"refusing to listen on {args.host} without a token: set {TOKEN_ENV} "
+                         "(clients then send 'Authorization: Bearer <token>')")
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port must be 0-65535, got {args.port}")
+    try:
+        import uvicorn
+
+        from steerable.server import LocalRunner, create_app
+    except ImportError as exc:
+        raise UsageError(f"serve needs the server extra: pip install 'steerable[server]' "
+                         f"({exc.name} is missing)") from None
+    from steerable.cli._app import build_app
+
+    app = build_app(settings, session=None, can_ask=False, script=args.script,
+                    record_events=args.record_events, ask_by_events=True)
+    asgi = create_app(LocalRunner(app.loop, app.redact), token=token)
+    config = uvicorn.Config(asgi, host=args.host, port=args.port, log_level="warning",
+                            access_log=False, lifespan="on", timeout_graceful_shutdown=3)
+    try:
+        return asyncio.run(_serve(uvicorn.Server(config)))
+    except KeyboardInterrupt:
+        # uvicorn shuts down gracefully on Ctrl+C / SIGTERM, then re-raises the signal:
+        # for a server that is the normal way to stop.
+        return 0
+
+
+async def _serve(server: uvicorn.Server) -> int:
+    task = asyncio.ensure_future(server.serve())
+    while not server.started:
+        if task.done():
+            return 1 if task.exception() is not None else 0
+        await asyncio.sleep(0.01)
+    host, port = server.servers[0].sockets[0].getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    sys.stdout.write(f"listening on http://{shown}:{port}\n")
+    sys.stdout.flush()
+    await task
+    return 0

@@ -1,0 +1,14 @@
+"""``steerable serve``: a JSON API, server-sent events and a web page over running sessions.
+
+Needs the ``server`` extra (Starlette, uvicorn, sse-starlette). ``create_app(runner)`` builds
+the ASGI app; ``LocalRunner`` runs the sessions of one ``AgentLoop`` in this process, and any
+other ``SessionRunner`` (e.g. one spread over worker processes) plugs into the same routes.
+"""
+
+from __future__ import annotations
+
+from steerable.server._app import MAX_BODY, create_app
+from steerable.server._hub import EventHub
+from steerable.server._runner import LocalRunner, Sent, SessionRunner
+
+__all__ = ["MAX_BODY", "EventHub", "LocalRunner", "Sent", "SessionRunner", "create_app"]

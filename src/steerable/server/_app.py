@@ -1,0 +1,280 @@
+"""The HTTP API (SPEC 7) and the web page, as a Starlette app over a ``SessionRunner``.
+
+Guards, in the order a request meets them: the bearer token (when one is set; compared in
+constant time; the page's own files are public so a browser can load it, everything under
+``/v1`` and ``/healthz`` is not), the same-origin check on every request that changes
+something (a browser always sends ``Origin`` on a cross-site POST; no CORS headers are ever
+sent, so other sites cannot read answers either), the session id's shape (the store's own
+rule: no path tricks), then the body: at most ``MAX_BODY`` bytes of a JSON object whose
+fields have the right types. Every refusal is a 4xx with ``{"error": ...}`` and changes nothing.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import Any
+
+from sse_starlette.sse import EventSourceResponse
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from steerable._lanes import BUSY_POLICIES
+from steerable.errors import CheckpointError, SessionBusyError
+from steerable.server._runner import SessionRunner
+
+__all__ = ["MAX_BODY", "create_app"]
+
+MAX_BODY = 64 * 1024
+_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_PUBLIC = ("/", "/static/app.js", "/static/app.css", "/favicon.svg")
+_STATIC = {"app.js": "text/javascript", "app.css": "text/css"}
+_CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+class _Guard:
+    """Token and same-origin checks for every request (plain ASGI: adds nothing to streams)."""
+
+    def __init__(self, app: ASGIApp, token: str | None) -> None:
+        self.app = app
+        self.token = token.encode() if token else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refusal = self._refuse(Request(scope))
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def _refuse(self, request: Request) -> Response | None:
+        if self.token is not None and request.url.path not in _PUBLIC:
+            scheme, _, value = request.headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(),
+                                                                     self.token):
+                return JSONResponse({"error": "missing or wrong bearer token"}, status_code=401,
+                                    headers={"WWW-Authenticate": "Bearer"})
+        if request.method in _CHANGES and not _same_origin(request):
+            return _error(403, "cross-site request refused (Origin does not match this server)")
+        return None
+
+
+def _same_origin(request: Request) -> bool:
+    if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+        return False
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True  # not a browser's cross-site request (curl, scripts)
+    return origin == f"{request.url.scheme}://{request.headers.get('host', '')}"
+
+
+def _session_id(request: Request) -> str:
+    sid = request.path_params["session_id"]
+    if not _SESSION_ID.match(sid):
+        raise BadRequest(400, "invalid session id: 1-128 letters, digits, '.', '_' or '-', "
+                              "starting with a letter or digit")
+    return str(sid)
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+        raise BadRequest(413, f"body larger than {MAX_BODY} bytes")
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY:
+            raise BadRequest(413, f"body larger than {MAX_BODY} bytes")
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequest(400, "body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise BadRequest(400, "body must be a JSON object")
+    return data
+
+
+def _field(data: dict[str, Any], name: str, kind: type, *, required: bool = True,
+           choices: frozenset[str] | None = None) -> Any:
+    if name not in data or data[name] is None:
+        if required:
+            raise BadRequest(400, f"missing field {name!r}")
+        return None
+    value = data[name]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise BadRequest(400, f"field {name!r} must be {kind.__name__}")
+    if isinstance(value, str) and name == "text" and not value.strip():
+        raise BadRequest(400, "field 'text' must not be empty")
+    if choices is not None and value not in choices:
+        raise BadRequest(400, f"unknown {name} {value!r}; use one of {sorted(choices)}")
+    return value
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _json_errors(handler: Handler) -> Handler:
+    async def wrapped(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except BadRequest as exc:
+            return _error(exc.status, str(exc))
+        except (SessionBusyError, CheckpointError) as exc:
+            return _error(409, str(exc))
+        except LookupError as exc:
+            return _error(404, str(exc.args[0]) if exc.args else "not found")
+        except ValueError as exc:
+            return _error(400, str(exc))
+
+    return wrapped
+
+
+def create_app(runner: SessionRunner, *, token: str | None = None) -> Starlette:
+    """The server's app: JSON API, SSE and the web page over ``runner``."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await runner.start()
+        try:
+            yield
+        finally:
+            await runner.aclose()
+
+    async def post_message(request: Request) -> Response:
+        sid = _session_id(request)
+        data = await _body(request)
+        text = _field(data, "text", str)
+        policy = _field(data, "policy", str, required=False, choices=BUSY_POLICIES)
+        sent = await runner.send(sid, text, policy)
+        return JSONResponse({"turn_id": sent.turn_id, "action": sent.action}, status_code=202)
+
+    async def steer(request: Request) -> Response:
+        sid = _session_id(request)
+        text = _field(await _body(request), "text", str)
+        return JSONResponse({"ok": await runner.steer(sid, text)})
+
+    async def follow_up(request: Request) -> Response:
+        sid = _session_id(request)
+        text = _field(await _body(request), "text", str)
+        return JSONResponse({"ok": await runner.follow_up(sid, text)})
+
+    async def interrupt(request: Request) -> Response:
+        sid = _session_id(request)
+        mode = _field(await _body(request), "mode", str, choices=frozenset({"graceful", "hard"}))
+        return JSONResponse({"ok": await runner.interrupt(sid, mode)})
+
+    async def cancel(request: Request) -> Response:
+        sid = _session_id(request)
+        modes = frozenset({"immediate", "after_model", "after_tools"})
+        mode = _field(await _body(request), "mode", str, choices=modes)
+        return JSONResponse({"ok": await runner.cancel(sid, mode)})
+
+    async def approval(request: Request) -> Response:
+        rid = request.path_params["request_id"]
+        if len(rid) > 200:
+            raise BadRequest(400, "request id too long")
+        data = await _body(request)
+        approved = _field(data, "approved", bool)
+        reason = _field(data, "reason", str, required=False) or ""
+        return JSONResponse({"ok": await runner.resolve_approval(rid, approved, reason)})
+
+    async def list_sessions(request: Request) -> Response:
+        return JSONResponse({"sessions": await runner.list_sessions()})
+
+    async def get_session(request: Request) -> Response:
+        return JSONResponse(await runner.get_session(_session_id(request)))
+
+    async def delete_session(request: Request) -> Response:
+        await runner.delete_session(_session_id(request))
+        return JSONResponse({"ok": True})
+
+    async def events(request: Request) -> Response:
+        sid = _session_id(request)
+        raw = request.headers.get("last-event-id") or request.query_params.get("after")
+        after: int | None = None
+        if raw is not None:
+            if not raw.isdigit():
+                raise BadRequest(400, "Last-Event-ID must be an event seq (an integer)")
+            after = int(raw)
+        stream = runner.events(sid, after)
+
+        async def frames() -> AsyncIterator[dict[str, str]]:
+            async for seq, data in stream:
+                yield {"id": str(seq), "data": data}
+
+        # Closing the response (client gone) closes the generator, which detaches the client.
+        return EventSourceResponse(frames(), ping=15, headers={"Cache-Control": "no-store"})
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    async def page(request: Request) -> Response:
+        return _asset("index.html", "text/html; charset=utf-8")
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in _STATIC:
+            raise HTTPException(404)
+        return _asset(name, _STATIC[name] + "; charset=utf-8")
+
+    async def favicon(request: Request) -> Response:
+        return _asset("favicon.svg", "image/svg+xml")
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        return _error(status, "not found" if status == 404 else
+                      "method not allowed" if status == 405 else "error")
+
+    s = "/v1/sessions/{session_id}"
+    routes = [
+        Route("/", page), Route("/static/{name}", static), Route("/favicon.svg", favicon),
+        Route("/healthz", healthz),
+        Route("/v1/sessions", _json_errors(list_sessions)),
+        Route(s, _json_errors(get_session), methods=["GET"]),
+        Route(s, _json_errors(delete_session), methods=["DELETE"]),
+        Route(s + "/messages", _json_errors(post_message), methods=["POST"]),
+        Route(s + "/events", _json_errors(events)),
+        Route(s + "/steer", _json_errors(steer), methods=["POST"]),
+        Route(s + "/follow_up", _json_errors(follow_up), methods=["POST"]),
+        Route(s + "/interrupt", _json_errors(interrupt), methods=["POST"]),
+        Route(s + "/cancel", _json_errors(cancel), methods=["POST"]),
+        Route("/v1/approvals/{request_id}", _json_errors(approval), methods=["POST"]),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan,
+                     middleware=[Middleware(_Guard, token=token)],
+                     exception_handlers={HTTPException: not_found})
+
+
+_ASSETS: dict[str, bytes] = {}
+
+
+def _asset(name: str, media_type: str) -> Response:
+    body = _ASSETS.get(name)
+    if body is None:
+        body = _ASSETS[name] = resources.files("steerable.server").joinpath(
+            "static", name).read_bytes()
+    return Response(body, media_type=media_type, headers={
+        "Cache-Control": "no-cache",
+        "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
+                                   "style-src 'self'; script-src 'self'; connect-src 'self'; "
+                                   "frame-ancestors 'none'",
+        "X-Content-Type-Options": "nosniff"})

@@ -1,0 +1,185 @@
+"""``SessionDriver`` (the policy the CLI and the web page share) and ``AgentLoop.run(bus)``."""
+
+from __future__ import annotations
+
+import asyncio
+
+from steerable import (
+    Agent,
+    AgentLoop,
+    EventKind,
+    HumanApprover,
+    InboundMessage,
+    InProcessBus,
+    OutboundReply,
+    Reply,
+    ScriptedProvider,
+    SessionDriver,
+    TurnStatus,
+    tool,
+)
+from tests.conftest import wait_for
+from tests.test_send import echo, gated, make
+
+K = EventKind
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_first_press_is_graceful_a_second_on_the_same_turn_aborts_and_withdraws() -> None:
+    tools, gate = gated()
+    loop, _ = make([Reply(tool_calls=[("work", {"step": "a"})])], tools)
+    clock = Clock()
+    driver = SessionDriver(loop, "s", clock=clock)
+    sub = loop.subscribe(buffer=1000)
+    first = driver.send("go")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    queued = driver.send("after", "follow_up")
+    assert driver.press_interrupt().action == "graceful"
+    clock.now += 60  # long after: still the same turn, so this press aborts
+    press = driver.press_interrupt()
+    assert press.action == "hard" and press.dropped == ("after",)
+    assert (await first).status is TurnStatus.ABORTED
+    assert queued.done()
+    assert driver.press_interrupt().action == "idle"
+    await loop.aclose()
+
+
+async def test_a_press_that_cannot_be_graceful_arms_and_the_next_within_the_window_aborts() -> None:
+    tools, gate = gated()
+    loop, _ = make([Reply(tool_calls=[("work", {"step": "a"})]), Reply(text="x", delay=5)], tools)
+    clock = Clock()
+    driver = SessionDriver(loop, "s", clock=clock)
+    sub = loop.subscribe(buffer=1000)
+    first = driver.send("go")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    assert loop.interrupt_graceful("s")  # someone else already asked: graceful is refused now
+    assert driver.press_interrupt().action == "armed"
+    clock.now += 1.0
+    assert driver.press_interrupt().action == "hard"
+    assert (await first).status is TurnStatus.ABORTED
+    await loop.aclose()
+
+
+async def test_approvals_are_tracked_answered_and_denied_by_an_interrupt() -> None:
+    @tool
+    async def write(path: str) -> str:
+        """Write."""
+        return "written " + path
+
+    provider = ScriptedProvider([Reply(tool_calls=[("write", {"path": "a"})]),
+                                 Reply(tool_calls=[("write", {"path": "b"})]), Reply(text="done")])
+    loop = AgentLoop(Agent(name="t", provider=provider, tools=[write]))
+    loop.register_hook(HumanApprover())
+    driver = SessionDriver(loop, "s")
+    events = driver.events()
+    results = []
+    driver.on_result = results.append
+    driver.send("write two files")
+
+    async def until(kind):
+        async for event in events:
+            if event.kind is kind:
+                return event
+        raise AssertionError("closed")
+
+    asked = await until(K.APPROVAL_REQUESTED)
+    assert [a.request_id for a in driver.open_approvals] == [asked.request_id]
+    assert driver.answer(True, allow=["write(b)"])  # and allow the next one without asking
+    end = await until(K.TURN_END)
+    assert end.status is TurnStatus.COMPLETED and driver.open_approvals == []
+    assert [str(r) for r in loop.permissions.rules] == ["allow: write(b)"]
+    await driver.wait_idle()
+    assert [r.status for r in results] == [TurnStatus.COMPLETED]
+    driver.close()
+    await loop.aclose()
+
+
+async def test_run_bus_answers_every_message_and_bounds_working_sessions() -> None:
+    loop, _ = make([lambda r: Reply(text=echo(r).text, delay=0.02)] * 12 + [echo])
+    sub = loop.subscribe(buffer=10_000)
+    bus = InProcessBus()
+    runner = asyncio.create_task(loop.run(bus, max_sessions=2))
+    for i in range(9):
+        await bus.publish(InboundMessage(f"s{i % 4}", f"m{i}", "follow_up", message_id=str(i)))
+    bus.close()
+    await runner
+    replies: list[OutboundReply] = []
+    events = 0
+    while not bus._outbound.empty():
+        item = await bus.receive()
+        if isinstance(item, OutboundReply):
+            replies.append(item)
+        else:
+            events += 1
+    assert sorted(int(r.message_id) for r in replies) == list(range(9))
+    assert all(r.status is TurnStatus.COMPLETED and r.text == f"re: m{r.message_id}"
+               for r in replies)
+    assert events > 0  # events went outbound too
+    running: set[str] = set()
+    most = 0
+    for event in sub.drain_nowait():
+        if event.kind is K.TURN_START:
+            running.add(event.session_id)
+        elif event.kind is K.TURN_END:
+            running.discard(event.session_id)
+        most = max(most, len(running))
+    assert most == 2
+    for s in range(4):  # per session, in arrival order
+        mine = [m.content for m in loop.session_messages(f"s{s}") if m.role == "user"]
+        assert mine == [f"m{i}" for i in range(9) if i % 4 == s]
+    await loop.aclose()
+
+
+async def test_run_bus_rejects_with_a_reply() -> None:
+    tools, gate = gated()
+    loop, _ = make([Reply(tool_calls=[("work", {"step": "a"})]), echo], tools)
+    sub = loop.subscribe(buffer=1000)
+    bus = InProcessBus()
+    runner = asyncio.create_task(loop.run(bus, forward_events=False))
+    await bus.publish(InboundMessage("s", "first", message_id="1"))
+    await wait_for(sub, K.TOOL_EXEC_START)
+    await bus.publish(InboundMessage("s", "second", "reject", message_id="2"))
+    rejected = await bus.receive()
+    assert isinstance(rejected, OutboundReply) and rejected.action == "rejected"
+    assert rejected.message_id == "2" and "busy" in (rejected.error or "")
+    gate.set()
+    done = await bus.receive()
+    assert isinstance(done, OutboundReply) and done.action == "started" and done.message_id == "1"
+    bus.close()
+    await runner
+    await loop.aclose()
+
+
+async def test_run_bus_answers_failed_when_a_pending_checkpoint_refuses_a_queued_turn(
+        tmp_path) -> None:
+    from steerable import CancelMode
+    from steerable.storage import JSONLSessionStore
+
+    tools, gate = gated()
+    loop, _ = make([Reply(tool_calls=[("work", {"step": "a"})]), echo], tools,
+                   store=JSONLSessionStore(tmp_path))
+    sub = loop.subscribe(buffer=1000)
+    bus = InProcessBus()
+    runner = asyncio.create_task(loop.run(bus, forward_events=False))
+    await bus.publish(InboundMessage("s", "first", message_id="1"))
+    await wait_for(sub, K.TOOL_EXEC_START)
+    await bus.publish(InboundMessage("s", "second", "follow_up", message_id="2"))
+    await wait_for(sub, K.FOLLOW_UP_QUEUED)
+    assert loop.cancel("s", CancelMode.AFTER_TOOLS) is not None
+    gate.set()
+    replies = {}
+    for _ in range(2):
+        reply = await asyncio.wait_for(bus.receive(), 10)
+        replies[reply.message_id] = reply
+    assert replies["1"].status is TurnStatus.CANCELLED
+    assert replies["2"].action == "failed" and "checkpoint" in (replies["2"].error or "").lower()
+    bus.close()
+    await runner
+    await loop.aclose()
