@@ -11,7 +11,6 @@ import asyncio
 import concurrent.futures
 import functools
 import os
-import secrets
 from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +46,7 @@ _RECORD_ENV = "STEERABLE_EVENT_LOG"
 
 
 def _new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(6)}"
+    return f"{prefix}_{os.urandom(6).hex()}"  # what secrets.token_hex does, without its import
 
 
 def _check_mode(mode: object) -> None:
