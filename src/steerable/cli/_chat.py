@@ -69,6 +69,8 @@ class ChatSession:
         self.driver.agent = app.agent_for(self.dry_run)
         self.show_events = False
         self.resumed: asyncio.Future[None] | None = None
+        self.held: deque[str] = deque()
+        """Messages typed while a pending checkpoint refuses new turns (sent once it is gone)."""
         self.quit = False
         self.invalidate: Any = lambda: None
 
@@ -145,11 +147,25 @@ class ChatSession:
             return  # a follow-up's FOLLOW_UP_QUEUED is printed by the view
         from steerable.errors import CheckpointError
 
+        if self.held:
+            self.held.append(body)
+            return
         try:
             self.driver.send(body)
         except CheckpointError:
+            self.held.append(body)
             self.say("this session has a pending turn: /resume continues it, /discard drops it "
-                     "(then send your message again)", "yellow")
+                     "(your message stays queued)", "yellow")
+
+    def drop_held(self) -> None:
+        for text in self.held:
+            self.say(f"not delivered (queued for the previous session): {text}", "yellow")
+        self.held.clear()
+
+    def release_held(self) -> None:
+        """The pending turn is resumed or dropped: the messages typed meanwhile go now."""
+        while self.held:
+            self.driver.send(self.held.popleft(), "follow_up")
 
     def answer(self, text: str) -> None:
         choice = parse_answer(text)
@@ -204,7 +220,10 @@ class ChatSession:
         elif name == "/discard":
             dropped = app.store.delete_checkpoint(app.session_id)
             self.say("pending turn dropped" if dropped else "no pending turn")
+            if dropped:
+                self.release_held()
         elif name == "/new":
+            self.drop_held()
             app.session_id = self.driver.session_id = new_session_id()
             self.say(f"new session {app.session_id}")
         elif name == "/export":
@@ -223,6 +242,7 @@ class ChatSession:
         except (SteerableError, ValueError) as exc:
             self.say(f"cannot resume: {exc}", "red")
             return
+        self.drop_held()
         self.app.session_id = self.driver.session_id = session_id
         self.say(f"resumed {session_id} ({count} messages)")
         self.announce_pending()
@@ -260,6 +280,8 @@ class ChatSession:
         if result.status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS):
             for text in result.follow_ups:
                 self.driver.send(text, "follow_up")
+        if self.app.loop.checkpoint(self.app.session_id) is None:
+            self.release_held()
 
     def export(self, args: list[str]) -> None:
         from steerable.cli._sessions import export_json, export_markdown
