@@ -230,3 +230,117 @@ def test_bad_composites_are_refused_when_built() -> None:
     with pytest.raises(ConfigurationError, match="name"):
         SequentialAgent(name="", agents=[a])
     assert SequentialAgent(name="s", agents=[a, echo("b"), a]).agents[2] is a  # a repeat is fine
+
+
+# -- cancel modes at boundaries, and the grace period of IMMEDIATE -------------------------------
+
+def tooled(name: str, gate: asyncio.Event, ran: list[str]) -> Agent:
+    """An agent whose (gated) model asks for a tool, then answers."""
+    from steerable import tool
+
+    @tool
+    async def work() -> str:
+        """Do the work."""
+        ran.append(name)
+        return "worked"
+
+    async def first(request: Any) -> Reply:
+        await gate.wait()
+        return Reply(text="calling", tool_calls=[("work", {})])
+
+    return Agent(name=name, tools=[work],
+                 provider=ScriptedProvider([first, Reply(text=f"{name} finished")]))
+
+
+async def test_a_safe_point_cancel_stops_at_the_next_boundary() -> None:
+    from steerable import CancelMode
+
+    gate = asyncio.Event()
+    second = echo("second")
+    seq = SequentialAgent(name="s", agents=[gated("first", gate, "first text"), second])
+    loop = AgentLoop(seq)
+    sub = loop.subscribe(buffer=10_000)
+    handle = loop.start_turn("x", session_id="s")
+    await wait_for(sub, K.LLM_REQUEST)
+    cancel = loop.cancel("s", CancelMode.AFTER_TOOLS)
+    assert cancel is not None
+    gate.set()
+    result = await handle
+    assert await cancel.wait() is True
+    assert result.status is TurnStatus.CANCELLED and result.text == "first text"
+    assert second.provider.requests == []  # type: ignore[attr-defined]
+    events = sub.drain_nowait()
+    assert of(events, K.TURN_END)[-1].cancel_mode == "after_tools"
+    assert [(m.role, m.content) for m in loop.session_messages("s")] == [
+        ("user", "x"), ("assistant", "first text")]
+
+
+async def test_immediate_gives_children_a_grace_period_to_stop_at_a_safe_point() -> None:
+    from steerable import CancelMode
+
+    gate, ran = asyncio.Event(), []
+    seq = SequentialAgent(name="s", agents=[tooled("a", gate, ran), echo("b")], grace=5)
+    loop = AgentLoop(seq)
+    sub = loop.subscribe(buffer=10_000)
+    handle = loop.start_turn("x", session_id="s")
+    seen: list[Any] = []
+    await wait_for(sub, K.LLM_REQUEST, seen=seen)
+    cancel = loop.cancel("s", CancelMode.IMMEDIATE)
+    assert cancel is not None
+    await asyncio.sleep(0.02)
+    assert not handle.done()  # the child is given time
+    gate.set()  # the child's model answers with a tool call: it stops before running it
+    result = await asyncio.wait_for(handle, 2)
+    events = seen + sub.drain_nowait()
+    assert result.status is TurnStatus.ABORTED and await cancel.wait() is True
+    assert ran == []
+    child_end = next(e for e in of(events, K.TURN_END) if e.parent_turn_id)
+    assert child_end.status is TurnStatus.CANCELLED and child_end.cancel_mode == "after_model"
+    modes = [e.mode for e in of(events, K.INTERRUPT_RECEIVED) if e.turn_id == handle.turn_id]
+    assert modes[0] == "cancel_immediate"
+    assert loop.session_messages("s") == []  # IMMEDIATE rolls the composite back
+
+
+async def test_immediate_aborts_children_that_outlast_the_grace_period() -> None:
+    from steerable import CancelMode
+
+    gate = asyncio.Event()
+    par = ParallelAgent(name="p", agents=[gated("a", gate), gated("b", gate)], grace=0.05)
+    loop = AgentLoop(par)
+    sub = loop.subscribe(buffer=10_000)
+    handle = loop.start_turn("x", session_id="s")
+    seen: list[Any] = []
+    while len(of(seen, K.LLM_REQUEST)) < 2:
+        await wait_for(sub, K.LLM_REQUEST, seen=seen)
+    cancel = loop.cancel("s", CancelMode.IMMEDIATE)
+    assert cancel is not None
+    result = await asyncio.wait_for(handle, 2)
+    events = seen + sub.drain_nowait()
+    assert result.status is TurnStatus.ABORTED and await cancel.wait() is True
+    assert [e.status for e in of(events, K.TURN_END)] == [TurnStatus.ABORTED] * 3
+    assert of(events, K.TURN_END)[-1].turn_id == handle.turn_id
+
+
+async def test_queued_parallel_children_do_not_start_after_a_cancel() -> None:
+    from steerable import CancelMode, Limits
+
+    gate = asyncio.Event()
+    late = echo("late")
+    par = ParallelAgent(name="p", agents=[gated("a", gate, "a text"), late])
+    loop = AgentLoop(par, limits=Limits(subturns_per_turn=1))
+    sub = loop.subscribe(buffer=10_000)
+    handle = loop.start_turn("x", session_id="s")
+    await wait_for(sub, K.LLM_REQUEST)
+    assert loop.cancel("s", CancelMode.AFTER_TOOLS) is not None
+    gate.set()
+    result = await handle
+    assert result.status is TurnStatus.CANCELLED
+    assert late.provider.requests == []  # type: ignore[attr-defined]
+    assert "## late (not started" in result.text and "## a\na text" in result.text
+
+
+def test_grace_must_be_a_non_negative_number() -> None:
+    with pytest.raises(ConfigurationError, match="grace"):
+        SequentialAgent(name="s", agents=[echo("a")], grace=-1)
+    with pytest.raises(ConfigurationError, match="grace"):
+        LoopAgent(name="l", agent=echo("a"), max_loops=1, grace="1")  # type: ignore[arg-type]

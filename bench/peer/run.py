@@ -37,7 +37,8 @@ FIGURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "overhead": [("µs/iter @200", ("overhead_per_iteration_us",)),
                  ("µs/iter @25", ("overhead_per_iteration_us_at_25_iterations",)),
                  ("µs/iter @10", ("overhead_per_iteration_us_at_10_iterations",)),
-                 ("CPU µs/iter @200", ("cpu_per_iteration_us",))],
+                 ("CPU µs/iter @200", ("cpu_per_iteration_us",)),
+                 ("CPU µs/iter @10", ("cpu_per_iteration_us_at_10_iterations",))],
     "cancel": [("abort ms (result)", ("cancel_latency_ms",)),
                ("tool cancelled ms", ("tool_saw_cancel_ms",)),
                ("TURN_END ms", ("turn_end_ms",))],
@@ -102,13 +103,17 @@ def _dig(row: dict[str, Any], path: tuple[str, ...]) -> Any:
     return value if isinstance(value, int | float) else None
 
 
+def _num(x: float) -> str:
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 def _fmt(values: list[float]) -> str:
     if not values:
         return "—"
     med = statistics.median(values)
     if len(values) == 1:
-        return f"{med:g}"
-    return f"{med:.3g} [{min(values):.3g}-{max(values):.3g}]"
+        return _num(med)
+    return f"{_num(med)} [{_num(min(values))}-{_num(max(values))}]"
 
 
 def table(rows: list[dict[str, Any]], runtimes: list[str]) -> str:
@@ -162,6 +167,7 @@ def main() -> None:
                         row["round"] = rnd
                         rows.append(row)
                         fh.write(json.dumps(row) + "\n")
+                        fh.flush()  # a run cut short keeps what it measured
             print(f"round {rnd + 1}/{args.rounds} done {time.strftime('%H:%M:%S')} "
                   f"load {os.getloadavg()[0]:.2f}", file=sys.stderr)
     load1 = os.getloadavg()

@@ -3,8 +3,9 @@
 Each is usable wherever an agent is (``AgentLoop(composite)``, a sub-agent, nested in another
 composite). Its turn calls no model: every child runs as a sub-turn of it, on the one engine,
 with the usual events and limits. Between children (and before a parallel group starts) the
-composite checks for a stop request, so a graceful interrupt ends it at the next boundary with
-the output it has so far; a hard abort reaches every running child at once.
+composite checks for a stop request, so a graceful interrupt or any cancel ends it at the next
+boundary with the output it has so far; a hard abort reaches every running child at once, and an
+IMMEDIATE cancel gives them ``grace`` seconds (default 1) to stop at a safe point first.
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ class SequentialAgent(CompositeAgent):
     in error (or is aborted) ends the sequence in error. The same agent object may appear more
     than once (e.g. ``[draft, review, draft]``)."""
 
-    def __init__(self, *, name: str, agents: Sequence[BaseAgent], description: str = "") -> None:
+    def __init__(self, *, name: str, agents: Sequence[BaseAgent], description: str = "",
+                 grace: float = 1.0) -> None:
         self._set_identity(name, description)
+        self._set_grace(grace)
         self.agents = _need_children(f"SequentialAgent {name!r}", agents, allow_repeats=True)
 
     async def run(self, scope: CompositeScope) -> str:
@@ -65,8 +68,10 @@ class LoopAgent(CompositeAgent):
     true. The last answer is the composite's."""
 
     def __init__(self, *, name: str, agent: BaseAgent, max_loops: int,
-                 until: Until | None = None, description: str = "") -> None:
+                 until: Until | None = None, description: str = "",
+                 grace: float = 1.0) -> None:
         self._set_identity(name, description)
+        self._set_grace(grace)
         if not isinstance(agent, BaseAgent):
             raise ConfigurationError(f"LoopAgent {name!r}: {agent!r} is not an agent")
         if isinstance(max_loops, bool) or not isinstance(max_loops, int) or max_loops < 1:
@@ -112,8 +117,10 @@ class ParallelAgent(CompositeAgent):
     the order given; a child that fails is listed with its status and does not stop the
     others. The composite ends in error only if every child failed."""
 
-    def __init__(self, *, name: str, agents: Sequence[BaseAgent], description: str = "") -> None:
+    def __init__(self, *, name: str, agents: Sequence[BaseAgent], description: str = "",
+                 grace: float = 1.0) -> None:
         self._set_identity(name, description)
+        self._set_grace(grace)
         self.agents = _need_children(f"ParallelAgent {name!r}", agents)
 
     async def run(self, scope: CompositeScope) -> str:
@@ -122,6 +129,8 @@ class ParallelAgent(CompositeAgent):
 
         async def one(child: BaseAgent) -> Any:
             async with gate:
+                if scope.stopping():  # stopped while this child waited for a slot
+                    return SubturnError("the composite was stopped before it started")
                 try:
                     return await scope.run_child(child, scope.input, check=False)
                 except SubturnError as exc:  # refused (a limit): listed like a failure

@@ -11,7 +11,6 @@ import asyncio
 import concurrent.futures
 import functools
 import os
-import secrets
 from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +46,7 @@ _RECORD_ENV = "STEERABLE_EVENT_LOG"
 
 
 def _new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(6)}"
+    return f"{prefix}_{os.urandom(6).hex()}"  # what secrets.token_hex does, without its import
 
 
 def _check_mode(mode: object) -> None:
@@ -255,7 +254,15 @@ class AgentLoop:
                 answer.set_exception(exc)
 
         loop.call_soon_threadsafe(run)
-        return answer.result(timeout=30)
+        # Wait as long as the loop lives (its answer needs it), never a fixed time: a loop that
+        # stops or closes before running ``run`` fails the call at once instead of after 30 s.
+        while True:
+            try:
+                return answer.result(timeout=0.05)
+            except concurrent.futures.TimeoutError:
+                if not answer.done() and (loop.is_closed() or not loop.is_running()):
+                    raise RuntimeError(
+                        "the AgentLoop's event loop stopped before it could answer") from None
 
     # -- events and hooks ---------------------------------------------------------------------
 

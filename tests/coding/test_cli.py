@@ -130,7 +130,7 @@ def test_continuing_a_session(cli_env, tmp_path: Path, ws: Path) -> None:
     (["run", "x", "--workspace", "/does/not/exist"], 2, "workspace '/does/not/exist' does not exist"),
     (["run", "x", "--session", "nope"], 2, "no session 'nope'"),
     (["sessions", "show", "nope"], 2, "no session 'nope'"),
-    (["run", "x", "--provider", "openai"], 1, "no OpenAI API key"),
+    (["run", "x", "--provider", "openai"], 1, "no OpenAI API key: set OPENAI_API_KEY, or point --base-url"),
     (["run", "x", "--provider", "openai", "--base-url", "http://127.0.0.1:9/v1"], 1, "cannot reach"),
     (["run"], 2, "run needs a prompt"),
 ])

@@ -105,11 +105,13 @@ def test_chat_announces_and_resumes_a_pending_turn(cli_env: dict[str, str], tmp_
     try:
         child.expect("has a pending turn")
         child.sendline("something new")
-        child.expect("/resume continues it")
+        child.expect("/resume continues it")  # refused, and nothing was started
         child.sendline("/resume")
         child.expect("continuing the pending turn")
         child.expect("Resumed and finished.")
-        child.expect("Now the new message.")  # the message typed meanwhile stayed queued
+        child.expect("completed")
+        child.sendline("something new")
+        child.expect("Now the new message.")
         child.expect("completed")
         child.sendcontrol("d")
         child.expect(pexpect.EOF)

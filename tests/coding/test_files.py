@@ -100,7 +100,7 @@ async def test_write_creates_folders_and_reports_created_or_overwritten(ws: Work
     assert res.content == "Created deep/er/new.py (2 lines, 4 bytes)."
     os.chmod(ws.root / "deep/er/new.py", 0o755)
     res = await call(tools["write"], path="deep/er/new.py", content="c")
-    assert res.content == "Overwrote deep/er/new.py (1 lines, 1 bytes)."
+    assert res.content == "Overwrote deep/er/new.py (1 line, 1 byte)."
     assert (ws.root / "deep/er/new.py").read_text() == "c"
     assert (ws.root / "deep/er/new.py").stat().st_mode & 0o777 == 0o755
     assert [p.name for p in (ws.root / "deep/er").iterdir()] == ["new.py"]  # no temp left

@@ -23,6 +23,7 @@ from steerable import (
 from steerable.errors import ConfigurationError
 from steerable.integrations.mcp import (
     MCPServer,
+    mcp_tool_name,
     open_servers,
     servers_from_config,
 )
@@ -251,6 +252,10 @@ def test_config_tables_and_their_errors(monkeypatch: pytest.MonkeyPatch) -> None
         servers_from_config({"x": {"url": "http://b", "headers": {"A": "${NOPE_NOT_SET}"}}})
     with pytest.raises(ConfigurationError, match="args must be a list"):
         servers_from_config({"x": {"command": "a", "args": "b c"}})
+    with pytest.raises(ConfigurationError, match="part of tool names"):
+        servers_from_config({"my.server": {"command": "a"}})
+    assert mcp_tool_name("fs", "files/read.v2") == "mcp__fs__files_read_v2"
+    assert len(mcp_tool_name("fs", "x" * 100)) == 64
 
 
 async def test_non_text_content_is_described(marks: Path) -> None:

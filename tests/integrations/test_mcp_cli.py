@@ -72,3 +72,35 @@ def test_a_project_file_cannot_add_servers(cli_env: dict[str, str], tmp_path: Pa
     res = run_cli(cli_env, "config", "show", "--json", cwd=project)
     assert json.loads(res.stdout)["mcp_servers"] == []
     assert "[mcp_servers] from a project file are ignored" in res.stderr
+
+
+def test_serve_offers_the_configured_servers_tools(cli_env: dict[str, str], marks: Path,
+                                                   tmp_path: Path) -> None:
+    import subprocess
+
+    import httpx
+
+    _configure(cli_env, marks)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"tool_calls": [["mcp__t__echo", {"text": "served"}]]},
+                                  {"text": "done"}]))
+    proc = subprocess.Popen([sys.executable, "-m", "steerable", "serve", "--port", "0",
+                             "--provider", "scripted", "--script", str(script), "--workspace",
+                             str(tmp_path)], env=cli_env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("listening on http://127.0.0.1:"), proc.stderr
+        with httpx.Client(base_url=line.split()[-1], timeout=10) as client:
+            assert client.post("/v1/sessions/m1/messages", json={"text": "go"}).status_code == 202
+            with client.stream("GET", "/v1/sessions/m1/events",
+                               headers={"Last-Event-ID": "0"}) as events:
+                for raw in events.iter_lines():
+                    if raw.startswith("data:") and '"turn_end"' in raw:
+                        break
+            messages = client.get("/v1/sessions/m1").json()["messages"]
+        assert "echo: served" in [m["content"] for m in messages]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=20)

@@ -104,10 +104,11 @@ def test_a_missing_non_default_model_names_its_setup_flag(tmp_path):
         verify(tmp_path / "none.gguf", QWEN_05B)
 
 
-def test_select_provider_builds_the_local_one_with_its_profile(tmp_path):
-    p = select_provider("local", model_path=str(tmp_path / "x.gguf"), environ={})
+def test_select_provider_builds_the_local_one_with_its_profile(tmp_path, fake_server, gguf):
+    p = select_provider("local", model_path=str(gguf), server_binary=fake_server, environ={})
     assert isinstance(p, LocalModelProvider) and p.profile is LOCAL_PROFILE
-    assert LocalModelProvider(environ={}).profile is LLAMA_SERVER_QWEN
+    assert LocalModelProvider.__new__(LocalModelProvider)._profile(
+        "qwen2.5-coder-1.5b-instruct", None) is LLAMA_SERVER_QWEN
     remote = LocalModelProvider(base_url="http://127.0.0.1:9/v1", model="qwen2.5-coder-0.5b",
                                 environ={})
     assert remote.profile is QWEN25_CODER_SMALL
@@ -199,17 +200,28 @@ async def test_a_server_that_dies_at_start_quotes_its_log(tmp_path):
     assert not server.running
 
 
-async def test_missing_model_file_and_missing_server(tmp_path, retry):
-    p = LocalModelProvider(model_path=tmp_path / "nope.gguf", environ={}, retry=retry)
+def test_a_missing_model_or_server_is_said_when_the_provider_is_built(tmp_path, fake_server,
+                                                                      monkeypatch):
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        LocalModelProvider(model_path=tmp_path / "nope.gguf", server_binary=fake_server,
+                           environ={})
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    with pytest.raises(ConfigurationError,
+                       match=r"is not an executable file \(from STEERABLE_LLAMA_SERVER\)"):
+        LocalModelProvider(model_path=tmp_path / "m.gguf", environ={
+            "STEERABLE_LLAMA_SERVER": str(tmp_path / "no-such-server")})
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with pytest.raises(ConfigurationError, match=r"setup --model qwen2\.5-coder-0\.5b"):
+        LocalModelProvider(model="0.5b", server_binary=fake_server, environ={})
+    # an already running server needs neither
+    LocalModelProvider(base_url="http://127.0.0.1:9/v1", environ={})
+
+
+async def test_a_model_that_vanished_after_start_is_a_fatal_error(fake_server, gguf, retry):
+    p = _private(fake_server, gguf, retry)
+    gguf.unlink()
     result, _ = await run_turn(p)
     assert isinstance(result.error, FatalProviderError) and "does not exist" in str(result.error)
-
-    (tmp_path / "m.gguf").write_bytes(b"GGUF")
-    p = LocalModelProvider(model_path=tmp_path / "m.gguf", environ={
-        "STEERABLE_LLAMA_SERVER": str(tmp_path / "no-such-server")}, retry=retry)
-    result, _ = await run_turn(p)
-    assert isinstance(result.error, FatalProviderError)
-    assert "is not an executable file (from STEERABLE_LLAMA_SERVER)" in str(result.error)
 
 
 def test_without_any_llama_server_the_error_says_how_to_build_one(tmp_path, monkeypatch):
@@ -322,3 +334,12 @@ async def test_smoke_the_real_embedded_model_calls_a_tool_and_answers():
     assert result.status is TurnStatus.COMPLETED, result.error
     assert seen and set(seen) == {"notes.txt"}  # a small model may read it twice: not wrong
     assert "pineapple" in result.text.lower()
+
+
+def test_the_server_threads_wait_passively_unless_the_user_says_otherwise(monkeypatch):
+    from steerable.providers._llama_server import server_environ
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert server_environ()["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert server_environ()["OMP_WAIT_POLICY"] == "ACTIVE"

@@ -491,3 +491,32 @@ async def test_a_resumed_turn_is_refused_with_the_reason(tmp_path: Path) -> None
     await loop.aclose()
     with pytest.raises(RecordingError, match=r"started by loop.resume \(session 's1'\)"):
         await replay(path)
+
+
+async def test_messages_given_to_send_replay_with_their_policies(tmp_path: Path) -> None:
+    release = asyncio.Event()
+
+    @tool(read_only=True)
+    async def slow() -> str:
+        """Waits for the test."""
+        await release.wait()
+        return "slow done"
+
+    path = tmp_path / "send.jsonl"
+    loop = AgentLoop(_agent([Reply(tool_calls=[("slow", {})]), Reply(text="steered answer"),
+                             Reply(text="the follow-up's answer")], tools=[slow]))
+    async with Recorder(loop, path):
+        sub = loop.subscribe()
+        loop.send("start", "s1")
+        await _on(sub, EventKind.TOOL_EXEC_START)
+        loop.send("also this", "s1", "steer")
+        loop.send("and then that", "s1", "follow_up")
+        release.set()
+        await loop.wait_session("s1")
+    await loop.aclose()
+    rec = load_recording(path)
+    assert [e["by_send"] for e in rec.of_type("turn")] == [True, True]
+    out = await replay(path)
+    assert _comparable(list(out.events)) == _comparable(rec.events)
+    assert [m.content for m in out.sessions["s1"] if m.role == "user"] == \
+        ["start", "also this", "and then that"]

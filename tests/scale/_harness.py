@@ -17,7 +17,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class Workers:
-    def __init__(self, url: str, tmp: Path, *, ttl: float = 1.0, sqlite: Path | None = None) -> None:
+    def __init__(self, url: str, tmp: Path, *, ttl: float = 1.0, sqlite: Path | None = None,
+                 renew: float | None = None) -> None:
+        self.env = dict(os.environ)
+        if renew is not None:
+            self.env["TEST_LEASE_RENEW"] = str(renew)
         self.url = url
         self.ledger = tmp / "ledger.txt"
         self.ledger.touch()
@@ -32,7 +36,7 @@ class Workers:
             if self.sqlite is not None:
                 args.append(str(self.sqlite))
             self.procs[name] = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE,
-                                                text=True)
+                                                text=True, env=self.env)
         for name in names:
             out = self.procs[name].stdout
             assert out is not None

@@ -14,6 +14,7 @@ argv: redis url, worker name, ledger file, lease seconds, [sqlite path]
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 import time
@@ -82,7 +83,9 @@ async def main() -> None:
     # Every worker of a group runs the same agent (name and tools): resume checks it.
     agent = Agent(name="test-agent", instructions="test worker", provider=Endless(), tools=[work])
     store = SQLiteSessionStore(sqlite) if sqlite else None
-    worker = RedisWorker(agent, url, store=store, lease=LeaseTiming(ttl=ttl),
+    renew = os.environ.get("TEST_LEASE_RENEW")  # seconds between renewals, if not ttl/3
+    worker = RedisWorker(agent, url, store=store,
+                         lease=LeaseTiming(ttl=ttl, renew=float(renew) if renew else None),
                          worker_id=f"{name}-w")
     runner = asyncio.get_running_loop().create_task(worker.run())
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, worker.stop)

@@ -191,3 +191,29 @@ async def test_a_silent_holder_gives_a_clear_error_and_queued_messages_wait_for_
     finally:
         await stopped(worker, task)
         await client.aclose()
+
+
+async def test_a_renewal_racing_a_let_go_does_not_stop_the_next_turn(redis_url: str) -> None:
+    # The renewal of token T1 is on its way while the session is let go and taken again with
+    # T2 (its next turn running): T1's refusal must not be read as losing the session.
+    agent = Agent(name="a", provider=ScriptedProvider([Reply(text="x", delay=5)]))
+    worker = RedisWorker(agent, redis_url)
+    task = await running(worker)
+    client = RedisClient(redis_url)
+    try:
+        await client.send("hello", "race")
+        await events_until(client, "race", lambda e: e["kind"] == "llm_request")
+        current = worker.tokens["race"]
+
+        async def renew_while_retaken(session_id: str, token: str) -> bool:
+            worker.tokens[session_id] = current  # what the runner holds now
+            return False  # the stale token T1 is refused
+
+        worker.tokens["race"] = "stale-w:0"
+        worker.leases.renew = renew_while_retaken  # type: ignore[method-assign]
+        await worker._renew_once()
+        assert worker.tokens["race"] == current
+        assert worker.loop.active_turn("race") is not None  # its turn still runs
+    finally:
+        await stopped(worker, task)
+        await client.aclose()

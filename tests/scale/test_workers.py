@@ -246,19 +246,22 @@ async def test_a_stopped_worker_hands_its_turn_over_at_once(workers: Workers,
 
 
 async def test_short_leases_under_churn_never_abort_a_turn(redis_url: str, tmp_path: Path) -> None:
-    # Renewals every 0.1 s race with sessions let go and taken again between turns: a renewal
-    # of a token just given up must not be mistaken for a lost lease.
-    workers = Workers(redis_url, tmp_path, ttl=0.3)
+    # Renewals every 5 ms race with sessions let go and taken again between turns: a renewal
+    # of a token just given up must not be mistaken for a lost lease. (The lease itself lasts
+    # 2 s, so that a loaded machine's stalls do not make it expire for real.)
+    workers = Workers(redis_url, tmp_path, ttl=2.0, renew=0.005)
     client = RedisClient(redis_url)
     try:
         workers.start("a", "b")
-        sessions = [f"churn{i}" for i in range(8)]
-        follows = [asyncio.create_task(events_until(client, s, ended(12), timeout=60))
+        sessions = [f"churn{i}" for i in range(16)]
+        follows = [asyncio.create_task(events_until(client, s, ended(15), timeout=90))
                    for s in sessions]
-        for i in range(12):
-            await asyncio.gather(*(client.send(f"slow:0.02:{s}-{i}", s, policy="follow_up")
+        for i in range(15):
+            # Each message lands about when the previous turn ends: sessions are let go and
+            # taken again all the time.
+            await asyncio.gather(*(client.send(f"{s}-{i}", s, policy="follow_up")
                                    for s in sessions))
-            await asyncio.sleep(0.03)
+            await asyncio.sleep(0.01 * (i % 3))
         for events in await asyncio.gather(*follows):
             assert {e["status"] for e in events if e["kind"] == "turn_end"} == {"completed"}
     finally:

@@ -9,6 +9,9 @@ Boundaries: before each child starts (and before a parallel group is spawned) no
 in progress, so any stop request is honoured there: a graceful interrupt ends the composite
 ``interrupted`` with the text it has so far. ``boundary_stop`` is the one place that reads stop
 requests. A hard abort needs no boundary: it cascades to the running children at once.
+Cancels (``CancelMode``) reach running children too: a safe-point mode is passed on as is, and
+IMMEDIATE is passed on as AFTER_MODEL with ``grace`` seconds to stop before the hard abort;
+the composite then ends ``aborted`` (rolled back) as IMMEDIATE says.
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ import asyncio
 from typing import Any
 
 from steerable._core._agent import BaseAgent
+from steerable._core._cancel import CancelMode
 from steerable._core._engine import Engine
 from steerable._core._subturn import spawn
 from steerable._core._turn_state import Interrupt, TurnState
 from steerable._events import TurnPhase, TurnStatus
 from steerable._messages import Message
+from steerable.errors import ConfigurationError
 
 __all__ = ["USABLE", "BoundaryStop", "CompositeAgent", "CompositeScope", "boundary_stop",
            "run_composite"]
@@ -44,7 +49,10 @@ def boundary_stop(st: TurnState) -> TurnStatus | None:
         return TurnStatus.ABORTED
     if st.interrupt is Interrupt.GRACEFUL:
         return TurnStatus.INTERRUPTED
-    if st.cancel.requested is not None:  # no child runs here: every cancel mode stops
+    requested = st.cancel.requested
+    if requested is CancelMode.IMMEDIATE:  # its children stopped within the grace period
+        return TurnStatus.ABORTED
+    if requested is not None:  # no child runs here: every cancel mode stops
         return TurnStatus.CANCELLED
     return None
 
@@ -66,6 +74,10 @@ class CompositeScope:
     def max_parallel(self) -> int:
         """Children that may run at once under this turn (``Limits.subturns_per_turn``)."""
         return self._engine.limits.subturns_per_turn
+
+    def stopping(self) -> bool:
+        """True when the turn must not start another child (a stop request is pending)."""
+        return boundary_stop(self._state) is not None
 
     def check(self) -> None:
         """A boundary: raise ``BoundaryStop`` if the turn must stop here."""
@@ -95,9 +107,20 @@ class CompositeScope:
 
 
 class CompositeAgent(BaseAgent):
-    """An agent whose turn runs other agents as sub-turns instead of calling a model."""
+    """An agent whose turn runs other agents as sub-turns instead of calling a model.
+
+    ``grace``: on an IMMEDIATE cancel, how long running children get to stop at their next
+    safe point (they are cancelled AFTER_MODEL) before they are hard-aborted."""
 
     agents: tuple[BaseAgent, ...]
+    grace: float = 1.0
+
+    def _set_grace(self, grace: object) -> None:
+        if isinstance(grace, bool) or not isinstance(grace, int | float) or grace < 0:
+            raise ConfigurationError(
+                f"{type(self).__name__} {self.name!r}: grace must be a number of seconds >= 0, "
+                f"got {grace!r}")
+        self.grace = float(grace)
 
     async def run(self, scope: CompositeScope) -> str:
         """Run the children through ``scope.run_child``; return the composite's answer."""
@@ -109,14 +132,18 @@ async def run_composite(engine: Engine, st: TurnState) -> TurnStatus:
     engine.set_phase(st, TurnPhase.EXECUTING)
     scope = CompositeScope(engine, st)
     agent: CompositeAgent = st.agent
+    st.grace = agent.grace
     try:
         text = await agent.run(scope)
-        # A graceful interrupt that came while the last children ran found no boundary left:
-        # the answer is whole, but the turn still ends as the caller asked.
+        # A stop that came while the last children ran found no boundary left: the answer is
+        # whole, but the turn still ends as the caller asked.
         status = boundary_stop(st) or TurnStatus.COMPLETED
     except BoundaryStop as stop:
-        if stop.status is TurnStatus.ABORTED:
-            raise asyncio.CancelledError from None  # the hard-abort path of run_turn
         text, status = scope.text, stop.status
+    finally:
+        if st.grace_timer is not None:
+            st.grace_timer.cancel()
+    if status is TurnStatus.ABORTED:
+        raise asyncio.CancelledError  # the hard-abort path of run_turn: roll back
     st.new.append(Message("assistant", text))
     return status

@@ -187,11 +187,23 @@ class Engine:
         open_ = not st.finishing and st.interrupt is not Interrupt.HARD
         handle = st.cancel.request(mode, st.turn_id, open_)
         if handle.contributed:
-            if mode is CancelMode.IMMEDIATE:
+            if mode is CancelMode.IMMEDIATE and not (st.grace is not None and st.children):
                 self.interrupt_hard(st)  # emits INTERRUPT_RECEIVED(mode="hard")
             else:
                 self.emit(st, InterruptReceived, mode=f"cancel_{mode.label}", hint=None)
+                if st.grace is not None:
+                    self._cancel_children(st, mode)
         return handle
+
+    def _cancel_children(self, st: TurnState, mode: CancelMode) -> None:
+        """A composite turn passes a cancel on to its running children. IMMEDIATE gives them
+        ``st.grace`` seconds to stop at a safe point (as AFTER_MODEL) before the hard abort."""
+        soft = CancelMode.AFTER_MODEL if mode is CancelMode.IMMEDIATE else mode
+        for child in list(st.children.values()):
+            self.cancel(child, soft)
+        if mode is CancelMode.IMMEDIATE and st.grace is not None and st.grace_timer is None:
+            loop = asyncio.get_running_loop()
+            st.grace_timer = loop.call_later(st.grace, self.interrupt_hard, st)
 
     def hard_abort_inside(self, st: TurnState, reason: str) -> None:
         """A hard abort asked for from inside the turn's own task (a hook's HARD_ABORT)."""

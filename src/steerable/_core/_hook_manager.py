@@ -18,6 +18,7 @@ from typing import Any
 from steerable._core._reaper import Reaper
 from steerable._events import ErrorSource
 from steerable._hooks import HOOK_POINTS, HookAction, HookDecision, hook_points
+from steerable._threads import run_in_daemon_thread
 
 __all__ = ["HookFailure", "HookManager", "Registration"]
 
@@ -93,7 +94,7 @@ class HookManager:
         if inspect.iscoroutinefunction(fn):
             task: asyncio.Future[Any] = asyncio.ensure_future(fn(ctx))
         else:
-            task = asyncio.ensure_future(asyncio.to_thread(_call_sync, fn, ctx))
+            task = asyncio.ensure_future(run_in_daemon_thread(_call_sync, fn, ctx))
         try:
             done, _ = await asyncio.wait((task,), timeout=timeout)
         except asyncio.CancelledError:

@@ -8,6 +8,7 @@ and moves on; the task is handed here, where it stays owned (its exception retri
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 __all__ = ["Reaper"]
@@ -39,3 +40,21 @@ class Reaper:
             task.cancel()
         if pending:
             await asyncio.wait(pending, timeout=grace)
+        for task in list(self._tasks):
+            _abandon(task)
+
+
+def _abandon(task: asyncio.Future[Any]) -> None:
+    """Let the event loop close without a task that ignores cancellation.
+
+    ``asyncio.run`` cancels every task left at exit and waits for each: one that swallows
+    ``CancelledError`` in a loop would keep the program from ever returning. After ``aclose``
+    such a task is taken off the loop's task registry (nobody can await it any more) and its
+    "destroyed but pending" log is silenced: the program exits promptly instead.
+    """
+    if isinstance(task, asyncio.Task):
+        unregister = getattr(asyncio.tasks, "_unregister_task", None)
+        if unregister is not None:
+            unregister(task)
+        with contextlib.suppress(AttributeError):
+            task._log_destroy_pending = False  # type: ignore[attr-defined]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import secrets
+import os
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
@@ -77,7 +77,7 @@ class Delivery:
 
 
 def _new_turn_id() -> str:
-    return f"turn_{secrets.token_hex(6)}"
+    return f"turn_{os.urandom(6).hex()}"  # secrets.token_hex, without importing hmac
 
 
 def _check_limits(engine: Engine, parent: TurnState) -> None:

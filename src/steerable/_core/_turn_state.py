@@ -100,6 +100,10 @@ class TurnState:
     """True once this turn wrote its held-back orphans: later ones go straight to the store."""
     dry_run: bool = False
     """Inherited dry-run: set on a sub-turn whose ancestor runs dry, so its tools do too."""
+    grace: float | None = None
+    """Composite turns: how long running children may take to stop on an IMMEDIATE cancel
+    before they are aborted (None: not a composite, IMMEDIATE aborts at once)."""
+    grace_timer: asyncio.TimerHandle | None = None
     holds_slot: bool = False
     """True while the turn counts against ``Limits.active_turns``."""
     subturns: Any = None

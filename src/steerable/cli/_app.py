@@ -32,8 +32,10 @@ __all__ = ["App", "Redactor", "build_app", "new_session_id"]
 
 # Written for small local models as much as for big ones: short rules, nothing that invites a
 # report of changes (a small model asked to "say what you changed" claims changes it never made).
+# No folder name in it: the tools take relative paths, and a prompt that is the same in every
+# folder is a prefix the local server's cache keeps (the tool definitions come after it).
 BASE_INSTRUCTIONS = """\
-You are a coding agent in the folder {root}; paths are relative to it.
+You are a coding agent working in the user's folder; paths are relative to it.
 - To answer about files, first look with a tool (read, grep, find, ls); never guess contents.
 - To run something, use bash. Change files only when asked; read a file before you edit it.
 - A general question needs no tool: just answer it.
@@ -128,7 +130,7 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
     sandbox = Sandbox(enabled=bool(settings["sandbox"]), network=bool(settings["sandbox_network"]))
     tools = [*coding_tools(workspace, bash_timeout=settings["bash_timeout"], sandbox=sandbox),
              *extra_tools]
-    instructions = BASE_INSTRUCTIONS.format(root=workspace.root)
+    instructions = BASE_INSTRUCTIONS
     if settings["instructions"]:
         instructions += "\n\n" + settings["instructions"]
     common: dict[str, Any] = {"provider": provider, "name": "coder", "instructions": instructions,

@@ -124,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "127.0.0.1; anything else needs STEERABLE_SERVER_TOKEN)")
     serve.add_argument("--port", type=int, default=8321, help="port (0: any free port; "
                        "default: 8321)")
+    serve.add_argument("--redis", metavar="URL",
+                       help="be one worker of a group sharing sessions through Redis "
+                       "(redis://HOST:PORT/DB; default: $STEERABLE_REDIS_URL): any process "
+                       "takes any message, events and control reach the right worker")
     _serve_options(serve)
 
     sessions = sub.add_parser("sessions", help="list, show, export, fork or remove sessions")

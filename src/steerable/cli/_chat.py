@@ -69,8 +69,9 @@ class ChatSession:
         self.driver.agent = app.agent_for(self.dry_run)
         self.show_events = False
         self.resumed: asyncio.Future[None] | None = None
+        # Messages typed while the session has a pending turn: they run, in order, once that
+        # turn has been resumed or discarded (nothing typed is dropped).
         self.held: deque[str] = deque()
-        """Messages typed while a pending checkpoint refuses new turns (sent once it is gone)."""
         self.quit = False
         self.invalidate: Any = lambda: None
 
@@ -145,27 +146,27 @@ class ChatSession:
             elif not follow_up:  # the turn was ending: the message becomes the next turn
                 self.say(f"↳ queued as the next turn: {body}", "cyan")
             return  # a follow-up's FOLLOW_UP_QUEUED is printed by the view
-        from steerable.errors import CheckpointError
-
-        if self.held:
-            self.held.append(body)
-            return
-        try:
-            self.driver.send(body)
-        except CheckpointError:
-            self.held.append(body)
+        self.held.append(body)
+        if not self.send_held():
             self.say("this session has a pending turn: /resume continues it, /discard drops it "
                      "(your message stays queued)", "yellow")
 
+    def send_held(self) -> bool:
+        """Send the held messages in order; False while a pending turn still refuses them."""
+        from steerable.errors import CheckpointError
+
+        while self.held:
+            try:
+                self.driver.send(self.held[0], "follow_up")
+            except CheckpointError:
+                return False
+            self.held.popleft()
+        return True
+
     def drop_held(self) -> None:
         for text in self.held:
-            self.say(f"not delivered (queued for the previous session): {text}", "yellow")
+            self.say(f"not sent (it was for the previous session): {text}", "yellow")
         self.held.clear()
-
-    def release_held(self) -> None:
-        """The pending turn is resumed or dropped: the messages typed meanwhile go now."""
-        while self.held:
-            self.driver.send(self.held.popleft(), "follow_up")
 
     def answer(self, text: str) -> None:
         choice = parse_answer(text)
@@ -220,8 +221,7 @@ class ChatSession:
         elif name == "/discard":
             dropped = app.store.delete_checkpoint(app.session_id)
             self.say("pending turn dropped" if dropped else "no pending turn")
-            if dropped:
-                self.release_held()
+            self.send_held()
         elif name == "/new":
             self.drop_held()
             app.session_id = self.driver.session_id = new_session_id()
@@ -278,10 +278,8 @@ class ChatSession:
         result = await handle
         self.on_result(result)
         if result.status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS):
-            for text in result.follow_ups:
-                self.driver.send(text, "follow_up")
-        if self.app.loop.checkpoint(self.app.session_id) is None:
-            self.release_held()
+            self.held.extendleft(reversed(result.follow_ups))  # the resumed turn's come first
+        self.send_held()
 
     def export(self, args: list[str]) -> None:
         from steerable.cli._sessions import export_json, export_markdown

@@ -13,7 +13,7 @@ import asyncio
 import ipaddress
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from steerable.cli._args import UsageError
 from steerable.cli._settings import Settings
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["TOKEN_ENV", "serve"]
 
 TOKEN_ENV = "STEERABLE_SERVER_TOKEN"
+REDIS_ENV = "STEERABLE_REDIS_URL"
 
 
 def _is_loopback(host: str) -> bool:
@@ -50,18 +51,59 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"serve needs the server extra: pip install 'steerable[server]' "
                          f"({exc.name} is missing)") from None
     from steerable.cli._app import build_app
+    from steerable.cli._integrations import telemetry
+    from steerable.cli._mcp import configured_tools
 
-    app = build_app(settings, session=None, can_ask=False, script=args.script,
-                    record_events=args.record_events, ask_by_events=True)
-    asgi = create_app(LocalRunner(app.loop, app.redact), token=token)
-    config = uvicorn.Config(asgi, host=args.host, port=args.port, log_level="warning",
-                            access_log=False, lifespan="on", timeout_graceful_shutdown=3)
+    redis_url = getattr(args, "redis", None) or os.environ.get(REDIS_ENV) or None
+
+    async def main() -> int:
+        # The configured MCP servers live as long as the server does.
+        async with configured_tools(settings) as mcp_tools:
+            app = build_app(settings, session=None, can_ask=False, script=args.script,
+                            record_events=args.record_events, ask_by_events=True,
+                            extra_tools=mcp_tools)
+            telemetry(app, settings)
+            runner = (_redis_runner(app, redis_url, args) if redis_url
+                      else LocalRunner(app.loop, app.redact))
+            asgi = create_app(runner, token=token)
+            config = uvicorn.Config(asgi, host=args.host, port=args.port, log_level="warning",
+                                    access_log=False, lifespan="on",
+                                    timeout_graceful_shutdown=3)
+            return await _serve(uvicorn.Server(config))
+
     try:
-        return asyncio.run(_serve(uvicorn.Server(config)))
+        return asyncio.run(main())
     except KeyboardInterrupt:
         # uvicorn shuts down gracefully on Ctrl+C / SIGTERM, then re-raises the signal:
         # for a server that is the normal way to stop.
         return 0
+
+
+def _redis_runner(app: Any, url: str, args: argparse.Namespace) -> Any:
+    """This process as one worker of the group at ``url``: the same agent, permissions and
+    approvals as a lone server, over the sessions (and checkpoints) kept in Redis."""
+    try:
+        from steerable.scale import RedisWorker
+        from steerable.server._redis_runner import RedisRunner
+        from steerable.storage import RedisSessionStore
+    except ImportError as exc:
+        raise UsageError(f"--redis needs the redis extra: pip install 'steerable[redis]' "
+                         f"({exc.name} is missing)") from None
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        raise UsageError(f"--redis takes a URL like redis://HOST:PORT/DB, got {url!r}")
+    from steerable import AgentLoop, HumanApprover, Timeouts
+    from steerable.cli._app import HUMAN_APPROVAL_TIMEOUT
+
+    def make_loop(store: Any) -> AgentLoop:
+        loop = AgentLoop(app.agent, store=store, permissions=app.loop.permissions,
+                         timeouts=Timeouts(approval=HUMAN_APPROVAL_TIMEOUT),
+                         record_events=args.record_events)
+        if not app.settings["yes"]:
+            loop.register_hook(HumanApprover())  # asked on the page, answered from anywhere
+        return loop
+
+    store = RedisSessionStore(url)
+    return RedisRunner(RedisWorker(make_loop, url, store=store), app.redact)
 
 
 async def _serve(server: uvicorn.Server) -> int:

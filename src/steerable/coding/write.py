@@ -69,6 +69,8 @@ def make_write_tool(ws: Workspace) -> FunctionTool:
         atomic_write(target, content)
         lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
         verb = "Overwrote" if existed else "Created"
-        return f"{verb} {name} ({lines} lines, {len(content.encode('utf-8'))} bytes)."
+        size = len(content.encode("utf-8"))
+        return (f"{verb} {name} ({lines} line{'' if lines == 1 else 's'}, "
+                f"{size} byte{'' if size == 1 else 's'}).")
 
     return write

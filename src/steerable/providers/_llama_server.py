@@ -22,7 +22,7 @@ import httpx
 
 from steerable.errors import ProviderError
 
-__all__ = ["LlamaServer", "free_port", "log_tail", "server_command"]
+__all__ = ["LlamaServer", "free_port", "log_tail", "server_command", "server_environ"]
 
 _POLL = 0.1
 _STOP_GRACE = 5.0
@@ -54,6 +54,17 @@ def server_command(binary: str, model_path: Path, n_ctx: int,
             args += ["--threads", str(threads)]
         return args
     return command
+
+
+def server_environ() -> dict[str, str]:
+    """The server's environment: OpenMP threads sleep instead of spinning while they wait.
+
+    Measured with Qwen2.5-Coder-0.5B on 2 cores shared with other work (load average 7-13):
+    2 threads spinning (OpenMP's default) generated 0.3-0.4 tokens/s, 1 thread 2.4-2.5,
+    2 threads with ``OMP_WAIT_POLICY=PASSIVE`` 4.4; a spinning thread burns the time slice the
+    other one needs to reach the barrier. The user's own setting wins.
+    """
+    return {"OMP_WAIT_POLICY": "PASSIVE", **os.environ}
 
 
 def log_tail(log: Path | None, lines: int = 12) -> str:
@@ -99,7 +110,8 @@ class LlamaServer:
             fd = os.open(self._log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             self._process = await asyncio.create_subprocess_exec(
-                *self._command(port), stdin=asyncio.subprocess.DEVNULL, stdout=fd,
+                *self._command(port), env=server_environ(), stdin=asyncio.subprocess.DEVNULL,
+                stdout=fd,
                 stderr=asyncio.subprocess.STDOUT, start_new_session=True)
         except OSError as exc:
             raise ProviderError(f"cannot start the local model server: {exc}") from None

@@ -14,12 +14,14 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from random import random as _uniform
+from typing import TYPE_CHECKING
 
 from steerable.errors import ProviderError, RetryableProviderError
 from steerable.providers._base import Chunk, RetryNotice
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 __all__ = ["RetryPolicy", "parse_retry_after", "with_retries"]
 
@@ -70,6 +72,10 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     try:
         seconds = float(value)
     except ValueError:
+        # Imported here: email.utils and datetime cost ~5 ms at import, and HTTP dates are rare.
+        from datetime import UTC, datetime
+        from email.utils import parsedate_to_datetime
+
         try:
             when = parsedate_to_datetime(value)
         except (TypeError, ValueError):

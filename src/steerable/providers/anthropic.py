@@ -185,7 +185,8 @@ class AnthropicProvider(HttpProvider):
         super().__init__(timeouts, retry)
         self.max_tokens = max_tokens
         if not self._api_key:  # known now, so said now
-            raise ConfigurationError("no Anthropic API key: set ANTHROPIC_API_KEY (or pass api_key=)")
+            raise ConfigurationError(
+                "no Anthropic API key: set ANTHROPIC_API_KEY (in Python: api_key=)")
 
     def __repr__(self) -> str:  # never show the key
         return f"<AnthropicProvider model={self.model!r} base_url={self.base_url!r}>"
@@ -210,7 +211,7 @@ class AnthropicProvider(HttpProvider):
         model = request.model or self.model
         headers = self._request_headers()
         target = ApiTarget(api="Anthropic", url=f"{self.base_url}/v1/messages", model=model,
-                           key_hint="ANTHROPIC_API_KEY (or api_key=)")
+                           key_hint="ANTHROPIC_API_KEY (in Python: api_key=)")
         reply = _Reply(target)
         events = stream_events(self._http(), target, headers, self._body(request, model),
                                self.timeouts)

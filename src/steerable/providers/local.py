@@ -146,6 +146,24 @@ class LocalModelProvider:
         self._spec: ServerSpec | None = None
         self._inner: OpenAIProvider | None = None
         self._lock = asyncio.Lock()
+        if base_url is None:
+            self._check_prepared()
+
+    def _check_prepared(self) -> None:
+        """Known now, so said now (once, before a session starts): a missing model or server.
+        The model's checksum is verified later, off the event loop."""
+        try:
+            find_server_binary(self._server_binary, self._environ)
+        except FatalProviderError as exc:
+            raise ConfigurationError(str(exc)) from None
+        if self.model_path is not None:
+            if not self.model_path.is_file():
+                raise ConfigurationError(f"model file {self.model_path} does not exist")
+            return
+        source = model_source(self.model)
+        path = default_model_path(source)
+        if not path.is_file():
+            verify(path, source)  # raises the "not prepared: run setup" error
 
     @staticmethod
     def _profile(model: str, base_url: str | None) -> ModelProfile:

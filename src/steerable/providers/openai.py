@@ -242,8 +242,8 @@ class OpenAIProvider(HttpProvider):
         # Known now, so said now: before a session is created or anything is printed.
         if not self._api_key and urlsplit(self.base_url).hostname == "api.openai.com":
             raise ConfigurationError(
-                "no OpenAI API key: set OPENAI_API_KEY (or pass api_key=), or set "
-                "OPENAI_BASE_URL to a server that needs no key")
+                "no OpenAI API key: set OPENAI_API_KEY, or point --base-url (or "
+                "OPENAI_BASE_URL) at a server that needs no key; in Python: api_key=, base_url=")
 
     def __repr__(self) -> str:  # never show the key
         return f"<OpenAIProvider model={self.model!r} base_url={self.base_url!r}>"
@@ -273,7 +273,7 @@ class OpenAIProvider(HttpProvider):
         profile = self.profile or profile_for(model)
         headers = self._request_headers()
         target = ApiTarget(api="OpenAI-compatible", url=f"{self.base_url}/chat/completions",
-                           model=model, key_hint="OPENAI_API_KEY (or api_key=)")
+                           model=model, key_hint="OPENAI_API_KEY (in Python: api_key=)")
         body = self._body(request, profile, model)
         reply = _Reply(target, profile.text_tool_calls and "tools" in body)
         events = stream_events(self._http(), target, headers, body, self.timeouts)

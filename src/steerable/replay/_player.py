@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,6 +130,8 @@ class Player:
         self._idle.set()
         self._handles: list[TurnHandle] = []
         self._waiters: set[asyncio.Future[None]] = set()
+        self._sent_sessions: dict[str, None] = {}
+        self._sent_results: list[TurnResult] = []
         """One per started turn, owned here: it wakes the driver when the last turn ends."""
         self._seen: list[Event] = []
         self.loop = self._build_loop()
@@ -310,7 +312,8 @@ class Player:
                 int(self._actions[0]["after"]) <= self._matched:
             entry = self._actions.pop(0)
             if entry["type"] == "turn":
-                self._start(entry)
+                if not entry.get("by_send"):  # the replayed send starts those itself
+                    self._start(entry)
             else:
                 self._control(entry)
 
@@ -327,15 +330,43 @@ class Player:
                        f"after event #{entry['after']}: {exc}")
             return
         self._handles.append(handle)
+        self._own(self._wait_turn(handle))
+
+    def _own(self, work: Coroutine[Any, Any, None]) -> None:
         self._idle.clear()
-        waiter = asyncio.ensure_future(self._wait_turn(handle))
+        waiter = asyncio.ensure_future(work)
         self._waiters.add(waiter)
-        waiter.add_done_callback(self._waiters.discard)
+        waiter.add_done_callback(self._waiter_done)
+
+    def _waiter_done(self, waiter: asyncio.Future[None]) -> None:
+        self._waiters.discard(waiter)
+        if not self._waiters:
+            self._idle.set()
 
     async def _wait_turn(self, handle: TurnHandle) -> None:
         await handle
-        if all(h.done() for h in self._handles):
-            self._idle.set()
+
+    def _send(self, entry: Mapping[str, Any]) -> bool:
+        sid = str(entry["session_id"])
+        history = messages_from_json(entry.get("history") or [])
+        if history and not self.loop.busy(sid):
+            self.loop.store.replace(sid, history)
+        agent = self._agents.get(str(entry["agent"])) if entry.get("agent") else None
+        try:
+            self.loop.send(str(entry["text"]), sid, entry.get("policy"), agent=agent)
+        except Exception as exc:
+            self._fail(f"replay diverged: the recorded send after event #{entry['after']} "
+                       f"failed in the replay: {exc}")
+            return True
+        self._sent_sessions[sid] = None
+        self._own(self._wait_sent(sid))
+        return True
+
+    async def _wait_sent(self, sid: str) -> None:
+        # Until the session's lane is empty: the turn the message got, and any follow-ups.
+        result = await self.loop.wait_session(sid)
+        if result is not None and all(result.turn_id != r.turn_id for r in self._sent_results):
+            self._sent_results.append(result)
 
     def _control(self, entry: Mapping[str, Any]) -> None:
         action, sid, loop = str(entry["action"]), entry.get("session_id"), self.loop
@@ -351,6 +382,8 @@ class Player:
             mode = entry.get("mode", "IMMEDIATE")
             done = loop.cancel(session_id=sid, mode=CancelMode[mode] if isinstance(mode, str)
                                else CancelMode(mode)) is not None
+        elif action == "send":
+            done = self._send(entry)
         elif action == "resolve_approval":
             request = self._ids.replayed_id(str(entry["request_id"])) or str(entry["request_id"])
             done = loop.resolve_approval(request, bool(entry["approved"]),
@@ -425,7 +458,8 @@ class Player:
                    f"{self._next_expected()}", index=self._matched)
 
     def _result(self) -> ReplayResult:
-        sessions = {h.session_id: self.loop.session_messages(h.session_id) for h in self._handles}
+        sids = [*(h.session_id for h in self._handles), *self._sent_sessions]
+        sessions = {sid: self.loop.session_messages(sid) for sid in sids}
         for entry in self.recording.of_type("session"):
             sid = str(entry["session_id"])
             replayed = messages_to_json(sessions.get(sid, []))
@@ -433,7 +467,8 @@ class Player:
                 raise ReplayDivergence(f"replay diverged: session {sid!r} ended with different "
                                        "messages than recorded", expected=entry["messages"],
                                        actual=replayed)
-        return ReplayResult(tuple(h.result() for h in self._handles), tuple(self._seen), sessions)
+        results = (*(h.result() for h in self._handles), *self._sent_results)
+        return ReplayResult(tuple(results), tuple(self._seen), sessions)
 
 
 async def replay(recording: str | Path | Recording, *, tools: Sequence[Tool] = (),

@@ -15,6 +15,7 @@ import asyncio
 import concurrent.futures
 import functools
 import json
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import aclosing
@@ -40,6 +41,7 @@ __all__ = ["Recorder"]
 # Above any priority a user would pick: the recorder must see a tool's result before a hook
 # changes it, because a replay runs those hooks again on the recorded result.
 _FIRST = 2**62
+_LANES = "steerable._lanes"
 _CONTROLS = ("inject_steering", "inject_follow_up", "interrupt_graceful", "interrupt_hard",
              "cancel")
 # The positional parameters of each control method, to record its arguments by name.
@@ -177,6 +179,7 @@ class Recorder:
         self._base = 0
         self._undo: list[Callable[[], None]] = []
         self._task: asyncio.Task[None] | None = None
+        self._in_send = False
         self._sessions: dict[str, None] = {}
         """The sessions of the recorded turns, in order: their histories end the file."""
 
@@ -213,6 +216,7 @@ class Recorder:
         self._undo.append(functools.partial(_discard, unregister))
         self._shadow_loop()
         self._shadow_start_turn()
+        self._shadow_send()
         self._shadow_resume()
         sub = self._loop.subscribe(None, buffer=1 << 20)
         self._undo.append(sub.close)
@@ -343,6 +347,32 @@ class Recorder:
 
             self._shadow(handle, name, describe)
 
+    def _shadow_send(self) -> None:
+        original = self._loop.send
+
+        @functools.wraps(original)
+        def send(text: str, session_id: str, policy: Any = None, *,
+                 agent: Agent | None = None) -> Any:
+            if not self._on_loop_thread():
+                return self._on_loop(send, text, session_id, policy, agent=agent)
+            if agent is not None and all(agent is not a for a in self._agents):
+                self._add_agent(agent)
+            after = self._position()
+            history = self._loop.session_messages(session_id)
+            self._in_send = True
+            try:
+                sent = original(text, session_id, policy, agent=agent)
+            finally:
+                self._in_send = False
+            self._write({"type": "control", "after": after, "action": "send", "text": text,
+                         "session_id": session_id, "policy": policy,
+                         "agent": None if agent is None else agent.name,
+                         "history": messages_to_json(history)})
+            return sent
+
+        self._loop.send = send  # type: ignore[method-assign]
+        self._undo.append(lambda: self._loop.__dict__.pop("send", None))
+
     def _shadow_resume(self) -> None:
         original = self._loop.resume
 
@@ -374,12 +404,15 @@ class Recorder:
                     if all(found is not a for a in self._agents):
                         self._add_agent(found)
             after = self._position()
+            # Turns the loop's own lanes start (for a message given to ``send``, or a follow-up
+            # a sent turn handed back) are started again by the replayed ``send``: marked so.
+            by_send = self._in_send or sys._getframe(1).f_globals.get("__name__") == _LANES
             history = self._loop.session_messages(session_id) if session_id else []
             handle = original(input, session_id, agent=agent,
                               discard_checkpoint=discard_checkpoint)
             self._write({"type": "turn", "after": after, "session_id": handle.session_id,
                          "input": input, "agent": (agent or self._loop.agent).name,
-                         "history": messages_to_json(history)})
+                         "history": messages_to_json(history), "by_send": by_send})
             self._sessions[handle.session_id] = None
             self._shadow_handle(handle)
             return handle

@@ -27,7 +27,7 @@ __all__ = ["RedisClient", "SendResult", "StreamedEvent", "WorkerUnavailableError
 INBOX_MAXLEN = 100_000
 
 
-class WorkerUnavailableError(SteerableError):
+class WorkerUnavailableError(SteerableError, ConnectionError):
     """The worker holding the session did not answer in time (it may have died: its sessions
     move to another worker when its lease ends). Try again shortly."""
 
@@ -165,6 +165,8 @@ class RedisClient:
                 return False
             answer = await self._command(holder.decode(), "approval", "", {
                 "request_id": request_id, "approved": approved, "reason": reason})
+        except WorkerUnavailableError:
+            raise
         except self._errors as exc:
             raise self._down(exc, "answer the approval") from None
         return bool(answer.get("ok"))
@@ -184,6 +186,8 @@ class RedisClient:
             if token is None:
                 return False  # no turn anywhere: like one process, nothing is kept for later
             answer = await self._command(token.decode(), op, session_id, args)
+        except WorkerUnavailableError:
+            raise  # a ConnectionError too, but Redis itself answered
         except self._errors as exc:
             raise self._down(exc, f"{op} session {session_id!r}") from None
         if "error" in answer:

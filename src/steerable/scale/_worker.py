@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from steerable._core._agent import Agent
+from steerable._core._agent import BaseAgent
 from steerable._core._session import SessionStore
 from steerable._events import TurnStatus
 from steerable._loop import AgentLoop, TurnHandle
@@ -64,7 +64,8 @@ class _LeaseLost(Exception):
 
 
 class RedisWorker:
-    """A worker of the group at ``url``: runs turns of any session it takes, with ``agent``.
+    """A worker of the group at ``url``: runs turns of any session it takes, with ``agent``
+    (or a function that builds the ``AgentLoop`` around the store it is given).
 
     ``store`` is the shared session store (default: a ``RedisSessionStore`` on the same Redis);
     every write to it is fenced by this worker's lease. ``lease`` sets the lease timing,
@@ -75,7 +76,7 @@ class RedisWorker:
     ``worker.loop``, the client for posting and following events is ``worker.client``.
     """
 
-    def __init__(self, agent: Agent, url: str, *, store: SessionStore | None = None,
+    def __init__(self, agent: BaseAgent | Callable[[SessionStore], AgentLoop], url: str, *, store: SessionStore | None = None,
                  prefix: str = "steerable:", lease: LeaseTiming | None = None,
                  max_sessions: int = 64, worker_id: str | None = None,
                  events_maxlen: int = 2_000, events_ttl: int = 3_600,
@@ -93,7 +94,10 @@ class RedisWorker:
         self._sync = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
         inner = store if store is not None else RedisSessionStore(client=self._sync, prefix=prefix)
         self.store = fence(inner, self.keys, self._sync)
-        self.loop = AgentLoop(agent, store=self.store, **loop_options)
+        if isinstance(agent, BaseAgent):
+            self.loop = AgentLoop(agent, store=self.store, **loop_options)
+        else:  # a factory: builds the loop around the fenced store (``steerable serve``)
+            self.loop = agent(self.store)
         self._redis = connect(url)
         self.client = RedisClient(url, prefix=prefix, client=self._redis)
         self.leases = LeaseScripts(self._redis, self.keys, self.timing)
@@ -247,18 +251,21 @@ class RedisWorker:
     async def _renew(self) -> None:
         while True:
             await asyncio.sleep(self.timing.renew_every)
-            for session_id, token in list(self.tokens.items()):
-                if await self.leases.renew(session_id, token):
-                    continue
-                # The runner may have let go (and taken the session again, with a new token)
-                # while this renewal was on its way: only a token still in use was lost.
-                if self.tokens.get(session_id) != token:
-                    continue
-                log.warning("worker %s lost the lease of session %r; stopping its turn",
-                            self.worker_id, session_id)
-                del self.tokens[session_id]
-                if session_id in self.running:
-                    self.loop.interrupt_hard(session_id)
+            await self._renew_once()
+
+    async def _renew_once(self) -> None:
+        for session_id, token in list(self.tokens.items()):
+            if await self.leases.renew(session_id, token):
+                continue
+            # The runner may have let go (and taken the session again, with a new token)
+            # while this renewal was on its way: only a token still in use was lost.
+            if self.tokens.get(session_id) != token:
+                continue
+            log.warning("worker %s lost the lease of session %r; stopping its turn",
+                        self.worker_id, session_id)
+            del self.tokens[session_id]
+            if session_id in self.running:
+                self.loop.interrupt_hard(session_id)
 
     # -- running a session --------------------------------------------------------------------
 

@@ -144,6 +144,8 @@ def _json_errors(handler: Handler) -> Handler:
             return _error(404, str(exc.args[0]) if exc.args else "not found")
         except ValueError as exc:
             return _error(400, str(exc))
+        except ConnectionError as exc:  # Redis, or the worker holding the session, is down
+            return _error(503, str(exc))
 
     return wrapped
 

@@ -52,8 +52,9 @@ class RedisStoreError(SteerableError):
     """Data in Redis that this version cannot read safely; it is left untouched."""
 
 
-class RedisUnavailableError(SteerableError):
-    """Redis did not answer (down, restarting, unreachable); nothing was written."""
+class RedisUnavailableError(SteerableError, ConnectionError):
+    """Redis did not answer (down, restarting, unreachable); nothing was written. A
+    ``ConnectionError``: the server answers 503."""
 
 
 class LeaseLostError(SteerableError):

@@ -8,12 +8,12 @@ model. Sync functions run in a worker thread so they never block the loop.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, get_args, get_type_hints, overload
 
+from steerable._threads import run_in_daemon_thread
 from steerable.errors import ConfigurationError, ToolArgumentsError
 from steerable.tools._base import BaseTool, ToolContext
 
@@ -173,7 +173,7 @@ class FunctionTool(BaseTool):
             kwargs[self._context_param] = ctx
         if self._is_async:
             return await self.fn(**kwargs)
-        return await asyncio.to_thread(self.fn, **kwargs)
+        return await run_in_daemon_thread(self.fn, **kwargs)
 
     def permission_subjects(self, arguments: Mapping[str, Any]) -> list[str]:
         if self._subjects is not None:

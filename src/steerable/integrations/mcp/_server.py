@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any
 
@@ -41,6 +42,7 @@ DEFAULT_TIMEOUT = 60.0
 """Seconds an MCP tool call may take unless the server's ``timeout`` says otherwise: a hung
 server must end in an error result, never a hung turn."""
 _PING_TIMEOUT = 2.0
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,40}")
 _CLOSE_GRACE = 3.0
 
 
@@ -58,9 +60,9 @@ class MCPServer:
                  env: Mapping[str, str] | None = None, cwd: str | None = None,
                  url: str | None = None, headers: Mapping[str, str] | None = None,
                  timeout: float | None = None, connect_timeout: float = 30.0) -> None:
-        if not isinstance(name, str) or not name or "__" in name:
-            raise ConfigurationError(f"MCP server name must be a non-empty str without '__', "
-                                     f"got {name!r}")
+        if not isinstance(name, str) or not _NAME.fullmatch(name) or "__" in name:
+            raise ConfigurationError(f"MCP server name must be letters, digits, '-' and '_' "
+                                     f"(no '__'): it becomes part of tool names; got {name!r}")
         if (command is None) == (url is None):
             raise ConfigurationError(f"MCP server {name!r} needs exactly one of command "
                                      "(stdio) or url (streamable HTTP)")

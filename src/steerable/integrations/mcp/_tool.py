@@ -8,6 +8,7 @@ mutating, as MCP's own default says. Arguments are checked by the server, which 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -20,9 +21,13 @@ if TYPE_CHECKING:
 
 __all__ = ["MCPTool", "mcp_tool_name"]
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
 
 def mcp_tool_name(server: str, tool: str) -> str:
-    return f"mcp__{server}__{tool}"
+    """The name the model sees. Model APIs accept ``[A-Za-z0-9_-]{1,64}``, so other characters
+    become ``_`` and the name is cut at 64; the server is still called by the tool's own name."""
+    return _UNSAFE.sub("_", f"mcp__{server}__{tool}")[:64]
 
 
 class MCPTool(BaseTool):

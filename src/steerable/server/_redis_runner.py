@@ -1,0 +1,111 @@
+"""``RedisRunner``: the server's ``SessionRunner`` when several processes share the sessions.
+
+Each ``steerable serve --redis URL`` process is a front end and a ``RedisWorker`` at once: a
+request posted to any of them goes through Redis to the worker that holds the session (or
+queues the message for whichever worker takes it), and ``GET .../events`` follows the
+session's Redis stream, whichever worker runs its turns. SSE ids are the stream entry ids
+packed into one integer (``ms * 4096 + sequence``, below 2**53 so the page's JavaScript keeps
+them exact): ``Last-Event-ID`` resumes from the stream on any process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from steerable._lanes import BusyPolicy
+from steerable.errors import SessionBusyError
+from steerable.scale import RedisWorker
+from steerable.server._hub import SSEItem
+from steerable.server._runner import CancelModeName, InterruptModeName, Sent, message_json
+
+__all__ = ["RedisRunner", "pack_id", "unpack_id"]
+
+_SPREAD = 4096
+
+
+def pack_id(entry_id: str) -> int:
+    ms, _, n = entry_id.partition("-")
+    return int(ms) * _SPREAD + min(int(n or 0), _SPREAD - 1)
+
+
+def unpack_id(packed: int) -> str:
+    return f"{packed // _SPREAD}-{packed % _SPREAD}"
+
+
+class RedisRunner:
+    def __init__(self, worker: RedisWorker, redact: Callable[[str], str] = lambda t: t) -> None:
+        self.worker = worker
+        self.client = worker.client
+        self.store = worker.store
+        self.redact = redact
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self.worker.run())
+        ready = asyncio.get_running_loop().create_task(self.worker.ready.wait())
+        await asyncio.wait([self._task, ready], return_when=asyncio.FIRST_COMPLETED)
+        if self._task.done():
+            ready.cancel()
+            self._task.result()  # raises what stopped the worker
+
+    async def aclose(self) -> None:
+        self.worker.stop()
+        if self._task is not None:
+            await self._task
+
+    async def send(self, session_id: str, text: str, policy: BusyPolicy | None) -> Sent:
+        sent = await self.client.send(text, session_id, policy or "steer")
+        return Sent(sent.turn_id, sent.action)
+
+    async def steer(self, session_id: str, text: str) -> bool:
+        return await self.client.steer(text, session_id)
+
+    async def follow_up(self, session_id: str, text: str) -> bool:
+        return await self.client.follow_up(text, session_id)
+
+    async def interrupt(self, session_id: str, mode: InterruptModeName) -> bool:
+        return await self.client.interrupt(session_id, mode)
+
+    async def cancel(self, session_id: str, mode: CancelModeName) -> bool:
+        return await self.client.cancel(session_id, mode)
+
+    async def resolve_approval(self, request_id: str, approved: bool, reason: str) -> bool:
+        return await self.client.resolve_approval(request_id, approved, reason)
+
+    async def _busy(self, session_id: str) -> bool:
+        return await self.client.holder(session_id) is not None
+
+    async def list_sessions(self) -> list[dict[str, Any]]:
+        infos = await asyncio.to_thread(self.store.list_sessions)
+        busy = await asyncio.gather(*(self._busy(i.session_id) for i in infos))
+        return [{"id": i.session_id, "title": self.redact(i.title), "messages": i.message_count,
+                 "updated": i.updated, "busy": b} for i, b in zip(infos, busy, strict=True)]
+
+    async def get_session(self, session_id: str) -> dict[str, Any]:
+        redis = self.client._redis
+        last = await redis.xrevrange(self.client.keys.events(session_id), count=1)
+        cursor = pack_id(last[0][0].decode()) if last else 0
+        busy = await self._busy(session_id)
+        exists = await asyncio.to_thread(self.store.exists, session_id)
+        if not exists and not busy:
+            raise LookupError(f"no session {session_id!r}")
+        messages = await asyncio.to_thread(self.store.load, session_id)
+        queued = await redis.lrange(self.client.keys.queue(session_id), 0, -1)
+        return {"id": session_id, "messages": [message_json(m, self.redact) for m in messages],
+                "busy": busy, "queued": [self.redact(str(json.loads(q)["text"])) for q in queued],
+                "events_after": cursor}
+
+    async def delete_session(self, session_id: str) -> None:
+        if await self._busy(session_id):
+            raise SessionBusyError(f"session {session_id!r} is busy; interrupt it first")
+        if not await asyncio.to_thread(self.store.delete, session_id):
+            raise LookupError(f"no session {session_id!r}")
+        await self.client._redis.delete(self.client.keys.events(session_id))
+
+    async def events(self, session_id: str, after: int | None) -> AsyncIterator[SSEItem]:
+        last = unpack_id(after) if after else None
+        async for item in self.client.events(session_id, last):
+            yield pack_id(item.id), self.redact(json.dumps(item.data, ensure_ascii=False))
