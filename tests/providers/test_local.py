@@ -148,11 +148,13 @@ def _wait_until(condition: Callable[[], bool], timeout: float) -> bool:
     return condition()
 
 
-def _fake_servers() -> list[psutil.Process]:
+def _fake_servers(model: Path) -> list[psutil.Process]:
+    """This test's fake servers (other test runs on the machine may have their own)."""
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         with contextlib.suppress(psutil.Error):
-            if "fake_llama_server.py" in " ".join(proc.info["cmdline"] or []):
+            line = " ".join(proc.info["cmdline"] or [])
+            if "fake_llama_server.py" in line and str(model) in line:
                 found.append(proc)
     return found
 
@@ -251,7 +253,7 @@ async def test_runs_share_one_warm_server(fake_server, gguf, states, retry, tmp_
     monkeypatch.setenv("FAKE_LLAMA_STARTS", str(tmp_path / "starts"))
     first, _ = await run_turn(_shared(fake_server, gguf, states, retry), "one")
     assert first.text == "local reply to one"
-    assert len(_fake_servers()) == 1  # still up after the provider closed
+    assert len(_fake_servers(gguf)) == 1  # still up after the provider closed
     second, _ = await run_turn(_shared(fake_server, gguf, states, retry), "two")
     assert second.text == "local reply to two"
     assert len((tmp_path / "starts").read_text().split()) == 1
@@ -278,7 +280,7 @@ def test_an_idle_server_exits_and_removes_its_files(fake_server, gguf, states):
     assert _wait_until(lambda: not healthy(url), 15)
     assert _wait_until(lambda: not list(states.glob(f"{spec.key}.*[!k]")), 5), \
         list(states.iterdir())  # only the lock file stays
-    assert not _fake_servers()
+    assert not _fake_servers(gguf)
     _, again = acquire(spec, states)  # a later run starts a new one
     assert again
 
@@ -297,7 +299,7 @@ def test_stop_ends_the_shared_servers(fake_server, gguf, states):
                       idle=600, startup_timeout=30)
     url, _ = acquire(spec, states)
     assert stop_all(states) == [spec.key]
-    assert _wait_until(lambda: not healthy(url) and not _fake_servers(), 10)
+    assert _wait_until(lambda: not healthy(url) and not _fake_servers(gguf), 10)
 
 
 def _real_model_missing() -> str | None:
