@@ -149,12 +149,12 @@ def _wait_until(condition: Callable[[], bool], timeout: float) -> bool:
 
 
 def _fake_servers(model: Path) -> list[psutil.Process]:
-    """This test's fake servers (by its model path: other test runs may have their own)."""
+    """This test's fake servers (other test runs on the machine may have their own)."""
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         with contextlib.suppress(psutil.Error):
-            cmdline = " ".join(proc.info["cmdline"] or [])
-            if "fake_llama_server.py" in cmdline and str(model) in cmdline:
+            line = " ".join(proc.info["cmdline"] or [])
+            if "fake_llama_server.py" in line and str(model) in line:
                 found.append(proc)
     return found
 

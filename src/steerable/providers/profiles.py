@@ -75,10 +75,15 @@ QWEN25_CODER_SMALL = ModelProfile(
 LLAMA_SERVER_QWEN = ModelProfile(
     name="qwen2.5-coder-llama-server",
     # Qwen2.5-Coder served by llama.cpp's llama-server with --jinja (what LocalModelProvider
-    # starts): the server parses <tool_call> blocks into real tool calls under a grammar, so the
-    # conversation keeps native tool messages and several rounds of tools per turn. A call the
-    # model writes outside the tags (fenced JSON) is still read back from the text.
+    # starts): the server parses <tool_call> blocks into real tool calls under a grammar; a call
+    # the model writes outside the tags (fenced JSON) is still read back from the text.
     text_tool_calls=True,
+    # Measured through llama-server with Qwen2.5-Coder-1.5B: given a native "tool" result and
+    # the tools again, it answered "{}"; with the result as a user message and no tools on that
+    # call it answers from the result (one round of tools per turn, as with the old server).
+    tool_results_as_user=True,
+    calls_in_history=False,
+    tools_after_results=False,
     temperature=0.0,
 )
 
