@@ -76,9 +76,8 @@ def test_resume_needs_a_session_and_no_prompt(cli_env: dict[str, str], tmp_path:
     assert res.returncode == 2 and "no prompt" in res.stderr
 
 
-def test_chat_announces_and_resumes_a_pending_turn(cli_env: dict[str, str], tmp_path: Path) -> None:
-    import pexpect
-
+def _killed_mid_tool(cli_env: dict[str, str], tmp_path: Path) -> tuple[Path, str]:
+    """A `run` killed with SIGKILL while its bash call runs: its workspace and session id."""
     ws = tmp_path / "project"
     ws.mkdir()
     steps = [{"tool_calls": [["bash", {"command": HANG_ONCE}]]}, {"text": "never reached"}]
@@ -94,6 +93,13 @@ def test_chat_announces_and_resumes_a_pending_turn(cli_env: dict[str, str], tmp_
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
+    return ws, sid
+
+
+def test_chat_announces_and_resumes_a_pending_turn(cli_env: dict[str, str], tmp_path: Path) -> None:
+    import pexpect
+
+    ws, sid = _killed_mid_tool(cli_env, tmp_path)
 
     resumed_script = script(tmp_path, [{"text": "Resumed and finished."},
                                        {"text": "Now the new message."}])
@@ -121,3 +127,32 @@ def test_chat_announces_and_resumes_a_pending_turn(cli_env: dict[str, str], tmp_
     contents = [m["content"] for m in js["messages"]]
     assert contents[0] == "go" and contents[-3:] == [
         "Resumed and finished.", "something new", "Now the new message."]
+
+
+def test_chat_runs_a_held_message_once_the_pending_turn_is_discarded(
+        cli_env: dict[str, str], tmp_path: Path) -> None:
+    import pexpect
+
+    ws, sid = _killed_mid_tool(cli_env, tmp_path)
+
+    env = {**cli_env, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm"}
+    child = pexpect.spawn(sys.executable, ["-m", "steerable", "chat", "--yes", "--session", sid,
+                                           "--provider", "scripted", "--script",
+                                           script(tmp_path, [{"text": "Answer to the held one."}]),
+                                           "--workspace", str(ws)],
+                          env=env, encoding="utf-8", timeout=30, dimensions=(40, 200))
+    try:
+        child.expect("has a pending turn")
+        child.sendline("held message")
+        child.expect("your message stays queued")
+        child.sendline("/discard")
+        child.expect("pending turn dropped")
+        child.expect("Answer to the held one.")  # sent as soon as nothing blocks it
+        child.expect("completed")
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    js = json.loads(steerable(cli_env, "sessions", "export", sid, "--format", "json").stdout)
+    contents = [m["content"] for m in js["messages"]]
+    assert contents == ["held message", "Answer to the held one."]  # the killed turn was dropped
