@@ -136,3 +136,17 @@ async def test_emit_from_threads_is_marshalled() -> None:
     await asyncio.to_thread(lambda: [t.join() for t in threads])
     await handle
     assert all(of(s.drain_nowait(), K.TURN_END) for s in subs)
+
+
+async def test_a_second_reader_of_one_subscription_is_refused() -> None:
+    # Two tasks reading one subscription would each get some of the events: a silent split.
+    loop, _, _ = make_loop([Reply(text="hi")])
+    sub = loop.subscribe(kinds=[K.TURN_END])
+    first = asyncio.ensure_future(sub.__anext__())
+    await asyncio.sleep(0)  # the first reader is now waiting
+    with pytest.raises(RuntimeError, match="already iterating"):
+        await sub.__anext__()
+    await loop.run_turn("go", session_id="s")
+    assert (await asyncio.wait_for(first, 5)).kind is K.TURN_END  # the first reader still works
+    sub.close()
+    await loop.aclose()
