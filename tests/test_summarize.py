@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -80,3 +81,34 @@ async def test_short_sessions_are_left_alone_and_policy_is_validated() -> None:
     provider.assert_consumed()  # no summary request was made
     with pytest.raises(ValueError):
         SummaryPolicy(at_tokens=0)
+
+
+async def test_one_summary_at_a_time_per_session() -> None:
+    # A turn that ends while its session's summary is in flight starts no second summary: two
+    # would race to rewrite the same history.
+    started, gate, second = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def held_summary(request: LLMRequest) -> Reply:
+        started.set()
+        await gate.wait()
+        return Reply(text="stale summary")
+
+    def later_summary(request: LLMRequest) -> Reply:
+        second.set()
+        return Reply(text="fresh summary")
+
+    provider = ScriptedProvider([Reply(text=LONG), Reply(text=LONG), held_summary,
+                                 Reply(text="next"), later_summary])
+    loop = AgentLoop(Agent(provider=provider, summary=SummaryPolicy(at_tokens=150, keep_exchanges=1)))
+    await loop.run_turn("q1", session_id="s")
+    await loop.run_turn("q2", session_id="s")
+    await asyncio.wait_for(started.wait(), 5)
+    await loop.run_turn("q3", session_id="s")  # long enough to summarise, but one is running
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(second.wait(), 0.5)  # explicit bound: a second one would start now
+    assert not second.is_set()
+    gate.set()
+    await loop.wait_idle()  # the held summary is judged stale and redone once, from fresh history
+    assert second.is_set()
+    provider.assert_consumed()
+    await loop.aclose()
