@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from steerable.cli._app import App
 from steerable.cli._args import UsageError
 from steerable.cli._settings import Settings
 
-__all__ = ["recording", "telemetry"]
+if TYPE_CHECKING:
+    from steerable.integrations.otel import OpenTelemetryHook
+
+__all__ = ["recording", "telemetry", "telemetry_hook"]
 
 
 @contextlib.asynccontextmanager
@@ -28,13 +32,20 @@ async def recording(app: App, path: str | None) -> AsyncIterator[None]:
 def telemetry(app: App, settings: Settings) -> None:
     """With ``otel`` on, trace the loop to the global tracer provider (configured by the
     environment: ``opentelemetry-instrument``, or the application embedding the CLI)."""
+    hook = telemetry_hook(settings)
+    if hook is not None:
+        app.loop.register_hook(hook)
+
+
+def telemetry_hook(settings: Settings) -> OpenTelemetryHook | None:
+    """A new OpenTelemetry hook when ``otel`` is on (one per loop: ``serve --redis`` workers
+    run their turns on loops of their own), else None."""
     if not settings["otel"]:
-        return
+        return None
     try:
         from steerable.integrations.otel import OpenTelemetryHook
     except ImportError as exc:
         raise UsageError(str(exc)) from None
     from steerable.providers import choose_provider_name
 
-    app.loop.register_hook(OpenTelemetryHook(
-        provider_name=choose_provider_name(settings["provider"])))
+    return OpenTelemetryHook(provider_name=choose_provider_name(settings["provider"]))

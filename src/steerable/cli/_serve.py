@@ -93,6 +93,7 @@ def _redis_runner(app: Any, url: str, args: argparse.Namespace) -> Any:
         raise UsageError(f"--redis takes a URL like redis://HOST:PORT/DB, got {url!r}")
     from steerable import AgentLoop, HumanApprover, Timeouts
     from steerable.cli._app import HUMAN_APPROVAL_TIMEOUT
+    from steerable.cli._integrations import telemetry_hook
 
     def make_loop(store: Any) -> AgentLoop:
         loop = AgentLoop(app.agent, store=store, permissions=app.loop.permissions,
@@ -100,6 +101,9 @@ def _redis_runner(app: Any, url: str, args: argparse.Namespace) -> Any:
                          record_events=args.record_events)
         if not app.settings["yes"]:
             loop.register_hook(HumanApprover())  # asked on the page, answered from anywhere
+        hook = telemetry_hook(app.settings)  # the turns run here, not on the front loop
+        if hook is not None:
+            loop.register_hook(hook)
         return loop
 
     store = RedisSessionStore(url)
