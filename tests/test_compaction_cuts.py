@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from steerable import (
     Agent,
     AgentLoop,
+    CancelMode,
     EventKind,
     InMemorySessionStore,
     Message,
@@ -15,7 +18,7 @@ from steerable import (
 )
 from steerable._core._compaction import estimate_tokens
 from steerable.errors import ContextOverflowError
-from tests.conftest import assert_history_consistent, of
+from tests.conftest import assert_history_consistent, of, wait_for
 
 K = EventKind
 
@@ -111,3 +114,70 @@ async def test_a_history_that_does_not_start_with_a_user_message_can_lose_its_he
     saved = loop.session_messages("s")
     assert [m.content for m in saved] == ["question 0", "hi"]
     assert_history_consistent(saved)
+
+
+async def test_a_cut_inside_the_turn_keeps_the_turns_later_steering() -> None:
+    # Two steering messages arrive while a tool runs: the turn's own part of the history then
+    # holds three cut points, and the middle one of the five is in the turn itself.
+    gate = asyncio.Event()
+
+    @tool
+    async def act(name: str) -> str:
+        """Do."""
+        await gate.wait()
+        return f"did {name}"
+
+    store = InMemorySessionStore()
+    store.append("s", [Message("user", "earlier"), Message("assistant", "ok")], None)
+    provider = ScriptedProvider([Reply(tool_calls=[("act", {"name": "a"})]),
+                                 Reply(error=ContextOverflowError("long")), Reply(text="done")])
+    loop = AgentLoop(Agent(provider=provider, tools=[act], instructions="sys"), store=store)
+    sub = loop.subscribe()
+    handle = loop.start_turn("go", session_id="s")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    loop.inject_steering("first steer", "s")
+    loop.inject_steering("second steer", "s")
+    gate.set()
+    result = await handle
+    assert result.status is TurnStatus.COMPLETED
+    sent = [m.content for m in provider.requests[-1].messages if m.role == "user"]
+    assert sent == ["first steer", "second steer"]
+    assert_history_consistent(loop.session_messages("s"))
+
+
+async def test_two_compressions_in_one_turn_are_both_kept_by_a_resume() -> None:
+    gate = asyncio.Event()
+
+    @tool
+    async def act(name: str) -> str:
+        """Do."""
+        if name == "second":
+            await gate.wait()
+        return f"did {name}"
+
+    store = InMemorySessionStore()
+    for i in range(3):
+        store.append("s", [Message("user", f"u{i}"), Message("assistant", f"a{i}")], None)
+    first = ScriptedProvider([Reply(error=ContextOverflowError("long")),
+                              Reply(tool_calls=[("act", {"name": "first"})]),
+                              Reply(error=ContextOverflowError("long again")),
+                              Reply(tool_calls=[("act", {"name": "second"})])])
+    loop = AgentLoop(Agent(provider=first, tools=[act]), store=store)
+    sub = loop.subscribe()
+    handle = loop.start_turn("go", session_id="s")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    await wait_for(sub, K.TOOL_EXEC_START)
+    assert [m.content for m in first.requests[-1].messages if m.role == "user"] == ["go"]
+    loop.cancel("s", mode=CancelMode.AFTER_MODEL)
+    gate.set()
+    assert (await handle).status is TurnStatus.CANCELLED
+    await loop.aclose()
+
+    second = ScriptedProvider([Reply(text="done")])
+    again = AgentLoop(Agent(provider=second, tools=[act]), store=store)
+    result = await again.resume("s")  # type: ignore[misc]
+    assert result.status is TurnStatus.COMPLETED
+    assert [m.content for m in second.requests[0].messages] == [
+        "go", "", "did first", "", "did second"]
+    assert [m.content for m in again.session_messages("s")] == [
+        "go", "", "did first", "", "did second", "done"]
