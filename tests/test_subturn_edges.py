@@ -1,0 +1,163 @@
+"""Sub-turn edges: slots given back, dry runs cascading only down, no child for an ending turn,
+and steering a child through its handle."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from steerable import (
+    Agent,
+    AgentLoop,
+    EventKind,
+    Limits,
+    Reply,
+    ScriptedProvider,
+    ToolContext,
+    TurnStatus,
+    tool,
+)
+from steerable.errors import SubturnError
+from tests.conftest import of, wait_for
+
+K = EventKind
+wrote: list[str] = []
+
+
+@tool
+def write(path: str) -> str:
+    """Write."""
+    wrote.append(path)
+    return f"wrote {path}"
+
+
+def kid(*script: Reply, **kw: Any) -> Agent:
+    return Agent(name="kid", description="a kid", tools=[write],
+                 provider=ScriptedProvider(list(script)), **kw)
+
+
+def ask(task: str) -> Reply:
+    return Reply(tool_calls=[("subagent", {"agent": "kid", "task": task})])
+
+
+async def test_a_finished_child_gives_its_active_turn_slot_back() -> None:
+    child = kid(Reply(text="one"), Reply(text="two"))
+    main = Agent(name="main", subagents=[child],
+                 provider=ScriptedProvider([ask("first"), ask("second"), Reply(text="done")]))
+    loop = AgentLoop(main, limits=Limits(active_turns=2))
+    sub = loop.subscribe(buffer=10_000)
+    result = await loop.run_turn("go", session_id="s")
+    assert result.text == "done"
+    ends = of(sub.drain_nowait(), K.TOOL_EXEC_END)
+    assert [(e.content, e.is_error) for e in ends] == [("one", False), ("two", False)]
+
+
+async def test_a_child_of_a_live_turn_really_acts_and_a_dry_parent_makes_it_dry() -> None:
+    wrote.clear()
+    for dry in (False, True):
+        child = kid(Reply(tool_calls=[("write", {"path": f"dry={dry}"})]), Reply(text="ok"))
+        main = Agent(name="main", subagents=[child], dry_run=dry,
+                     provider=ScriptedProvider([ask("write it"), Reply(text="done")]))
+        assert (await AgentLoop(main).run_turn("go", session_id="s")).status \
+            is TurnStatus.COMPLETED
+        assert child.dry_run is False  # the parent's dry run never changes the child agent
+    assert wrote == ["dry=False"]
+
+
+async def test_a_turn_being_hard_aborted_gets_no_new_child() -> None:
+    refusals: list[str] = []
+    started = asyncio.Event()
+
+    @tool(read_only=True)
+    async def stubborn(ctx: ToolContext) -> str:
+        """Start a child after being cancelled."""
+        started.set()
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            try:
+                ctx.spawn_subturn("kid", "too late")
+            except SubturnError as exc:
+                refusals.append(str(exc))
+            raise
+        return "never"
+
+    main = Agent(name="main", subagents=[kid(Reply(text="never"))], tools=[stubborn],
+                 provider=ScriptedProvider([Reply(tool_calls=[("stubborn", {})])]))
+    loop = AgentLoop(main)
+    sub = loop.subscribe(buffer=10_000)
+    handle = loop.start_turn("go", session_id="s")
+    await started.wait()
+    loop.interrupt_hard("s")
+    assert (await handle).status is TurnStatus.ABORTED
+    assert refusals == ["Sub-turn refused: the turn that asked for it is ending."]
+    assert not of(sub.drain_nowait(), K.SUBTURN_SPAWN)
+
+
+async def test_a_childs_handle_steers_it_queues_its_follow_up_and_interrupts_it() -> None:
+    gate = asyncio.Event()
+
+    async def wait_then(text: str):
+        async def answer(request: Any) -> Reply:
+            await gate.wait()
+            return Reply(text=text)
+        return answer
+
+    child_provider = ScriptedProvider([await wait_then("first answer"), Reply(text="follow")])
+    child = Agent(name="kid", description="a kid", provider=child_provider)
+    main = Agent(name="main", subagents=[child],
+                 provider=ScriptedProvider([ask("work"), Reply(text="done")]))
+    loop = AgentLoop(main)
+    sub = loop.subscribe(buffer=10_000)
+    handle = loop.start_turn("go", session_id="s")
+    spawn = await wait_for(sub, K.SUBTURN_SPAWN)
+    child_handle = loop.turn_handle(spawn.child_turn_id)
+    assert child_handle is not None
+    assert child_handle.inject_steering("also this") is True
+    assert child_handle.inject_follow_up("and then that") is True
+    gate.set()
+    result = await handle
+    assert result.status is TurnStatus.COMPLETED
+    sent = [m.content for m in child_provider.requests[-1].messages if m.role == "user"]
+    assert "also this" in sent
+    queued = of(sub.drain_nowait(), K.FOLLOW_UP_QUEUED)
+    assert [(e.turn_id, e.parent_turn_id, e.text) for e in queued] == [
+        (spawn.child_turn_id, result.turn_id, "and then that")]
+
+
+async def test_a_tools_child_handle_queues_follow_ups_and_interrupts_gracefully() -> None:
+    gate = asyncio.Event()
+    answers: list[Any] = []
+
+    async def gated(request: Any) -> Reply:
+        await gate.wait()
+        return Reply(text="partial work")
+
+    child = Agent(name="kid", description="a kid",
+                  provider=ScriptedProvider([gated, Reply(text="summary of partial work")]))
+
+    @tool(read_only=True)
+    async def boss(ctx: ToolContext) -> str:
+        """Start a child and stop it early."""
+        handle = ctx.spawn_subturn("kid", "long job", deliver=False)
+        answers.append(handle.inject_follow_up("then report"))
+        answers.append(handle.interrupt_graceful("wrap up now"))
+        answers.append(handle.interrupt_graceful("twice"))  # one interrupt per turn
+        gate.set()
+        result = await handle
+        answers.append(result.status)
+        return result.text
+
+    main = Agent(name="main", subagents=[child], tools=[boss],
+                 provider=ScriptedProvider([Reply(tool_calls=[("boss", {})]), Reply(text="ok")]))
+    loop = AgentLoop(main)
+    sub = loop.subscribe(buffer=10_000)
+    await loop.run_turn("go", session_id="s")
+    assert answers[:3] == [True, True, False]
+    assert answers[3] is TurnStatus.INTERRUPTED
+    events = sub.drain_nowait()
+    (spawn,) = of(events, K.SUBTURN_SPAWN)
+    queued = [e for e in of(events, K.FOLLOW_UP_QUEUED) if e.turn_id == spawn.child_turn_id]
+    assert [e.text for e in queued] == ["then report"]
+    interrupts = [e for e in of(events, K.INTERRUPT_RECEIVED) if e.turn_id == spawn.child_turn_id]
+    assert [(e.mode, e.hint) for e in interrupts] == [("graceful", "wrap up now")]
