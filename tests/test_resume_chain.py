@@ -4,11 +4,12 @@ carry over every resume, and each resumed run is a new turn id."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
-from steerable import CancelMode, EventKind, InMemorySessionStore, Reply, TurnStatus
-from steerable.errors import SessionBusyError
+from steerable import CancelMode, EventKind, InMemorySessionStore, Message, Reply, TurnStatus
+from steerable.errors import CheckpointError, SessionBusyError
 from tests.conftest import of, wait_for
 from tests.test_resume import Tools, calls, make
 
@@ -66,3 +67,44 @@ async def test_resume_refuses_what_is_not_an_agent() -> None:
     with pytest.raises(TypeError, match="agent must be an agent, got int"):
         loop.resume("s", agent=5)  # type: ignore[arg-type]
     assert loop.resume("s") is None  # nothing pending
+
+
+async def cancelled_session(store: InMemorySessionStore) -> None:
+    tools = Tools()
+    gate = tools.gates.setdefault("a1", asyncio.Event())
+    loop, _ = make(store, [calls(("act", "a1"))], tools)
+    store.append("s", [Message("user", "earlier"), Message("assistant", "ok")], None)
+    sub = loop.subscribe()
+    handle = loop.start_turn("the task", session_id="s")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    loop.cancel("s", mode=CancelMode.AFTER_MODEL)
+    gate.set()
+    await handle
+    await loop.aclose()
+
+
+async def test_a_checkpoint_whose_turn_the_session_already_holds_is_dropped(
+        caplog: pytest.LogCaptureFixture) -> None:
+    store = InMemorySessionStore()
+    await cancelled_session(store)
+    cp = store.load_checkpoint("s")
+    assert cp is not None
+    store.append("s", list(cp.messages), None)  # saved, then the process died
+    loop, _ = make(store, [], Tools())
+    with caplog.at_level(logging.WARNING, logger="steerable"):
+        assert loop.resume("s") is None
+    assert store.load_checkpoint("s") is None
+    (record,) = [r for r in caplog.records if "already holds" in r.getMessage()]
+    assert f"session s already holds the turn of checkpoint {cp.checkpoint_id}" in \
+        record.getMessage()
+
+
+async def test_a_session_that_changed_under_its_checkpoint_is_refused() -> None:
+    store = InMemorySessionStore()
+    await cancelled_session(store)
+    store.append("s", [Message("user", "someone else"), Message("assistant", "hm")], None)
+    loop, _ = make(store, [], Tools())
+    with pytest.raises(CheckpointError, match=r"session 's' changed since its checkpoint was "
+                       r"written \(it has 4 messages, the checkpoint expects 2\)"):
+        loop.resume("s")
+    assert store.load_checkpoint("s") is not None  # nothing lost: the user decides
