@@ -10,7 +10,7 @@ import pytest
 
 from steerable import CancelMode, EventKind, InMemorySessionStore, Message, Reply, TurnStatus
 from steerable.errors import CheckpointError, SessionBusyError
-from tests.conftest import of, wait_for
+from tests.conftest import wait_for
 from tests.test_resume import Tools, calls, make
 
 K = EventKind
