@@ -145,3 +145,50 @@ async def test_a_tool_that_ignores_cancellation_is_let_go_of_when_the_loop_close
     left = {t for t in asyncio.all_tasks() if not t.done()} - {asyncio.current_task()}
     assert not (left & set(stuck))
     assert all(t._log_destroy_pending is False for t in stuck)  # type: ignore[attr-defined]
+
+
+async def test_rules_on_a_tool_family_reach_a_tools_own_refusal_checks() -> None:
+    @tool(read_only=True, permission_family="read")
+    def lister(path: str, ctx: ToolContext) -> str:
+        """List."""
+        return ",".join(name for name in ("a.txt", "secret.txt", "notes.md")
+                        if not ctx.refuses(name))
+
+    cases = [([("deny", "read(secret*)")], "a.txt,notes.md"),
+             ([("ask", "read(*.md)")], "a.txt,secret.txt"),
+             ([("allow", "read(*.txt)")], "a.txt,secret.txt,notes.md"),
+             ([("deny", "write(secret*)")], "a.txt,secret.txt,notes.md"),
+             ([("deny", "lister(a.*)")], "secret.txt,notes.md")]
+    for rules, expected in cases:
+        provider = ScriptedProvider([Reply(tool_calls=[("lister", {"path": "."})]),
+                                     Reply(text="done")])
+        loop = AgentLoop(Agent(provider=provider, tools=[lister]),
+                         permissions=Permissions(rules))
+        sub = loop.subscribe(buffer=10_000)
+        await loop.run_turn("go", session_id="s")
+        assert [e.content for e in of(sub.drain_nowait(), K.TOOL_EXEC_END)] == [expected], rules
+        await loop.aclose()
+
+
+async def test_closing_the_loop_aborts_a_child_its_parent_left_running() -> None:
+    import asyncio
+
+    never = asyncio.Event()
+
+    async def hang(request: Any) -> Reply:
+        await never.wait()
+        return Reply(text="never")
+
+    kid = Agent(name="kid", description="a kid", provider=ScriptedProvider([hang]))
+    main = Agent(name="main", subagents=[kid], provider=ScriptedProvider([
+        Reply(tool_calls=[("spawn", {"agent": "kid", "task": "background"})]),
+        Reply(text="parent done")]))
+    loop = AgentLoop(main)
+    sub = loop.subscribe(buffer=10_000)
+    result = await loop.run_turn("go", session_id="s")
+    assert result.text == "parent done"
+    await asyncio.wait_for(loop.aclose(grace=0.2), 10)  # returns: nothing left hanging
+    events = sub.drain_nowait()
+    (spawn,) = of(events, K.SUBTURN_SPAWN)
+    ends = [e for e in of(events, K.TURN_END) if e.turn_id == spawn.child_turn_id]
+    assert [e.status for e in ends] == [TurnStatus.ABORTED]
