@@ -161,3 +161,66 @@ async def test_a_tools_child_handle_queues_follow_ups_and_interrupts_gracefully(
     assert [e.text for e in queued] == ["then report"]
     interrupts = [e for e in of(events, K.INTERRUPT_RECEIVED) if e.turn_id == spawn.child_turn_id]
     assert [(e.mode, e.hint) for e in interrupts] == [("graceful", "wrap up now")]
+
+
+async def test_the_model_reads_exact_descriptions_of_the_sub_agent_tools() -> None:
+    first = Agent(name="finder", description="finds\n  things", provider=ScriptedProvider([]))
+    second = Agent(name="fixer", description="", provider=ScriptedProvider([]))
+    provider = ScriptedProvider([Reply(text="ok")])
+    await AgentLoop(Agent(name="main", subagents=[first, second], provider=provider)).run_turn(
+        "go", session_id="s")
+    specs = {t.name: t for t in provider.requests[0].tools}
+    roster = ("The sub-agent sees only the task text, so make it self-contained. Sub-agents:\n"
+              "- finder: finds things\n- fixer: (no description)")
+    assert specs["subagent"].description == (
+        "Give a task to a sub-agent and wait for its answer. " + roster)
+    assert specs["spawn"].description == (
+        "Start a sub-agent on a task in the background and go on at once. Its answer is added "
+        "to the conversation when it finishes. " + roster)
+    assert specs["spawn"].parameters["properties"]["agent"]["enum"] == ["finder", "fixer"]
+
+
+async def test_a_delivered_result_names_the_child_and_a_shortened_task() -> None:
+    long_task = "step " * 40  # 200 characters: cut to 120 with an ellipsis
+    provider = ScriptedProvider([
+        Reply(tool_calls=[("spawn", {"agent": "kid", "task": long_task})]),
+        Reply(tool_calls=[("spawn", {"agent": "kid", "task": "short\n task"})]),
+        Reply(text="waiting"), Reply(text="done")])
+    # One child agent serves both spawns: its script answers in order (the second with no text).
+    child = Agent(name="kid", description="a kid",
+                  provider=ScriptedProvider([Reply(text="kid answer"), Reply(text="")]))
+    loop = AgentLoop(Agent(name="main", subagents=[child], provider=provider))
+    sub = loop.subscribe(buffer=10_000)
+    await loop.run_turn("go", session_id="s")
+    await loop.wait_idle()
+    spawns = of(sub.drain_nowait(), K.SUBTURN_SPAWN)
+    shown = " ".join(long_task.split())[:119] + "…"
+    texts = [m.content for m in loop.session_messages("s") if m.role == "user"]
+    first = (f"[Result of sub-agent kid (turn {spawns[0].child_turn_id}), completed; "
+             f"task: {shown}]\nkid answer")
+    second = (f"[Result of sub-agent kid (turn {spawns[1].child_turn_id}), completed; "
+              "task: short task]")
+    assert first in texts and second in texts
+
+
+async def test_starting_a_sub_turn_from_code_checks_the_agent_it_is_given() -> None:
+    errors: list[str] = []
+
+    @tool(read_only=True)
+    async def starter(ctx: ToolContext) -> str:
+        """Start children wrongly."""
+        for bad in ("nobody", 42):
+            try:
+                ctx.spawn_subturn(bad, "task")  # type: ignore[arg-type]
+            except (SubturnError, TypeError) as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+        return "tried"
+
+    for children in ([kid(Reply(text="x"))], []):
+        errors.clear()
+        provider = ScriptedProvider([Reply(tool_calls=[("starter", {})]), Reply(text="ok")])
+        await AgentLoop(Agent(name="main", subagents=children, tools=[starter],
+                              provider=provider)).run_turn("go", session_id="s")
+        valid = "kid" if children else "none (this agent has no subagents)"
+        assert errors == [f"SubturnError: Unknown agent 'nobody'. Valid agents: {valid}.",
+                          "TypeError: a sub-turn needs an agent or an agent's name, got 42"]
