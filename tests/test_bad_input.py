@@ -29,14 +29,14 @@ def idle_loop() -> AgentLoop:
 
 async def test_send_checks_its_text_session_and_agent() -> None:
     loop = idle_loop()
-    with pytest.raises(TypeError, match="^message text must be a str, got int$"):
+    with pytest.raises(TypeError, match=r"^message text must be a str, got int$"):
         loop.send(5, "s")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="^message text must not be empty$"):
+    with pytest.raises(ValueError, match=r"^message text must not be empty$"):
         loop.send("  ", "s")
     for bad in ("", 7):
-        with pytest.raises(ValueError, match=f"^session_id must be a non-empty str, got {bad!r}$"):
+        with pytest.raises(ValueError, match=rf"^session_id must be a non-empty str, got {bad!r}$"):
             loop.send("hi", bad)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="^agent must be an Agent, got str$"):
+    with pytest.raises(TypeError, match=r"^agent must be an Agent, got str$"):
         loop.send("hi", "s", agent="main")  # type: ignore[arg-type]
     assert not loop.busy("s") and loop.session_messages("s") == []
 
@@ -50,13 +50,13 @@ async def test_send_runs_the_agent_it_is_given() -> None:
 
 async def test_resolve_approval_checks_its_arguments() -> None:
     loop = idle_loop()
-    with pytest.raises(TypeError, match="^request_id must be a str, got int$"):
+    with pytest.raises(TypeError, match=r"^request_id must be a str, got int$"):
         loop.resolve_approval(1, True)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="^approved must be a bool, got str$"):
+    with pytest.raises(TypeError, match=r"^approved must be a bool, got str$"):
         loop.resolve_approval("approval_1", "yes")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="^reason must be a str, got int$"):
+    with pytest.raises(TypeError, match=r"^reason must be a str, got int$"):
         loop.resolve_approval("approval_1", False, 3)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="^turn_id must be a str, got NoneType$"):
+    with pytest.raises(TypeError, match=r"^turn_id must be a str, got NoneType$"):
         loop.turn_handle(None)  # type: ignore[arg-type]
 
 
