@@ -111,6 +111,7 @@ async def test_before_llm_changes_only_the_field_it_sets(field: str, value: Any)
     loop.register_hook(Change())
     await loop.run_turn("q", session_id="s")
     (before,), (after,) = plain.requests, provider.requests
+    assert (before.model, before.params) == ("base", {"top_p": 1})
     for name in ("messages", "model", "params"):
         expected = value if name == field else getattr(before, name)
         assert getattr(after, name) == expected, name
@@ -229,3 +230,28 @@ async def test_after_tool_changes_only_what_it_sets_and_the_next_hook_sees_it() 
     assert (end.content, end.is_error) == ("SAW A", True)
     (_, seen), = [(p, c) for p, c in rec.seen if p == "after_tool"]
     assert seen.result == ToolResult("SAW A", is_error=True, metadata={"path": "a"})
+
+
+async def test_before_tool_can_answer_for_the_tool_or_deny_it_without_a_reason() -> None:
+    class Answer:
+        def before_tool(self, ctx: Any) -> HookDecision:
+            if ctx.call.arguments["path"] == "a":
+                return HookDecision(HookAction.RESPOND, result="canned", is_error=True)
+            if ctx.call.arguments["path"] == "b":
+                return HookDecision(HookAction.RESPOND)
+            return HookDecision(HookAction.DENY_TOOL)
+
+    calls = [("write", {"path": "a"}), ("write", {"path": "b"}), ("write", {"path": "c"})]
+    loop, provider, sub = loop_with([Reply(tool_calls=calls), Reply(text="ok")])
+    loop.register_hook(Answer())
+    await loop.run_turn("go", session_id="s")
+    events = sub.drain_nowait()
+    assert [(e.content, e.is_error) for e in of(events, K.TOOL_EXEC_END)] == [
+        ("canned", True), ("", False)]
+    (skipped,) = of(events, K.TOOL_EXEC_SKIPPED)
+    assert (skipped.reason, skipped.detail) == ("denied", "denied by a hook")
+    results = [m for m in provider.requests[-1].messages if m.role == "tool"]
+    assert [(m.content, m.is_error) for m in results[:2]] == [("canned", True), ("", False)]
+    assert results[2].content == ("Tool call denied: denied by a hook. Do not repeat this call; "
+                                  "choose another approach or ask the user.")
+    assert results[2].is_error is True

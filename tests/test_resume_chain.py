@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 
 import pytest
 
 from steerable import CancelMode, EventKind, InMemorySessionStore, Message, Reply, TurnStatus
 from steerable.errors import CheckpointError, SessionBusyError
+from steerable.storage import JSONLSessionStore
 from tests.conftest import wait_for
 from tests.test_resume import Tools, calls, make
 
@@ -108,3 +110,21 @@ async def test_a_session_that_changed_under_its_checkpoint_is_refused() -> None:
                        r"written \(it has 4 messages, the checkpoint expects 2\)"):
         loop.resume("s")
     assert store.load_checkpoint("s") is not None  # nothing lost: the user decides
+
+
+async def test_a_file_store_holds_the_checkpoint_of_a_running_tool_and_no_write_fails(
+        tmp_path: Path) -> None:
+    store = JSONLSessionStore(tmp_path)
+    tools = Tools()
+    gate = tools.gates.setdefault("a1", asyncio.Event())
+    loop, _ = make(store, [calls(("act", "a1"), ("look", "b")), Reply(text="done")], tools)
+    sub = loop.subscribe(buffer=10_000)
+    handle = loop.start_turn("the task", session_id="s")
+    start = await wait_for(sub, K.TOOL_EXEC_START)
+    cp = loop.checkpoint("s")
+    assert cp is not None and (cp.turn_id, cp.stage, cp.iteration) == (start.turn_id, "tools", 1)
+    assert [c.name for m in cp.messages for c in m.tool_calls] == ["act", "look"]
+    gate.set()
+    assert (await handle).status is TurnStatus.COMPLETED
+    assert loop.checkpoint("s") is None
+    assert not [e for e in sub.drain_nowait() if e.kind is K.ERROR]
