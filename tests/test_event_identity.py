@@ -47,7 +47,8 @@ async def test_every_event_of_a_busy_turn_names_its_turn_session_and_call() -> N
         await gate.wait()
         return Reply(tool_calls=[("write", {"path": "w"}), ("write", {"path": "skipped"})])
 
-    script = [Reply(text="prior")] + [
+    script = [
+        Reply(text="prior"),
         Reply(tool_calls=[("look", {"path": "a"}), ("look", {"path": "b"})]),
         Reply(error=ContextOverflowError("long")),
         Reply(tool_calls=[("subagent", {"agent": "kid", "task": "help"})]),
