@@ -224,3 +224,62 @@ async def test_starting_a_sub_turn_from_code_checks_the_agent_it_is_given() -> N
         valid = "kid" if children else "none (this agent has no subagents)"
         assert errors == [f"SubturnError: Unknown agent 'nobody'. Valid agents: {valid}.",
                           "TypeError: a sub-turn needs an agent or an agent's name, got 42"]
+
+
+async def test_the_turn_tree_snapshot_describes_parent_and_child() -> None:
+    import time
+
+    gate = asyncio.Event()
+
+    async def held(request: Any) -> Reply:
+        await gate.wait()
+        return Reply(text="kid done")
+
+    child = Agent(name="kid", description="a kid", provider=ScriptedProvider([held]))
+    main = Agent(name="main", subagents=[child],
+                 provider=ScriptedProvider([ask("work"), Reply(text="done")]))
+    loop = AgentLoop(main)
+    sub = loop.subscribe(buffer=10_000)
+    before = time.monotonic()
+    handle = loop.start_turn("go", session_id="s")
+    spawn = await wait_for(sub, K.SUBTURN_SPAWN)
+    loop.inject_follow_up("then this", "s")
+    loop.inject_steering("and that", "s")
+    child_handle = loop.turn_handle(spawn.child_turn_id)
+    assert child_handle is not None and child_handle.inject_steering("kid, hurry")
+    info = loop.active_turn("s")
+    assert info is not None
+    assert (info.turn_id, info.session_id, info.parent_turn_id, info.agent, info.iteration,
+            info.steering_pending, info.follow_ups_pending) == (
+        spawn.turn_id, "s", None, "main", 1, 1, 1)
+    assert before <= info.started <= time.monotonic()  # the loop's clock
+    (kid_info,) = info.children
+    assert (kid_info.turn_id, kid_info.parent_turn_id, kid_info.agent, kid_info.iteration,
+            kid_info.steering_pending, kid_info.follow_ups_pending, kid_info.children) == (
+        spawn.child_turn_id, spawn.turn_id, "kid", 1, 1, 0, ())
+    gate.set()
+    await handle
+    assert loop.turn_handle(spawn.child_turn_id) is None and loop.active_turn("s") is None
+
+
+async def test_an_unregistered_observer_hears_nothing_more() -> None:
+    heard: list[Any] = []
+
+    class Ear:
+        def on_event(self, event: Any) -> None:
+            heard.append(event.kind)
+
+    loop = AgentLoop(Agent(provider=ScriptedProvider([Reply(text="one"), Reply(text="two")])))
+    unregister = loop.register_hook(Ear())
+    await loop.run_turn("first", session_id="s")
+    for _ in range(500):  # observers hear events in their own task: let it catch up
+        if heard and heard[-1] is K.TURN_END:
+            break
+        await asyncio.sleep(0.01)
+    assert heard and heard[-1] is K.TURN_END
+    count = len(heard)
+    assert unregister() is True and unregister() is False
+    await loop.run_turn("second", session_id="s")
+    await asyncio.sleep(0.05)
+    assert len(heard) == count
+    await loop.aclose()
