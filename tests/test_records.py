@@ -61,7 +61,7 @@ def test_init_is_keyword_only_with_defaults_and_fresh_factories() -> None:
     assert (x.a, x.b, x.c, x.d, y.c, y.d) == (1, "x", 1.5, {}, 2.0, {"k": 1})
     assert Child(a=1, b=None).d is not x.d
     with pytest.raises(TypeError):
-        Child(1, "x")  # type: ignore[misc]
+        Child(1, "x")  # type: ignore[call-arg]
     with pytest.raises(TypeError):
         Child(a=1)  # type: ignore[call-arg]
     with pytest.raises(TypeError):
@@ -74,7 +74,7 @@ def test_frozen_equal_hash_repr_like_the_dataclass() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         x.a = 2  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
-        del x.a  # type: ignore[misc]
+        del x.a
     assert x == Child(a=1, b="x") and x != Child(a=2, b="x") and x != Base(a=1, b="x")
     assert repr(x) == repr(Twin(a=1, b="x")).replace("Twin", "Child")
     assert hash(Base(a=1, b="x")) == hash(Base(a=1, b="x"))
@@ -128,3 +128,31 @@ def test_a_type_checker_sees_a_frozen_keyword_only_dataclass(tmp_path: Path) -> 
     assert status == 1
     assert "read-only" in out or "frozen" in out, out
     assert "Too many positional arguments" in out, out
+
+
+@record(kw_only=False)
+class Point(Record):
+    """Positional, with a check after init and a field outside repr, equality and hash."""
+
+    x: int
+    y: int = 0
+    note: str = field(default="", repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.x < 0:
+            raise ValueError("x must be >= 0")
+
+
+def test_positional_records_run_post_init_and_honour_field_flags() -> None:
+    p = Point(1, 2, note="a")
+    assert (p.x, p.y, p.note) == (1, 2, "a") and Point.__match_args__ == ("x", "y", "note")
+    assert repr(p) == "Point(x=1, y=2)"
+    assert p == Point(1, 2, note="b") and hash(p) == hash(Point(1, 2))
+    with pytest.raises(ValueError, match="x must be"):
+        Point(-1)
+    assert pickle.loads(pickle.dumps(p)) == p and pickle.loads(pickle.dumps(p)).note == "a"
+    match p:
+        case Point(1, y):
+            assert y == 2
+        case _:
+            pytest.fail("positional match")
