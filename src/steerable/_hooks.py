@@ -16,6 +16,7 @@ from typing import Any
 
 from steerable._events import CompressReason, Event
 from steerable._messages import Message, ToolCall, ToolResult
+from steerable._records import Record, record
 from steerable.providers._base import LLMRequest, LLMResponse
 
 __all__ = [
@@ -53,8 +54,8 @@ class HookAction(enum.StrEnum):
     HARD_ABORT = "hard_abort"
 
 
-@dataclass(frozen=True, slots=True)
-class HookDecision:
+@record(kw_only=False)
+class HookDecision(Record):
     """What a hook wants. Changes travel in the keyword fields that fit its hook point:
 
     - ``before_llm`` MODIFY: ``messages``, ``model``, ``tools`` (tools, specs or names), ``params``

@@ -12,7 +12,6 @@ import concurrent.futures
 import functools
 import os
 from collections.abc import Callable, Generator, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -37,6 +36,7 @@ from steerable._gateway import InProcessBus, serve_bus
 from steerable._lanes import BusyPolicy, Lanes, QueuedTurn, SendAction, check_policy
 from steerable._messages import Message
 from steerable._recorder import record_events
+from steerable._records import Record, record
 from steerable.errors import ConfigurationError, SessionBusyError
 
 __all__ = ["AgentLoop", "LoopStatistics", "TurnHandle", "TurnInfo"]
@@ -62,8 +62,8 @@ def _check_text(what: str, text: object) -> str:
     return text
 
 
-@dataclass(frozen=True, slots=True)
-class TurnInfo:
+@record(kw_only=False)
+class TurnInfo(Record):
     """A snapshot of a running turn (``AgentLoop.active_turn``)."""
 
     turn_id: str
@@ -85,8 +85,10 @@ def _turn_info(st: TurnState) -> TurnInfo:
                     tuple(_turn_info(c) for c in list(st.children.values())))
 
 
-@dataclass(frozen=True, slots=True)
-class LoopStatistics:
+@record(kw_only=False)
+class LoopStatistics(Record):
+    """Counters of an AgentLoop (``AgentLoop.statistics``)."""
+
     events_emitted: int
     dropped: Mapping[EventKind, int]
     """Events lost to full subscriber buffers, per kind, across all subscriptions."""

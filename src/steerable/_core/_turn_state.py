@@ -18,6 +18,7 @@ from typing import Any
 from steerable._core._cancel import CancelMode, CancelState
 from steerable._events import SkipReason, TurnPhase
 from steerable._messages import Message
+from steerable._records import Record, record
 from steerable.errors import IllegalTransitionError
 
 __all__ = ["CancelStop", "Interrupt", "QueuedMessage", "TurnState", "check_transition"]
@@ -50,8 +51,8 @@ class Interrupt(enum.IntEnum):
     # A hook's ABORT_TURN is not a flag: it ends the turn at once, as an AbortSignal.
 
 
-@dataclass(frozen=True, slots=True)
-class QueuedMessage:
+@record(kw_only=False)
+class QueuedMessage(Record):
     """A steering or follow-up message that a turn did not process."""
 
     kind: str  # "steering" | "follow_up"

@@ -13,10 +13,11 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import field
 from random import random as _uniform
 from typing import TYPE_CHECKING
 
+from steerable._records import Record, record
 from steerable.errors import ProviderError, RetryableProviderError
 from steerable.providers._base import Chunk, RetryNotice
 
@@ -26,8 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["RetryPolicy", "parse_retry_after", "with_retries"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RetryPolicy:
+@record
+class RetryPolicy(Record):
     """How often and how long to retry a transient failure (429, 5xx, dropped connection).
 
     ``max_attempts`` counts the first attempt; ``max_total`` bounds the whole call, waits
