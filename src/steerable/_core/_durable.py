@@ -36,12 +36,15 @@ def capture(st: TurnState, stage: Stage, cancel_mode: CancelMode | None = None) 
         agent=agent.name, tools=tuple(sorted(agent.tools_by_name)), input=st.input,
         # Views, not copies (O(1) per checkpoint whatever the turn's length): st.new and
         # st.tools_run only grow at the end, and the view is bounded to their length now.
-        stage=stage, iteration=st.iteration, messages=MessageView(st.new),
+        stage=stage, iteration=st.iteration, messages=MessageView.of(st.new),
         results=tuple(st.batch_results.values()) if stage == "tools" else (),
-        steering=tuple(st.steering), follow_ups=tuple(st.follow_ups),
-        injected_steering=tuple(st.injected_steering), base_count=st.base_count,
-        base_dropped=st.base_dropped, last_had_tools=st.last_had_tools,
-        tools_run=MessageView(st.tools_run), usage_in=st.usage_in, usage_out=st.usage_out,
+        # (the queues are empty nearly always: no tuple() call for them then)
+        steering=tuple(st.steering) if st.steering else (),
+        follow_ups=tuple(st.follow_ups) if st.follow_ups else (),
+        injected_steering=tuple(st.injected_steering) if st.injected_steering else (),
+        base_count=st.base_count, base_dropped=st.base_dropped,
+        last_had_tools=st.last_had_tools, tools_run=MessageView.of(st.tools_run),
+        usage_in=st.usage_in, usage_out=st.usage_out,
         cancel_mode=None if cancel_mode is None else cancel_mode.label,
         seq=st.checkpoint_seq, created=st.created, updated=time.time(),
     )

@@ -27,6 +27,7 @@ from steerable._events import (
     ErrorEvent,
     ErrorSource,
     Event,
+    EventKind,
     FollowUpQueued,
     InterruptReceived,
     StateChanged,
@@ -72,14 +73,24 @@ class Engine:
     # -- events -------------------------------------------------------------------------------
 
     def emit(self, st: TurnState | None, cls: type[Event], /, **fields: Any) -> None:
+        bus = self.bus
+        seq = bus.next_seq()
+        if not bus.listens(cls.kind):
+            # Every consumer (subscribers, on_event observers, the recorder) is a subscription:
+            # an event of a kind nobody subscribes to is counted and numbered, never built.
+            bus.emitted += 1
+            return
         if st is None:
-            event = cls(turn_id="", parent_turn_id=None, session_id="",
-                        seq=self.bus.next_seq(), time=time.time(), **fields)
+            event = cls(turn_id="", parent_turn_id=None, session_id="", seq=seq,
+                        time=time.time(), **fields)
         else:
             event = cls(turn_id=st.turn_id, parent_turn_id=st.parent_turn_id,
-                        session_id=st.session_id, seq=self.bus.next_seq(), time=time.time(),
-                        **fields)
-        self.bus.emit(event)
+                        session_id=st.session_id, seq=seq, time=time.time(), **fields)
+        bus.emit(event)
+
+    def wants(self, kind: EventKind) -> bool:
+        """Whether an event of ``kind`` would reach anyone (to skip costly fields otherwise)."""
+        return self.bus.listens(kind)
 
     def error(self, st: TurnState | None, message: str, source: ErrorSource) -> None:
         self.emit(st, ErrorEvent, message=message, source=source)

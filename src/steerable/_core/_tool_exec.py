@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -265,18 +265,23 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
         return ToolResult(f"Tool '{name}' rejected its arguments: {type(exc).__name__}: {exc}",
                           is_error=True)
     timeout = tool.timeout if tool.timeout is not None else engine.timeouts.tool
-    task = asyncio.ensure_future(tool.run(args, ctx))
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[None] = loop.create_future()
+    task = loop.create_task(_run_tool(tool.run(args, ctx), ended))
     st.running_tools[task] = ctx  # a hard abort cancels it directly, without waiting for us
     st.tools_run.append(name)
+    timer = None if timeout is None else loop.call_later(timeout, _expire, ended)
     try:
-        done, _ = await asyncio.wait((task,), timeout=timeout)
+        await ended
     except asyncio.CancelledError:
         ctx.cancel()
         engine.reaper.adopt(task)
         raise
     finally:
         del st.running_tools[task]
-    if not done:
+        if timer is not None:
+            timer.cancel()
+    if not task.done():  # the timer ended the wait (or the tool's own step is not over)
         ctx.cancel()
         engine.reaper.adopt(task)
         return ToolResult(f"Tool '{name}' timed out after {timeout:g} s and was cancelled.",
@@ -294,6 +299,23 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
     except Exception as exc:
         return ToolResult(f"Tool '{name}' returned a value that is not text: {exc}",
                           is_error=True)
+
+
+async def _run_tool(run: Awaitable[Any], ended: asyncio.Future[None]) -> Any:
+    """The tool's task. It wakes the turn itself as it ends, in the same loop cycle: a done
+    callback on the task (what ``asyncio.wait`` uses) would cost the turn one more cycle per
+    call. The turn awaits ``ended``, never the task, so a tool that ignores its cancel cannot
+    hold the turn."""
+    try:
+        return await run
+    finally:
+        if not ended.done():
+            ended.set_result(None)
+
+
+def _expire(ended: asyncio.Future[None]) -> None:
+    if not ended.done():
+        ended.set_result(None)
 
 
 async def _run_call(engine: Engine, st: TurnState, rec: _Call,
