@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -267,7 +267,7 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
     timeout = tool.timeout if tool.timeout is not None else engine.timeouts.tool
     loop = asyncio.get_running_loop()
     ended: asyncio.Future[None] = loop.create_future()
-    task = loop.create_task(_run_tool(tool.run(args, ctx), ended))
+    task = loop.create_task(_run_tool(tool, args, ctx, ended))
     st.running_tools[task] = ctx  # a hard abort cancels it directly, without waiting for us
     st.tools_run.append(name)
     timer = None if timeout is None else loop.call_later(timeout, _expire, ended)
@@ -301,13 +301,15 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
                           is_error=True)
 
 
-async def _run_tool(run: Awaitable[Any], ended: asyncio.Future[None]) -> Any:
+async def _run_tool(tool: Tool, args: Any, ctx: ToolContext,
+                    ended: asyncio.Future[None]) -> Any:
     """The tool's task. It wakes the turn itself as it ends, in the same loop cycle: a done
     callback on the task (what ``asyncio.wait`` uses) would cost the turn one more cycle per
     call. The turn awaits ``ended``, never the task, so a tool that ignores its cancel cannot
-    hold the turn."""
+    hold the turn. (Only a hard abort cancels this task before its first step, and it cancels
+    the turn's task too: nobody is left waiting for ``ended`` then.)"""
     try:
-        return await run
+        return await tool.run(args, ctx)
     finally:
         if not ended.done():
             ended.set_result(None)

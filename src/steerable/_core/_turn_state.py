@@ -134,6 +134,8 @@ class TurnState:
     batch_results: dict[str, Message] = field(default_factory=dict)
     """Results so far of the tool calls being executed (by call id), for checkpoints."""
     checkpoint_seq: int = 0
+    checkpoint_tools: tuple[str, ...] | None = None
+    """The agent's tool names, sorted, for its checkpoints (computed once per turn)."""
     checkpoint_saving: asyncio.Future[Any] | None = None
 
     def stop_reason(self) -> SkipReason | None:

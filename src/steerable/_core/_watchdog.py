@@ -9,9 +9,14 @@ silent that long and otherwise re-arms itself for the remaining time.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from types import TracebackType
 
 __all__ = ["IdleWatchdog"]
+
+_NO_CONTEXT = contextvars.Context()
+"""The timer's callback reads no context variable: handing it this one spares the copy of the
+caller's context (an object the collector tracks) every ``call_at`` would make."""
 
 
 class IdleWatchdog:
@@ -36,7 +41,7 @@ class IdleWatchdog:
         assert self._loop is not None and self._idle is not None and self._task is not None
         due = self._last + self._idle
         if self._loop.time() < due:
-            self._handle = self._loop.call_at(due, self._check)
+            self._handle = self._loop.call_at(due, self._check, context=_NO_CONTEXT)
             return
         self._fired = True
         self._task.cancel()
@@ -46,7 +51,8 @@ class IdleWatchdog:
             self._loop = asyncio.get_running_loop()
             self._task = asyncio.current_task()
             self._last = self._loop.time()
-            self._handle = self._loop.call_at(self._last + self._idle, self._check)
+            self._handle = self._loop.call_at(self._last + self._idle, self._check,
+                                              context=_NO_CONTEXT)
         return self
 
     async def __aexit__(
