@@ -102,3 +102,18 @@ async def test_the_turn_resumes_in_the_loop_cycle_after_its_tool_ends() -> None:
     # tool returns in cycle n; the turn's wake-up runs in cycle n + 1 (a done callback on the
     # tool's task, as asyncio.wait uses, would make it n + 2)
     assert marks["model"] - marks["tool"] == 1, marks
+
+
+def test_timer_callbacks_get_one_bare_context_per_thread() -> None:
+    import threading
+
+    from steerable._core._watchdog import bare_context
+
+    mine = bare_context()
+    assert bare_context() is mine and len(list(mine)) == 0
+    other: list[object] = []
+    t = threading.Thread(target=lambda: other.append(bare_context()))
+    t.start()
+    t.join()
+    # two event loops in two threads may enter theirs at the same moment: never shared
+    assert other[0] is not mine

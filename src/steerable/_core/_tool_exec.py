@@ -26,6 +26,7 @@ from steerable._core._hook_chain import decisions, ignored
 from steerable._core._permissions import Permission
 from steerable._core._subturn import subturns_of
 from steerable._core._turn_state import AbortSignal, CancelStop, TurnState
+from steerable._core._watchdog import bare_context
 from steerable._events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -270,7 +271,8 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
     task = loop.create_task(_run_tool(tool, args, ctx, ended))
     st.running_tools[task] = ctx  # a hard abort cancels it directly, without waiting for us
     st.tools_run.append(name)
-    timer = None if timeout is None else loop.call_later(timeout, _expire, ended)
+    timer = None if timeout is None else loop.call_later(timeout, _expire, ended,
+                                                         context=bare_context())
     try:
         await ended
     except asyncio.CancelledError:

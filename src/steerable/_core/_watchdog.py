@@ -10,13 +10,24 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import threading
 from types import TracebackType
 
-__all__ = ["IdleWatchdog"]
+__all__ = ["IdleWatchdog", "bare_context"]
 
-_NO_CONTEXT = contextvars.Context()
-"""The timer's callback reads no context variable: handing it this one spares the copy of the
-caller's context (an object the collector tracks) every ``call_at`` would make."""
+_local = threading.local()
+
+
+def bare_context() -> contextvars.Context:
+    """An empty context for loop callbacks that read no context variable (timers): handing
+    it to ``call_at`` spares the copy of the caller's context every call would make (an object
+    the collector tracks, per live turn). One per thread: a Context cannot be entered twice at
+    once, and two event loops in two threads may run such callbacks at the same moment; one
+    loop runs its callbacks one after the other."""
+    ctx: contextvars.Context | None = getattr(_local, "ctx", None)
+    if ctx is None:
+        ctx = _local.ctx = contextvars.Context()
+    return ctx
 
 
 class IdleWatchdog:
@@ -41,7 +52,7 @@ class IdleWatchdog:
         assert self._loop is not None and self._idle is not None and self._task is not None
         due = self._last + self._idle
         if self._loop.time() < due:
-            self._handle = self._loop.call_at(due, self._check, context=_NO_CONTEXT)
+            self._handle = self._loop.call_at(due, self._check, context=bare_context())
             return
         self._fired = True
         self._task.cancel()
@@ -52,7 +63,7 @@ class IdleWatchdog:
             self._task = asyncio.current_task()
             self._last = self._loop.time()
             self._handle = self._loop.call_at(self._last + self._idle, self._check,
-                                              context=_NO_CONTEXT)
+                                              context=bare_context())
         return self
 
     async def __aexit__(
