@@ -4,6 +4,7 @@
     python bench/peer/run.py --rounds 5 --peers    # + the peers whose venvs exist
     python bench/peer/run.py --scenarios overhead,cancel --feature otel
     python bench/peer/run.py --baseline-src /path/to/old/checkout/src   # before/after
+    python bench/peer/run.py --features subscriber,sse,otel   # + overhead with features on
     python bench/peer/run.py --table FILE.jsonl    # the table of an earlier run
 
 Each (round, scenario, runtime) is one fresh interpreter; within a round the runtimes take turns
@@ -30,7 +31,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 PEER_SCENARIOS = ["overhead", "cancel", "concurrent", "import_time"]
-OWN_SCENARIOS = ["history", "long_turn", "concurrent_10k"]
+OWN_SCENARIOS = ["history", "long_turn", "concurrent_10k", "concurrent_10k_gc_tuned"]
 
 # the figure(s) worth a column, per scenario: (label, JSON path)
 FIGURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
@@ -42,7 +43,8 @@ FIGURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "cancel": [("abort ms (result)", ("cancel_latency_ms",)),
                ("tool cancelled ms", ("tool_saw_cancel_ms",)),
                ("TURN_END ms", ("turn_end_ms",))],
-    "concurrent": [("1,000 turns wall s", ("wall_s",)), ("peak RSS MB", ("peak_rss_delta_mb",))],
+    "concurrent": [("1,000 turns wall s", ("wall_s",)), ("CPU s", ("cpu_s",)),
+                   ("peak RSS MB", ("peak_rss_delta_mb",))],
     "import_time_ms": [("import ms (core)", ("from steerable import Agent, AgentLoop, Reply, "
                                              "ScriptedProvider, tool", "import_time_ms")),
                        ("import ms", ("import pydantic_ai", "import_time_ms")),
@@ -56,6 +58,8 @@ FIGURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
                   ("ratio", ("ratio",))],
     "concurrent_10k": [("10k turns wall s", ("wall_s",)), ("CPU s", ("cpu_s",)),
                        ("gc full-collection CPU s", ("gc_full_cpu_s",))],
+    "concurrent_10k_gc_tuned": [("10k turns wall s", ("wall_s",)), ("CPU s", ("cpu_s",)),
+                                ("gc full-collection CPU s", ("gc_full_cpu_s",))],
 }
 
 
@@ -66,6 +70,9 @@ def _runtimes(args: argparse.Namespace) -> dict[str, tuple[list[str], dict[str, 
     if args.baseline_src:
         out["steerable-before"] = ([sys.executable, str(HERE / "steerable_bench.py")],
                                    {**env, "PYTHONPATH": args.baseline_src})
+    for feature in filter(None, args.features.split(",")):
+        out[f"steerable+{feature}"] = ([sys.executable, str(HERE / "steerable_bench.py")],
+                                       {"STEERABLE_BENCH_FEATURE": feature})
     if args.peers:
         venvs = Path(args.peervenv).expanduser()
         for name, venv, script, extra in (
@@ -139,6 +146,10 @@ def main() -> None:
     ap.add_argument("--scenarios", help="comma-separated (default: all)")
     ap.add_argument("--feature", default="bare",
                     help="for overhead: bare, subturns, otel, no-checkpoints")
+    ap.add_argument("--features", default="",
+                    help="comma-separated: also run the overhead scenario with each feature on "
+                         "(as runtime 'steerable+FEATURE'): subturns, otel, no-checkpoints, "
+                         "subscriber, sse")
     ap.add_argument("--baseline-src", help="a steerable src/ folder to run beside, as 'before'")
     ap.add_argument("--out", help="JSON lines file (default: under $TMPDIR)")
     ap.add_argument("--table", metavar="JSONL", help="only print the table of an earlier run")
@@ -161,6 +172,8 @@ def main() -> None:
                 for name in order:
                     if scenario in OWN_SCENARIOS and not name.startswith("steerable"):
                         continue
+                    if "+" in name and scenario != "overhead":
+                        continue  # features: the overhead scenario only
                     cmd, env = runtimes[name]
                     for row in _run_one(cmd, env, scenario):
                         row["peer"] = name if name.startswith("steerable") else row["peer"]

@@ -7,7 +7,11 @@ peers' fakes, so any growth with history or turn length is the loop's.
 ``STEERABLE_BENCH_FEATURE`` switches a feature on for the overhead scenarios, to see what it
 costs next to the bare figure: ``subturns`` (every tool call is a sync sub-turn), ``otel`` (the
 OpenTelemetry hook, SDK tracer, in-memory exporter), ``no-checkpoints`` (durable turns off:
-``bare``, the default AgentLoop, writes checkpoints to its in-memory store).
+``bare``, the default AgentLoop, writes checkpoints to its in-memory store), ``subscriber``
+(one subscription to every event, read by a task: the events are built then), ``sse`` (the
+server's SSE fan-out, ``EventHub``, fed by a subscription as ``steerable serve`` does, with
+``STEERABLE_BENCH_SSE_CLIENTS`` clients, default 10, on the turn's session, each read by a task
+as an SSE response does; the HTTP write itself is in bench/bench_server.py).
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ from steerable.providers import StreamEnd, TextDelta, ToolCallChunk
 
 PEER = "steerable"
 FEATURE = os.environ.get("STEERABLE_BENCH_FEATURE", "bare")
-FEATURES = ("bare", "subturns", "otel", "no-checkpoints")
+FEATURES = ("bare", "subturns", "otel", "no-checkpoints", "subscriber", "sse")
+SSE_CLIENTS = int(os.environ.get("STEERABLE_BENCH_SSE_CLIENTS", "10"))
 
 
 @tool(read_only=True)
@@ -115,15 +120,49 @@ def _feature_loop(n: int) -> tuple[AgentLoop, Any]:
         provider.add_span_processor(SimpleSpanProcessor(exporter))
         loop.register_hook(OpenTelemetryHook(tracer_provider=provider))
         return loop, exporter
-    if FEATURE != "bare":
+    if FEATURE not in ("bare", "subscriber", "sse"):
         raise SystemExit(f"STEERABLE_BENCH_FEATURE must be one of {', '.join(FEATURES)}")
     return loop, None
 
 
+async def _drain(queue: Any) -> None:
+    while True:
+        await queue.get()
+
+
+async def _readers(loop: AgentLoop) -> tuple[Any, list[asyncio.Task[None]]]:
+    """The consumers of the ``subscriber`` and ``sse`` features: (subscription, tasks)."""
+    if FEATURE == "subscriber":
+        sub = loop.subscribe(buffer=1 << 20)
+        return sub, [asyncio.ensure_future(_drain_sub(sub))]
+    if FEATURE == "sse":
+        from steerable.server import EventHub
+
+        hub = EventHub(lambda text: text)
+        sub = loop.subscribe(buffer=1 << 16)  # what the server's runner subscribes with
+        clients = [hub.attach("b", None) for _ in range(SSE_CLIENTS)]
+        return sub, [asyncio.ensure_future(hub.pump(sub)),
+                     *(asyncio.ensure_future(_drain(c.queue)) for c in clients)]
+    return None, []
+
+
+async def _drain_sub(sub: Any) -> None:
+    async for _ in sub:
+        pass
+
+
 async def _one_run(n: int) -> None:
     loop, exporter = _feature_loop(n)
+    sub, readers = await _readers(loop)
     res = await loop.run_turn("go", session_id="b")
     assert res.status == TurnStatus.COMPLETED and res.text == "done", (res.status, res.text)
+    if sub is not None:  # every event read (and fanned out) is inside the timing
+        while len(sub):
+            await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        sub.close()
+        for task in readers:
+            task.cancel()
     if exporter is not None:  # every span exported: the hook's work is inside the timing
         await loop.aclose(grace=30)
 
@@ -229,14 +268,18 @@ def _gc_timer() -> tuple[dict[str, float], Any]:
     return spent, cb
 
 
-async def s_concurrent_10k() -> dict[str, Any]:
+async def s_concurrent_10k(tuned: bool = False) -> dict[str, Any]:
     """10,000 concurrent one-call turns (model sleeps 0.5 s), with the time the collector's
-    full (generation 2) collections took."""
+    full (generation 2) collections took. ``tuned``: as an application may set the collector
+    up for many concurrent turns (README: "Many concurrent turns"); steerable does not."""
     m = 10_000
     loop = AgentLoop(Agent(name="bench", instructions="x",
                            provider=CountingProvider(0, sleep=C.MODEL_SLEEP_S)))
     await loop.run_turn("go", session_id="warm")
     gc.collect()
+    if tuned:
+        gc.freeze()
+        gc.set_threshold(10_000, 20, 20)
     spent, cb = _gc_timer()
     gc.callbacks.append(cb)
     c0, t0 = time.process_time(), C.now()
@@ -244,9 +287,13 @@ async def s_concurrent_10k() -> dict[str, Any]:
     wall, cpu = C.now() - t0, time.process_time() - c0
     gc.callbacks.remove(cb)
     assert all(r.status == TurnStatus.COMPLETED for r in results)
-    return {"turns": m, "wall_s": C.r(wall), "cpu_s": C.r(cpu),
+    return {"turns": m, "gc_tuned": tuned, "wall_s": C.r(wall), "cpu_s": C.r(cpu),
             "cpu_us_per_turn": C.r(cpu / m * 1e6, 1), "gc_full_collections": int(spent["n"]),
             "gc_full_cpu_s": C.r(spent["s"])}
+
+
+async def s_concurrent_10k_gc_tuned() -> dict[str, Any]:
+    return await s_concurrent_10k(tuned=True)
 
 
 async def _turn_us_per_iter(loop: AgentLoop, agent: Agent, sid: str,
@@ -305,6 +352,7 @@ async def s_long_turn() -> dict[str, Any]:
 
 SCENARIOS = {"overhead": s_overhead, "scaling": s_scaling, "parallel_tools": s_parallel,
              "cancel": s_cancel, "concurrent": s_concurrent, "concurrent_10k": s_concurrent_10k,
+             "concurrent_10k_gc_tuned": s_concurrent_10k_gc_tuned,
              "history": s_history, "long_turn": s_long_turn}
 
 if __name__ == "__main__":
