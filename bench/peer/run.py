@@ -42,7 +42,12 @@ FIGURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
                  ("CPU µs/iter @10", ("cpu_per_iteration_us_at_10_iterations",))],
     "cancel": [("abort ms (result)", ("cancel_latency_ms",)),
                ("tool cancelled ms", ("tool_saw_cancel_ms",)),
-               ("TURN_END ms", ("turn_end_ms",))],
+               ("TURN_END ms", ("turn_end_ms",)),
+               ("no idle: abort ms (result)", ("warm_cancel_latency_ms",)),
+               ("no idle: tool cancelled ms", ("warm_tool_saw_cancel_ms",)),
+               ("no idle: TURN_END ms", ("warm_turn_end_ms",)),
+               ("asyncio wake-up µs after 0.3 s idle", ("asyncio_wakeup_us_after_idle",)),
+               ("asyncio wake-up µs, no idle", ("asyncio_wakeup_us_warm",))],
     "concurrent": [("1,000 turns wall s", ("wall_s",)), ("CPU s", ("cpu_s",)),
                    ("peak RSS MB", ("peak_rss_delta_mb",))],
     "import_time_ms": [("import ms (core)", ("from steerable import Agent, AgentLoop, Reply, "

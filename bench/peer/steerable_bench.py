@@ -194,42 +194,70 @@ async def s_parallel() -> dict[str, Any]:
     return await C.run_parallel(one_run)
 
 
+async def _one_cancel(idle: float) -> dict[str, Any]:
+    probe = C.ToolProbe()
+
+    @tool(read_only=True)
+    async def hang() -> str:
+        """Sleeps 10 s."""
+        return await probe.hang()
+
+    def fn(request: Any) -> Reply:
+        if request.messages[-1].role != "tool":
+            return Reply(tool_calls=[("hang", {})])
+        return Reply(text="done")
+
+    agent = Agent(name="bench", instructions="x", provider=ScriptedProvider([fn] * 2),
+                  tools=[hang])
+    loop = AgentLoop(agent)
+    sub = loop.subscribe([EventKind.TURN_END])
+    turn = loop.start_turn("go", session_id="b")
+    if idle:
+        await asyncio.sleep(idle)
+    else:  # abort the moment the tool runs: the loop's code and data are still in the caches
+        while probe.started_at is None:
+            await asyncio.sleep(0)
+    assert probe.started_at is not None, f"tool did not start within {idle} s"
+    t0, wall0 = C.now(), time.time()  # events carry wall-clock times
+    loop.interrupt_hard(session_id="b")
+    res = await turn
+    t1 = C.now()
+    assert res.status == TurnStatus.ABORTED
+    end = sub.drain_nowait()[-1]
+    return {"latency_s": t1 - t0,
+            "tool_cancel_s": None if probe.cancelled_at is None else probe.cancelled_at - t0,
+            "turn_end_ms": round((end.time - wall0) * 1000, 3)}
+
+
+async def _round_trip_us(idle: float) -> float:
+    """A bare asyncio wake-up (set a future, the task awaiting it runs) after ``idle`` s."""
+    fut = asyncio.get_running_loop().create_future()
+
+    async def waiter() -> float:
+        await fut
+        return C.now()
+
+    task = asyncio.ensure_future(waiter())
+    await asyncio.sleep(0)
+    await asyncio.sleep(idle)
+    t0 = C.now()
+    fut.set_result(None)
+    return (await task - t0) * 1e6
+
+
 async def s_cancel() -> dict[str, Any]:
     """Hard abort after the loop sat idle 0.3 s: to the result, to TURN_END, to the tool's
-    CancelledError (all from the interrupt_hard call)."""
-
-    async def one_cancel() -> dict[str, Any]:
-        probe = C.ToolProbe()
-
-        @tool(read_only=True)
-        async def hang() -> str:
-            """Sleeps 10 s."""
-            return await probe.hang()
-
-        def fn(request: Any) -> Reply:
-            if request.messages[-1].role != "tool":
-                return Reply(tool_calls=[("hang", {})])
-            return Reply(text="done")
-
-        agent = Agent(name="bench", instructions="x", provider=ScriptedProvider([fn] * 2),
-                      tools=[hang])
-        loop = AgentLoop(agent)
-        sub = loop.subscribe([EventKind.TURN_END])
-        turn = loop.start_turn("go", session_id="b")
-        await asyncio.sleep(C.CANCEL_AFTER_S)
-        assert probe.started_at is not None, "tool did not start within 0.3 s"
-        t0, wall0 = C.now(), time.time()  # events carry wall-clock times
-        loop.interrupt_hard(session_id="b")
-        res = await turn
-        t1 = C.now()
-        assert res.status == TurnStatus.ABORTED
-        end = sub.drain_nowait()[-1]
-        return {"latency_s": t1 - t0,
-                "tool_cancel_s": None if probe.cancelled_at is None else probe.cancelled_at - t0,
-                "turn_end_ms": round((end.time - wall0) * 1000, 3)}
-
-    out = await C.run_cancel(one_cancel)
+    CancelledError (all from the interrupt_hard call). The same with no idle time (``warm_``)
+    and, for scale, a bare asyncio wake-up after the same idle time and without."""
+    out = await C.run_cancel(lambda: _one_cancel(C.CANCEL_AFTER_S))
     out["mechanism"] = "AgentLoop.interrupt_hard(); time until the turn's result"
+    warm = await C.run_cancel(lambda: _one_cancel(0.0))
+    out["warm_cancel_latency_ms"] = warm["cancel_latency_ms"]
+    out["warm_tool_saw_cancel_ms"] = warm["tool_saw_cancel_ms"]
+    out["warm_turn_end_ms"] = warm["turn_end_ms"]
+    for idle, key in ((C.CANCEL_AFTER_S, "asyncio_wakeup_us_after_idle"),
+                      (0.0, "asyncio_wakeup_us_warm")):
+        out[key] = C.r(statistics.median([await _round_trip_us(idle) for _ in range(5)]), 1)
     return out
 
 
