@@ -74,7 +74,7 @@ class TurnResult(Record):
 def _drain_steering(engine: Engine, st: TurnState) -> bool:
     drained = bool(st.steering)
     while st.steering:
-        text = st.steering.popleft()
+        text = st.steering.pop(0)
         st.new.append(Message("user", text))
         st.injected_steering.append(text)
         engine.emit(st, SteeringInjected, text=text)
