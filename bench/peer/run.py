@@ -154,7 +154,7 @@ def main() -> None:
     ap.add_argument("--features", default="",
                     help="comma-separated: also run the overhead scenario with each feature on "
                          "(as runtime 'steerable+FEATURE'): subturns, otel, no-checkpoints, "
-                         "subscriber, sse")
+                         "subscriber, sse (sse:N for N clients, default 10)")
     ap.add_argument("--baseline-src", help="a steerable src/ folder to run beside, as 'before'")
     ap.add_argument("--out", help="JSON lines file (default: under $TMPDIR)")
     ap.add_argument("--table", metavar="JSONL", help="only print the table of an earlier run")

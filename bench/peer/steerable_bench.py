@@ -10,7 +10,7 @@ OpenTelemetry hook, SDK tracer, in-memory exporter), ``no-checkpoints`` (durable
 ``bare``, the default AgentLoop, writes checkpoints to its in-memory store), ``subscriber``
 (one subscription to every event, read by a task: the events are built then), ``sse`` (the
 server's SSE fan-out, ``EventHub``, fed by a subscription as ``steerable serve`` does, with
-``STEERABLE_BENCH_SSE_CLIENTS`` clients, default 10, on the turn's session, each read by a task
+``STEERABLE_BENCH_SSE_CLIENTS`` clients (or ``sse:N``), default 10, on the turn's session, each read by a task
 as an SSE response does; the HTTP write itself is in bench/bench_server.py).
 """
 
@@ -41,9 +41,9 @@ from steerable import (
 from steerable.providers import StreamEnd, TextDelta, ToolCallChunk
 
 PEER = "steerable"
-FEATURE = os.environ.get("STEERABLE_BENCH_FEATURE", "bare")
+FEATURE, _, _CLIENTS = os.environ.get("STEERABLE_BENCH_FEATURE", "bare").partition(":")
 FEATURES = ("bare", "subturns", "otel", "no-checkpoints", "subscriber", "sse")
-SSE_CLIENTS = int(os.environ.get("STEERABLE_BENCH_SSE_CLIENTS", "10"))
+SSE_CLIENTS = int(_CLIENTS or os.environ.get("STEERABLE_BENCH_SSE_CLIENTS", "10"))
 
 
 @tool(read_only=True)
@@ -170,6 +170,8 @@ async def _one_run(n: int) -> None:
 async def s_overhead() -> dict[str, Any]:
     out = await C.run_overhead(_one_run)
     out["feature"] = FEATURE
+    if FEATURE == "sse":
+        out["sse_clients"] = SSE_CLIENTS
     return out
 
 

@@ -8,7 +8,6 @@ the classes. ``event_to_dict`` gives the JSON form used by the recorder and ``--
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from collections.abc import Mapping
 from dataclasses import field
@@ -429,7 +428,13 @@ EVENT_CLASSES: Mapping[EventKind, type[Event]] = {
 }  # fmt: skip
 
 
+_PLAIN = frozenset({str, int, float, bool})
+
+
 def _jsonable(value: Any) -> Any:
+    # Plain values first: nearly every field is one (an enum member is not: its type differs).
+    if value is None or type(value) in _PLAIN:
+        return value
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, ToolCall):
@@ -452,6 +457,8 @@ def _jsonable(value: Any) -> Any:
 def event_to_dict(event: Event) -> dict[str, Any]:
     """The JSON form of an event: ``kind`` first, then every field."""
     out: dict[str, Any] = {"kind": event.kind.value}
-    for f in dataclasses.fields(event):
-        out[f.name] = _jsonable(getattr(event, f.name))
+    plain = _PLAIN
+    for name in event._names:  # the fields, in order (dataclasses.fields builds them anew)
+        value = getattr(event, name)
+        out[name] = value if value is None or type(value) in plain else _jsonable(value)
     return out
