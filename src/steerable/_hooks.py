@@ -7,7 +7,6 @@ taking one context argument. It returns None to continue or a ``HookDecision``.
 
 from __future__ import annotations
 
-import difflib
 import enum
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -183,6 +182,8 @@ def hook_points(hook: object) -> frozenset[str]:
     )
     names = {n for n in dir(cls) if not n.startswith("_")}
     names |= {n for n in getattr(hook, "__dict__", {}) if not n.startswith("_")}
+    import difflib  # for misspelt hook methods: when a hook registers, not at import
+
     for name in sorted(names - set(HOOK_POINTS)):
         close = difflib.get_close_matches(name, HOOK_POINTS, n=1, cutoff=0.8)
         if close and callable(inspect.getattr_static(hook, name, None)):

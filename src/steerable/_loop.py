@@ -12,7 +12,6 @@ import concurrent.futures
 import functools
 import os
 from collections.abc import Callable, Generator, Iterable, Mapping
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -35,7 +34,6 @@ from steerable._events import ErrorEvent, EventKind, TurnPhase, TurnStatus
 from steerable._gateway import InProcessBus, serve_bus
 from steerable._lanes import BusyPolicy, Lanes, QueuedTurn, SendAction, check_policy
 from steerable._messages import Message
-from steerable._recorder import record_events
 from steerable._records import Record, record
 from steerable.errors import ConfigurationError, SessionBusyError
 
@@ -225,7 +223,9 @@ class AgentLoop:
         self._background: set[asyncio.Task[bool]] = set()
         """Summaries under way: owned here, cancelled by aclose."""
         record = record_events if record_events is not None else os.environ.get(_RECORD_ENV)
-        self._record_path = Path(record) if record else None
+        # A path, made a Path by the recorder (imported only then: pathlib and the recorder are
+        # not needed to run turns, and cost the core's import ~4 ms).
+        self._record_path = os.fspath(record) if record else None
         self._recorder: asyncio.Task[None] | None = None
         self._lanes = Lanes(self)
 
@@ -238,6 +238,8 @@ class AgentLoop:
             self._engine.bus.bind(loop)
             if self._record_path is not None:
                 sub = self._engine.bus.subscribe(None, buffer=65536)
+                from steerable._recorder import record_events
+
                 self._recorder = loop.create_task(record_events(sub, self._record_path))
             for reg, (sub, task) in list(self._observers.items()):
                 if task is None:

@@ -14,7 +14,6 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import field
-from random import random as _uniform
 from typing import TYPE_CHECKING
 
 from steerable._records import Record, record
@@ -25,6 +24,13 @@ if TYPE_CHECKING:
     from datetime import datetime
 
 __all__ = ["RetryPolicy", "parse_retry_after", "with_retries"]
+
+
+def _uniform() -> float:
+    """A uniform draw in [0, 1) for the jitter (random is imported on the first retry)."""
+    import random
+
+    return random.random()
 
 
 @record
