@@ -27,7 +27,6 @@ from steerable._events import (
     ErrorEvent,
     ErrorSource,
     Event,
-    EventKind,
     FollowUpQueued,
     InterruptReceived,
     StateChanged,
@@ -87,10 +86,6 @@ class Engine:
             event = cls(turn_id=st.turn_id, parent_turn_id=st.parent_turn_id,
                         session_id=st.session_id, seq=seq, time=time.time(), **fields)
         bus.emit(event)
-
-    def wants(self, kind: EventKind) -> bool:
-        """Whether an event of ``kind`` would reach anyone (to skip costly fields otherwise)."""
-        return self.bus.listens(kind)
 
     def error(self, st: TurnState | None, message: str, source: ErrorSource) -> None:
         self.emit(st, ErrorEvent, message=message, source=source)

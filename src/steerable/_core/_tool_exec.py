@@ -308,8 +308,8 @@ async def _run_tool(tool: Tool, args: Any, ctx: ToolContext,
     """The tool's task. It wakes the turn itself as it ends, in the same loop cycle: a done
     callback on the task (what ``asyncio.wait`` uses) would cost the turn one more cycle per
     call. The turn awaits ``ended``, never the task, so a tool that ignores its cancel cannot
-    hold the turn. (Only a hard abort cancels this task before its first step, and it cancels
-    the turn's task too: nobody is left waiting for ``ended`` then.)"""
+    hold the turn. (Only a hard abort or the event loop's shutdown cancels this task before its
+    first step, and either cancels the turn's task too: nobody is left waiting for ``ended``.)"""
     try:
         return await tool.run(args, ctx)
     finally:
