@@ -23,6 +23,7 @@ from steerable._core._reaper import Reaper
 from steerable._core._session import SessionStore, TurnRecord
 from steerable._core._slots import TurnSlots
 from steerable._core._turn_state import Interrupt, TurnState, check_transition
+from steerable._core._watchdog import IdleTimer
 from steerable._events import (
     ErrorEvent,
     ErrorSource,
@@ -66,6 +67,8 @@ class Engine:
         """Runs a begun turn to its end (``run_turn`` bound to this engine): how sub-turns run
         on the same engine. Given by the driver, since the turn module sits above this one."""
         self.slots = TurnSlots(limits.active_turns)
+        self.idle_timer = IdleTimer()
+        """The one timer of every model call's idle watchdog (see ``_watchdog``)."""
         self.subturn_tasks: set[asyncio.Task[Any]] = set()
         """Tasks of running sub-turns: owned here, so an async child outlives its parent."""
 

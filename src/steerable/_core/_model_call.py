@@ -191,7 +191,7 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest) -> LL
     calls: list[ToolCall] = []
     usage: Usage | None = None
     finish: str | None = None
-    async with IdleWatchdog(engine.timeouts.llm_idle) as watchdog, \
+    async with IdleWatchdog(engine.timeouts.llm_idle, engine.idle_timer) as watchdog, \
             aclosing(st.agent.provider.stream(request)) as stream:
         async for chunk in stream:
             watchdog.tick()  # every chunk buys the provider more time

@@ -2,11 +2,12 @@
 
 ``asyncio.timeout(...).reschedule`` moves a timer on the loop's heap each time, which at one
 reschedule per streamed chunk became a third of the per-iteration overhead. Here each chunk
-only records the time. The watchdogs of one event loop share one timer (``_Sweeper``): armed
-at the earliest deadline among them, it fires the ones really silent that long and re-arms for
-the next; a model call then costs no timer (with 10,000 turns waiting on their models, half the
-loop's timer heap was these). The timer stays exact: a tick only moves a deadline later, and a
-watchdog that starts now has the latest deadline of all, so neither needs an earlier timer.
+only records the time. The watchdogs of one engine (one event loop) share one timer
+(``IdleTimer``): armed at the earliest deadline among them, it fires the ones really silent
+that long and re-arms for the next. A model call then adds no timer to the loop's heap (with
+10,000 turns waiting on their models, half of it was these). The timer stays exact: a tick
+only moves a deadline later, and a watchdog that starts now has the latest deadline of all,
+so neither needs an earlier timer.
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-import weakref
 from types import TracebackType
 
-__all__ = ["IdleWatchdog", "bare_context"]
+__all__ = ["IdleTimer", "IdleWatchdog", "bare_context"]
 
 _local = threading.local()
 
@@ -34,23 +34,26 @@ def bare_context() -> contextvars.Context:
     return ctx
 
 
-class _Sweeper:
-    """The one timer of the watchdogs of one event loop."""
+class IdleTimer:
+    """The one timer of the watchdogs of one engine (one event loop, taken at first use)."""
 
     __slots__ = ("dogs", "handle", "loop")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.dogs: set[IdleWatchdog] = set()
         self.handle: asyncio.TimerHandle | None = None
 
     def add(self, dog: IdleWatchdog) -> None:
         self.dogs.add(dog)
         if self.handle is None:  # otherwise armed at a deadline no later than this one's
-            self.handle = self.loop.call_at(dog._last + dog._idle, self.sweep,  # type: ignore[operator]
-                                            context=bare_context())
+            self.loop = loop = dog._loop
+            assert loop is not None and dog._idle is not None
+            self.handle = loop.call_at(dog._last + dog._idle, self.sweep,
+                                       context=bare_context())
 
     def sweep(self) -> None:
+        assert self.loop is not None
         self.handle = None
         now = self.loop.time()
         earliest: float | None = None
@@ -65,29 +68,18 @@ class _Sweeper:
             self.handle = self.loop.call_at(earliest, self.sweep, context=bare_context())
 
 
-_sweepers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Sweeper] = \
-    weakref.WeakKeyDictionary()
-
-
-def _sweeper(loop: asyncio.AbstractEventLoop) -> _Sweeper:
-    sweeper = _sweepers.get(loop)
-    if sweeper is None:
-        sweeper = _sweepers[loop] = _Sweeper(loop)
-    return sweeper
-
-
 class IdleWatchdog:
-    """``async with IdleWatchdog(idle) as dog: ... dog.tick() ...`` raises TimeoutError after
-    ``idle`` seconds without a tick. ``idle=None`` disables it."""
+    """``async with IdleWatchdog(idle, timer) as dog: ... dog.tick() ...`` raises TimeoutError
+    after ``idle`` seconds without a tick. ``idle=None`` disables it. ``timer``: the engine's."""
 
-    __slots__ = ("_fired", "_idle", "_last", "_loop", "_sweeper", "_task")
+    __slots__ = ("_fired", "_idle", "_last", "_loop", "_task", "_timer")
 
-    def __init__(self, idle: float | None) -> None:
+    def __init__(self, idle: float | None, timer: IdleTimer) -> None:
         self._idle = idle
+        self._timer = timer
         self._fired = False
         self._last = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._sweeper: _Sweeper | None = None
         self._task: asyncio.Task[object] | None = None
 
     def tick(self) -> None:
@@ -104,16 +96,15 @@ class IdleWatchdog:
             self._loop = loop = asyncio.get_running_loop()
             self._task = asyncio.current_task()
             self._last = loop.time()
-            self._sweeper = _sweeper(loop)
-            self._sweeper.add(self)
+            self._timer.add(self)
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._sweeper is not None:
-            self._sweeper.dogs.discard(self)  # its timer, if armed for this one, finds nothing
+        if self._loop is not None:
+            self._timer.dogs.discard(self)  # the timer, if armed for this one, finds nothing
         # Only our own cancel becomes a timeout; a hard abort stays a cancellation.
         if self._fired and exc_type is asyncio.CancelledError and self._task is not None \
                 and self._task.uncancel() == 0:
