@@ -80,10 +80,12 @@ async def test_an_overflow_on_the_only_exchange_is_an_error_and_drops_nothing() 
 
 
 async def test_a_window_nothing_fits_in_keeps_only_the_current_exchange() -> None:
+    # Even the current exchange alone is over the target: all the older ones go anyway.
+    question = "question 3 " + "q" * 100
     loop, provider = await loop_with_history(3, [Reply(text="ok")], context_window=10)
-    result = await loop.run_turn("question 3", session_id="s")
+    result = await loop.run_turn(question, session_id="s")
     assert result.status is TurnStatus.COMPLETED
-    assert [m.content for m in provider.requests[-1].messages] == ["sys", "question 3"]
+    assert [m.content for m in provider.requests[-1].messages] == ["sys", question]
 
 
 async def test_a_window_cut_stops_at_the_first_exchange_that_fits_exactly() -> None:

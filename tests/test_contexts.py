@@ -63,6 +63,12 @@ async def test_a_tool_context_in_a_dry_run_says_so() -> None:
 
 async def test_a_tool_context_in_a_sub_turn_names_the_parent_turn() -> None:
     seen: list[ToolContext] = []
+    hook_saw: list[Any] = []
+
+    class Watch:
+        def before_tool(self, ctx: Any) -> None:
+            hook_saw.append(ctx)
+
     kid = Agent(name="kid", description="a kid", tools=recording_tools(seen),
                 provider=ScriptedProvider([Reply(tool_calls=[("probe", {"n": 7})]),
                                            Reply(text="kid done")]))
@@ -70,6 +76,7 @@ async def test_a_tool_context_in_a_sub_turn_names_the_parent_turn() -> None:
         Reply(tool_calls=[("subagent", {"agent": "kid", "task": "probe it"})]),
         Reply(text="all done")]))
     loop = AgentLoop(main)
+    loop.register_hook(Watch())
     sub = loop.subscribe(buffer=10_000)
     result = await loop.run_turn("go", session_id="s")
     assert result.status is TurnStatus.COMPLETED
@@ -77,6 +84,8 @@ async def test_a_tool_context_in_a_sub_turn_names_the_parent_turn() -> None:
     (ctx,) = seen
     assert (ctx.turn_id, ctx.parent_turn_id, ctx.session_id, ctx.iteration) == (
         spawn.child_turn_id, result.turn_id, "s", 1)
+    assert [(h.turn_id, h.parent_turn_id, h.call.name) for h in hook_saw] == [
+        (result.turn_id, None, "subagent"), (spawn.child_turn_id, result.turn_id, "probe")]
 
 
 async def test_a_failing_hook_is_reported_on_the_turn_it_failed_in() -> None:

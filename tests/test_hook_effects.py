@@ -255,3 +255,21 @@ async def test_before_tool_can_answer_for_the_tool_or_deny_it_without_a_reason()
     assert results[2].content == ("Tool call denied: denied by a hook. Do not repeat this call; "
                                   "choose another approach or ask the user.")
     assert results[2].is_error is True
+
+
+async def test_before_llm_tools_may_be_given_as_tool_objects_or_specs() -> None:
+    from steerable.providers import ToolSpec
+
+    custom = ToolSpec("custom", "A tool only the model hears of.", {"type": "object"})
+
+    class Offer:
+        def before_llm(self, ctx: Any) -> HookDecision:
+            return HookDecision(HookAction.MODIFY, tools=[write, custom])
+
+    loop, provider, _ = loop_with([Reply(text="ok")])
+    loop.register_hook(Offer())
+    await loop.run_turn("q", session_id="s")
+    offered = provider.requests[0].tools
+    assert [(t.name, t.description, dict(t.parameters)) for t in offered] == [
+        ("write", write.description, dict(write.parameters)),
+        ("custom", "A tool only the model hears of.", {"type": "object"})]

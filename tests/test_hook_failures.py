@@ -59,7 +59,8 @@ async def test_a_hard_abort_from_a_hook_says_why(reason: str, hint: str) -> None
 
     result, events = await run_with(Kill())
     assert result.status is TurnStatus.ABORTED
-    assert [(e.mode, e.hint) for e in of(events, K.INTERRUPT_RECEIVED)] == [("hard", hint)]
+    assert [(e.mode, e.hint, e.turn_id, e.session_id) for e in
+            of(events, K.INTERRUPT_RECEIVED)] == [("hard", hint, result.turn_id, "s")]
 
 
 async def test_a_hook_returning_garbage_is_reported_each_time_and_ignored() -> None:
@@ -135,3 +136,9 @@ def test_registration_checks_priority_and_timeout() -> None:
             loop.register_hook(Hook(), timeout=bad_timeout)  # type: ignore[arg-type]
     loop.register_hook(Hook(), timeout=0.5)
     loop.register_hook(Hook(), priority=-3)
+
+
+async def test_a_graceful_interrupt_hint_must_be_text() -> None:
+    loop = AgentLoop(Agent(provider=ScriptedProvider([])))
+    with pytest.raises(TypeError, match=r"^hint must be a str or None, got int$"):
+        loop.interrupt_graceful("s", hint=3)  # type: ignore[arg-type]

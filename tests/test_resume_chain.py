@@ -97,8 +97,9 @@ async def test_a_checkpoint_whose_turn_the_session_already_holds_is_dropped(
         assert loop.resume("s") is None
     assert store.load_checkpoint("s") is None
     (record,) = [r for r in caplog.records if "already holds" in r.getMessage()]
-    assert f"session s already holds the turn of checkpoint {cp.checkpoint_id}" in \
-        record.getMessage()
+    assert record.getMessage() == (
+        f"session s already holds the turn of checkpoint {cp.checkpoint_id} (its process "
+        "stopped between saving the turn and deleting the checkpoint); dropping the checkpoint")
 
 
 async def test_a_session_that_changed_under_its_checkpoint_is_refused() -> None:
@@ -128,3 +129,19 @@ async def test_a_file_store_holds_the_checkpoint_of_a_running_tool_and_no_write_
     assert (await handle).status is TurnStatus.COMPLETED
     assert loop.checkpoint("s") is None
     assert not [e for e in sub.drain_nowait() if e.kind is K.ERROR]
+
+
+async def test_resuming_with_another_agent_says_exactly_what_differs() -> None:
+    from steerable import Agent, ScriptedProvider
+
+    store = InMemorySessionStore()
+    await cancelled_session(store)
+    loop, _ = make(store, [], Tools())
+    stranger = Agent(name="b", provider=ScriptedProvider([]))
+    with pytest.raises(CheckpointError) as caught:
+        loop.resume("s", agent=stranger)
+    assert str(caught.value) == (
+        "the checkpoint of session 's' was written by agent 'a' with tools ['act', 'look']; "
+        "this agent is 'b' with tools []. Resume with the same agent, pass force=True to go "
+        "on anyway (calls to a missing tool get an error result), or start a new turn with "
+        "discard_checkpoint=True")

@@ -159,6 +159,8 @@ async def test_a_tools_child_handle_queues_follow_ups_and_interrupts_gracefully(
     (spawn,) = of(events, K.SUBTURN_SPAWN)
     queued = [e for e in of(events, K.FOLLOW_UP_QUEUED) if e.turn_id == spawn.child_turn_id]
     assert [e.text for e in queued] == ["then report"]
+    (end,) = of(events, K.SUBTURN_END)
+    assert (end.child_turn_id, end.text) == (spawn.child_turn_id, "partial work")
     interrupts = [e for e in of(events, K.INTERRUPT_RECEIVED) if e.turn_id == spawn.child_turn_id]
     assert [(e.mode, e.hint) for e in interrupts] == [("graceful", "wrap up now")]
 
@@ -283,3 +285,60 @@ async def test_an_unregistered_observer_hears_nothing_more() -> None:
     await asyncio.sleep(0.05)
     assert len(heard) == count
     await loop.aclose()
+
+
+async def test_a_child_that_failed_is_an_error_result_naming_how_it_ended() -> None:
+    from steerable.errors import ProviderError
+
+    def broken(request: Any) -> Reply:
+        raise ProviderError("model offline")
+
+    gate = asyncio.Event()
+
+    async def held(request: Any) -> Reply:
+        await gate.wait()
+        return Reply(text="never")
+
+    for child_script, expected in (([broken], "Sub-agent kid ended error: "),
+                                   ([held], "Sub-agent kid ended aborted.")):
+        child = Agent(name="kid", description="a kid", provider=ScriptedProvider(child_script))
+        main = Agent(name="main", subagents=[child],
+                     provider=ScriptedProvider([ask("try"), Reply(text="done")]))
+        loop = AgentLoop(main)
+        sub = loop.subscribe(buffer=10_000)
+        handle = loop.start_turn("go", session_id="s")
+        if child_script == [held]:
+            spawn = await wait_for(sub, K.SUBTURN_SPAWN)
+            child_handle = loop.turn_handle(spawn.child_turn_id)
+            assert child_handle is not None and child_handle.interrupt_hard()
+        await handle
+        (end,) = of(sub.drain_nowait(), K.TOOL_EXEC_END)
+        assert end.is_error and end.content.startswith(expected), end.content
+        await loop.aclose()
+
+
+async def test_a_tools_child_handle_steers_the_child() -> None:
+    gate = asyncio.Event()
+
+    async def held(request: Any) -> Reply:
+        await gate.wait()
+        return Reply(tool_calls=[("write", {"path": "x"})])
+
+    child = Agent(name="kid", description="a kid", tools=[write],
+                  provider=ScriptedProvider([held, Reply(text="kid done")]))
+    steered: list[bool] = []
+
+    @tool(read_only=True)
+    async def boss(ctx: ToolContext) -> str:
+        """Start a child and steer it."""
+        handle = ctx.spawn_subturn("kid", "job", deliver=False)
+        steered.append(handle.inject_steering("mind the tests"))
+        gate.set()
+        return (await handle).text
+
+    main = Agent(name="main", subagents=[child], tools=[boss],
+                 provider=ScriptedProvider([Reply(tool_calls=[("boss", {})]), Reply(text="ok")]))
+    await AgentLoop(main).run_turn("go", session_id="s")
+    assert steered == [True]
+    last = [m.content for m in child.provider.requests[-1].messages if m.role == "user"]
+    assert last == ["job", "mind the tests"]

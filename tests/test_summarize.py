@@ -166,3 +166,21 @@ async def test_the_summary_request_holds_the_exact_transcript_and_the_agents_set
     assert [m.content for m in failing.session_messages("s")] == ["q1", LONG, "q2", LONG]
     await loop.aclose()
     await failing.aclose()
+
+
+async def test_a_file_store_session_is_summarised_off_the_event_loop(tmp_path) -> None:
+    from steerable.storage import JSONLSessionStore
+
+    store = JSONLSessionStore(tmp_path)
+    script = [Reply(text=LONG), Reply(text=LONG), Reply(text=LONG), summary_reply]
+    loop = AgentLoop(Agent(provider=ScriptedProvider(script),
+                           summary=SummaryPolicy(at_tokens=250, keep_exchanges=1)), store=store)
+    sub = loop.subscribe(kinds=[K.SESSION_SUMMARIZE, K.ERROR])
+    for question in ("q1", "q2", "q3"):
+        await loop.run_turn(question, session_id="s")
+    await loop.wait_idle()
+    assert [e.kind for e in sub.drain_nowait()] == [K.SESSION_SUMMARIZE]
+    saved = [m.content for m in store.load("s")]
+    assert saved[0].startswith("[Summary of the earlier conversation]\nThey asked 2")
+    assert saved[1:] == ["q3", LONG]
+    await loop.aclose()
