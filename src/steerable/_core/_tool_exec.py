@@ -74,11 +74,11 @@ def _skip(
     if rec.state == "done":
         return
     rec.state = "done"
-    if reason == "denied":
-        text = f"Tool call denied: {detail or 'not approved'}. Do not repeat this call; " \
+    if reason == "denied":  # every denial says who or what refused (a rule, a hook, a person)
+        text = f"Tool call denied: {detail}. Do not repeat this call; " \
                "choose another approach or ask the user."
     else:
-        text = SKIP_TEXT.get(reason, f"Tool call skipped ({reason}).")
+        text = SKIP_TEXT[reason]
     rec.message = _tool_message(rec.call, text, True)
     st.batch_results[rec.call.id] = rec.message
     engine.emit(st, ToolExecSkipped, call_id=rec.call.id, tool_name=rec.call.name,
