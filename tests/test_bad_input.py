@@ -126,3 +126,59 @@ async def test_a_refused_sub_turn_names_the_limit_it_hit() -> None:
     assert texts["subturns_per_turn"] == (
         "Sub-turn refused: 1 sub-turns of this turn are already running "
         "(Limits.subturns_per_turn=1); wait for one to finish.")
+
+
+def test_an_agent_refuses_what_is_not_a_tool_and_names_that_clash_with_built_ins() -> None:
+    from steerable import tool as make_tool
+    from steerable.errors import ConfigurationError
+
+    class NotATool:
+        name = "fake"
+
+    with pytest.raises(ConfigurationError, match="is not a tool: decorate the function"):
+        Agent(provider=ScriptedProvider([]), tools=[NotATool()])  # type: ignore[list-item]
+
+    @make_tool(read_only=True)
+    def spawn(task: str) -> str:
+        """Clashes with the built-in."""
+        return task
+
+    kid = Agent(name="kid", description="a kid", provider=ScriptedProvider([]))
+    with pytest.raises(ConfigurationError) as caught:
+        Agent(provider=ScriptedProvider([]), tools=[spawn], subagents=[kid])
+    assert str(caught.value) == ("a tool is named 'spawn', the name of a built-in tool of agents "
+                                 "with subagents; rename it")
+
+
+async def test_subscription_buffers_start_at_one_and_sequence_numbers_are_consecutive() -> None:
+    loop = idle_loop()
+    with pytest.raises(ValueError, match=r"subscription buffer must be an int >= 1, got 0"):
+        loop.subscribe(buffer=0)
+    one = loop.subscribe(buffer=1)
+    every = loop.subscribe(buffer=10_000)
+    result = await loop.run_turn("go", session_id="s")
+    seqs = [e.seq for e in every.drain_nowait()]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+    assert [e.kind for e in one.drain_nowait()] == [K.TURN_START]  # the rest did not fit
+    assert result.duration > 0
+    await loop.aclose()
+    with pytest.raises(RuntimeError, match=r"^this AgentLoop is closed$"):
+        loop.start_turn("again", session_id="s")
+
+
+async def test_a_session_that_cannot_be_saved_is_an_error_on_the_turn() -> None:
+    from steerable import InMemorySessionStore
+
+    class FullDisk(InMemorySessionStore):
+        def append(self, session_id: str, messages: Any, turn: Any) -> None:
+            raise OSError(28, "No space left on device")
+
+    loop = AgentLoop(Agent(provider=ScriptedProvider([Reply(text="hi")])), store=FullDisk())
+    sub = loop.subscribe(buffer=10_000)
+    result = await loop.run_turn("go", session_id="s")
+    events = sub.drain_nowait()
+    errors = [(e.source, e.message, e.turn_id) for e in of(events, K.ERROR)]
+    assert ("store", "saving session 's' failed: [Errno 28] No space left on device",
+            result.turn_id) in errors
+    (end,) = of(events, K.TURN_END)
+    assert end.duration == result.duration > 0

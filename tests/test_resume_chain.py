@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,9 +114,13 @@ async def test_a_session_that_changed_under_its_checkpoint_is_refused() -> None:
     assert store.load_checkpoint("s") is not None  # nothing lost: the user decides
 
 
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])  # appended on the loop / written in a thread
 async def test_a_file_store_holds_the_checkpoint_of_a_running_tool_and_no_write_fails(
-        tmp_path: Path) -> None:
-    store = JSONLSessionStore(tmp_path)
+        tmp_path: Path, kind: str) -> None:
+    from steerable.storage import SQLiteSessionStore
+
+    store: Any = (JSONLSessionStore(tmp_path) if kind == "jsonl"
+                  else SQLiteSessionStore(str(tmp_path / "s.sqlite")))
     tools = Tools()
     gate = tools.gates.setdefault("a1", asyncio.Event())
     loop, _ = make(store, [calls(("act", "a1"), ("look", "b")), Reply(text="done")], tools)
@@ -129,6 +134,7 @@ async def test_a_file_store_holds_the_checkpoint_of_a_running_tool_and_no_write_
     assert (await handle).status is TurnStatus.COMPLETED
     assert loop.checkpoint("s") is None
     assert not [e for e in sub.drain_nowait() if e.kind is K.ERROR]
+    await loop.aclose()
 
 
 async def test_resuming_with_another_agent_says_exactly_what_differs() -> None:
