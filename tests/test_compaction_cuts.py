@@ -183,3 +183,18 @@ async def test_two_compressions_in_one_turn_are_both_kept_by_a_resume() -> None:
         "go", "", "did first", "", "did second"]
     assert [m.content for m in again.session_messages("s")] == [
         "go", "", "did first", "", "did second", "done"]
+
+
+async def test_an_overflow_with_a_window_cuts_to_three_quarters_of_it() -> None:
+    probe, _ = await loop_with_history(4, [])
+    history = [*probe.session_messages("s"), Message("user", "question 4")]
+    window = estimate_tokens(history) + 20  # no compression foreseen: the provider says so
+    target = window * 3 // 4
+    cut = next(c for c in (4, 8, 12, 16) if estimate_tokens(history[c:]) <= target)
+    assert cut < 16  # a cut short of the last exchange: the target decides where
+
+    loop, provider = await loop_with_history(4, [Reply(error=ContextOverflowError("long")),
+                                                 Reply(text="ok")], context_window=window)
+    assert (await loop.run_turn("question 4", session_id="s")).status is TurnStatus.COMPLETED
+    sent = [m.content for m in provider.requests[-1].messages[1:]]
+    assert sent == [m.content for m in history[cut:]]

@@ -4,7 +4,7 @@ turn, its parent, the session and the iteration, in a turn and in a sub-turn."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 from steerable import (
     Agent,
@@ -201,3 +201,54 @@ async def test_closing_the_loop_aborts_a_child_its_parent_left_running() -> None
     (spawn,) = of(events, K.SUBTURN_SPAWN)
     ends = [e for e in of(events, K.TURN_END) if e.turn_id == spawn.child_turn_id]
     assert [e.status for e in ends] == [TurnStatus.ABORTED]
+
+
+async def test_rules_on_a_family_decide_calls_of_its_tools_by_their_subjects() -> None:
+    from pathlib import PurePosixPath
+
+    from steerable.tools import BaseTool
+
+    class Lister(BaseTool):
+        name = "lister"
+        description = "List a folder."
+        read_only = True
+        permission_family = "read"
+        parameters: ClassVar[dict[str, Any]] = {
+            "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+
+        def permission_subjects(self, arguments: Any) -> list[Any]:
+            return [PurePosixPath(arguments["path"])]  # not a str: compared as text
+
+        async def run(self, arguments: Any, ctx: ToolContext) -> str:
+            return f"listed {arguments['path']}"
+
+    class Bare:
+        """A tool by the protocol alone: no family, no subjects of its own."""
+
+        name = "bare"
+        description = "Bare."
+        read_only = True
+        timeout = None
+        parameters: ClassVar[dict[str, Any]] = {
+            "type": "object", "properties": {"path": {"type": "string"}}}
+
+        def validate(self, arguments: Any) -> Any:
+            return arguments
+
+        async def run(self, arguments: Any, ctx: ToolContext) -> str:
+            return "bare ran"
+
+        def preview(self, arguments: Any, ctx: ToolContext) -> str:
+            return "bare"
+
+    calls = [("lister", {"path": "secret/keys"}), ("lister", {"path": "docs"}),
+             ("bare", {"path": "secret/keys"})]
+    provider = ScriptedProvider([Reply(tool_calls=calls), Reply(text="done")])
+    loop = AgentLoop(Agent(provider=provider, tools=[Lister(), Bare()]),
+                     permissions=Permissions([("deny", "read(secret/*)")]))
+    sub = loop.subscribe(buffer=10_000)
+    await loop.run_turn("go", session_id="s")
+    events = sub.drain_nowait()
+    assert sorted(e.content for e in of(events, K.TOOL_EXEC_END)) == ["bare ran", "listed docs"]
+    (skipped,) = of(events, K.TOOL_EXEC_SKIPPED)
+    assert skipped.reason == "denied" and "read(secret/*)" in skipped.detail

@@ -273,3 +273,26 @@ async def test_before_llm_tools_may_be_given_as_tool_objects_or_specs() -> None:
     assert [(t.name, t.description, dict(t.parameters)) for t in offered] == [
         ("write", write.description, dict(write.parameters)),
         ("custom", "A tool only the model hears of.", {"type": "object"})]
+
+
+async def test_a_providers_retry_notice_becomes_an_llm_retry_event_with_its_reason() -> None:
+    from steerable.providers import RetryNotice, StreamEnd, TextDelta
+
+    class Flaky:
+        name = "flaky"
+
+        async def stream(self, request: Any) -> Any:
+            yield RetryNotice(attempt=2, reason="HTTP 503", delay=0.0)
+            yield TextDelta("hello")
+            yield StreamEnd(None, "stop")
+
+        async def aclose(self) -> None:
+            return None
+
+    loop = AgentLoop(Agent(provider=Flaky()))  # type: ignore[arg-type]
+    sub = loop.subscribe(buffer=10_000)
+    result = await loop.run_turn("go", session_id="s")
+    assert result.text == "hello"
+    (retry,) = of(sub.drain_nowait(), K.LLM_RETRY)
+    assert (retry.attempt, retry.reason, retry.delay, retry.iteration, retry.turn_id) == (
+        2, "HTTP 503", 0.0, 1, result.turn_id)
