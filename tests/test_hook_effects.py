@@ -296,3 +296,41 @@ async def test_a_providers_retry_notice_becomes_an_llm_retry_event_with_its_reas
     (retry,) = of(sub.drain_nowait(), K.LLM_RETRY)
     assert (retry.attempt, retry.reason, retry.delay, retry.iteration, retry.turn_id) == (
         2, "HTTP 503", 0.0, 1, result.turn_id)
+
+
+async def test_a_tool_whose_arguments_check_fails_unexpectedly_says_so_to_the_model() -> None:
+    from steerable.tools import BaseTool
+
+    class Picky(BaseTool):
+        name = "picky"
+        description = "Picky."
+        read_only = True
+
+        @property
+        def parameters(self) -> Any:
+            return {"type": "object"}
+
+        def validate(self, arguments: Any) -> Any:
+            raise KeyError("path")
+
+        async def run(self, arguments: Any, ctx: Any) -> str:
+            return "never"
+
+    class Inapplicable:
+        def before_tool(self, ctx: Any) -> HookDecision:
+            return HookDecision(HookAction.MODIFY, arguments={"x": 1}, model="m")
+
+    provider = ScriptedProvider([Reply(tool_calls=[("picky", {"x": 0})]), Reply(text="ok")])
+    loop = AgentLoop(Agent(provider=provider, tools=[Picky()]))
+    loop.register_hook(Inapplicable())
+    sub = loop.subscribe(buffer=10_000)
+    result = await loop.run_turn("go", session_id="s")
+    events = sub.drain_nowait()
+    (start,) = of(events, K.TOOL_EXEC_START)
+    assert start.arguments == {"x": 1}  # what the hook changed them to
+    (end,) = of(events, K.TOOL_EXEC_END)
+    assert (end.content, end.is_error) == ("Tool 'picky' rejected its arguments: KeyError: 'path'",
+                                           True)
+    (error,) = of(events, K.ERROR)
+    assert (error.turn_id, error.message) == (
+        result.turn_id, "hook Inapplicable.before_tool modify: model does not apply here (ignored)")

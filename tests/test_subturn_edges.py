@@ -342,3 +342,57 @@ async def test_a_tools_child_handle_steers_the_child() -> None:
     assert steered == [True]
     last = [m.content for m in child.provider.requests[-1].messages if m.role == "user"]
     assert last == ["job", "mind the tests"]
+
+
+async def test_starting_children_from_code_checks_task_and_agent_shape() -> None:
+    errors: list[str] = []
+
+    class NameOnly:
+        name = "ghost"
+        description = None
+
+    @tool(read_only=True)
+    async def starter(ctx: ToolContext) -> str:
+        """Start children wrongly."""
+        for agent, task in (("kid", "   "), ("kid", ""), (NameOnly(), "task")):
+            try:
+                ctx.spawn_subturn(agent, task)  # type: ignore[arg-type]
+            except (SubturnError, TypeError) as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+        return "tried"
+
+    main = Agent(name="main", subagents=[kid(Reply(text="x"))], tools=[starter],
+                 provider=ScriptedProvider([Reply(tool_calls=[("starter", {})]),
+                                            Reply(text="ok")]))
+    await AgentLoop(main).run_turn("go", session_id="s")
+    assert errors[:2] == ["SubturnError: a sub-turn needs a non-empty task text"] * 2
+    assert errors[2].startswith("TypeError: a sub-turn needs an agent or an agent's name, got ")
+
+
+async def test_the_spawn_tool_tells_the_model_the_child_started() -> None:
+    child = Agent(name="kid", description="a kid",
+                  provider=ScriptedProvider([Reply(text="kid answer")]))
+    provider = ScriptedProvider([Reply(tool_calls=[("spawn", {"agent": "kid", "task": "go"})]),
+                                 Reply(text="waiting"), Reply(text="done")])
+    loop = AgentLoop(Agent(name="main", subagents=[child], provider=provider))
+    sub = loop.subscribe(buffer=10_000)
+    await loop.run_turn("go", session_id="s")
+    await loop.wait_idle()
+    events = sub.drain_nowait()
+    (spawn,) = of(events, K.SUBTURN_SPAWN)
+    assert spawn.is_async is True
+    first_end = of(events, K.TOOL_EXEC_END)[0]
+    assert first_end.content == (f"Started sub-agent kid (turn {spawn.child_turn_id}). Its "
+                                 "answer will be added to the conversation when it finishes.")
+
+
+async def test_a_composites_children_are_waited_for_not_spawned() -> None:
+    from steerable import SequentialAgent
+
+    first = Agent(name="first", description="one", provider=ScriptedProvider([Reply(text="1")]))
+    second = Agent(name="second", description="two", provider=ScriptedProvider([Reply(text="2")]))
+    loop = AgentLoop(SequentialAgent(name="both", agents=[first, second]))
+    sub = loop.subscribe(buffer=10_000)
+    await loop.run_turn("go", session_id="s")
+    spawns = of(sub.drain_nowait(), K.SUBTURN_SPAWN)
+    assert [(s.agent, s.is_async) for s in spawns] == [("first", False), ("second", False)]

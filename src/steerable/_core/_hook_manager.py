@@ -42,7 +42,6 @@ class Registration(Record):
 class HookFailure(Record):
     """A hook call that timed out or raised; the caller decides what that means."""
 
-    registration: Registration
     message: str
 
 
@@ -107,13 +106,13 @@ class HookManager:
             message = f"hook {reg.label}.{point} timed out after {timeout:g} s"
             if source is not None:
                 self._report(message, ctx, source)
-            return HookFailure(reg, message)
+            return HookFailure(message)
         exc = task.exception()
         if exc is not None:
             message = f"hook {reg.label}.{point} raised {type(exc).__name__}: {exc}"
             if source is not None:
                 self._report(message, ctx, source)
-            return HookFailure(reg, message)
+            return HookFailure(message)
         value = task.result()
         if inspect.isawaitable(value):  # a sync method returning a coroutine
             value = await value
