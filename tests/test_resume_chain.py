@@ -151,3 +151,35 @@ async def test_resuming_with_another_agent_says_exactly_what_differs() -> None:
         "this agent is 'b' with tools []. Resume with the same agent, pass force=True to go "
         "on anyway (calls to a missing tool get an error result), or start a new turn with "
         "discard_checkpoint=True")
+
+
+async def test_a_checkpoint_after_the_tools_holds_what_ran_and_their_results() -> None:
+    store = InMemorySessionStore()
+    tools = Tools()
+    gate = asyncio.Event()
+
+    async def thinking(request: Any) -> Reply:
+        await gate.wait()
+        return Reply(text="done")
+
+    loop, _ = make(store, [calls(("act", "a1"), ("look", "b1")), thinking], tools)
+    sub = loop.subscribe(buffer=10_000)
+    handle = loop.start_turn("the task", session_id="s")
+    first = loop.checkpoint("s")
+    assert first is not None and first.stage == "model" and first.tools_run == ()
+    await wait_for(sub, K.TOOL_EXEC_END)
+    await wait_for(sub, K.TOOL_EXEC_END)
+    await wait_for(sub, K.LLM_REQUEST)
+    now = loop.checkpoint("s")
+    assert now is not None
+    assert (now.stage, now.iteration, tuple(now.tools_run)) == ("tools", 1, ("act", "look"))
+    assert sorted(m.content for m in now.results) == ["did a1", "saw b1"]
+    assert now.seq > first.seq and now.checkpoint_id.startswith(first.checkpoint_id.split(".")[0])
+    gate.set()
+    assert (await handle).status is TurnStatus.COMPLETED
+
+
+async def test_start_turn_refuses_an_empty_session_id() -> None:
+    loop, _ = make(InMemorySessionStore(), [], Tools())
+    with pytest.raises(ValueError, match="session_id must be a non-empty str"):
+        loop.start_turn("go", session_id="")
