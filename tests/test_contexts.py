@@ -252,3 +252,17 @@ async def test_rules_on_a_family_decide_calls_of_its_tools_by_their_subjects() -
     assert sorted(e.content for e in of(events, K.TOOL_EXEC_END)) == ["bare ran", "listed docs"]
     (skipped,) = of(events, K.TOOL_EXEC_SKIPPED)
     assert skipped.reason == "denied" and "read(secret/*)" in skipped.detail
+
+
+def test_a_bare_allow_rule_covers_calls_with_no_or_unreadable_subjects() -> None:
+    from steerable import Permission
+    from steerable.tools import UncoveredSubject
+
+    bare = Permissions([("allow", "bash")])
+    for subjects in ([], [UncoveredSubject("echo $((1+1))")], ["ls"]):
+        permission, rule = bare.decide("bash", subjects, read_only=False)
+        assert (permission, str(rule)) == (Permission.ALLOW, "allow: bash"), subjects
+    narrow = Permissions([("allow", "bash(ls *)")])
+    assert narrow.decide("bash", [UncoveredSubject("ls $(x)")], read_only=False)[0] \
+        is Permission.ASK
+    assert narrow.decide("bash", [], read_only=False)[0] is Permission.ASK
