@@ -21,9 +21,9 @@ from typing import Any
 from steerable import Event, EventKind, TurnResult, TurnStatus
 from steerable._session_driver import SessionDriver
 from steerable.cli._app import App, build_app, existing_session, new_session_id
-from steerable.cli._approve import always_rules, describe_request, parse_answer
+from steerable.cli._approve import always_rules, describe_request, is_bare_answer, parse_answer
 from steerable.cli._args import UsageError
-from steerable.cli._run import on_ctrl_c
+from steerable.cli._run import on_ctrl_c, session_line
 from steerable.cli._settings import Settings
 
 __all__ = ["chat", "describe_pending"]
@@ -138,6 +138,11 @@ class ChatSession:
         follow_up = text.startswith(">>")
         body = text[2:].strip() if follow_up else text
         if not body:
+            return
+        if self.busy and not follow_up and is_bare_answer(body):
+            self.say(f"not sent: {body!r} looks like an answer to an approval question, and "
+                     "none is open; answer at the 'allow?' prompt, or write a longer message "
+                     "to steer", "yellow")
             return
         if self.busy:
             sent = self.driver.send(body, "follow_up" if follow_up else "steer")
@@ -324,15 +329,13 @@ async def _main(app: App) -> int:
         chat.driver.close()
         await consumer
         await app.loop.aclose()
-    print(f"session {app.session_id}")
+    print(session_line(app))
     return 0
 
 
 def chat(args: argparse.Namespace, settings: Settings) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("chat needs a terminal; use 'steerable run' in scripts and pipes")
-    if args.template or args.var:
-        raise UsageError("--template and --var are for 'run'")
     from steerable.cli._integrations import recording, telemetry
     from steerable.cli._mcp import configured_tools
 
