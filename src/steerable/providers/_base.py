@@ -35,6 +35,8 @@ class ToolSpec:
     name: str
     description: str
     parameters: Mapping[str, Any]
+    read_only: bool = False
+    """The tool changes nothing (a provider may route calls by it; models are not told)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

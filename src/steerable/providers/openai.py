@@ -38,6 +38,7 @@ from steerable.providers._http import (
 )
 from steerable.providers._http_provider import HttpProvider
 from steerable.providers._retry import RetryPolicy
+from steerable.providers._routing import call_schema, tool_offer
 from steerable.providers._textcalls import TextCallBuffer
 from steerable.providers._timeouts import ProviderTimeouts
 from steerable.providers.profiles import (
@@ -263,10 +264,29 @@ class OpenAIProvider(HttpProvider):
         if self.stream_usage:
             body["stream_options"] = {"include_usage": True}
         answering = bool(request.messages) and request.messages[-1].role == "tool"
-        if request.tools and (profile.tools_after_results or not answering):
+        if request.tools and profile.route_tools:
+            self._route(body, request, profile)
+        elif request.tools and (profile.tools_after_results or not answering):
             body["tools"] = wire_tools(request.tools)
         body.update(profile.apply_params(request.params))
         return body
+
+    @staticmethod
+    def _route(body: dict[str, Any], request: LLMRequest, profile: ModelProfile) -> None:
+        """Tools offered, and a call required, as ``_routing.tool_offer`` decides."""
+        offer = tool_offer(request.messages, request.tools, profile.max_tool_rounds)
+        if offer == "none":
+            return
+        body["tools"] = wire_tools(request.tools)  # all of them: the prompt prefix stays cached
+        if offer == "auto":
+            return
+        must = [t for t in request.tools if offer == "required" or not t.read_only]
+        if profile.text_tool_calls:  # the reply can only be one valid call, read as a text call
+            body["response_format"] = call_schema(wire_tools(tuple(must or request.tools)))
+        elif offer == "required" or not must:
+            body["tool_choice"] = "required"
+        else:
+            body["tools"] = wire_tools(tuple(must))
 
     async def _attempt(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         model = request.model or self.model

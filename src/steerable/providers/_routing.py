@@ -1,0 +1,111 @@
+"""Which tools a small model is offered on one call, and whether it must call one.
+
+Small local models (Qwen2.5-Coder 0.5B/1.5B) answer "What is in notes.txt?" from thin air about
+half the time when a tool call is optional, call ``bash`` to add two numbers, and never stop
+calling tools once they may. So for a profile with ``route_tools``, the provider decides from the
+request what the model is offered (measured on the task suite, bench/tasks):
+
+- the first call after a user message: a request about the workspace (a file name, or words
+  such as file, folder, run, fix, count, find) must start with a tool call; a request for something outside
+  the workspace (email, the web...) or one that names nothing in it gets no tools, so the model
+  answers (or refuses) in words;
+- after tool results: for a request that asks for no change, no tools (it answers from the
+  results); for one that does (create, fix, rename, add...), a call of a tool that acts (edit,
+  write, bash) is required until one has run without error, then the tools again, call optional
+  (a rename touches several files), until ``max_rounds`` rounds of calls in the turn, or as soon
+  as it repeats a call it already made: then no tools, so it answers from what it has.
+
+A required call is asked for with ``call_schema``: a JSON schema (``response_format``) whose
+only values are calls of the offered tools with arguments that fit their schemas. Measured with
+llama-server (llama-cpp-python 0.3.36's llama.cpp) and Qwen2.5-Coder: ``tool_choice:
+"required"`` is ignored for this model's chat template (the model wrote prose and a fenced
+call), while the schema constrains the reply to one valid call, which the profile's text-call
+reader turns into a tool call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from steerable._messages import Message
+from steerable.providers._base import ToolSpec
+
+__all__ = ["ToolOffer", "call_schema", "tool_offer"]
+
+ToolOffer = Literal["none", "auto", "required", "act"]
+"""No tools; tools, a call optional; a call of any tool required; a call of a tool that is not
+read-only required."""
+
+_FILE = re.compile(r"\b[\w./-]*\w\.[A-Za-z]{1,5}\b")  # notes.txt, src/app.py, package.json
+_WORKSPACE = re.compile(
+    r"\b(files?|folders?|director(y|ies)|projects?|repo(sitory)?|codebase|code|modules?|"
+    r"functions?|class(es)?|methods?|variables?|scripts?|tests?|run|execute|commands?|output|"
+    r"create|write|add|append|insert|edit|change|modify|update|fix|bug|rename|replace|delete|"
+    r"remove|find|search|grep|list|count|how many|where|todos?|lines?|here|installed|git|"
+    r"branch|commit|workspace|contents?|says?)\b",
+    re.IGNORECASE)
+# Things no workspace tool can do: the model should say so, not go looking.
+_OUTSIDE = re.compile(
+    r"\b(e-?mail|mail|send|sms|text me|tweet|post to|slack|telegram|whatsapp|phone|call me|"
+    r"browse|website|web ?page|internet|online|https?://|weather)\b",
+    re.IGNORECASE)
+
+
+_CHANGE = re.compile(
+    r"\b(create|write|add|append|insert|edit|change|modify|update|fix|rename|replace|delete|"
+    r"remove|refactor|implement|make)\b", re.IGNORECASE)
+
+
+def _round_start(messages: Sequence[Message]) -> int:
+    """Index of the last user message (where this part of the conversation started)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            return i
+    return 0
+
+
+def _repeated(turn: Sequence[Message]) -> bool:
+    """The latest assistant calls repeat one already made since the user spoke."""
+    seen: list[str] = []
+    latest: list[str] = []
+    for m in turn:
+        if m.role == "assistant" and m.tool_calls:
+            seen.extend(latest)
+            latest = [f"{c.name}:{json.dumps(dict(c.arguments), sort_keys=True)}"
+                      for c in m.tool_calls]
+    return any(key in seen for key in latest)
+
+
+def _changed(turn: Sequence[Message], tools: Sequence[ToolSpec]) -> bool:
+    """A tool that is not read-only ran without error since the user spoke."""
+    acting = {t.name for t in tools if not t.read_only}
+    return any(m.role == "tool" and not m.is_error and m.name in acting for m in turn)
+
+
+def tool_offer(messages: Sequence[Message], tools: Sequence[ToolSpec],
+               max_rounds: int) -> ToolOffer:
+    """What to offer on a call whose conversation is ``messages`` (see the module doc)."""
+    start = _round_start(messages)
+    asked = messages[start].content if messages else ""
+    turn = messages[start + 1:]
+    if not turn:  # the first call after a user message
+        if _OUTSIDE.search(asked):
+            return "none"
+        return "required" if _FILE.search(asked) or _WORKSPACE.search(asked) else "none"
+    rounds = sum(1 for m in turn if m.role == "assistant" and m.tool_calls)
+    if rounds >= max_rounds or _repeated(turn) or not _CHANGE.search(asked):
+        return "none"  # answer now: from what the tools gave, or nothing more to do
+    return "auto" if _changed(turn, tools) else "act"
+
+
+def call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A ``response_format`` that admits exactly one call of one of ``tools`` (wire shape)."""
+    calls = [{"type": "object", "properties": {
+        "name": {"const": t["function"]["name"]},
+        "arguments": t["function"]["parameters"]},
+        "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
+    return {"type": "json_schema",
+            "json_schema": {"name": "tool_call", "schema": {"oneOf": calls}}}
