@@ -101,17 +101,37 @@ async def test_the_provider_requires_a_call_first_then_offers_tools_then_answers
     acting = second["response_format"]["json_schema"]["schema"]["oneOf"]
     assert [c["properties"]["name"] for c in acting] == [{"const": "edit"}]
     assert [t["function"]["name"] for t in second["tools"]] == ["read", "edit"]
-    assert "tools" in third and "response_format" not in third  # it edited: call optional
-    assert "tools" not in fourth  # it repeated its call: it must answer from what it has
+    assert second["messages"][-1]["content"].endswith("My request was: fix a.txt\nGo on with it.")
+    assert "tool_choice" not in third and "response_format" not in third  # edited: optional
+    assert fourth["tool_choice"] == "none"  # it repeated its call: it must answer now
 
 
-async def test_a_general_question_is_sent_without_tools(server, retry):
-    server.add(stream(openai_frames(["42."])))
+async def test_a_general_question_may_call_no_tool(server, retry):
+    call = '{"name": "read", "arguments": {"path": "a.txt"}}'
+    server.add(stream(openai_frames([call])))
     p = OpenAIProvider(base_url=f"{server.url}/v1", profile=ROUTED, retry=retry, environ={})
     result, _ = await run_turn(p, "What is 17 + 25?", tools=[read])
-    assert result.text == "42."
+    assert result.text == call  # no call allowed: a call written as text stays text
     body = server.requests[0].body
-    assert "tools" not in body and "response_format" not in body
+    # the tools are still listed (the same prompt prefix every call, so the server's cache
+    # keeps it), but none may be called
+    assert body["tool_choice"] == "none" and [t["function"]["name"] for t in body["tools"]] == [
+        "read"]
+    assert "response_format" not in body
+
+
+async def test_a_question_is_answered_from_results_that_restate_it(server, retry):
+    server.add(stream(openai_frames(['{"name": "read", "arguments": {"path": "a.txt"}}'])),
+               stream(openai_frames(["It says: contents of a.txt"])))
+    p = OpenAIProvider(base_url=f"{server.url}/v1", profile=ROUTED, retry=retry, environ={})
+    result, _ = await run_turn(p, "what does a.txt say?", tools=[read])
+    assert result.text == "It says: contents of a.txt"
+    answer = server.requests[1].body
+    assert answer["tool_choice"] == "none"
+    assert answer["messages"][-1] == {"role": "user", "content": (
+        'Result of read({"path": "a.txt"}):\ncontents of a.txt\n\n'
+        "My request was: what does a.txt say?\nAnswer it now in plain words, using these "
+        "results.")}
 
 
 async def test_without_text_calls_a_required_call_is_asked_with_tool_choice(server, retry):

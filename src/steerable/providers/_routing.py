@@ -33,7 +33,7 @@ from typing import Any, Literal
 from steerable._messages import Message
 from steerable.providers._base import ToolSpec
 
-__all__ = ["ToolOffer", "call_schema", "tool_offer"]
+__all__ = ["ToolOffer", "call_schema", "restate_request", "tool_offer"]
 
 ToolOffer = Literal["none", "auto", "required", "act"]
 """No tools; tools, a call optional; a call of any tool required; a call of a tool that is not
@@ -41,11 +41,10 @@ read-only required."""
 
 _FILE = re.compile(r"\b[\w./-]*\w\.[A-Za-z]{1,5}\b")  # notes.txt, src/app.py, package.json
 _WORKSPACE = re.compile(
-    r"\b(files?|folders?|director(y|ies)|projects?|repo(sitory)?|codebase|code|modules?|"
-    r"functions?|class(es)?|methods?|variables?|scripts?|tests?|run|execute|commands?|output|"
-    r"create|write|add|append|insert|edit|change|modify|update|fix|bug|rename|replace|delete|"
-    r"remove|find|search|grep|list|count|how many|where|todos?|lines?|here|installed|git|"
-    r"branch|commit|workspace|contents?|says?)\b",
+    r"\b(files?|folders?|director(y|ies)|projects?|repo(sitory)?|codebase|readme|makefile|"
+    r"dockerfile|scripts?|tests?|run|execute|commands?|create|write|add|append|insert|edit|"
+    r"change|modify|update|fix|bug|rename|replace|delete|remove|find|search|grep|list|count|"
+    r"how many|where|todos?|lines?|workspace)\b",
     re.IGNORECASE)
 # Things no workspace tool can do: the model should say so, not go looking.
 _OUTSIDE = re.compile(
@@ -109,3 +108,17 @@ def call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
     return {"type": "json_schema",
             "json_schema": {"name": "tool_call", "schema": {"oneOf": calls}}}
+
+
+def restate_request(wire: list[dict[str, Any]], messages: Sequence[Message],
+                    offer: ToolOffer) -> None:
+    """End the results message (the last of ``wire``) with the user's request again. Measured
+    with the 1.5B: after "Result of read(...)" alone it wrote the same call again as text, even
+    with no call allowed, and after "Answer my request from these results: Read notes.txt and
+    ..." too; with "My request was: ... Answer it now in plain words" it answered."""
+    asked = messages[_round_start(messages)].content
+    if not wire or wire[-1].get("role") != "user" or not asked:
+        return
+    then = "Answer it now in plain words, using these results." if offer == "none" else \
+        "Go on with it."
+    wire[-1]["content"] = f"{wire[-1]['content']}\n\nMy request was: {asked}\n{then}"

@@ -38,7 +38,7 @@ from steerable.providers._http import (
 )
 from steerable.providers._http_provider import HttpProvider
 from steerable.providers._retry import RetryPolicy
-from steerable.providers._routing import call_schema, tool_offer
+from steerable.providers._routing import call_schema, restate_request, tool_offer
 from steerable.providers._textcalls import TextCallBuffer
 from steerable.providers._timeouts import ProviderTimeouts
 from steerable.providers.profiles import (
@@ -275,9 +275,15 @@ class OpenAIProvider(HttpProvider):
     def _route(body: dict[str, Any], request: LLMRequest, profile: ModelProfile) -> None:
         """Tools offered, and a call required, as ``_routing.tool_offer`` decides."""
         offer = tool_offer(request.messages, request.tools, profile.max_tool_rounds)
+        # Every call lists all the tools, even one that may not call them ("tool_choice":
+        # "none"): the chat template puts them in the system message, and a prompt that starts
+        # the same way every time is a prefix llama-server's cache keeps evaluated.
+        body["tools"] = wire_tools(request.tools)
+        if profile.tool_results_as_user and request.messages[-1].role == "tool":
+            restate_request(body["messages"], request.messages, offer)
         if offer == "none":
+            body["tool_choice"] = "none"
             return
-        body["tools"] = wire_tools(request.tools)  # all of them: the prompt prefix stays cached
         if offer == "auto":
             return
         must = [t for t in request.tools if offer == "required" or not t.read_only]
@@ -295,7 +301,8 @@ class OpenAIProvider(HttpProvider):
         target = ApiTarget(api="OpenAI-compatible", url=f"{self.base_url}/chat/completions",
                            model=model, key_hint="OPENAI_API_KEY (in Python: api_key=)")
         body = self._body(request, profile, model)
-        reply = _Reply(target, profile.text_tool_calls and "tools" in body)
+        reply = _Reply(target, profile.text_tool_calls and "tools" in body
+                       and body.get("tool_choice") != "none")
         events = stream_events(self._http(), target, headers, body, self.timeouts)
         async with aclosing(events):
             async for event in events:

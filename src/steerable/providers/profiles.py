@@ -83,12 +83,15 @@ LLAMA_SERVER_QWEN = ModelProfile(
     # starts): the server parses <tool_call> blocks into real tool calls under a grammar; a call
     # the model writes outside the tags (fenced JSON) is still read back from the text.
     text_tool_calls=True,
-    # Measured through llama-server with Qwen2.5-Coder-1.5B: given a native "tool" result and
-    # the tools again, it answered "{}"; with the result as a user message and no tools on that
-    # call it answers from the result (one round of tools per turn, as with the old server).
+    # Measured through llama-server with Qwen2.5-Coder-1.5B: given a native "tool" result it
+    # answered "{}" or made up a different call; with the result as a user message that
+    # restates the request it answers from the result. Which tools it may call is routed per
+    # call (``_routing``): a call required first for a workspace request, then an answer, or
+    # more calls for a change.
     tool_results_as_user=True,
     calls_in_history=False,
-    tools_after_results=False,
+    route_tools=True,
+    max_tool_rounds=4,
     temperature=0.0,
 )
 
