@@ -68,8 +68,16 @@ def test_a_question_is_answered_from_the_first_results():
     assert tool_offer(turn, SPECS, 3) == "none"
 
 
-def test_a_change_must_act_then_may_go_on_until_a_repeat_or_the_round_limit():
+def test_a_change_must_act_then_answers():
     start = [Message("user", "fix calc.py"), _call("read", path="calc.py"), _result("read", "x")]
+    assert tool_offer(start, SPECS, 4) == "act"
+    done = [*start, _call("edit", path="calc.py", old="b"), _result("edit", "ok")]
+    assert tool_offer(done, SPECS, 4) == "none"  # one change made: no second guess at it
+
+
+def test_a_change_in_every_file_may_go_on_until_a_repeat_or_the_round_limit():
+    start = [Message("user", "rename f to g in every file"), _call("read", path="calc.py"),
+             _result("read", "x")]
     assert tool_offer(start, SPECS, 4) == "act"  # read: now a call that changes something
     failed = [*start, _call("edit", path="calc.py", old="a"), _result("edit", "no", True)]
     assert tool_offer(failed, SPECS, 4) == "act"  # the edit failed: still required
@@ -89,7 +97,7 @@ async def test_the_provider_requires_a_call_first_then_offers_tools_then_answers
                stream(openai_frames(['{"name": "edit", "arguments": {"path": "a.txt"}}'])),
                stream(openai_frames(["Fixed."])))
     p = OpenAIProvider(base_url=f"{server.url}/v1", profile=ROUTED, retry=retry, environ={})
-    result, _ = await run_turn(p, "fix a.txt", tools=[read, edit])
+    result, _ = await run_turn(p, "fix a.txt in every folder", tools=[read, edit])
     assert result.status is TurnStatus.COMPLETED and result.text == "Fixed."
     first, second, third, fourth = (r.body for r in server.requests)
     # a call is required: the reply may only be one call of an offered tool, fitting its schema
@@ -101,9 +109,11 @@ async def test_the_provider_requires_a_call_first_then_offers_tools_then_answers
     acting = second["response_format"]["json_schema"]["schema"]["oneOf"]
     assert [c["properties"]["name"] for c in acting] == [{"const": "edit"}]
     assert [t["function"]["name"] for t in second["tools"]] == ["read", "edit"]
-    assert second["messages"][-1]["content"].endswith("My request was: fix a.txt\nGo on with it.")
+    assert second["messages"][-1]["content"].endswith(
+        "My request was: fix a.txt in every folder\nGo on with it.")
     assert "tool_choice" not in third and "response_format" not in third  # edited: optional
     assert fourth["tool_choice"] == "none"  # it repeated its call: it must answer now
+    assert fourth["grammar"] == "root ::= [^{`<]*"  # in plain words, not a call as text
 
 
 async def test_a_general_question_may_call_no_tool(server, retry):
@@ -117,7 +127,17 @@ async def test_a_general_question_may_call_no_tool(server, retry):
     # keeps it), but none may be called
     assert body["tool_choice"] == "none" and [t["function"]["name"] for t in body["tools"]] == [
         "read"]
-    assert "response_format" not in body
+    assert "response_format" not in body and body["grammar"] == "root ::= [^{`<]*"
+
+
+async def test_a_request_no_tool_can_serve_carries_a_note_saying_so(server, retry):
+    server.add(stream(openai_frames(["I cannot send email."])))
+    p = OpenAIProvider(base_url=f"{server.url}/v1", profile=ROUTED, retry=retry, environ={})
+    await run_turn(p, "Email a.txt to bob@example.com", tools=[read])
+    body = server.requests[0].body
+    assert body["tool_choice"] == "none"
+    assert body["messages"][-1]["content"].startswith("Email a.txt to bob@example.com\n\n(Note: "
+                                                      "none of your tools can send email")
 
 
 async def test_a_question_is_answered_from_results_that_restate_it(server, retry):

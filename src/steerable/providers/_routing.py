@@ -11,9 +11,12 @@ request what the model is offered (measured on the task suite, bench/tasks):
   answers (or refuses) in words;
 - after tool results: for a request that asks for no change, no tools (it answers from the
   results); for one that does (create, fix, rename, add...), a call of a tool that acts (edit,
-  write, bash) is required until one has run without error, then the tools again, call optional
-  (a rename touches several files), until ``max_rounds`` rounds of calls in the turn, or as soon
-  as it repeats a call it already made: then no tools, so it answers from what it has.
+  write, bash) is required until one has run without error; then it answers, unless the request
+  spans several places ("in every .py file"): then the tools again, call optional, until
+  ``max_rounds`` rounds of calls in the turn, or as soon as it repeats a call it already made.
+  (With the tools again after a change, the 1.5B appended "eggs" with bash and then overwrote
+  the file with ``write``.) "No tools" means no call allowed: the tools stay listed (the same
+  prompt prefix, which the server keeps cached) and the answer is held to plain words.
 
 A required call is asked for with ``call_schema``: a JSON schema (``response_format``) whose
 only values are calls of the offered tools with arguments that fit their schemas. Measured with
@@ -33,7 +36,15 @@ from typing import Any, Literal
 from steerable._messages import Message
 from steerable.providers._base import ToolSpec
 
-__all__ = ["ToolOffer", "call_schema", "restate_request", "tool_offer"]
+__all__ = ["NO_CALL_GRAMMAR", "ToolOffer", "call_schema", "note_outside", "restate_request",
+           "tool_offer"]
+
+NO_CALL_GRAMMAR = "root ::= [^{`<]*"
+"""A plain-words answer (GBNF): no ``{``, backtick or ``<``, so no call written as text. With
+no call allowed the 1.5B still wrote one as JSON text for "What is 17 + 25?" (the tools are in
+its prompt); under this grammar it answered "17 + 25 = 42"."""
+
+_SCOPE = re.compile(r"\b(every|all|each|across|everywhere)\b", re.IGNORECASE)
 
 ToolOffer = Literal["none", "auto", "required", "act"]
 """No tools; tools, a call optional; a call of any tool required; a call of a tool that is not
@@ -97,7 +108,10 @@ def tool_offer(messages: Sequence[Message], tools: Sequence[ToolSpec],
     rounds = sum(1 for m in turn if m.role == "assistant" and m.tool_calls)
     if rounds >= max_rounds or _repeated(turn) or not _CHANGE.search(asked):
         return "none"  # answer now: from what the tools gave, or nothing more to do
-    return "auto" if _changed(turn, tools) else "act"
+    if not _changed(turn, tools):
+        return "act"
+    # One change made: more only for a request over several places ("in every file").
+    return "auto" if _SCOPE.search(asked) else "none"
 
 
 def call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -108,6 +122,17 @@ def call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
     return {"type": "json_schema",
             "json_schema": {"name": "tool_call", "schema": {"oneOf": calls}}}
+
+
+def note_outside(wire: list[dict[str, Any]], messages: Sequence[Message]) -> None:
+    """For a request no tool can serve (email, the web), end it with a note saying so: told only
+    in the instructions, the 1.5B answered with a ``mail`` command to run; with the note it
+    said it cannot."""
+    if (messages and messages[-1].role == "user" and _OUTSIDE.search(messages[-1].content)
+            and wire and wire[-1].get("role") == "user"):
+        wire[-1]["content"] = (f"{wire[-1]['content']}\n\n(Note: none of your tools can send "
+                               "email or messages or reach the internet; if that is what it "
+                               "takes, say you cannot do it.)")
 
 
 def restate_request(wire: list[dict[str, Any]], messages: Sequence[Message],

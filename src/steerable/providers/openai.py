@@ -38,7 +38,13 @@ from steerable.providers._http import (
 )
 from steerable.providers._http_provider import HttpProvider
 from steerable.providers._retry import RetryPolicy
-from steerable.providers._routing import call_schema, restate_request, tool_offer
+from steerable.providers._routing import (
+    NO_CALL_GRAMMAR,
+    call_schema,
+    note_outside,
+    restate_request,
+    tool_offer,
+)
 from steerable.providers._textcalls import TextCallBuffer
 from steerable.providers._timeouts import ProviderTimeouts
 from steerable.providers.profiles import (
@@ -281,8 +287,11 @@ class OpenAIProvider(HttpProvider):
         body["tools"] = wire_tools(request.tools)
         if profile.tool_results_as_user and request.messages[-1].role == "tool":
             restate_request(body["messages"], request.messages, offer)
+        note_outside(body["messages"], request.messages)
         if offer == "none":
             body["tool_choice"] = "none"
+            if profile.text_tool_calls:
+                body["grammar"] = NO_CALL_GRAMMAR
             return
         if offer == "auto":
             return
