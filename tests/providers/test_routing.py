@@ -128,6 +128,8 @@ async def test_a_general_question_may_call_no_tool(server, retry):
     assert body["tool_choice"] == "none" and [t["function"]["name"] for t in body["tools"]] == [
         "read"]
     assert "response_format" not in body and body["grammar"] == "root ::= [^{`<]*"
+    assert body["messages"][-1]["content"] == (
+        "What is 17 + 25?\n\n(Note: this needs no tool; answer it directly.)")
 
 
 async def test_a_request_no_tool_can_serve_carries_a_note_saying_so(server, retry):

@@ -36,7 +36,7 @@ from typing import Any, Literal
 from steerable._messages import Message
 from steerable.providers._base import ToolSpec
 
-__all__ = ["NO_CALL_GRAMMAR", "ToolOffer", "call_schema", "note_outside", "restate_request",
+__all__ = ["NO_CALL_GRAMMAR", "ToolOffer", "call_schema", "note_no_tool", "restate_request",
            "tool_offer"]
 
 NO_CALL_GRAMMAR = "root ::= [^{`<]*"
@@ -124,15 +124,21 @@ def call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "json_schema": {"name": "tool_call", "schema": {"oneOf": calls}}}
 
 
-def note_outside(wire: list[dict[str, Any]], messages: Sequence[Message]) -> None:
-    """For a request no tool can serve (email, the web), end it with a note saying so: told only
-    in the instructions, the 1.5B answered with a ``mail`` command to run; with the note it
-    said it cannot."""
-    if (messages and messages[-1].role == "user" and _OUTSIDE.search(messages[-1].content)
-            and wire and wire[-1].get("role") == "user"):
-        wire[-1]["content"] = (f"{wire[-1]['content']}\n\n(Note: none of your tools can send "
-                               "email or messages or reach the internet; if that is what it "
-                               "takes, say you cannot do it.)")
+_NOTE_OUTSIDE = ("(Note: none of your tools can send email or messages or reach the internet; "
+                 "if that is what it takes, say you cannot do it.)")
+_NOTE_GENERAL = "(Note: this needs no tool; answer it directly.)"
+
+
+def note_no_tool(wire: list[dict[str, Any]], messages: Sequence[Message]) -> None:
+    """A request that gets no call (see ``tool_offer``) ends with a note saying why. Told only
+    in the instructions, the 1.5B answered the email request with a ``mail`` command to run and
+    "What is 17 + 25?" with an imagined ``bc`` run ("32"); with the notes it said it cannot,
+    and "42"."""
+    if not (messages and messages[-1].role == "user" and wire
+            and wire[-1].get("role") == "user"):
+        return
+    note = _NOTE_OUTSIDE if _OUTSIDE.search(messages[-1].content) else _NOTE_GENERAL
+    wire[-1]["content"] = f"{wire[-1]['content']}\n\n{note}"
 
 
 def restate_request(wire: list[dict[str, Any]], messages: Sequence[Message],

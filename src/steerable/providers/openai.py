@@ -41,7 +41,7 @@ from steerable.providers._retry import RetryPolicy
 from steerable.providers._routing import (
     NO_CALL_GRAMMAR,
     call_schema,
-    note_outside,
+    note_no_tool,
     restate_request,
     tool_offer,
 )
@@ -287,8 +287,8 @@ class OpenAIProvider(HttpProvider):
         body["tools"] = wire_tools(request.tools)
         if profile.tool_results_as_user and request.messages[-1].role == "tool":
             restate_request(body["messages"], request.messages, offer)
-        note_outside(body["messages"], request.messages)
         if offer == "none":
+            note_no_tool(body["messages"], request.messages)
             body["tool_choice"] = "none"
             if profile.text_tool_calls:
                 body["grammar"] = NO_CALL_GRAMMAR
