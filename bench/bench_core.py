@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import statistics
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+sys.path.insert(0, os.environ.get("STEERABLE_SRC") or str(Path(__file__).resolve().parent.parent / "src"))
 
 from steerable import Agent, AgentLoop, EventKind, Reply, ScriptedProvider, tool
 from steerable._core._bus import EventBus

@@ -89,6 +89,11 @@ def import_time(stmts: dict[str, str], n: int = REPEATS) -> dict:
     """Wall time of ``python -c STMT`` minus ``python -c pass`` (medians of n)."""
     py = sys.executable
     env = dict(os.environ)
+    # Like an installed package (pip byte-compiles on install, as the peers' venvs are): the
+    # warm-up run writes the .pyc files an editable checkout lacks. With
+    # PYTHONDONTWRITEBYTECODE set (it is on some machines) every run would compile the
+    # sources again, ~40 ms for steerable.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     # run from a neutral directory so nothing local shadows the package
     cwd = os.path.dirname(os.path.abspath(py))
 

@@ -4,6 +4,7 @@
     python bench/peer/run.py --rounds 5 --peers    # + the peers whose venvs exist
     python bench/peer/run.py --scenarios overhead,cancel --feature otel
     python bench/peer/run.py --baseline-src /path/to/old/checkout/src   # before/after
+    python bench/peer/run.py --features subscriber,sse,otel   # + overhead with features on
     python bench/peer/run.py --table FILE.jsonl    # the table of an earlier run
 
 Each (round, scenario, runtime) is one fresh interpreter; within a round the runtimes take turns
@@ -30,10 +31,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 PEER_SCENARIOS = ["overhead", "cancel", "concurrent", "import_time"]
-OWN_SCENARIOS = ["history", "long_turn", "concurrent_10k"]
+OWN_SCENARIOS = ["history", "long_turn", "concurrent_10k", "concurrent_10k_gc_tuned"]
 
 # the figure(s) worth a column, per scenario: (label, JSON path)
-FIGURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
+FIGURES: dict[str, list[tuple[str, Any]]] = {
     "overhead": [("µs/iter @200", ("overhead_per_iteration_us",)),
                  ("µs/iter @25", ("overhead_per_iteration_us_at_25_iterations",)),
                  ("µs/iter @10", ("overhead_per_iteration_us_at_10_iterations",)),
@@ -41,21 +42,34 @@ FIGURES: dict[str, list[tuple[str, tuple[str, ...]]]] = {
                  ("CPU µs/iter @10", ("cpu_per_iteration_us_at_10_iterations",))],
     "cancel": [("abort ms (result)", ("cancel_latency_ms",)),
                ("tool cancelled ms", ("tool_saw_cancel_ms",)),
-               ("TURN_END ms", ("turn_end_ms",))],
-    "concurrent": [("1,000 turns wall s", ("wall_s",)), ("peak RSS MB", ("peak_rss_delta_mb",))],
-    "import_time_ms": [("import ms (core)", ("from steerable import Agent, AgentLoop, Reply, "
-                                             "ScriptedProvider, tool", "import_time_ms")),
-                       ("import ms", ("import pydantic_ai", "import_time_ms")),
-                       ("import ms", ("import agents", "import_time_ms")),
-                       ("import ms", ("import langgraph.prebuilt", "import_time_ms")),
-                       ("import ms", ("import langchain.agents", "import_time_ms"))],
+               ("TURN_END ms", ("turn_end_ms",)),
+               ("no idle: abort ms (result)", ("warm_cancel_latency_ms",)),
+               ("no idle: tool cancelled ms", ("warm_tool_saw_cancel_ms",)),
+               ("no idle: TURN_END ms", ("warm_turn_end_ms",)),
+               ("asyncio wake-up µs after 0.3 s idle", ("asyncio_wakeup_us_after_idle",)),
+               ("asyncio wake-up µs, no idle", ("asyncio_wakeup_us_warm",))],
+    "concurrent": [("1,000 turns wall s", ("wall_s",)),
+                   # like with like: every runtime's model sleeps model_sleep_s (0.5 s) first
+                   ("wall s beyond the model's sleep", lambda row: row["wall_s"] - row["model_sleep_s"]
+                    if "wall_s" in row and "model_sleep_s" in row else None),
+                   ("CPU s", ("cpu_s",)),
+                   ("peak RSS MB", ("peak_rss_delta_mb",))],
+    # one row: steerable's core import beside each peer's main module
+    "import_time_ms": [("import ms (steerable: with the core)", (
+        ("from steerable import Agent, AgentLoop, Reply, ScriptedProvider, tool", "import_time_ms"),
+        ("import pydantic_ai", "import_time_ms"), ("import agents", "import_time_ms"),
+        ("import langgraph.prebuilt", "import_time_ms"),
+        ("import langchain.agents", "import_time_ms")))],
     "history": [("CPU µs/iter, 0 prior turns", ("cpu_us_per_iter_no_history",)),
                 ("CPU µs/iter, 10k prior turns", ("cpu_us_per_iter_10k_turns",)),
                 ("CPU ratio", ("cpu_ratio",)), ("wall ratio", ("wall_ratio",))],
     "long_turn": [("µs/iter @1k", ("us_per_iter_1000",)), ("µs/iter @10k", ("us_per_iter_10000",)),
-                  ("ratio", ("ratio",))],
+                  ("ratio", ("ratio",)), ("CPU µs/iter @1k", ("cpu_us_per_iter_1000",)),
+                  ("CPU µs/iter @10k", ("cpu_us_per_iter_10000",)), ("CPU ratio", ("cpu_ratio",))],
     "concurrent_10k": [("10k turns wall s", ("wall_s",)), ("CPU s", ("cpu_s",)),
                        ("gc full-collection CPU s", ("gc_full_cpu_s",))],
+    "concurrent_10k_gc_tuned": [("10k turns wall s", ("wall_s",)), ("CPU s", ("cpu_s",)),
+                                ("gc full-collection CPU s", ("gc_full_cpu_s",))],
 }
 
 
@@ -66,6 +80,9 @@ def _runtimes(args: argparse.Namespace) -> dict[str, tuple[list[str], dict[str, 
     if args.baseline_src:
         out["steerable-before"] = ([sys.executable, str(HERE / "steerable_bench.py")],
                                    {**env, "PYTHONPATH": args.baseline_src})
+    for feature in filter(None, args.features.split(",")):
+        out[f"steerable+{feature}"] = ([sys.executable, str(HERE / "steerable_bench.py")],
+                                       {"STEERABLE_BENCH_FEATURE": feature})
     if args.peers:
         venvs = Path(args.peervenv).expanduser()
         for name, venv, script, extra in (
@@ -92,7 +109,11 @@ def _run_one(cmd: list[str], env: dict[str, str], scenario: str) -> list[dict[st
     return rows
 
 
-def _dig(row: dict[str, Any], path: tuple[str, ...]) -> Any:
+def _dig(row: dict[str, Any], path: Any) -> Any:
+    if callable(path):  # a figure computed from the row
+        return path(row)
+    if path and isinstance(path[0], tuple):  # alternatives: the first one the row has
+        return next((v for p in path if (v := _dig(row, p)) is not None), None)
     value: Any = row
     for key in path:
         if not isinstance(value, dict) or key not in value:
@@ -139,6 +160,10 @@ def main() -> None:
     ap.add_argument("--scenarios", help="comma-separated (default: all)")
     ap.add_argument("--feature", default="bare",
                     help="for overhead: bare, subturns, otel, no-checkpoints")
+    ap.add_argument("--features", default="",
+                    help="comma-separated: also run the overhead scenario with each feature on "
+                         "(as runtime 'steerable+FEATURE'): subturns, otel, no-checkpoints, "
+                         "subscriber, sse (sse:N for N clients, default 10)")
     ap.add_argument("--baseline-src", help="a steerable src/ folder to run beside, as 'before'")
     ap.add_argument("--out", help="JSON lines file (default: under $TMPDIR)")
     ap.add_argument("--table", metavar="JSONL", help="only print the table of an earlier run")
@@ -161,6 +186,8 @@ def main() -> None:
                 for name in order:
                     if scenario in OWN_SCENARIOS and not name.startswith("steerable"):
                         continue
+                    if "+" in name and scenario != "overhead":
+                        continue  # features: the overhead scenario only
                     cmd, env = runtimes[name]
                     for row in _run_one(cmd, env, scenario):
                         row["peer"] = name if name.startswith("steerable") else row["peer"]

@@ -7,7 +7,11 @@ peers' fakes, so any growth with history or turn length is the loop's.
 ``STEERABLE_BENCH_FEATURE`` switches a feature on for the overhead scenarios, to see what it
 costs next to the bare figure: ``subturns`` (every tool call is a sync sub-turn), ``otel`` (the
 OpenTelemetry hook, SDK tracer, in-memory exporter), ``no-checkpoints`` (durable turns off:
-``bare``, the default AgentLoop, writes checkpoints to its in-memory store).
+``bare``, the default AgentLoop, writes checkpoints to its in-memory store), ``subscriber``
+(one subscription to every event, read by a task: the events are built then), ``sse`` (the
+server's SSE fan-out, ``EventHub``, fed by a subscription as ``steerable serve`` does, with
+``STEERABLE_BENCH_SSE_CLIENTS`` clients (or ``sse:N``), default 10, on the turn's session, each read by a task
+as an SSE response does; the HTTP write itself is in bench/bench_server.py).
 """
 
 from __future__ import annotations
@@ -37,8 +41,9 @@ from steerable import (
 from steerable.providers import StreamEnd, TextDelta, ToolCallChunk
 
 PEER = "steerable"
-FEATURE = os.environ.get("STEERABLE_BENCH_FEATURE", "bare")
-FEATURES = ("bare", "subturns", "otel", "no-checkpoints")
+FEATURE, _, _CLIENTS = os.environ.get("STEERABLE_BENCH_FEATURE", "bare").partition(":")
+FEATURES = ("bare", "subturns", "otel", "no-checkpoints", "subscriber", "sse")
+SSE_CLIENTS = int(_CLIENTS or os.environ.get("STEERABLE_BENCH_SSE_CLIENTS", "10"))
 
 
 @tool(read_only=True)
@@ -115,15 +120,49 @@ def _feature_loop(n: int) -> tuple[AgentLoop, Any]:
         provider.add_span_processor(SimpleSpanProcessor(exporter))
         loop.register_hook(OpenTelemetryHook(tracer_provider=provider))
         return loop, exporter
-    if FEATURE != "bare":
+    if FEATURE not in ("bare", "subscriber", "sse"):
         raise SystemExit(f"STEERABLE_BENCH_FEATURE must be one of {', '.join(FEATURES)}")
     return loop, None
 
 
+async def _drain(queue: Any) -> None:
+    while True:
+        await queue.get()
+
+
+async def _readers(loop: AgentLoop) -> tuple[Any, list[asyncio.Task[None]]]:
+    """The consumers of the ``subscriber`` and ``sse`` features: (subscription, tasks)."""
+    if FEATURE == "subscriber":
+        sub = loop.subscribe(buffer=1 << 20)
+        return sub, [asyncio.ensure_future(_drain_sub(sub))]
+    if FEATURE == "sse":
+        from steerable.server import EventHub
+
+        hub = EventHub(lambda text: text)
+        sub = loop.subscribe(buffer=1 << 16)  # what the server's runner subscribes with
+        clients = [hub.attach("b", None) for _ in range(SSE_CLIENTS)]
+        return sub, [asyncio.ensure_future(hub.pump(sub)),
+                     *(asyncio.ensure_future(_drain(c.queue)) for c in clients)]
+    return None, []
+
+
+async def _drain_sub(sub: Any) -> None:
+    async for _ in sub:
+        pass
+
+
 async def _one_run(n: int) -> None:
     loop, exporter = _feature_loop(n)
+    sub, readers = await _readers(loop)
     res = await loop.run_turn("go", session_id="b")
     assert res.status == TurnStatus.COMPLETED and res.text == "done", (res.status, res.text)
+    if sub is not None:  # every event read (and fanned out) is inside the timing
+        while len(sub):
+            await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        sub.close()
+        for task in readers:
+            task.cancel()
     if exporter is not None:  # every span exported: the hook's work is inside the timing
         await loop.aclose(grace=30)
 
@@ -131,6 +170,8 @@ async def _one_run(n: int) -> None:
 async def s_overhead() -> dict[str, Any]:
     out = await C.run_overhead(_one_run)
     out["feature"] = FEATURE
+    if FEATURE == "sse":
+        out["sse_clients"] = SSE_CLIENTS
     return out
 
 
@@ -155,42 +196,70 @@ async def s_parallel() -> dict[str, Any]:
     return await C.run_parallel(one_run)
 
 
+async def _one_cancel(idle: float) -> dict[str, Any]:
+    probe = C.ToolProbe()
+
+    @tool(read_only=True)
+    async def hang() -> str:
+        """Sleeps 10 s."""
+        return await probe.hang()
+
+    def fn(request: Any) -> Reply:
+        if request.messages[-1].role != "tool":
+            return Reply(tool_calls=[("hang", {})])
+        return Reply(text="done")
+
+    agent = Agent(name="bench", instructions="x", provider=ScriptedProvider([fn] * 2),
+                  tools=[hang])
+    loop = AgentLoop(agent)
+    sub = loop.subscribe([EventKind.TURN_END])
+    turn = loop.start_turn("go", session_id="b")
+    if idle:
+        await asyncio.sleep(idle)
+    else:  # abort the moment the tool runs: the loop's code and data are still in the caches
+        while probe.started_at is None:
+            await asyncio.sleep(0)
+    assert probe.started_at is not None, f"tool did not start within {idle} s"
+    t0, wall0 = C.now(), time.time()  # events carry wall-clock times
+    loop.interrupt_hard(session_id="b")
+    res = await turn
+    t1 = C.now()
+    assert res.status == TurnStatus.ABORTED
+    end = sub.drain_nowait()[-1]
+    return {"latency_s": t1 - t0,
+            "tool_cancel_s": None if probe.cancelled_at is None else probe.cancelled_at - t0,
+            "turn_end_ms": round((end.time - wall0) * 1000, 3)}
+
+
+async def _round_trip_us(idle: float) -> float:
+    """A bare asyncio wake-up (set a future, the task awaiting it runs) after ``idle`` s."""
+    fut = asyncio.get_running_loop().create_future()
+
+    async def waiter() -> float:
+        await fut
+        return C.now()
+
+    task = asyncio.ensure_future(waiter())
+    await asyncio.sleep(0)
+    await asyncio.sleep(idle)
+    t0 = C.now()
+    fut.set_result(None)
+    return (await task - t0) * 1e6
+
+
 async def s_cancel() -> dict[str, Any]:
     """Hard abort after the loop sat idle 0.3 s: to the result, to TURN_END, to the tool's
-    CancelledError (all from the interrupt_hard call)."""
-
-    async def one_cancel() -> dict[str, Any]:
-        probe = C.ToolProbe()
-
-        @tool(read_only=True)
-        async def hang() -> str:
-            """Sleeps 10 s."""
-            return await probe.hang()
-
-        def fn(request: Any) -> Reply:
-            if request.messages[-1].role != "tool":
-                return Reply(tool_calls=[("hang", {})])
-            return Reply(text="done")
-
-        agent = Agent(name="bench", instructions="x", provider=ScriptedProvider([fn] * 2),
-                      tools=[hang])
-        loop = AgentLoop(agent)
-        sub = loop.subscribe([EventKind.TURN_END])
-        turn = loop.start_turn("go", session_id="b")
-        await asyncio.sleep(C.CANCEL_AFTER_S)
-        assert probe.started_at is not None, "tool did not start within 0.3 s"
-        t0, wall0 = C.now(), time.time()  # events carry wall-clock times
-        loop.interrupt_hard(session_id="b")
-        res = await turn
-        t1 = C.now()
-        assert res.status == TurnStatus.ABORTED
-        end = sub.drain_nowait()[-1]
-        return {"latency_s": t1 - t0,
-                "tool_cancel_s": None if probe.cancelled_at is None else probe.cancelled_at - t0,
-                "turn_end_ms": round((end.time - wall0) * 1000, 3)}
-
-    out = await C.run_cancel(one_cancel)
+    CancelledError (all from the interrupt_hard call). The same with no idle time (``warm_``)
+    and, for scale, a bare asyncio wake-up after the same idle time and without."""
+    out = await C.run_cancel(lambda: _one_cancel(C.CANCEL_AFTER_S))
     out["mechanism"] = "AgentLoop.interrupt_hard(); time until the turn's result"
+    warm = await C.run_cancel(lambda: _one_cancel(0.0))
+    out["warm_cancel_latency_ms"] = warm["cancel_latency_ms"]
+    out["warm_tool_saw_cancel_ms"] = warm["tool_saw_cancel_ms"]
+    out["warm_turn_end_ms"] = warm["turn_end_ms"]
+    for idle, key in ((C.CANCEL_AFTER_S, "asyncio_wakeup_us_after_idle"),
+                      (0.0, "asyncio_wakeup_us_warm")):
+        out[key] = C.r(statistics.median([await _round_trip_us(idle) for _ in range(5)]), 1)
     return out
 
 
@@ -229,14 +298,18 @@ def _gc_timer() -> tuple[dict[str, float], Any]:
     return spent, cb
 
 
-async def s_concurrent_10k() -> dict[str, Any]:
+async def s_concurrent_10k(tuned: bool = False) -> dict[str, Any]:
     """10,000 concurrent one-call turns (model sleeps 0.5 s), with the time the collector's
-    full (generation 2) collections took."""
+    full (generation 2) collections took. ``tuned``: as an application may set the collector
+    up for many concurrent turns (README: "Many concurrent turns"); steerable does not."""
     m = 10_000
     loop = AgentLoop(Agent(name="bench", instructions="x",
                            provider=CountingProvider(0, sleep=C.MODEL_SLEEP_S)))
     await loop.run_turn("go", session_id="warm")
     gc.collect()
+    if tuned:
+        gc.freeze()
+        gc.set_threshold(10_000, 20, 20)
     spent, cb = _gc_timer()
     gc.callbacks.append(cb)
     c0, t0 = time.process_time(), C.now()
@@ -244,9 +317,13 @@ async def s_concurrent_10k() -> dict[str, Any]:
     wall, cpu = C.now() - t0, time.process_time() - c0
     gc.callbacks.remove(cb)
     assert all(r.status == TurnStatus.COMPLETED for r in results)
-    return {"turns": m, "wall_s": C.r(wall), "cpu_s": C.r(cpu),
+    return {"turns": m, "gc_tuned": tuned, "wall_s": C.r(wall), "cpu_s": C.r(cpu),
             "cpu_us_per_turn": C.r(cpu / m * 1e6, 1), "gc_full_collections": int(spent["n"]),
             "gc_full_cpu_s": C.r(spent["s"])}
+
+
+async def s_concurrent_10k_gc_tuned() -> dict[str, Any]:
+    return await s_concurrent_10k(tuned=True)
 
 
 async def _turn_us_per_iter(loop: AgentLoop, agent: Agent, sid: str,
@@ -286,8 +363,9 @@ async def s_history() -> dict[str, Any]:
 
 
 async def s_long_turn() -> dict[str, Any]:
-    """µs per iteration inside one turn of 1,000 and of 10,000 iterations (alternated)."""
-    figures: dict[int, list[float]] = {1000: [], 10_000: []}
+    """µs per iteration inside one turn of 1,000 and of 10,000 iterations (alternated), wall
+    and CPU (the wall clock of a shared machine is noisy)."""
+    figures: dict[int, list[tuple[float, float]]] = {1000: [], 10_000: []}
     loop = AgentLoop(Agent(name="bench", instructions="x", provider=CountingProvider(3),
                            tools=[step], max_iterations=10))
     await loop.run_turn("warm", session_id="warm")
@@ -295,16 +373,22 @@ async def s_long_turn() -> dict[str, Any]:
         for n in (1000, 10_000):
             agent = Agent(name="bench", instructions="x", provider=CountingProvider(n),
                           tools=[step], max_iterations=n + 5)
-            t0 = C.now()
+            c0, t0 = time.process_time(), C.now()
             res = await AgentLoop(agent).run_turn("go", session_id="b")
-            figures[n].append((C.now() - t0) / n * 1e6)
+            figures[n].append(((C.now() - t0) / n * 1e6, (time.process_time() - c0) / n * 1e6))
             assert res.iterations == n + 1
-    a, b = statistics.median(figures[1000]), statistics.median(figures[10_000])
-    return {"us_per_iter_1000": C.r(a, 1), "us_per_iter_10000": C.r(b, 1), "ratio": C.r(b / a, 2)}
+    out: dict[str, Any] = {}
+    for i, what in enumerate(("", "cpu_")):
+        a = statistics.median(f[i] for f in figures[1000])
+        b = statistics.median(f[i] for f in figures[10_000])
+        out.update({f"{what}us_per_iter_1000": C.r(a, 1), f"{what}us_per_iter_10000": C.r(b, 1),
+                    f"{what}ratio": C.r(b / a, 2)})
+    return out
 
 
 SCENARIOS = {"overhead": s_overhead, "scaling": s_scaling, "parallel_tools": s_parallel,
              "cancel": s_cancel, "concurrent": s_concurrent, "concurrent_10k": s_concurrent_10k,
+             "concurrent_10k_gc_tuned": s_concurrent_10k_gc_tuned,
              "history": s_history, "long_turn": s_long_turn}
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from steerable._records import Record, record
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "Limits", "SummaryPolicy", "Timeouts"]
 
@@ -14,8 +14,8 @@ def _check_positive(owner: str, name: str, value: object, *, allow_none: bool = 
         raise ValueError(f"{owner}.{name} must be a positive number, got {value!r}")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Timeouts:
+@record
+class Timeouts(Record):
     """How long the loop waits for user code, in seconds.
 
     A hook that overruns ``hook`` is treated as CONTINUE; an approver that overruns ``approval``
@@ -36,8 +36,8 @@ class Timeouts:
         _check_positive("Timeouts", "llm_idle", self.llm_idle, allow_none=True)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Limits:
+@record
+class Limits(Record):
     """Bounds that keep one turn from taking over the process."""
 
     parallel_tools: int = 8
@@ -71,8 +71,8 @@ DEFAULT_SUMMARY_PROMPT = (
 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SummaryPolicy:
+@record
+class SummaryPolicy(Record):
     """When and how a long session is summarised in the background after a turn.
 
     Once the stored session is estimated above ``at_tokens``, every exchange but the last

@@ -8,13 +8,13 @@ the classes. ``event_to_dict`` gives the JSON form used by the recorder and ``--
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar, Literal
 
 from steerable._messages import ToolCall, Usage
+from steerable._records import Record, record
 
 __all__ = [
     "ApprovalRequested",
@@ -121,8 +121,10 @@ class TurnPhase(enum.StrEnum):
     ERROR = "error"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Event:
+@record
+class _Event(Record):
+    """The fields every event has."""
+
     kind: ClassVar[EventKind]
     turn_id: str
     """The turn this event belongs to."""
@@ -135,8 +137,10 @@ class _Event:
     """Wall-clock time (``time.time()``) when the event was emitted."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class TurnStart(_Event):
+    """A turn began (its input and agent)."""
+
     kind: ClassVar[Literal[EventKind.TURN_START]] = EventKind.TURN_START
     input: str
     agent: str
@@ -144,8 +148,10 @@ class TurnStart(_Event):
     """For a resumed turn: the id of the turn whose checkpoint it continues."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class TurnEnd(_Event):
+    """A turn ended: how, its final text, iterations and usage."""
+
     kind: ClassVar[Literal[EventKind.TURN_END]] = EventKind.TURN_END
     status: TurnStatus
     text: str
@@ -160,15 +166,19 @@ class TurnEnd(_Event):
     None when no cancel did."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class StateChanged(_Event):
+    """The turn's phase changed."""
+
     kind: ClassVar[Literal[EventKind.STATE_CHANGED]] = EventKind.STATE_CHANGED
     old: TurnPhase
     new: TurnPhase
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class LLMRequestEvent(_Event):
+    """A model call is about to be made."""
+
     kind: ClassVar[Literal[EventKind.LLM_REQUEST]] = EventKind.LLM_REQUEST
     iteration: int
     model: str | None
@@ -177,8 +187,10 @@ class LLMRequestEvent(_Event):
     """Names of the tools offered; empty on a call that must answer in text."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class LLMDelta(_Event):
+    """A piece of streamed model text."""
+
     kind: ClassVar[Literal[EventKind.LLM_DELTA]] = EventKind.LLM_DELTA
     iteration: int
     text: str
@@ -186,8 +198,10 @@ class LLMDelta(_Event):
     """True for reasoning text the provider streams separately from the answer."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class LLMResponseEvent(_Event):
+    """A model call finished: its text and tool calls."""
+
     kind: ClassVar[Literal[EventKind.LLM_RESPONSE]] = EventKind.LLM_RESPONSE
     iteration: int
     text: str
@@ -197,8 +211,10 @@ class LLMResponseEvent(_Event):
     duration: float = 0.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class LLMRetry(_Event):
+    """A model call failed and will be retried after a delay."""
+
     kind: ClassVar[Literal[EventKind.LLM_RETRY]] = EventKind.LLM_RETRY
     iteration: int
     attempt: int
@@ -207,8 +223,10 @@ class LLMRetry(_Event):
     delay: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ToolExecStart(_Event):
+    """A tool call started."""
+
     kind: ClassVar[Literal[EventKind.TOOL_EXEC_START]] = EventKind.TOOL_EXEC_START
     iteration: int
     call_id: str
@@ -216,8 +234,10 @@ class ToolExecStart(_Event):
     arguments: Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ToolExecProgress(_Event):
+    """A running tool reported progress."""
+
     kind: ClassVar[Literal[EventKind.TOOL_EXEC_PROGRESS]] = EventKind.TOOL_EXEC_PROGRESS
     call_id: str
     tool_name: str
@@ -225,8 +245,10 @@ class ToolExecProgress(_Event):
     data: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ToolExecEnd(_Event):
+    """A tool call finished (its result text, or an error)."""
+
     kind: ClassVar[Literal[EventKind.TOOL_EXEC_END]] = EventKind.TOOL_EXEC_END
     call_id: str
     tool_name: str
@@ -236,8 +258,10 @@ class ToolExecEnd(_Event):
     duration: float = 0.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ToolExecSkipped(_Event):
+    """A declared tool call did not run, and why."""
+
     kind: ClassVar[Literal[EventKind.TOOL_EXEC_SKIPPED]] = EventKind.TOOL_EXEC_SKIPPED
     call_id: str
     tool_name: str
@@ -247,8 +271,10 @@ class ToolExecSkipped(_Event):
     """Why, in words (for ``denied``: the approver's or rule's reason)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ApprovalRequested(_Event):
+    """A tool call waits for an approver's answer."""
+
     kind: ClassVar[Literal[EventKind.APPROVAL_REQUESTED]] = EventKind.APPROVAL_REQUESTED
     request_id: str
     call_id: str
@@ -256,8 +282,10 @@ class ApprovalRequested(_Event):
     arguments: Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ApprovalResolved(_Event):
+    """An approver answered a tool call's approval request."""
+
     kind: ClassVar[Literal[EventKind.APPROVAL_RESOLVED]] = EventKind.APPROVAL_RESOLVED
     request_id: str
     call_id: str
@@ -266,20 +294,26 @@ class ApprovalResolved(_Event):
     reason: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class SteeringInjected(_Event):
+    """A steering message entered the running turn."""
+
     kind: ClassVar[Literal[EventKind.STEERING_INJECTED]] = EventKind.STEERING_INJECTED
     text: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class FollowUpQueued(_Event):
+    """A follow-up message was queued for after the turn."""
+
     kind: ClassVar[Literal[EventKind.FOLLOW_UP_QUEUED]] = EventKind.FOLLOW_UP_QUEUED
     text: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class InterruptReceived(_Event):
+    """The turn was asked to stop early."""
+
     kind: ClassVar[Literal[EventKind.INTERRUPT_RECEIVED]] = EventKind.INTERRUPT_RECEIVED
     mode: InterruptMode
     """``graceful``, ``hard`` (also for ``cancel(mode=IMMEDIATE)``), ``abort_turn`` (a hook's
@@ -287,8 +321,10 @@ class InterruptReceived(_Event):
     hint: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ContextCompress(_Event):
+    """The turn's context was compressed."""
+
     kind: ClassVar[Literal[EventKind.CONTEXT_COMPRESS]] = EventKind.CONTEXT_COMPRESS
     reason: CompressReason
     messages_before: int
@@ -297,45 +333,57 @@ class ContextCompress(_Event):
     tokens_after: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class SessionSummarize(_Event):
+    """Older session history was summarised."""
+
     kind: ClassVar[Literal[EventKind.SESSION_SUMMARIZE]] = EventKind.SESSION_SUMMARIZE
     messages_summarized: int
     summary: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class SubturnSpawn(_Event):
+    """A sub-turn was started on this turn's behalf."""
+
     kind: ClassVar[Literal[EventKind.SUBTURN_SPAWN]] = EventKind.SUBTURN_SPAWN
     child_turn_id: str
     agent: str
     is_async: bool
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class SubturnEnd(_Event):
+    """A sub-turn ended."""
+
     kind: ClassVar[Literal[EventKind.SUBTURN_END]] = EventKind.SUBTURN_END
     child_turn_id: str
     status: TurnStatus
     text: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class SubturnResultDelivered(_Event):
+    """An async sub-turn's result was delivered to this turn."""
+
     kind: ClassVar[Literal[EventKind.SUBTURN_RESULT_DELIVERED]] = EventKind.SUBTURN_RESULT_DELIVERED
     child_turn_id: str
     text: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class SubturnOrphan(_Event):
+    """An async sub-turn's result had no turn left to deliver to."""
+
     kind: ClassVar[Literal[EventKind.SUBTURN_ORPHAN]] = EventKind.SUBTURN_ORPHAN
     child_turn_id: str
     text: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ErrorEvent(_Event):
+    """Something failed; the turn may go on (see ``source``)."""
+
     kind: ClassVar[Literal[EventKind.ERROR]] = EventKind.ERROR
     message: str
     source: ErrorSource
@@ -380,7 +428,13 @@ EVENT_CLASSES: Mapping[EventKind, type[Event]] = {
 }  # fmt: skip
 
 
+_PLAIN = frozenset({str, int, float, bool})
+
+
 def _jsonable(value: Any) -> Any:
+    # Plain values first: nearly every field is one (an enum member is not: its type differs).
+    if value is None or type(value) in _PLAIN:
+        return value
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, ToolCall):
@@ -403,6 +457,8 @@ def _jsonable(value: Any) -> Any:
 def event_to_dict(event: Event) -> dict[str, Any]:
     """The JSON form of an event: ``kind`` first, then every field."""
     out: dict[str, Any] = {"kind": event.kind.value}
-    for f in dataclasses.fields(event):
-        out[f.name] = _jsonable(getattr(event, f.name))
+    plain = _PLAIN
+    for name in event._names:  # the fields, in order (dataclasses.fields builds them anew)
+        value = getattr(event, name)
+        out[name] = value if value is None or type(value) in plain else _jsonable(value)
     return out

@@ -16,13 +16,13 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from steerable._core._bus import Subscription
 from steerable._core._turn import TurnResult
 from steerable._events import Event, EventKind, TurnStatus
 from steerable._lanes import BusyPolicy, SendAction, check_policy
+from steerable._records import Record, record
 from steerable.errors import SessionBusyError
 
 __all__ = ["GatewayHost", "InProcessBus", "InboundMessage", "OutboundReply", "serve_bus"]
@@ -30,8 +30,8 @@ __all__ = ["GatewayHost", "InProcessBus", "InboundMessage", "OutboundReply", "se
 ReplyAction = SendAction | Literal["rejected", "failed"]
 
 
-@dataclass(frozen=True, slots=True)
-class InboundMessage:
+@record(kw_only=False)
+class InboundMessage(Record):
     """A user's message for a session. ``message_id`` is echoed in its reply."""
 
     session_id: str
@@ -44,8 +44,8 @@ class InboundMessage:
             check_policy(self.policy)
 
 
-@dataclass(frozen=True, slots=True)
-class OutboundReply:
+@record(kw_only=False)
+class OutboundReply(Record):
     """How an inbound message was handled; sent once the turn that took it has ended.
 
     ``action`` is ``send``'s answer, ``rejected`` (policy ``reject`` on a busy session) or

@@ -7,7 +7,6 @@ taking one context argument. It returns None to continue or a ``HookDecision``.
 
 from __future__ import annotations
 
-import difflib
 import enum
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -16,6 +15,7 @@ from typing import Any
 
 from steerable._events import CompressReason, Event
 from steerable._messages import Message, ToolCall, ToolResult
+from steerable._records import Record, record
 from steerable.providers._base import LLMRequest, LLMResponse
 
 __all__ = [
@@ -53,8 +53,8 @@ class HookAction(enum.StrEnum):
     HARD_ABORT = "hard_abort"
 
 
-@dataclass(frozen=True, slots=True)
-class HookDecision:
+@record(kw_only=False)
+class HookDecision(Record):
     """What a hook wants. Changes travel in the keyword fields that fit its hook point:
 
     - ``before_llm`` MODIFY: ``messages``, ``model``, ``tools`` (tools, specs or names), ``params``
@@ -182,6 +182,8 @@ def hook_points(hook: object) -> frozenset[str]:
     )
     names = {n for n in dir(cls) if not n.startswith("_")}
     names |= {n for n in getattr(hook, "__dict__", {}) if not n.startswith("_")}
+    import difflib  # for misspelt hook methods: when a hook registers, not at import
+
     for name in sorted(names - set(HOOK_POINTS)):
         close = difflib.get_close_matches(name, HOOK_POINTS, n=1, cutoff=0.8)
         if close and callable(inspect.getattr_static(hook, name, None)):

@@ -12,8 +12,6 @@ import concurrent.futures
 import functools
 import os
 from collections.abc import Callable, Generator, Iterable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -36,7 +34,7 @@ from steerable._events import ErrorEvent, EventKind, TurnPhase, TurnStatus
 from steerable._gateway import InProcessBus, serve_bus
 from steerable._lanes import BusyPolicy, Lanes, QueuedTurn, SendAction, check_policy
 from steerable._messages import Message
-from steerable._recorder import record_events
+from steerable._records import Record, record
 from steerable.errors import ConfigurationError, SessionBusyError
 
 __all__ = ["AgentLoop", "LoopStatistics", "TurnHandle", "TurnInfo"]
@@ -62,8 +60,8 @@ def _check_text(what: str, text: object) -> str:
     return text
 
 
-@dataclass(frozen=True, slots=True)
-class TurnInfo:
+@record(kw_only=False)
+class TurnInfo(Record):
     """A snapshot of a running turn (``AgentLoop.active_turn``)."""
 
     turn_id: str
@@ -85,8 +83,10 @@ def _turn_info(st: TurnState) -> TurnInfo:
                     tuple(_turn_info(c) for c in list(st.children.values())))
 
 
-@dataclass(frozen=True, slots=True)
-class LoopStatistics:
+@record(kw_only=False)
+class LoopStatistics(Record):
+    """Counters of an AgentLoop (``AgentLoop.statistics``)."""
+
     events_emitted: int
     dropped: Mapping[EventKind, int]
     """Events lost to full subscriber buffers, per kind, across all subscriptions."""
@@ -94,6 +94,11 @@ class LoopStatistics:
     active_turns: int
     turns_started: int
     turns_finished: int
+
+
+def _wake(waiter: asyncio.Future[None], _task: object) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class TurnHandle:
@@ -144,7 +149,14 @@ class TurnHandle:
         return self._loop._call(self._loop._engine.cancel, self._state, mode)
 
     def __await__(self) -> Generator[Any, None, TurnResult]:
-        return asyncio.shield(self._task).__await__()
+        # What asyncio.shield does, with one future and one callback instead of two of each:
+        # cancelling the awaiting task cancels ``waiter`` only, never the turn.
+        task = self._task
+        if not task.done():
+            waiter = task.get_loop().create_future()
+            task.add_done_callback(functools.partial(_wake, waiter))
+            yield from waiter
+        return task.result()
 
     def __repr__(self) -> str:
         return f"<TurnHandle {self.turn_id} session={self.session_id} done={self.done()}>"
@@ -211,7 +223,9 @@ class AgentLoop:
         self._background: set[asyncio.Task[bool]] = set()
         """Summaries under way: owned here, cancelled by aclose."""
         record = record_events if record_events is not None else os.environ.get(_RECORD_ENV)
-        self._record_path = Path(record) if record else None
+        # A path, made a Path by the recorder (imported only then: pathlib and the recorder are
+        # not needed to run turns, and cost the core's import ~4 ms).
+        self._record_path = os.fspath(record) if record else None
         self._recorder: asyncio.Task[None] | None = None
         self._lanes = Lanes(self)
 
@@ -224,6 +238,8 @@ class AgentLoop:
             self._engine.bus.bind(loop)
             if self._record_path is not None:
                 sub = self._engine.bus.subscribe(None, buffer=65536)
+                from steerable._recorder import record_events
+
                 self._recorder = loop.create_task(record_events(sub, self._record_path))
             for reg, (sub, task) in list(self._observers.items()):
                 if task is None:

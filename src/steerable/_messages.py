@@ -7,8 +7,10 @@ providers and stores that need them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, get_args
+
+from steerable._records import Record, record
 
 __all__ = ["Message", "Role", "ToolCall", "ToolResult", "Usage"]
 
@@ -16,8 +18,8 @@ Role = Literal["system", "user", "assistant", "tool"]
 _ROLES = frozenset(get_args(Role))
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCall:
+@record(kw_only=False)
+class ToolCall(Record):
     """One tool call the model declared.
 
     ``arguments`` is always a dict. When the model sent text that is not a JSON object,
@@ -41,8 +43,8 @@ class ToolCall:
             )
 
 
-@dataclass(frozen=True, slots=True)
-class ToolResult:
+@record(kw_only=False)
+class ToolResult(Record):
     """What a tool returns to the model. A tool may also return a plain ``str``."""
 
     content: str
@@ -56,8 +58,8 @@ class ToolResult:
             )
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
+@record(kw_only=False)
+class Usage(Record):
     """Token counts reported by a provider for one LLM call."""
 
     input_tokens: int = 0
@@ -69,8 +71,8 @@ class Usage:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
+@record(kw_only=False)
+class Message(Record):
     """One message of a conversation.
 
     ``Message(role, content)``. Assistant messages may carry ``tool_calls``; tool results have

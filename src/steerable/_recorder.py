@@ -20,8 +20,9 @@ from steerable._secrets import Redactor
 __all__ = ["record_events"]
 
 
-async def record_events(sub: Subscription, path: Path) -> None:
+async def record_events(sub: Subscription, path: str | os.PathLike[str]) -> None:
     """Write every event from ``sub`` to ``path`` until the subscription closes."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
     os.fchmod(fd, 0o600)  # an existing file made by someone's umask is tightened too

@@ -144,6 +144,10 @@ class EventBus:
         self._seq += 1
         return self._seq
 
+    def listens(self, kind: EventKind) -> bool:
+        """Whether any subscription wants events of ``kind``."""
+        return bool(self._by_kind[kind])
+
     def emit(self, event: Event) -> None:
         self.emitted += 1
         for sub in self._by_kind[event.kind]:

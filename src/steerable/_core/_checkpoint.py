@@ -17,10 +17,10 @@ storage form (a versioned JSON object) is ``steerable.storage.checkpoint_to_reco
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from steerable._messages import Message, ToolCall
+from steerable._records import Record, record
 
 __all__ = ["Checkpoint", "CheckpointStore", "Stage", "unresolved_calls"]
 
@@ -29,8 +29,8 @@ Stage = Literal["model", "tools"]
 (``tools``)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Checkpoint:
+@record
+class Checkpoint(Record):
     """A turn's state at a safe point. Every field is plain data (str, int, messages)."""
 
     session_id: str

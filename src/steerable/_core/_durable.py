@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import replace
 from typing import Any
 
 from steerable._core._cancel import CancelMode, SafePoint
@@ -29,19 +28,26 @@ __all__ = ["capture", "drop_checkpoint", "restore", "safe_point", "settle_writes
            "write_checkpoint", "write_first_checkpoint"]
 
 
-def capture(st: TurnState, stage: Stage, cancel_mode: CancelMode | None = None) -> Checkpoint:
+def capture(st: TurnState, stage: Stage, cancel_mode: CancelMode | None = None, *,
+            first: bool = False) -> Checkpoint:
     agent = st.agent
+    tools = st.checkpoint_tools
+    if tools is None:  # once per turn, not per checkpoint
+        tools = st.checkpoint_tools = tuple(sorted(agent.tools_by_name))
     return Checkpoint(
         session_id=st.session_id, turn_id=st.turn_id, origin_turn_id=st.origin_turn_id,
-        agent=agent.name, tools=tuple(sorted(agent.tools_by_name)), input=st.input,
+        agent=agent.name, tools=tools, input=st.input,
         # Views, not copies (O(1) per checkpoint whatever the turn's length): st.new and
         # st.tools_run only grow at the end, and the view is bounded to their length now.
-        stage=stage, iteration=st.iteration, messages=MessageView(st.new),
+        stage=stage, iteration=st.iteration, messages=MessageView.of(st.new),
         results=tuple(st.batch_results.values()) if stage == "tools" else (),
-        steering=tuple(st.steering), follow_ups=tuple(st.follow_ups),
-        injected_steering=tuple(st.injected_steering), base_count=st.base_count,
-        base_dropped=st.base_dropped, last_had_tools=st.last_had_tools,
-        tools_run=MessageView(st.tools_run), usage_in=st.usage_in, usage_out=st.usage_out,
+        # (the queues are empty nearly always: no tuple() call for them then)
+        steering=tuple(st.steering) if st.steering else (),
+        follow_ups=tuple(st.follow_ups) if st.follow_ups else (),
+        injected_steering=tuple(st.injected_steering) if st.injected_steering else (),
+        base_count=None if first else st.base_count, base_dropped=st.base_dropped,
+        last_had_tools=st.last_had_tools, tools_run=MessageView.of(st.tools_run),
+        usage_in=st.usage_in, usage_out=st.usage_out,
         cancel_mode=None if cancel_mode is None else cancel_mode.label,
         seq=st.checkpoint_seq, created=st.created, updated=time.time(),
     )
@@ -79,10 +85,10 @@ def write_first_checkpoint(engine: Engine, st: TurnState) -> None:
     st.checkpoint_seq += 1
     st.new.append(Message("user", st.input))
     try:
-        cp = capture(st, "model")
+        cp = capture(st, "model", first=True)
     finally:
         st.new = []  # run_turn adds the input again once it has read the session
-    failure = _save(engine, replace(cp, base_count=None))
+    failure = _save(engine, cp)
     if failure is not None:
         engine.error(st, f"writing the checkpoint of session {st.session_id!r} failed: "
                      f"{failure}; the turn goes on without it", "checkpoint")

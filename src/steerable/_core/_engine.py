@@ -23,6 +23,7 @@ from steerable._core._reaper import Reaper
 from steerable._core._session import SessionStore, TurnRecord
 from steerable._core._slots import TurnSlots
 from steerable._core._turn_state import Interrupt, TurnState, check_transition
+from steerable._core._watchdog import IdleTimer
 from steerable._events import (
     ErrorEvent,
     ErrorSource,
@@ -66,20 +67,28 @@ class Engine:
         """Runs a begun turn to its end (``run_turn`` bound to this engine): how sub-turns run
         on the same engine. Given by the driver, since the turn module sits above this one."""
         self.slots = TurnSlots(limits.active_turns)
+        self.idle_timer = IdleTimer()
+        """The one timer of every model call's idle watchdog (see ``_watchdog``)."""
         self.subturn_tasks: set[asyncio.Task[Any]] = set()
         """Tasks of running sub-turns: owned here, so an async child outlives its parent."""
 
     # -- events -------------------------------------------------------------------------------
 
     def emit(self, st: TurnState | None, cls: type[Event], /, **fields: Any) -> None:
+        bus = self.bus
+        seq = bus.next_seq()
+        if not bus.listens(cls.kind):
+            # Every consumer (subscribers, on_event observers, the recorder) is a subscription:
+            # an event of a kind nobody subscribes to is counted and numbered, never built.
+            bus.emitted += 1
+            return
         if st is None:
-            event = cls(turn_id="", parent_turn_id=None, session_id="",
-                        seq=self.bus.next_seq(), time=time.time(), **fields)
+            event = cls(turn_id="", parent_turn_id=None, session_id="", seq=seq,
+                        time=time.time(), **fields)
         else:
             event = cls(turn_id=st.turn_id, parent_turn_id=st.parent_turn_id,
-                        session_id=st.session_id, seq=self.bus.next_seq(), time=time.time(),
-                        **fields)
-        self.bus.emit(event)
+                        session_id=st.session_id, seq=seq, time=time.time(), **fields)
+        bus.emit(event)
 
     def error(self, st: TurnState | None, message: str, source: ErrorSource) -> None:
         self.emit(st, ErrorEvent, message=message, source=source)

@@ -12,19 +12,21 @@ import asyncio
 import inspect
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from steerable._core._reaper import Reaper
 from steerable._events import ErrorSource
 from steerable._hooks import HOOK_POINTS, HookAction, HookDecision, hook_points
+from steerable._records import Record, record
 from steerable._threads import run_in_daemon_thread
 
 __all__ = ["HookFailure", "HookManager", "Registration"]
 
 
-@dataclass(frozen=True, slots=True)
-class Registration:
+@record(kw_only=False)
+class Registration(Record):
+    """A registered hook and what it is registered for."""
+
     hook: Any
     priority: int
     order: int
@@ -36,8 +38,8 @@ class Registration:
         return getattr(self.hook, "name", None) or type(self.hook).__name__
 
 
-@dataclass(frozen=True, slots=True)
-class HookFailure:
+@record(kw_only=False)
+class HookFailure(Record):
     """A hook call that timed out or raised; the caller decides what that means."""
 
     registration: Registration

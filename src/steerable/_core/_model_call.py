@@ -179,16 +179,6 @@ def _unique_calls(st: TurnState, calls: list[ToolCall]) -> tuple[ToolCall, ...]:
     return tuple(out)
 
 
-async def _stream(engine: Engine, st: TurnState, request: LLMRequest) -> LLMResponse:
-    try:
-        return await _stream_once(engine, st, request)
-    except TimeoutError:
-        raise ProviderError(
-            f"the provider sent nothing for {engine.timeouts.llm_idle:g} s "
-            "(Timeouts.llm_idle); the call was abandoned"
-        ) from None
-
-
 def _cut_reply(st: TurnState, calls: Sequence[ToolCall]) -> bool:
     """A graceful interrupt while the model writes text (no tool call yet, not the summary
     call): stop the reading now instead of waiting for the whole reply."""
@@ -203,7 +193,7 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest) -> LL
     calls: list[ToolCall] = []
     usage: Usage | None = None
     finish: str | None = None
-    async with IdleWatchdog(engine.timeouts.llm_idle) as watchdog, \
+    async with IdleWatchdog(engine.timeouts.llm_idle, engine.idle_timer) as watchdog, \
             aclosing(st.agent.provider.stream(request)) as stream:
         async for chunk in stream:
             watchdog.tick()  # every chunk buys the provider more time
@@ -259,7 +249,12 @@ async def call_model(
                     tools=tuple(t.name for t in request.tools))
         started = time.monotonic()
         try:
-            response = await _stream(engine, st, request)
+            response = await _stream_once(engine, st, request)
+        except TimeoutError:  # (here, not in a wrapper: one coroutine frame less per call)
+            raise ProviderError(
+                f"the provider sent nothing for {engine.timeouts.llm_idle:g} s "
+                "(Timeouts.llm_idle); the call was abandoned"
+            ) from None
         except ContextOverflowError:
             if compressed:
                 raise

@@ -27,8 +27,8 @@ import enum
 import fnmatch
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
+from steerable._records import Record, record
 from steerable.tools import UncoveredSubject
 
 __all__ = ["Permission", "PermissionRule", "Permissions"]
@@ -42,8 +42,10 @@ class Permission(enum.StrEnum):
     DENY = "deny"
 
 
-@dataclass(frozen=True, slots=True)
-class PermissionRule:
+@record(kw_only=False)
+class PermissionRule(Record):
+    """One permission rule: an action for the tool names it matches."""
+
     action: Permission
     tool: str
     argument: str | None = None

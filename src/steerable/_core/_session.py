@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from steerable._core._checkpoint import Checkpoint
 from steerable._history import MessageView
 from steerable._messages import Message
+from steerable._records import Record, record
 
 __all__ = ["InMemorySessionStore", "SessionInfo", "SessionStore", "TurnRecord"]
 
 
-@dataclass(frozen=True, slots=True)
-class TurnRecord:
+@record(kw_only=False)
+class TurnRecord(Record):
     """What a store may keep about the turn whose messages it is appending."""
 
     turn_id: str
@@ -28,8 +28,10 @@ class TurnRecord:
     iterations: int
 
 
-@dataclass(frozen=True, slots=True)
-class SessionInfo:
+@record(kw_only=False)
+class SessionInfo(Record):
+    """What a store knows about one session."""
+
     session_id: str
     message_count: int
     updated: float

@@ -24,7 +24,6 @@ import asyncio
 import copy
 import os
 from collections.abc import Generator
-from dataclasses import dataclass
 from typing import Any
 
 from steerable._core._engine import Engine
@@ -38,6 +37,7 @@ from steerable._events import (
     TurnStatus,
 )
 from steerable._messages import Message
+from steerable._records import Record, record
 from steerable.errors import SubturnError, SubturnLimitError
 
 __all__ = [
@@ -56,8 +56,8 @@ CASCADE_WAIT = 1.0
 a child stuck past this is left to the engine, which still owns its task)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
+@record(kw_only=False)
+class Delivery(Record):
     """An async child's result on its way to the parent's context (or the session)."""
 
     parent: TurnState

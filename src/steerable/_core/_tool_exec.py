@@ -26,6 +26,7 @@ from steerable._core._hook_chain import decisions, ignored
 from steerable._core._permissions import Permission
 from steerable._core._subturn import subturns_of
 from steerable._core._turn_state import AbortSignal, CancelStop, TurnState
+from steerable._core._watchdog import bare_context
 from steerable._events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -265,18 +266,24 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
         return ToolResult(f"Tool '{name}' rejected its arguments: {type(exc).__name__}: {exc}",
                           is_error=True)
     timeout = tool.timeout if tool.timeout is not None else engine.timeouts.tool
-    task = asyncio.ensure_future(tool.run(args, ctx))
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[None] = loop.create_future()
+    task = loop.create_task(_run_tool(tool, args, ctx, ended))
     st.running_tools[task] = ctx  # a hard abort cancels it directly, without waiting for us
     st.tools_run.append(name)
+    timer = None if timeout is None else loop.call_later(timeout, _expire, ended,
+                                                         context=bare_context())
     try:
-        done, _ = await asyncio.wait((task,), timeout=timeout)
+        await ended
     except asyncio.CancelledError:
         ctx.cancel()
         engine.reaper.adopt(task)
         raise
     finally:
         del st.running_tools[task]
-    if not done:
+        if timer is not None:
+            timer.cancel()
+    if not task.done():  # the timer ended the wait (or the tool's own step is not over)
         ctx.cancel()
         engine.reaper.adopt(task)
         return ToolResult(f"Tool '{name}' timed out after {timeout:g} s and was cancelled.",
@@ -294,6 +301,25 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
     except Exception as exc:
         return ToolResult(f"Tool '{name}' returned a value that is not text: {exc}",
                           is_error=True)
+
+
+async def _run_tool(tool: Tool, args: Any, ctx: ToolContext,
+                    ended: asyncio.Future[None]) -> Any:
+    """The tool's task. It wakes the turn itself as it ends, in the same loop cycle: a done
+    callback on the task (what ``asyncio.wait`` uses) would cost the turn one more cycle per
+    call. The turn awaits ``ended``, never the task, so a tool that ignores its cancel cannot
+    hold the turn. (Only a hard abort or the event loop's shutdown cancels this task before its
+    first step, and either cancels the turn's task too: nobody is left waiting for ``ended``.)"""
+    try:
+        return await tool.run(args, ctx)
+    finally:
+        if not ended.done():
+            ended.set_result(None)
+
+
+def _expire(ended: asyncio.Future[None]) -> None:
+    if not ended.done():
+        ended.set_result(None)
 
 
 async def _run_call(engine: Engine, st: TurnState, rec: _Call,

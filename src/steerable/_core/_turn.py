@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 
 from steerable._core._cancel import CancelMode, SafePoint
 from steerable._core._composite import CompositeAgent, run_composite
@@ -37,6 +36,7 @@ from steerable._events import (
     TurnStatus,
 )
 from steerable._messages import Message, Usage
+from steerable._records import Record, record
 
 __all__ = ["DEFAULT_INTERRUPT_HINT", "TurnResult", "begin_turn", "run_turn"]
 
@@ -46,8 +46,8 @@ DEFAULT_INTERRUPT_HINT = (
 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TurnResult:
+@record
+class TurnResult(Record):
     """How a turn ended. ``messages`` are the turn's own messages (what was, or would have
     been, appended to the session); ``tools_run`` names the tools that actually started, so
     side effects of an aborted turn are known."""
@@ -74,7 +74,7 @@ class TurnResult:
 def _drain_steering(engine: Engine, st: TurnState) -> bool:
     drained = bool(st.steering)
     while st.steering:
-        text = st.steering.popleft()
+        text = st.steering.pop(0)
         st.new.append(Message("user", text))
         st.injected_steering.append(text)
         engine.emit(st, SteeringInjected, text=text)

@@ -9,10 +9,11 @@ and the finish reason. Errors are raised as ``steerable.errors.ProviderError`` s
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol, runtime_checkable
 
 from steerable._messages import Message, ToolCall, Usage
+from steerable._records import Record, record
 
 __all__ = [
     "Chunk",
@@ -28,8 +29,8 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
+@record(kw_only=False)
+class ToolSpec(Record):
     """What the model is told about a tool: its name, description and JSON schema."""
 
     name: str
@@ -39,8 +40,8 @@ class ToolSpec:
     """The tool changes nothing (a provider may route calls by it; models are not told)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LLMRequest:
+@record
+class LLMRequest(Record):
     """One LLM call. ``messages`` starts with the agent's system message when it has one.
 
     Read-only: the loop passes a ``MessageView`` (built in O(1), equal to the tuple of the same
@@ -52,8 +53,8 @@ class LLMRequest:
     params: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LLMResponse:
+@record
+class LLMResponse(Record):
     """The assembled reply to one LLM call."""
 
     text: str = ""
@@ -63,23 +64,29 @@ class LLMResponse:
     finish_reason: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class TextDelta:
+@record(kw_only=False)
+class TextDelta(Record):
+    """A piece of the answer's text."""
+
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class ThinkingDelta:
+@record(kw_only=False)
+class ThinkingDelta(Record):
+    """A piece of reasoning text, streamed apart from the answer."""
+
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallChunk:
+@record(kw_only=False)
+class ToolCallChunk(Record):
+    """One complete tool call of the response."""
+
     call: ToolCall
 
 
-@dataclass(frozen=True, slots=True)
-class RetryNotice:
+@record(kw_only=False)
+class RetryNotice(Record):
     """Yielded by a provider before it retries a failed attempt (becomes ``LLM_RETRY``)."""
 
     attempt: int
@@ -87,8 +94,10 @@ class RetryNotice:
     delay: float
 
 
-@dataclass(frozen=True, slots=True)
-class StreamEnd:
+@record(kw_only=False)
+class StreamEnd(Record):
+    """The end of a response: its usage and finish reason."""
+
     usage: Usage | None = None
     finish_reason: str | None = None
 

@@ -13,10 +13,10 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field
-from random import random as _uniform
+from dataclasses import field
 from typing import TYPE_CHECKING
 
+from steerable._records import Record, record
 from steerable.errors import ProviderError, RetryableProviderError
 from steerable.providers._base import Chunk, RetryNotice
 
@@ -26,8 +26,15 @@ if TYPE_CHECKING:
 __all__ = ["RetryPolicy", "parse_retry_after", "with_retries"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RetryPolicy:
+def _uniform() -> float:
+    """A uniform draw in [0, 1) for the jitter (random is imported on the first retry)."""
+    import random
+
+    return random.random()
+
+
+@record
+class RetryPolicy(Record):
     """How often and how long to retry a transient failure (429, 5xx, dropped connection).
 
     ``max_attempts`` counts the first attempt; ``max_total`` bounds the whole call, waits

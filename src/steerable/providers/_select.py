@@ -12,7 +12,6 @@ import importlib
 import json
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from steerable.errors import ConfigurationError
@@ -48,6 +47,8 @@ def choose_provider_name(name: str | None, environ: Mapping[str, str] | None = N
 
 def load_script(path: str | os.PathLike[str]) -> ScriptedProvider:
     """A ScriptedProvider from a JSON file: a list of {"text", "tool_calls": [[name, args]]}."""
+    from pathlib import Path  # here: the core's import does without pathlib
+
     p = Path(path)
     try:
         steps = json.loads(p.read_text(encoding="utf-8"))

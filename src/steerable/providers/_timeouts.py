@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from steerable._records import Record, record
 
 __all__ = ["ProviderTimeouts"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProviderTimeouts:
+@record
+class ProviderTimeouts(Record):
     """Seconds. ``read`` bounds every silence, the wait for the first token included;
     ``total`` bounds one whole attempt (None: no bound)."""
 

@@ -14,10 +14,10 @@ import itertools
 import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from steerable._messages import ToolCall, Usage
+from steerable._records import Record, record
 from steerable.errors import ScriptExhaustedError
 from steerable.providers._base import (
     Chunk,
@@ -33,8 +33,8 @@ __all__ = ["Reply", "ScriptStep", "ScriptedProvider"]
 _WORDS = re.compile(r"\S+\s*|\s+")
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
+@record(kw_only=False)
+class Reply(Record):
     """One scripted LLM answer.
 
     ``tool_calls`` is a list of ``(name, arguments)``; arguments may be a dict or a raw JSON

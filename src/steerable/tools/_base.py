@@ -225,6 +225,8 @@ def result_from_return(value: Any) -> ToolResult:
         return ToolResult(value)
     if value is None:
         return ToolResult("")
+    if type(value) is int:  # what json.dumps writes for it, without the encoder's setup
+        return ToolResult(str(value))
     dump = getattr(value, "model_dump_json", None)
     if callable(dump):
         return ToolResult(str(dump()))
