@@ -112,3 +112,75 @@ async def test_one_summary_at_a_time_per_session() -> None:
     assert second.is_set()
     provider.assert_consumed()
     await loop.aclose()
+
+
+async def test_the_summary_request_holds_the_exact_transcript_and_the_agents_settings() -> None:
+    from steerable import tool
+    from steerable.errors import ProviderError
+
+    @tool(read_only=True)
+    def look(path: str) -> str:
+        """Look."""
+        return "seen " + LONG
+
+    asked: list[LLMRequest] = []
+
+    def summarise(request: LLMRequest) -> Reply:
+        asked.append(request)
+        return Reply(text="  short  ")
+
+    script = [Reply(text="thinking", tool_calls=[("look", {"path": "a"})]), Reply(text=LONG),
+              Reply(text=LONG), summarise]
+    policy = SummaryPolicy(at_tokens=250, keep_exchanges=1, prompt="Summarise this.")
+    loop = AgentLoop(Agent(provider=ScriptedProvider(script), tools=[look], summary=policy,
+                           model="m1", params={"temperature": 0.1}))
+    sub = loop.subscribe(kinds=[K.SESSION_SUMMARIZE])
+    await loop.run_turn("q1", session_id="s")
+    await loop.run_turn("q2", session_id="s")
+    await loop.wait_idle()
+    (request,) = asked
+    assert (request.model, request.params) == ("m1", {"temperature": 0.1})
+    assert [(m.role, m.content) for m in request.messages] == [
+        ("system", "Summarise this."),
+        ("user", "<conversation>\nuser: q1\nassistant: thinking\n"
+                 'assistant called look({"path": "a"})\n'
+                 f"tool result (look): seen {LONG}\nassistant: {LONG}\n</conversation>")]
+    [event] = sub.drain_nowait()
+    assert event.summary == "short" and event.messages_summarized == 4
+    assert loop.session_messages("s")[0].content == "[Summary of the earlier conversation]\nshort"
+
+    # A provider failure while summarising is an ERROR on the turn, and nothing is rewritten.
+    def broken(request: LLMRequest) -> Reply:
+        raise ProviderError("summary service down")
+
+    failing = AgentLoop(Agent(provider=ScriptedProvider([Reply(text=LONG), Reply(text=LONG),
+                                                         broken]),
+                                 summary=SummaryPolicy(at_tokens=150, keep_exchanges=1)))
+    errors = failing.subscribe(kinds=[K.ERROR])
+    await failing.run_turn("q1", session_id="s")
+    last = await failing.run_turn("q2", session_id="s")
+    await failing.wait_idle()
+    (error,) = errors.drain_nowait()
+    assert (error.source, error.turn_id, error.session_id) == ("summarize", last.turn_id, "s")
+    assert error.message == "summarising session 's' failed: summary service down"
+    assert [m.content for m in failing.session_messages("s")] == ["q1", LONG, "q2", LONG]
+    await loop.aclose()
+    await failing.aclose()
+
+
+async def test_a_file_store_session_is_summarised_off_the_event_loop(tmp_path) -> None:
+    from steerable.storage import JSONLSessionStore
+
+    store = JSONLSessionStore(tmp_path)
+    script = [Reply(text=LONG), Reply(text=LONG), Reply(text=LONG), summary_reply]
+    loop = AgentLoop(Agent(provider=ScriptedProvider(script),
+                           summary=SummaryPolicy(at_tokens=250, keep_exchanges=1)), store=store)
+    sub = loop.subscribe(kinds=[K.SESSION_SUMMARIZE, K.ERROR])
+    for question in ("q1", "q2", "q3"):
+        await loop.run_turn(question, session_id="s")
+    await loop.wait_idle()
+    assert [e.kind for e in sub.drain_nowait()] == [K.SESSION_SUMMARIZE]
+    saved = [m.content for m in store.load("s")]
+    assert saved[0].startswith("[Summary of the earlier conversation]\nThey asked 2")
+    assert saved[1:] == ["q3", LONG]
+    await loop.aclose()

@@ -9,38 +9,31 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from dataclasses import dataclass
 
 from steerable._hooks import HookAction, HookDecision, ToolCallContext
 
 __all__ = ["ApprovalBroker", "HumanApprover"]
 
 
-@dataclass(slots=True)
-class _Pending:
-    future: asyncio.Future[tuple[bool, str]]
-    session_id: str
-
-
 class ApprovalBroker:
     def __init__(self) -> None:
         self._ids = itertools.count(1)
-        self._pending: dict[str, _Pending] = {}
+        self._pending: dict[str, asyncio.Future[tuple[bool, str]]] = {}
 
-    def open(self, session_id: str) -> tuple[str, asyncio.Future[tuple[bool, str]]]:
+    def open(self) -> tuple[str, asyncio.Future[tuple[bool, str]]]:
         request_id = f"approval_{next(self._ids)}"
         future: asyncio.Future[tuple[bool, str]] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = _Pending(future, session_id)
+        self._pending[request_id] = future
         return request_id, future
 
     def discard(self, request_id: str) -> None:
         self._pending.pop(request_id, None)
 
     def resolve(self, request_id: str, approved: bool, reason: str) -> bool:
-        pending = self._pending.pop(request_id, None)
-        if pending is None or pending.future.done():
+        future = self._pending.pop(request_id, None)
+        if future is None or future.done():
             return False
-        pending.future.set_result((approved, reason))
+        future.set_result((approved, reason))
         return True
 
 

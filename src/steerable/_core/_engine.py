@@ -96,9 +96,8 @@ class Engine:
     def _report_hook_error(self, message: str, ctx: Any, source: ErrorSource) -> None:
         # Every hook context and every event carries its turn's ids: report on that turn.
         self.bus.emit(ErrorEvent(
-            turn_id=getattr(ctx, "turn_id", ""), parent_turn_id=getattr(ctx, "parent_turn_id", None),
-            session_id=getattr(ctx, "session_id", ""), seq=self.bus.next_seq(), time=time.time(),
-            message=message, source=source,
+            turn_id=ctx.turn_id, parent_turn_id=ctx.parent_turn_id, session_id=ctx.session_id,
+            seq=self.bus.next_seq(), time=time.time(), message=message, source=source,
         ))
 
     def set_phase(self, st: TurnState, new: TurnPhase) -> None:

@@ -20,8 +20,9 @@ __all__ = ["decisions", "ignored", "raise_if_terminal"]
 
 def raise_if_terminal(engine: Engine, st: TurnState, decision: HookDecision, point: str) -> None:
     if decision.action is HookAction.HARD_ABORT:
-        engine.hard_abort_inside(st, f"hook {point} asked for a hard abort")
-        raise AbortSignal(True, decision.reason)
+        because = f": {decision.reason}" if decision.reason else ""
+        engine.hard_abort_inside(st, f"hook {point} asked for a hard abort{because}")
+        raise AbortSignal(True)
     if decision.action is HookAction.ABORT_TURN:
         raise AbortSignal(False, decision.reason or f"aborted by a {point} hook")
 

@@ -113,8 +113,11 @@ class InMemorySessionStore:
     def list_sessions(self) -> list[SessionInfo]:
         out = []
         for sid, msgs in self._sessions.items():
-            title = next((m.content[:60] for m in msgs if m.role == "user"), "")
-            out.append(SessionInfo(sid, len(msgs), self._updated.get(sid, 0.0), title))
+            # As the file and database stores title a session: its first question, spaces
+            # collapsed, at most 100 characters.
+            title = next((" ".join(m.content.split())[:100] for m in msgs if m.role == "user"),
+                         "")
+            out.append(SessionInfo(sid, len(msgs), self._updated[sid], title))
         return sorted(out, key=lambda i: i.updated, reverse=True)
 
     def delete(self, session_id: str) -> bool:

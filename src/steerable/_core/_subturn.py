@@ -101,8 +101,6 @@ def spawn(engine: Engine, parent: TurnState, agent: Any, task: str, *, is_async:
           deliver: bool) -> SubturnHandle:
     """Start ``agent`` on ``task`` as a child of ``parent``; raise ``SubturnError`` instead
     when it cannot start (nothing is started then)."""
-    if engine.runner is None:
-        raise SubturnError("this engine has no turn runner; sub-turns need an AgentLoop")
     if parent.finishing or parent.interrupt is Interrupt.HARD:
         raise SubturnError("Sub-turn refused: the turn that asked for it is ending.")
     _check_limits(engine, parent)  # takes an active-turn slot when it passes

@@ -74,11 +74,11 @@ def _skip(
     if rec.state == "done":
         return
     rec.state = "done"
-    if reason == "denied":
-        text = f"Tool call denied: {detail or 'not approved'}. Do not repeat this call; " \
+    if reason == "denied":  # every denial says who or what refused (a rule, a hook, a person)
+        text = f"Tool call denied: {detail}. Do not repeat this call; " \
                "choose another approach or ask the user."
     else:
-        text = SKIP_TEXT.get(reason, f"Tool call skipped ({reason}).")
+        text = SKIP_TEXT[reason]
     rec.message = _tool_message(rec.call, text, True)
     st.batch_results[rec.call.id] = rec.message
     engine.emit(st, ToolExecSkipped, call_id=rec.call.id, tool_name=rec.call.name,
@@ -156,22 +156,23 @@ async def _before_tool(
 
 async def _approve(engine: Engine, st: TurnState, rec: _Call, call: ToolCall) -> tuple[bool, str]:
     """Ask every approver in turn; the first denial (or failure, or timeout) refuses."""
-    open_requests: dict[str, bool] = {}
+    open_requests: set[str] = set()
 
     async def ask_human() -> tuple[bool, str]:
-        request_id, future = engine.broker.open(st.session_id)
-        open_requests[request_id] = True
+        request_id, future = engine.broker.open()
+        open_requests.add(request_id)
         engine.emit(st, ApprovalRequested, request_id=request_id, call_id=call.id,
                     tool_name=call.name, arguments=call.arguments)
         try:
             approved, reason = await future
         except asyncio.CancelledError:
-            if open_requests.pop(request_id, False):
+            if request_id in open_requests:
+                open_requests.remove(request_id)
                 engine.broker.discard(request_id)
                 engine.emit(st, ApprovalResolved, request_id=request_id, call_id=call.id,
                             tool_name=call.name, approved=False, reason="cancelled")
             raise
-        open_requests.pop(request_id, None)
+        open_requests.discard(request_id)
         engine.emit(st, ApprovalResolved, request_id=request_id, call_id=call.id,
                     tool_name=call.name, approved=approved, reason=reason)
         return approved, reason
@@ -183,7 +184,7 @@ async def _approve(engine: Engine, st: TurnState, rec: _Call, call: ToolCall) ->
 
     def close_open_requests() -> None:
         for request_id in list(open_requests):  # the approver gave up waiting: close it now
-            open_requests.pop(request_id)
+            open_requests.remove(request_id)
             engine.broker.discard(request_id)
             engine.emit(st, ApprovalResolved, request_id=request_id, call_id=call.id,
                         tool_name=call.name, approved=False, reason="timed out")
