@@ -146,3 +146,30 @@ def test_run_a_y_typed_before_the_question_does_not_answer_it(cli_env, tmp_path:
     finally:
         child.close()
     assert child.exitstatus == 4 and not (ws / "b.txt").exists()
+
+
+def test_chat_always_on_a_line_no_rule_can_cover_says_so(cli_env, tmp_path: Path) -> None:
+    ws = tmp_path / "project"
+    ws.mkdir()
+    call = {"tool_calls": [["bash", {"command": "echo one >> log.txt"}]]}  # a redirection
+    steps = [call, {"text": "First."}, call, {"text": "Second."}]
+    child = _spawn(cli_env, tmp_path, ws, steps, "chat")
+    try:
+        child.expect("/help for keys")
+        child.sendline("one")
+        child.expect("allow\\?")
+        child.sendline("a")
+        child.expect("allowed this once: no rule can cover this line")
+        child.expect("First.")
+        child.expect("completed · 2 iterations")
+        assert "added rule" not in child.before
+        child.sendline("again")
+        child.expect("wants to run")  # asked again, as it said
+        child.sendline("y")
+        child.expect("Second.")
+        child.expect("completed · 2 iterations")
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert (ws / "log.txt").read_text() == "one\none\n"

@@ -21,7 +21,13 @@ from typing import Any
 from steerable import Event, EventKind, TurnResult, TurnStatus
 from steerable._session_driver import SessionDriver
 from steerable.cli._app import App, build_app, existing_session, new_session_id
-from steerable.cli._approve import always_rules, describe_request, is_bare_answer, parse_answer
+from steerable.cli._approve import (
+    always_rules,
+    describe_request,
+    is_bare_answer,
+    parse_answer,
+    uncoverable,
+)
 from steerable.cli._args import UsageError
 from steerable.cli._run import on_ctrl_c, session_line
 from steerable.cli._settings import Settings
@@ -180,6 +186,10 @@ class ChatSession:
             return
         event = self.approvals.popleft()
         rules = always_rules(event.tool_name, event.arguments) if choice == "a" else []
+        if rules and uncoverable(self.app, event.tool_name, event.arguments):
+            self.say("allowed this once: no rule can cover this line (redirections or other "
+                     "parts the permission reader cannot check); it will be asked again")
+            rules = []
         for pattern in rules:
             self.say(f"added rule for this session: allow: {pattern}")
         self.driver.answer(choice != "n", request_id=event.request_id, allow=rules,

@@ -22,6 +22,7 @@ from steerable.cli._approve import (
     discard_typed_ahead,
     parse_answer,
     read_line,
+    uncoverable,
 )
 
 __all__ = ["DENIED", "exit_code", "on_ctrl_c", "run_prompt", "session_line"]
@@ -83,6 +84,11 @@ async def _approve(app: App, driver: SessionDriver, event: Any, pause: Any, resu
             if answer is not None:
                 break
         rules = always_rules(event.tool_name, event.arguments) if answer == "a" else []
+        if rules and uncoverable(app, event.tool_name, event.arguments):
+            sys.stderr.write("allowed this once: no rule can cover this line (redirections or "
+                             "other parts the permission reader cannot check); it will be "
+                             "asked again\n")
+            rules = []
         for pattern in rules:
             sys.stderr.write(f"added rule for this session: allow: {pattern}\n")
         driver.answer(answer in ("y", "a"), request_id=event.request_id, allow=rules,
