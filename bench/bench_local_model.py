@@ -4,10 +4,12 @@ Starts the local model server once (LocalModelProvider), then alternates: (a) a 
 Completions request sent with bare httpx, (b) the same conversation as a turn through
 AgentLoop. Reports first-token latency and tokens/s for each (llama-cpp-python streams one
 token per delta). Every run opens with a different system line so llama.cpp cannot reuse the
-previous run's prompt cache and favour whichever side goes second. Needs the model prepared:
-python -m steerable.providers.local setup
+previous run's prompt cache and favour whichever side goes second. steerable's side uses a
+plain profile (temperature 0, no tool routing), so both sides send the same request and the
+difference is steerable's own cost; the task suite (bench/tasks) measures the agent itself.
+Needs the model prepared: python -m steerable.providers.local setup
 
-Run: /work/venv/bin/python bench/bench_local_model.py
+Run: python bench/bench_local_model.py
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ import httpx  # noqa: E402
 from steerable import Agent, AgentLoop, EventKind, tool  # noqa: E402
 from steerable.providers.local import LocalModelProvider  # noqa: E402
 from steerable.providers.openai import wire_tools  # noqa: E402
+from steerable.providers.profiles import ModelProfile  # noqa: E402
+
+PLAIN = ModelProfile(name="plain", temperature=0.0)
 
 ROUNDS = 5
 PROMPT = "Write a Python function that reverses a string, with a one-line docstring."
@@ -99,7 +104,7 @@ async def scenario(provider: LocalModelProvider, base_url: str, tools: bool) -> 
 
 
 async def main() -> None:
-    provider = LocalModelProvider(threads=2)
+    provider = LocalModelProvider(threads=2, profile=PLAIN)
     base_url = (await provider._ensure_started()).base_url  # start once, share the server
     try:
         await scenario(provider, base_url, tools=False)

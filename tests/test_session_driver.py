@@ -94,9 +94,41 @@ async def test_approvals_are_tracked_answered_and_denied_by_an_interrupt() -> No
     assert driver.answer(True, allow=["write(b)"])  # and allow the next one without asking
     end = await until(K.TURN_END)
     assert end.status is TurnStatus.COMPLETED and driver.open_approvals == []
-    assert [str(r) for r in loop.permissions.rules] == ["allow: write(b)"]
+    assert [str(r) for r in loop.permissions.rules] == ["allow: write(b) (session s)"]
     await driver.wait_idle()
     assert [r.status for r in results] == [TurnStatus.COMPLETED]
+    driver.close()
+    await loop.aclose()
+
+
+async def test_an_always_answer_holds_in_its_session_only() -> None:
+    @tool
+    async def write(path: str) -> str:
+        """Write."""
+        return "written " + path
+
+    provider = ScriptedProvider([Reply(tool_calls=[("write", {"path": "a"})]), Reply(text="1"),
+                                 Reply(tool_calls=[("write", {"path": "a"})]), Reply(text="2"),
+                                 Reply(tool_calls=[("write", {"path": "a"})]), Reply(text="3")])
+    loop = AgentLoop(Agent(name="t", provider=provider, tools=[write]))
+    loop.register_hook(HumanApprover())
+    driver = SessionDriver(loop, "s1")
+    sub = loop.subscribe(buffer=1000)
+    asked = []
+
+    async def answer_always() -> None:
+        async for event in sub:
+            if event.kind is K.APPROVAL_REQUESTED:
+                asked.append(event.session_id)
+                driver.answer(True, request_id=event.request_id, allow=["write"])
+
+    answering = asyncio.ensure_future(answer_always())
+    assert (await driver.send("one")).status is TurnStatus.COMPLETED  # asked, answered always
+    assert (await driver.send("two")).status is TurnStatus.COMPLETED  # allowed by the rule
+    driver.session_id = "s2"  # chat's /new
+    assert (await driver.send("three")).status is TurnStatus.COMPLETED  # asked again
+    assert asked == ["s1", "s2"]
+    answering.cancel()
     driver.close()
     await loop.aclose()
 

@@ -170,8 +170,10 @@ def _pyfiles(rng: random.Random) -> tuple[dict[str, str], Facts]:
 
 def _count_check(o: Outcome, f: Facts) -> list[str]:
     bad = []
-    for name in ("one", "two"):
-        if not re.search(rf"{name}\.py\D{{0,40}}\b{f[name]}\b", o.answer, re.IGNORECASE):
+    for name in ("one", "two"):  # "one.py: 6 lines" or "6 lines in one.py"
+        n = f[name]
+        if not re.search(rf"{name}\.py\D{{0,40}}\b{n}\b|\b{n}\b\D{{0,40}}\b{name}\.py",
+                         o.answer, re.IGNORECASE):
             bad.append(f"answer does not give {name}.py {f[name]} lines")
     return bad
 

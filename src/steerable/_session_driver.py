@@ -145,12 +145,15 @@ class SessionDriver:
     def answer(self, approved: bool, *, request_id: str | None = None, reason: str = "",
                allow: Iterable[str] = ()) -> bool:
         """Answer a request (the oldest open one unless ``request_id``); ``allow`` adds
-        permission rules (``always``) first. False when no such request is open."""
+        permission rules (``always``) first, for the request's session only. False when no
+        such request is open."""
         rid = request_id if request_id is not None else next(iter(self._approvals), None)
         if rid is None:
             return False
+        asked = self._approvals.get(rid)
+        session = asked.session_id if asked is not None else self.session_id
         for pattern in allow:
-            self.loop.permissions.add("allow", pattern)
+            self.loop.permissions.add("allow", pattern, session_id=session)
         self._approvals.pop(rid, None)
         return self.loop.resolve_approval(rid, approved, reason)
 

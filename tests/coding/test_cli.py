@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -64,12 +65,55 @@ def test_asked_calls_are_denied_without_a_terminal_unless_yes(cli_env, tmp_path:
     res = steerable(cli_env, "run", "write", "--json", "--provider", "scripted",
                     "--script", script(tmp_path, steps), "--workspace", str(ws))
     skipped = [json.loads(x) for x in res.stdout.splitlines() if '"tool_exec_skipped"' in x]
-    assert res.returncode == 0 and skipped[0]["reason"] == "denied"
+    assert res.returncode == 4 and skipped[0]["reason"] == "denied"  # nothing was done
     assert "no terminal" in skipped[0]["detail"] and not (ws / "b.txt").exists()
     res = steerable(cli_env, "run", "write", "--yes", "--provider", "scripted",
                     "--script", script(tmp_path, steps), "--workspace", str(ws))
     assert res.returncode == 0 and (ws / "b.txt").read_text() == "x"
     assert "✓ write b.txt" in res.stdout and "completed · 2 iterations" in res.stdout
+
+
+def test_run_exits_4_when_the_actions_asked_for_were_all_denied(cli_env, tmp_path: Path,
+                                                                 ws: Path) -> None:
+    # reading ran (read-only), the write it was for was refused: nothing was done -> 4
+    steps = [{"tool_calls": [["read", {"path": "a.txt"}]]},
+             {"tool_calls": [["write", {"path": "b.txt", "content": "x"}]]}, {"text": "Sorry."}]
+    res = steerable(cli_env, "run", "copy a to b", "--deny", "write", "--provider", "scripted",
+                    "--script", script(tmp_path, steps), "--workspace", str(ws))
+    assert res.returncode == 4, res.stderr
+    assert "nothing was done: denied write (refused by the rule 'deny: write')" in res.stderr
+    # one write refused, another call that acts ran: the turn did something -> 0
+    steps = [{"tool_calls": [["write", {"path": "secret.txt", "content": "x"}]]},
+             {"tool_calls": [["bash", {"command": "echo hi > b.txt"}]]}, {"text": "Done."}]
+    res = steerable(cli_env, "run", "go", "--deny", "write", "--yes", "--provider", "scripted",
+                    "--script", script(tmp_path, steps), "--workspace", str(ws))
+    assert res.returncode == 0, res.stderr
+    assert (ws / "b.txt").read_text() == "hi\n" and "nothing was done" not in res.stderr
+
+
+def test_chat_help_lists_only_what_chat_accepts(cli_env) -> None:
+    chat = steerable(cli_env, "chat", "--help")
+    run = steerable(cli_env, "run", "--help")
+    assert chat.returncode == 0 and "--workspace" in chat.stdout
+    assert "--template" not in chat.stdout and "--var" not in chat.stdout
+    assert "--template" in run.stdout and "--var" in run.stdout
+
+
+def test_a_failed_turn_prints_its_error_once(cli_env, tmp_path: Path, ws: Path) -> None:
+    res = steerable(cli_env, "run", "go", "--provider", "scripted",
+                    "--script", script(tmp_path, []), "--workspace", str(ws))
+    assert res.returncode == 1
+    assert (res.stdout + res.stderr).count("ran out of script") == 1
+    assert "error · 1 iteration" in res.stdout
+
+
+def test_dry_run_results_are_marked_as_previews(cli_env, tmp_path: Path, ws: Path) -> None:
+    steps = [{"tool_calls": [["write", {"path": "b.txt", "content": "x"}]]}, {"text": "ok"}]
+    res = steerable(cli_env, "run", "go", "--dry-run", "--provider", "scripted",
+                    "--script", script(tmp_path, steps), "--workspace", str(ws))
+    assert res.returncode == 0 and not (ws / "b.txt").exists()
+    assert "◇ write b.txt  [dry-run: previewed, not done]" in res.stdout
+    assert "✓ write" not in res.stdout
 
 
 def test_dry_run_flag_changes_nothing(cli_env, tmp_path: Path, ws: Path) -> None:
@@ -105,6 +149,47 @@ def test_exit_codes_for_error_and_abort(cli_env, tmp_path: Path, ws: Path) -> No
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 3, err
     assert json.loads(out.splitlines()[-1])["status"] == "aborted"
+
+
+def _abort_run(cli_env: dict[str, str], ws: Path, script_file: str,
+               *session: str) -> tuple[int, str]:
+    """A rendered run whose bash call never ends, aborted by two SIGINTs: (exit code, stderr)."""
+    proc = subprocess.Popen([sys.executable, "-m", "steerable", "run", "go", "--yes",
+                             "--provider", "scripted", "--script", script_file,
+                             "--workspace", str(ws), *session], env=cli_env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 30
+    while not (ws / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(2)
+    for line in proc.stderr:  # the first press landed: it says so
+        if "Ctrl+C again" in line:
+            break
+    proc.send_signal(2)
+    _, err = proc.communicate(timeout=30)
+    (ws / "started").unlink()
+    return proc.returncode, err
+
+
+def test_a_session_id_is_printed_only_when_it_can_be_continued(cli_env, tmp_path: Path,
+                                                                ws: Path) -> None:
+    endless = [{"tool_calls": [["bash", {"command": "touch started; while :; do sleep 0.05; "
+                                                    "done"}]]}]
+    # a first turn aborted is rolled back: no session exists, so no id is offered
+    code, err = _abort_run(cli_env, ws, script(tmp_path, endless))
+    assert code == 3 and "nothing was saved, so there is no session to continue" in err
+    assert "session 2" not in err
+    assert json.loads(steerable(cli_env, "sessions", "list", "--json").stdout) == []
+    # a saved session aborted later keeps its earlier turns: its id is printed, and continues
+    res = steerable(cli_env, "run", "hi", "--json", "--provider", "scripted",
+                    "--script", script(tmp_path, [{"text": "Hello."}]), "--workspace", str(ws))
+    sid = json.loads(res.stdout.splitlines()[0])["session_id"]
+    code, err = _abort_run(cli_env, ws, script(tmp_path, endless), "--session", sid)
+    assert code == 3 and f"session {sid}" in err
+    res = steerable(cli_env, "run", "again", "--session", sid, "--provider", "scripted",
+                    "--script", script(tmp_path, [{"text": "Back."}]), "--workspace", str(ws))
+    assert res.returncode == 0 and "Back." in res.stdout
 
 
 def test_continuing_a_session(cli_env, tmp_path: Path, ws: Path) -> None:

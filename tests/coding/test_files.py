@@ -148,8 +148,20 @@ async def test_ls_lists_folders_first_with_sizes(ws: Workspace, tools) -> None:
     (ws.root / "a").mkdir()
     os.symlink("b.txt", ws.root / "c")
     res = await call(tools["ls"])
-    assert res.content == "a/\nb.txt  (5 B)\nc -> b.txt"
+    assert res.content == "a/\nb.txt  (5 B, 1 line)\nc -> b.txt\n1 file (1 .txt), 1 folder"
     assert (await call(tools["ls"], path="a")).content == "a is empty."
+
+
+async def test_ls_states_line_counts_and_files_by_kind(ws: Workspace, tools) -> None:
+    # small models miscount a listing: the tool gives the numbers
+    (ws.root / "one.py").write_text("a\nb\nc\n")
+    (ws.root / "two.py").write_text("x\ny")  # no newline at the end: still 2 lines
+    (ws.root / "n.txt").write_text("")
+    (ws.root / "img.bin").write_bytes(b"\0\1\2\n")
+    res = await call(tools["ls"])
+    assert res.content.splitlines() == [
+        "img.bin  (4 B)", "n.txt  (0 B, 0 lines)", "one.py  (6 B, 3 lines)",
+        "two.py  (3 B, 2 lines)", "4 files (2 .py, 1 .bin, 1 .txt), 0 folders"]
     assert (await call(tools["ls"], path="b.txt")).is_error
 
 

@@ -91,3 +91,57 @@ def test_build_configures_builds_only_the_server_and_installs_it(tmp_path, monke
     out = capsys.readouterr().out
     assert "this takes about" in out and "llama-server ready" in out and "built in" in out
     assert not (dest.parent / "build.log").exists()
+
+
+def _index_server(tmp_path: Path, listed: bool):
+    """A loopback package index (PEP 691 JSON page + the file), like pypi.org/simple."""
+    import http.server
+    import json
+    import threading
+
+    data = _sdist(tmp_path).read_bytes()
+    name = f"llama_cpp_python-{build.LLAMA_CPP_VERSION}.tar.gz"
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/simple/llama-cpp-python/":
+                files = [{"filename": name, "url": f"../../files/{name}"}] if listed else []
+                body = json.dumps({"files": files}).encode()
+            elif self.path == f"/files/{name}":
+                body = data
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, data
+
+
+def test_the_sdist_is_downloaded_from_the_index_without_pip(tmp_path, monkeypatch):
+    server, data = _index_server(tmp_path, listed=True)
+    try:
+        monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{server.server_port}/simple/")
+        (tmp_path / "dl").mkdir()
+        path = build.fetch_sdist(tmp_path / "dl")
+        assert path.read_bytes() == data
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_index_without_the_sdist_names_the_offline_option(tmp_path):
+    server, _ = _index_server(tmp_path, listed=False)
+    try:
+        with pytest.raises(ConfigurationError, match="--sdist FILE"):
+            build.fetch_sdist(tmp_path, f"http://127.0.0.1:{server.server_port}/simple")
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -114,6 +114,16 @@ def test_select_provider_builds_the_local_one_with_its_profile(tmp_path, fake_se
     assert remote.profile is QWEN25_CODER_SMALL
 
 
+def test_a_short_model_name_gets_the_full_models_profile(tmp_path, fake_server, monkeypatch):
+    # "--model 0.5b" once fell through to the generic profile (no tool routing)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    models = tmp_path / "cache" / "steerable" / "models"
+    models.mkdir(parents=True)
+    (models / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf").write_bytes(b"")  # checked at start
+    p = LocalModelProvider(model="0.5b", server_binary=fake_server, environ={})
+    assert p.model == "qwen2.5-coder-0.5b-instruct" and p.profile is LLAMA_SERVER_QWEN
+
+
 @pytest.fixture
 def fake_server(tmp_path) -> str:
     """An executable that takes llama-server's arguments and runs the fake server."""

@@ -85,7 +85,7 @@ def test_a_run_whose_calls_were_refused_without_a_terminal_replays(env: dict[str
     rec = tmp_path / "denied.jsonl"
     live = cli(env, "run", "write b.txt", "--json", "--provider", "scripted", "--script",
                str(script), "--workspace", str(tmp_path), "--record", str(rec))
-    assert live.returncode == 0, live.stderr
+    assert live.returncode == 4, live.stderr  # the one action asked for was denied
     skipped = [e for e in _events(live.stdout) if e["kind"] == "tool_exec_skipped"]
     assert skipped and skipped[0]["reason"] == "denied" and "no terminal" in skipped[0]["detail"]
     again = cli(env, "replay", str(rec), "--json")

@@ -20,7 +20,7 @@ __all__ = ["Agent", "BaseAgent", "check_children"]
 
 
 def _spec(tool: Tool) -> ToolSpec:
-    return ToolSpec(tool.name, tool.description, tool.parameters)
+    return ToolSpec(tool.name, tool.description, tool.parameters, tool.read_only)
 
 
 class BaseAgent:

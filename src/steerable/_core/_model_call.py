@@ -70,9 +70,11 @@ def _tool_specs(st: TurnState, tools: Sequence[Any]) -> tuple[ToolSpec, ...]:
             tool = st.agent.tools_by_name.get(t)
             if tool is None:
                 raise ValueError(f"hook named unknown tool {t!r}")
-            specs.append(ToolSpec(tool.name, tool.description, tool.parameters))
+            specs.append(ToolSpec(tool.name, tool.description, tool.parameters,
+                                  tool.read_only))
         else:
-            specs.append(ToolSpec(t.name, t.description, t.parameters))
+            specs.append(ToolSpec(t.name, t.description, t.parameters,
+                                  bool(getattr(t, "read_only", False))))
     return tuple(specs)
 
 

@@ -49,6 +49,8 @@ class PermissionRule(Record):
     action: Permission
     tool: str
     argument: str | None = None
+    session_id: str | None = None
+    """Set: the rule holds only in that session (an "always" answer), else everywhere."""
 
     @classmethod
     def parse(cls, action: str | Permission, pattern: str) -> PermissionRule:
@@ -75,7 +77,8 @@ class PermissionRule(Record):
 
     def __str__(self) -> str:
         arg = "" if self.argument is None else f"({self.argument})"
-        return f"{self.action}: {self.tool}{arg}"
+        scope = "" if self.session_id is None else f" (session {self.session_id})"
+        return f"{self.action}: {self.tool}{arg}{scope}"
 
 
 class Permissions:
@@ -93,10 +96,17 @@ class Permissions:
                     f"permission rules are PermissionRule or (action, pattern), got {rule!r}"
                 )
 
-    def add(self, action: str | Permission, pattern: str) -> PermissionRule:
+    def add(self, action: str | Permission, pattern: str, *,
+            session_id: str | None = None) -> PermissionRule:
+        """Add a rule; with ``session_id`` it holds only for that session's calls."""
         rule = PermissionRule.parse(action, pattern)
+        if session_id is not None:
+            rule = PermissionRule(rule.action, rule.tool, rule.argument, session_id)
         self._rules.append(rule)
         return rule
+
+    def _for(self, session_id: str | None) -> list[PermissionRule]:
+        return [r for r in self._rules if r.session_id is None or r.session_id == session_id]
 
     @property
     def rules(self) -> tuple[PermissionRule, ...]:
@@ -104,10 +114,11 @@ class Permissions:
 
     def decide(
         self, tool_name: str, subjects: Sequence[str], *, read_only: bool,
-        family: str | None = None,
+        family: str | None = None, session_id: str | None = None,
     ) -> tuple[Permission, PermissionRule | None]:
-        """The permission for a call of ``tool_name`` touching ``subjects``, and the deciding rule."""
-        rules = [r for r in self._rules if r.matches_tool(tool_name, family)]
+        """The permission for a call of ``tool_name`` touching ``subjects`` in ``session_id``,
+        and the deciding rule."""
+        rules = [r for r in self._for(session_id) if r.matches_tool(tool_name, family)]
         for action in (Permission.DENY, Permission.ASK):
             for rule in rules:
                 if rule.action is action and (
@@ -135,11 +146,12 @@ class Permissions:
             return Permission.ASK, None
         return (Permission.ALLOW if read_only else Permission.ASK), None
 
-    def refuses(self, tool_name: str, subject: str, *, family: str | None = None) -> bool:
+    def refuses(self, tool_name: str, subject: str, *, family: str | None = None,
+                session_id: str | None = None) -> bool:
         """Whether a deny or ask rule names ``subject`` for this tool: tools that walk folders
         (grep, find, ls) leave such entries out, since they cannot ask about each one."""
         return any(
             r.action is not Permission.ALLOW and r.argument is not None
             and r.matches_tool(tool_name, family) and r.matches_subject(subject)
-            for r in self._rules
+            for r in self._for(session_id)
         )

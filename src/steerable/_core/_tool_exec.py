@@ -254,7 +254,7 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
                       resumed=rec.call.id in st.resumed_calls,
                       _report=_progress_reporter(engine, st, rec),
                       _subturns=subturns_of(engine, st),
-                      _refuses=_refusal_check(engine, tool))
+                      _refuses=_refusal_check(engine, tool, st.session_id))
     rec.ctx = ctx
     try:
         args = tool.validate(arguments)
@@ -365,7 +365,7 @@ async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
         tool = rec.tool
         perm, rule = engine.permissions.decide(
             call.name, _subjects(tool, call.arguments), read_only=tool.read_only,
-            family=getattr(tool, "permission_family", None))
+            family=getattr(tool, "permission_family", None), session_id=st.session_id)
         if perm is Permission.DENY:
             _skip(engine, st, rec, "denied", f"refused by the rule '{rule}'")
             return
@@ -382,12 +382,14 @@ async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
     _finish(engine, st, rec, result)
 
 
-def _refusal_check(engine: Engine, tool: Tool) -> Callable[[str], bool] | None:
+def _refusal_check(engine: Engine, tool: Tool,
+                   session_id: str) -> Callable[[str], bool] | None:
     permissions = engine.permissions
     if not permissions.rules:
         return None
     family = getattr(tool, "permission_family", None)
-    return lambda subject: permissions.refuses(tool.name, subject, family=family)
+    return lambda subject: permissions.refuses(tool.name, subject, family=family,
+                                               session_id=session_id)
 
 
 def _subjects(tool: Tool, arguments: Mapping[str, Any]) -> list[str]:

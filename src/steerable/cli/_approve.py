@@ -17,7 +17,8 @@ from steerable import ToolContext
 from steerable.cli._app import App
 from steerable.coding._shell import command_subjects
 
-__all__ = ["always_rules", "describe_request", "parse_answer", "read_line"]
+__all__ = ["always_rules", "describe_request", "discard_typed_ahead", "is_bare_answer",
+           "parse_answer", "read_line", "uncoverable"]
 
 
 def _escape_glob(text: str) -> str:
@@ -29,6 +30,23 @@ def always_rules(tool_name: str, arguments: Any) -> list[str]:
         commands = command_subjects(str(arguments["command"]))
         return [f"bash({_escape_glob(c)})" for c in commands] or [tool_name]
     return [tool_name]
+
+
+def uncoverable(app: App, tool_name: str, arguments: Any) -> bool:
+    """Whether no "always" rule can cover this call: part of it is something the permission
+    reader cannot vouch for (a bash line with redirections, substitutions...), which only an
+    unconditional rule would allow; "always" would add a rule that never matches."""
+    from steerable.tools import UncoveredSubject
+
+    tool = app.agent.tools_by_name.get(tool_name)
+    subjects_of = getattr(tool, "permission_subjects", None)
+    if subjects_of is None or not isinstance(arguments, dict):
+        return False
+    try:
+        subjects = subjects_of(arguments)
+    except Exception:  # the call will fail anyway
+        return False
+    return any(isinstance(x, UncoveredSubject) for x in subjects)
 
 
 def describe_request(app: App, tool_name: str, arguments: Any) -> str:
@@ -54,6 +72,24 @@ def parse_answer(text: str) -> str | None:
         if answer in words:
             return key
     return None
+
+
+def is_bare_answer(text: str) -> bool:
+    """A line that is only an approval answer ("y", "no", "always"...): typed while no question
+    is open, it was meant for one about to appear, not as a message to the model."""
+    return parse_answer(text) is not None
+
+
+def discard_typed_ahead() -> None:
+    """Drop what was typed on the terminal before a question appears, so a "y" typed for
+    something else cannot answer a question the user has not seen yet."""
+    try:
+        import termios
+
+        if sys.stdin.isatty():
+            termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+    except (ImportError, OSError, ValueError):
+        pass  # no terminal (or not a POSIX one): nothing typed ahead to drop
 
 
 async def read_line(prompt: str) -> str | None:

@@ -63,10 +63,6 @@ def _agent_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--record", metavar="FILE",
                    help="record the run to FILE (events, model streams, tool results, your "
                         "steering) for 'steerable replay FILE'")
-    g.add_argument("--template", metavar="FILE",
-                   help="prompt template; {name} is filled from --var, wrapped as untrusted")
-    g.add_argument("--var", action="append", metavar="NAME=VALUE", default=[],
-                   help="a value for the template (repeatable)")
     # Test-only: plays a JSON script of replies instead of calling a model.
     g.add_argument("--script", help=argparse.SUPPRESS)
 
@@ -111,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "or cut off when its process stopped); takes no prompt")
     run.add_argument("--discard-pending", action="store_true",
                      help="drop the pending turn of --session ID and run the prompt afresh")
+    run.add_argument("--template", metavar="FILE",
+                     help="prompt template; {name} is filled from --var, wrapped as untrusted")
+    run.add_argument("--var", action="append", metavar="NAME=VALUE", default=[],
+                     help="a value for the template (repeatable)")
     _agent_options(run)
 
     chat = sub.add_parser("chat", help="interactive session: type to steer while it works")

@@ -21,9 +21,15 @@ from typing import Any
 from steerable import Event, EventKind, TurnResult, TurnStatus
 from steerable._session_driver import SessionDriver
 from steerable.cli._app import App, build_app, existing_session, new_session_id
-from steerable.cli._approve import always_rules, describe_request, parse_answer
+from steerable.cli._approve import (
+    always_rules,
+    describe_request,
+    is_bare_answer,
+    parse_answer,
+    uncoverable,
+)
 from steerable.cli._args import UsageError
-from steerable.cli._run import on_ctrl_c
+from steerable.cli._run import on_ctrl_c, session_line
 from steerable.cli._settings import Settings
 
 __all__ = ["chat", "describe_pending"]
@@ -139,6 +145,11 @@ class ChatSession:
         body = text[2:].strip() if follow_up else text
         if not body:
             return
+        if self.busy and not follow_up and is_bare_answer(body):
+            self.say(f"not sent: {body!r} looks like an answer to an approval question, and "
+                     "none is open; answer at the 'allow?' prompt, or write a longer message "
+                     "to steer", "yellow")
+            return
         if self.busy:
             sent = self.driver.send(body, "follow_up" if follow_up else "steer")
             if sent.action == "steered":
@@ -175,6 +186,10 @@ class ChatSession:
             return
         event = self.approvals.popleft()
         rules = always_rules(event.tool_name, event.arguments) if choice == "a" else []
+        if rules and uncoverable(self.app, event.tool_name, event.arguments):
+            self.say("allowed this once: no rule can cover this line (redirections or other "
+                     "parts the permission reader cannot check); it will be asked again")
+            rules = []
         for pattern in rules:
             self.say(f"added rule for this session: allow: {pattern}")
         self.driver.answer(choice != "n", request_id=event.request_id, allow=rules,
@@ -324,15 +339,13 @@ async def _main(app: App) -> int:
         chat.driver.close()
         await consumer
         await app.loop.aclose()
-    print(f"session {app.session_id}")
+    print(session_line(app))
     return 0
 
 
 def chat(args: argparse.Namespace, settings: Settings) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("chat needs a terminal; use 'steerable run' in scripts and pipes")
-    if args.template or args.var:
-        raise UsageError("--template and --var are for 'run'")
     from steerable.cli._integrations import recording, telemetry
     from steerable.cli._mcp import configured_tools
 

@@ -137,10 +137,15 @@ class TurnView:
         first = next((ln for ln in event.content.splitlines() if ln.strip()), "")
         lines = event.content.count("\n") + 1 if event.content else 0
         mark, style = ("✗", "red") if event.is_error else ("✓", "green")
+        # Previews (dry-run) start with "[dry-run]": mark them, nothing really ran.
+        dry = not event.is_error and event.content.startswith("[dry-run]")
+        if dry:
+            mark, style = "◇", "cyan"
         text = Text(f"{mark} {event.tool_name} ", style=style)
         text.append(summary, style="bold")
-        text.append(f"  ({event.duration:.1f}s, {lines} line{'s' if lines != 1 else ''})",
-                    style="dim")
+        text.append("  [dry-run: previewed, not done]" if dry else
+                    f"  ({event.duration:.1f}s, {lines} line{'s' if lines != 1 else ''})",
+                    style="dim" if not dry else "cyan")
         if event.is_error:
             text.append("\n  " + self.redact(first[:200]), style="red")
         return text
@@ -166,6 +171,8 @@ class TurnView:
         if kind is EventKind.INTERRUPT_RECEIVED:
             return [Text(f"⏸ {self._interrupting(event)}", style="yellow")]
         if kind is EventKind.ERROR:
+            if event.source == "turn" and not event.parent_turn_id:
+                return []  # the turn's own error: the front end prints it once, from the result
             return [Text(f"error: {self.redact(event.message)}", style="red")]
         if kind is EventKind.LLM_RETRY:
             return [Text(f"retrying in {event.delay:.1f}s (attempt {event.attempt}): "

@@ -16,10 +16,42 @@ from typing import Any
 from steerable import Event, EventKind, TurnHandle, TurnResult, TurnStatus
 from steerable._session_driver import DOUBLE_PRESS, SessionDriver
 from steerable.cli._app import App
-from steerable.cli._approve import always_rules, describe_request, parse_answer, read_line
+from steerable.cli._approve import (
+    always_rules,
+    describe_request,
+    discard_typed_ahead,
+    parse_answer,
+    read_line,
+    uncoverable,
+)
 
-__all__ = ["exit_code", "on_ctrl_c", "run_prompt"]
+__all__ = ["DENIED", "exit_code", "on_ctrl_c", "run_prompt", "session_line"]
 
+
+
+DENIED = 4
+"""Exit code of a run whose turn completed, but every action it asked for was denied."""
+
+
+class _Tally:
+    """What the run's tool calls came to: the denied ones, and whether anything acted
+    (a tool that is not read-only started)."""
+
+    def __init__(self, app: App) -> None:
+        self.tools = app.agent.tools_by_name
+        self.denied: list[str] = []
+        self.acted = False
+
+    def see(self, event: Event) -> None:
+        if event.kind is EventKind.TOOL_EXEC_SKIPPED and event.reason == "denied":
+            self.denied.append(f"{event.tool_name} ({event.detail or 'denied'})")
+        elif event.kind is EventKind.TOOL_EXEC_START:
+            tool = self.tools.get(event.tool_name)
+            self.acted = self.acted or (tool is not None and not tool.read_only)
+
+    @property
+    def only_denied(self) -> bool:
+        return bool(self.denied) and not self.acted
 
 
 def exit_code(result: TurnResult) -> int:
@@ -44,6 +76,7 @@ def on_ctrl_c(driver: SessionDriver, say: Callable[[str], None]) -> None:
 async def _approve(app: App, driver: SessionDriver, event: Any, pause: Any, resume: Any) -> None:
     pause()
     try:
+        discard_typed_ahead()
         sys.stderr.write(describe_request(app, event.tool_name, event.arguments) + "\n")
         while True:
             line = await read_line("allow? [y]es / [n]o / [a]lways: ")
@@ -51,6 +84,11 @@ async def _approve(app: App, driver: SessionDriver, event: Any, pause: Any, resu
             if answer is not None:
                 break
         rules = always_rules(event.tool_name, event.arguments) if answer == "a" else []
+        if rules and uncoverable(app, event.tool_name, event.arguments):
+            sys.stderr.write("allowed this once: no rule can cover this line (redirections or "
+                             "other parts the permission reader cannot check); it will be "
+                             "asked again\n")
+            rules = []
         for pattern in rules:
             sys.stderr.write(f"added rule for this session: allow: {pattern}\n")
         driver.answer(answer in ("y", "a"), request_id=event.request_id, allow=rules,
@@ -60,12 +98,13 @@ async def _approve(app: App, driver: SessionDriver, event: Any, pause: Any, resu
 
 
 async def _consume(app: App, driver: SessionDriver, events: AsyncIterator[Event],
-                   as_json: bool) -> None:
+                   as_json: bool, tally: _Tally) -> None:
     from steerable.cli._render import LiveRenderer, TurnView, event_json
 
     asks = app.interactive_approvals
     if as_json:
         async for event in events:
+            tally.see(event)
             sys.stdout.write(event_json(event, app.redact) + "\n")
             sys.stdout.flush()
             if event.kind is EventKind.APPROVAL_REQUESTED and asks:
@@ -77,6 +116,7 @@ async def _consume(app: App, driver: SessionDriver, events: AsyncIterator[Event]
     view = TurnView(app.redact)
     with LiveRenderer(console, view) as renderer:
         async for event in events:
+            tally.see(event)
             renderer.handle(event)
             if event.kind is EventKind.APPROVAL_REQUESTED and asks:
                 await _approve(app, driver, event, renderer.pause, renderer.resume)
@@ -110,7 +150,8 @@ async def run_prompt(app: App, prompt: str | None, *, as_json: bool, debug: bool
     """Run ``prompt`` (None: resume the session's pending turn) and its follow-ups."""
     loop = asyncio.get_running_loop()
     driver = SessionDriver(app.loop, app.session_id)
-    consumer = asyncio.ensure_future(_consume(app, driver, driver.events(), as_json))
+    tally = _Tally(app)
+    consumer = asyncio.ensure_future(_consume(app, driver, driver.events(), as_json, tally))
 
     def say(text: str) -> None:
         sys.stderr.write(app.redact(text) + "\n")
@@ -140,5 +181,19 @@ async def run_prompt(app: App, prompt: str | None, *, as_json: bool, debug: bool
         sys.stderr.write(f"steerable: error: {app.redact(str(result.error))} "
                          f"(session {app.session_id})\n")
     elif not as_json:
-        sys.stderr.write(f"session {app.session_id}\n")
-    return exit_code(result)
+        sys.stderr.write(session_line(app) + "\n")
+    code = exit_code(result)
+    if code == 0 and tally.only_denied:
+        sys.stderr.write(app.redact(f"steerable: nothing was done: denied {'; '.join(tally.denied)}")
+                         + "\n")
+        return DENIED
+    return code
+
+
+def session_line(app: App) -> str:
+    """The session to continue with, or why there is none (a first turn that was aborted is
+    rolled back: nothing was saved, so an id printed then could not be continued)."""
+    sid = app.session_id
+    if app.store.exists(sid) or app.store.checkpoint_path(sid).exists():
+        return f"session {sid}"
+    return "nothing was saved, so there is no session to continue"

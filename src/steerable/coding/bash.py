@@ -141,7 +141,8 @@ def make_bash_tool(ws: Workspace, *, default_timeout: float = DEFAULT_TIMEOUT,
     # ``timeout`` is the model's argument (a JSON field), not an asyncio deadline of a caller.
     async def bash(command: str, ctx: ToolContext,
                    timeout: float | None = None) -> ToolResult:  # noqa: ASYNC109
-        """Run a bash command in the workspace root; stdout and stderr are returned together.
+        """Run a bash command in the workspace root (programs, and counts: wc -l, ls | wc -l);
+        stdout and stderr are returned together.
 
         Args:
             command: The command line to run with bash -c.

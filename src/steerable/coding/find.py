@@ -18,7 +18,8 @@ def make_find_tool(ws: Workspace, *, max_results: int = MAX_RESULTS) -> Function
     @tool(name="find", read_only=True, permission_key="path", permission_family="read",
           permission_subjects=ws.path_subjects)
     def find(pattern: str, ctx: ToolContext, path: str = ".") -> str:
-        """Find files by glob. '*.py' matches names at any depth; 'src/**/*.py' matches paths.
+        """Find files by name glob (not their contents: grep searches text). '*.py' matches
+        names at any depth; 'src/**/*.py' matches paths.
 
         Args:
             pattern: Glob pattern; '**' crosses folders, '*' does not.

@@ -111,7 +111,8 @@ def make_grep_tool(ws: Workspace, *, use_ripgrep: bool = True,
           permission_subjects=ws.path_subjects)
     def grep(pattern: str, ctx: ToolContext, path: str = ".", glob: str | None = None,
              ignore_case: bool = False) -> str:
-        """Search file contents with a regular expression; prints path:line: text.
+        """Search file contents with a regular expression (e.g. TODO, 'class Name'); prints
+        path:line: text.
 
         Args:
             pattern: Regular expression to look for.

@@ -36,6 +36,8 @@ class ToolSpec(Record):
     name: str
     description: str
     parameters: Mapping[str, Any]
+    read_only: bool = False
+    """The tool changes nothing (a provider may route calls by it; models are not told)."""
 
 
 @record

@@ -72,6 +72,16 @@ LOCAL_PROFILE = ModelProfile(name="llama-cpp", text_tool_calls=True)
 _SETUP_HINT = "run `python -m steerable.providers.local setup`"
 
 
+def _full_name(model: str) -> str:
+    """The full name of a model setup prepares, given it or its short alias; else unchanged
+    (the unknown name is reported where the model is looked up)."""
+    try:
+        source = model_source(model)
+    except ConfigurationError:
+        return model
+    return next(name for name, src in MODELS.items() if src is source)
+
+
 def find_server_binary(explicit: str | None, environ: Mapping[str, str]) -> str:
     """``llama-server``: given, else ``STEERABLE_LLAMA_SERVER``, else the one setup built,
     else one on PATH."""
@@ -127,6 +137,8 @@ class LocalModelProvider:
         path = model_path or env.get(MODEL_PATH_ENV)
         self.model_path = Path(path).expanduser() if path else None
         self.model = model or (self.model_path.stem if self.model_path else DEFAULT_MODEL_NAME)
+        if not path and base_url is None:
+            self.model = _full_name(self.model)  # "0.5b" -> the name its profile matches
         self.profile = profile or self._profile(self.model, base_url)
         self.base_url = base_url
         self._api_key = api_key

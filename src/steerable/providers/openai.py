@@ -38,6 +38,13 @@ from steerable.providers._http import (
 )
 from steerable.providers._http_provider import HttpProvider
 from steerable.providers._retry import RetryPolicy
+from steerable.providers._routing import (
+    NO_CALL_GRAMMAR,
+    call_schema,
+    note_no_tool,
+    restate_request,
+    tool_offer,
+)
 from steerable.providers._textcalls import TextCallBuffer
 from steerable.providers._timeouts import ProviderTimeouts
 from steerable.providers.profiles import (
@@ -263,10 +270,38 @@ class OpenAIProvider(HttpProvider):
         if self.stream_usage:
             body["stream_options"] = {"include_usage": True}
         answering = bool(request.messages) and request.messages[-1].role == "tool"
-        if request.tools and (profile.tools_after_results or not answering):
+        if request.tools and profile.route_tools:
+            self._route(body, request, profile)
+        elif request.tools and (profile.tools_after_results or not answering):
             body["tools"] = wire_tools(request.tools)
         body.update(profile.apply_params(request.params))
         return body
+
+    @staticmethod
+    def _route(body: dict[str, Any], request: LLMRequest, profile: ModelProfile) -> None:
+        """Tools offered, and a call required, as ``_routing.tool_offer`` decides."""
+        offer = tool_offer(request.messages, request.tools, profile.max_tool_rounds)
+        # Every call lists all the tools, even one that may not call them ("tool_choice":
+        # "none"): the chat template puts them in the system message, and a prompt that starts
+        # the same way every time is a prefix llama-server's cache keeps evaluated.
+        body["tools"] = wire_tools(request.tools)
+        if profile.tool_results_as_user and request.messages[-1].role == "tool":
+            restate_request(body["messages"], request.messages, offer)
+        if offer == "none":
+            note_no_tool(body["messages"], request.messages)
+            body["tool_choice"] = "none"
+            if profile.text_tool_calls:
+                body["grammar"] = NO_CALL_GRAMMAR
+            return
+        if offer == "auto":
+            return
+        must = [t for t in request.tools if offer == "required" or not t.read_only]
+        if profile.text_tool_calls:  # the reply can only be one valid call, read as a text call
+            body["response_format"] = call_schema(wire_tools(tuple(must or request.tools)))
+        elif offer == "required" or not must:
+            body["tool_choice"] = "required"
+        else:
+            body["tools"] = wire_tools(tuple(must))
 
     async def _attempt(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         model = request.model or self.model
@@ -275,7 +310,8 @@ class OpenAIProvider(HttpProvider):
         target = ApiTarget(api="OpenAI-compatible", url=f"{self.base_url}/chat/completions",
                            model=model, key_hint="OPENAI_API_KEY (in Python: api_key=)")
         body = self._body(request, profile, model)
-        reply = _Reply(target, profile.text_tool_calls and "tools" in body)
+        reply = _Reply(target, profile.text_tool_calls and "tools" in body
+                       and body.get("tool_choice") != "none")
         events = stream_events(self._http(), target, headers, body, self.timeouts)
         async with aclosing(events):
             async for event in events:

@@ -204,7 +204,7 @@ class BaseTool:
         return [str(arguments[key])]
 
     def spec(self) -> ToolSpec:
-        return ToolSpec(self.name, self.description, self.parameters)
+        return ToolSpec(self.name, self.description, self.parameters, self.read_only)
 
     def validate(self, arguments: Mapping[str, Any]) -> Mapping[str, Any]:
         return arguments
