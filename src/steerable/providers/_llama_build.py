@@ -209,7 +209,8 @@ def build_server(sdist: Path | None = None, jobs: int | None = None,
     jobs = jobs or os.cpu_count() or 2
     started = time.monotonic()
     _say(f"building llama.cpp's llama-server (only the server target, {jobs} parallel jobs); "
-         f"this takes about {max(4, 16 // jobs)}-{max(8, 30 // jobs)} minutes on {jobs} cores")
+         f"this takes about {max(3, 10 // jobs)}-{max(8, 30 // jobs)} minutes on {jobs} cores "
+         "(the low figure on an idle machine)")
     with tempfile.TemporaryDirectory(prefix="steerable-llama-build-") as tmp:
         work = Path(tmp)
         if sdist is None:
