@@ -182,3 +182,21 @@ async def test_a_session_that_cannot_be_saved_is_an_error_on_the_turn() -> None:
             result.turn_id) in errors
     (end,) = of(events, K.TURN_END)
     assert end.duration == result.duration > 0
+
+
+async def test_a_checkpoint_that_cannot_be_deleted_is_an_error_and_the_turn_still_ends() -> None:
+    from steerable import InMemorySessionStore
+
+    class StuckCheckpoint(InMemorySessionStore):
+        def delete_checkpoint(self, session_id: str) -> bool:
+            raise PermissionError("read-only file system")
+
+    store = StuckCheckpoint()
+    loop = AgentLoop(Agent(provider=ScriptedProvider([Reply(text="hi")])), store=store)
+    sub = loop.subscribe(buffer=10_000)
+    result = await loop.run_turn("go", session_id="s")
+    assert result.status is TurnStatus.COMPLETED and result.text == "hi"
+    errors = [(e.source, e.message, e.turn_id) for e in of(sub.drain_nowait(), K.ERROR)]
+    assert errors == [("checkpoint", "deleting the checkpoint of session 's' failed: read-only "
+                       "file system; the next turn will ask to discard it", result.turn_id)]
+    assert [m.content for m in store.load("s")] == ["go", "hi"]  # the turn itself was saved
