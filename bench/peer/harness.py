@@ -315,6 +315,25 @@ async def run_cancel(one_cancel: Callable[[], Awaitable[dict]], n: int = REPEATS
     return out
 
 
+async def cancel_task_once(probe: ToolProbe, run: Awaitable[object]) -> dict:
+    """One trial of the plain asyncio way to stop a run: start ``run`` as a task, cancel the
+    task once its tool has been running ``CANCEL_AFTER_S``, and time until the task ends."""
+    task = asyncio.ensure_future(run)
+    await asyncio.sleep(CANCEL_AFTER_S)
+    assert probe.started_at is not None, "tool did not start within 0.3 s"
+    t0 = now()
+    task.cancel()
+    outcome = "returned"
+    try:
+        await task
+    except asyncio.CancelledError:
+        outcome = "CancelledError"
+    t1 = now()
+    return {"latency_s": t1 - t0,
+            "tool_cancel_s": None if probe.cancelled_at is None else probe.cancelled_at - t0,
+            "outcome": outcome}
+
+
 async def run_concurrent(one_run: Callable[[], Awaitable[object]]) -> dict:
     await one_run()  # warm-up
     gc.collect()

@@ -161,20 +161,7 @@ async def s_cancel() -> dict:
             return text("done")
 
         g = build(FakeChat(script=script), [hang])
-        task = asyncio.create_task(g.ainvoke(_input()))
-        await asyncio.sleep(C.CANCEL_AFTER_S)
-        assert probe.started_at is not None, "tool did not start within 0.3 s"
-        t0 = C.now()
-        task.cancel()
-        outcome = "returned"
-        try:
-            await task
-        except asyncio.CancelledError:
-            outcome = "CancelledError"
-        t1 = C.now()
-        return {"latency_s": t1 - t0,
-                "tool_cancel_s": None if probe.cancelled_at is None else probe.cancelled_at - t0,
-                "outcome": outcome}
+        return await C.cancel_task_once(probe, g.ainvoke(_input()))
 
     out = await C.run_cancel(one_cancel)
     out["mechanism"] = "asyncio Task.cancel() on graph.ainvoke(); time until the task raises"

@@ -202,16 +202,7 @@ async def s_cancel() -> dict:
     # secondary: cancelling the asyncio task running Runner.run(...)
     async def one_task_cancel() -> dict:
         probe = C.ToolProbe()
-        task = asyncio.create_task(Runner.run(_hang_agent(probe), "go", run_config=RUN_CONFIG))
-        await asyncio.sleep(C.CANCEL_AFTER_S)
-        assert probe.started_at is not None
-        t0 = C.now()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        t1 = C.now()
-        return {"latency_s": t1 - t0,
-                "tool_cancel_s": None if probe.cancelled_at is None else probe.cancelled_at - t0}
+        return await C.cancel_task_once(probe, Runner.run(_hang_agent(probe), "go", run_config=RUN_CONFIG))
 
     sec = await C.run_cancel(one_task_cancel)
     out["task_cancel_latency_ms"] = sec["cancel_latency_ms"]

@@ -13,7 +13,6 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import contextlib
 
 import harness as C
 from pydantic_ai import Agent, CancellationToken
@@ -150,16 +149,7 @@ async def s_cancel() -> dict:
 
     async def one_task_cancel() -> dict:
         probe = C.ToolProbe()
-        task = asyncio.create_task(_hang_agent(probe).run("go"))
-        await asyncio.sleep(C.CANCEL_AFTER_S)
-        assert probe.started_at is not None
-        t0 = C.now()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        t1 = C.now()
-        return {"latency_s": t1 - t0,
-                "tool_cancel_s": None if probe.cancelled_at is None else probe.cancelled_at - t0}
+        return await C.cancel_task_once(probe, _hang_agent(probe).run("go"))
 
     sec = await C.run_cancel(one_task_cancel)
     out["task_cancel_latency_ms"] = sec["cancel_latency_ms"]
