@@ -266,25 +266,24 @@ async def test_the_turn_tree_snapshot_describes_parent_and_child() -> None:
 
 async def test_an_unregistered_observer_hears_nothing_more() -> None:
     heard: list[Any] = []
+    first_turn_heard = asyncio.Event()
 
     class Ear:
         def on_event(self, event: Any) -> None:
             heard.append(event.kind)
+            if event.kind is K.TURN_END:
+                first_turn_heard.set()
 
     loop = AgentLoop(Agent(provider=ScriptedProvider([Reply(text="one"), Reply(text="two")])))
     unregister = loop.register_hook(Ear())
     await loop.run_turn("first", session_id="s")
-    for _ in range(500):  # observers hear events in their own task: let it catch up
-        if heard and heard[-1] is K.TURN_END:
-            break
-        await asyncio.sleep(0.01)
-    assert heard and heard[-1] is K.TURN_END
+    await asyncio.wait_for(first_turn_heard.wait(), 5)  # observers hear in their own task
     count = len(heard)
+    assert heard[0] is K.TURN_START and heard[-1] is K.TURN_END
     assert unregister() is True and unregister() is False
     await loop.run_turn("second", session_id="s")
-    await asyncio.sleep(0.05)
+    await loop.aclose()  # waits for every observer still registered to hear what it was sent
     assert len(heard) == count
-    await loop.aclose()
 
 
 async def test_a_child_that_failed_is_an_error_result_naming_how_it_ended() -> None:
