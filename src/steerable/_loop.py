@@ -52,6 +52,11 @@ def _check_mode(mode: object) -> None:
         raise TypeError(f"mode must be a CancelMode, got {mode!r}")
 
 
+def _check_session_id(session_id: object) -> None:
+    if not isinstance(session_id, str) or not session_id:
+        raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
+
+
 def _check_text(what: str, text: object) -> str:
     if not isinstance(text, str):
         raise TypeError(f"{what} must be a str, got {type(text).__name__}")
@@ -330,8 +335,8 @@ class AgentLoop:
         and ``ValueError`` (``CheckpointError``) if it has a pending checkpoint (a cancelled or
         crashed turn: ``resume`` it, or pass ``discard_checkpoint=True`` to drop it)."""
         _check_text("turn input", input)
-        if session_id is not None and (not isinstance(session_id, str) or not session_id):
-            raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
+        if session_id is not None:
+            _check_session_id(session_id)
         if agent is not None and not isinstance(agent, BaseAgent):
             raise TypeError(f"agent must be an agent, got {type(agent).__name__}")
         sid = session_id or _new_id("session")
@@ -471,8 +476,7 @@ class AgentLoop:
         follow-ups a turn hands back run before them.
         """
         _check_text("message text", text)
-        if not isinstance(session_id, str) or not session_id:
-            raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
+        _check_session_id(session_id)  # here too: a queued message reaches start_turn later
         chosen = self.busy_policy if policy is None else check_policy(policy)
         if agent is not None and not isinstance(agent, Agent):
             raise TypeError(f"agent must be an Agent, got {type(agent).__name__}")
