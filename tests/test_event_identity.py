@@ -97,3 +97,32 @@ async def test_every_event_of_a_busy_turn_names_its_turn_session_and_call() -> N
     assert sent[-1].content == ("Tool call skipped: a new user message arrived before this "
                                 "tool started. Read it and decide what to do next.")
     assert sent[-1].is_error is True
+
+
+async def test_progress_from_a_tools_thread_wakes_a_waiting_reader() -> None:
+    # The tool waits until the reader has seen its progress: the report made in the tool's
+    # worker thread must be handed to the loop's thread. Debug mode makes asyncio refuse any
+    # loop call from another thread, so a report that skipped the hand-over fails the tool.
+    import threading
+
+    asyncio.get_running_loop().set_debug(True)
+
+    seen_progress = threading.Event()
+
+    @tool(read_only=True)
+    def report_then_wait(ctx: ToolContext) -> str:
+        """Report, then wait to be heard."""
+        ctx.progress("halfway")
+        return "heard" if seen_progress.wait(10) else "nobody heard"
+
+    loop = AgentLoop(Agent(provider=ScriptedProvider(
+        [Reply(tool_calls=[("report_then_wait", {})]), Reply(text="done")]),
+        tools=[report_then_wait]))
+    sub = loop.subscribe(kinds=[K.TOOL_EXEC_PROGRESS, K.TOOL_EXEC_END])
+    handle = loop.start_turn("go", session_id="s")
+    progress = await wait_for(sub, K.TOOL_EXEC_PROGRESS, timeout=5)
+    seen_progress.set()
+    assert progress.text == "halfway"
+    end = await wait_for(sub, K.TOOL_EXEC_END)
+    assert end.content == "heard"
+    await handle
