@@ -185,6 +185,14 @@ class LLMRequestEvent(_Event):
     message_count: int
     tools: tuple[str, ...]
     """Names of the tools offered; empty on a call that must answer in text."""
+    tool_choice: Literal["auto", "none", "required"] = "auto"
+    """Whether a call is optional, not allowed, or required (``ToolChoice.mode``)."""
+    may_call: tuple[str, ...] | None = None
+    """The tools the model may call, when fewer than ``tools`` (``ToolChoice.only``)."""
+    reason: str = ""
+    """Why the model may do what it may (``ToolChoice.reason``, set by a policy hook)."""
+    purpose: str = ""
+    """Empty for the turn's own calls; a hook's own call (``ctx.ask``) names its purpose."""
 
 
 @record
@@ -209,6 +217,8 @@ class LLMResponseEvent(_Event):
     usage: Usage | None = None
     finish_reason: str | None = None
     duration: float = 0.0
+    purpose: str = ""
+    """Empty for the turn's own calls; a hook's own call (``ctx.ask``) names its purpose."""
 
 
 @record

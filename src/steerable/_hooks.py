@@ -16,7 +16,7 @@ from typing import Any
 from steerable._events import CompressReason, Event
 from steerable._messages import Message, ToolCall, ToolResult
 from steerable._records import Record, record
-from steerable.providers._base import LLMRequest, LLMResponse
+from steerable.providers._base import LLMRequest, LLMResponse, ToolChoice
 
 __all__ = [
     "APPLICABLE_FIELDS",
@@ -57,7 +57,8 @@ class HookAction(enum.StrEnum):
 class HookDecision(Record):
     """What a hook wants. Changes travel in the keyword fields that fit its hook point:
 
-    - ``before_llm`` MODIFY: ``messages``, ``model``, ``tools`` (tools, specs or names), ``params``
+    - ``before_llm`` MODIFY: ``messages``, ``model``, ``tools`` (tools, specs or names), ``params``,
+      ``tool_choice`` (what the model may do with the tools)
     - ``after_llm`` MODIFY: ``text`` and/or ``tool_calls=[(name, args), ...]``
     - ``before_tool`` MODIFY: ``arguments``; RESPOND: ``result`` (the tool is not run)
     - ``after_tool`` MODIFY: ``result`` (and ``is_error``)
@@ -69,6 +70,7 @@ class HookDecision(Record):
     model: str | None = field(default=None, kw_only=True)
     tools: Sequence[Any] | None = field(default=None, kw_only=True)
     params: Mapping[str, Any] | None = field(default=None, kw_only=True)
+    tool_choice: ToolChoice | None = field(default=None, kw_only=True)
     text: str | None = field(default=None, kw_only=True)
     tool_calls: Sequence[tuple[str, Mapping[str, Any]]] | None = field(default=None, kw_only=True)
     arguments: Mapping[str, Any] | None = field(default=None, kw_only=True)
@@ -102,6 +104,8 @@ class HookDecision(Record):
             raise TypeError("HookDecision.model must be a str")
         if self.params is not None and not isinstance(self.params, Mapping):
             raise TypeError("HookDecision.params must be a dict")
+        if self.tool_choice is not None and not isinstance(self.tool_choice, ToolChoice):
+            raise TypeError("HookDecision.tool_choice must be a ToolChoice")
         if self.is_error is not None and not isinstance(self.is_error, bool):
             raise TypeError("HookDecision.is_error must be a bool")
         if not isinstance(self.reason, str):
@@ -112,12 +116,13 @@ class HookDecision(Record):
         return tuple(name for name in _CHANGE_FIELDS if getattr(self, name) is not None)
 
 
-_CHANGE_FIELDS = ("messages", "model", "tools", "params", "text", "tool_calls", "arguments",
+_CHANGE_FIELDS = ("messages", "model", "tools", "params", "tool_choice", "text", "tool_calls", "arguments",
                   "result", "is_error")
 
 # Which change fields each (point, action) reads; anything else in a decision does nothing there.
 APPLICABLE_FIELDS: Mapping[tuple[str, HookAction], frozenset[str]] = {
-    ("before_llm", HookAction.MODIFY): frozenset({"messages", "model", "tools", "params"}),
+    ("before_llm", HookAction.MODIFY): frozenset({"messages", "model", "tools", "params",
+                                                      "tool_choice"}),
     ("after_llm", HookAction.MODIFY): frozenset({"text", "tool_calls"}),
     ("before_tool", HookAction.MODIFY): frozenset({"arguments"}),
     ("before_tool", HookAction.RESPOND): frozenset({"result", "is_error"}),
@@ -143,7 +148,8 @@ class Hook:
         return None
 
     def before_llm(self, ctx: LLMRequestContext) -> Awaitable[HookResult] | HookResult:
-        """MODIFY ``messages``/``model``/``tools``/``params``; ABORT_TURN; HARD_ABORT."""
+        """MODIFY ``messages``/``model``/``tools``/``params``/``tool_choice``; ABORT_TURN;
+        HARD_ABORT."""
         return None
 
     def after_llm(self, ctx: LLMResponseContext) -> Awaitable[HookResult] | HookResult:
@@ -196,6 +202,10 @@ def hook_points(hook: object) -> frozenset[str]:
     return points
 
 
+AskModel = Callable[[LLMRequest, str], Awaitable[LLMResponse]]
+"""Makes one model call of a hook's own (``LLMRequestContext.ask``)."""
+
+
 @dataclass(slots=True, kw_only=True)
 class _HookContext:
     turn_id: str
@@ -205,14 +215,27 @@ class _HookContext:
 
 
 @dataclass(slots=True, kw_only=True)
-class LLMRequestContext(_HookContext):
+class _AskingContext(_HookContext):
+    _ask: AskModel | None = None
+
+    async def ask(self, request: LLMRequest, purpose: str) -> LLMResponse:
+        """Make one model call of the hook's own with the agent's provider (a classification,
+        a check): it is seen as ``LLM_REQUEST``/``LLM_RESPONSE`` with ``purpose`` set, so
+        events, replays and traces show it, and its tokens count in the turn's usage."""
+        if self._ask is None:
+            raise RuntimeError("this context cannot call the model")
+        return await self._ask(request, purpose)
+
+
+@dataclass(slots=True, kw_only=True)
+class LLMRequestContext(_AskingContext):
     """For ``before_llm``: ``request`` is what will be sent (after earlier hooks' changes)."""
 
     request: LLMRequest
 
 
 @dataclass(slots=True, kw_only=True)
-class LLMResponseContext(_HookContext):
+class LLMResponseContext(_AskingContext):
     """For ``after_llm``: ``response`` is the assembled reply."""
 
     request: LLMRequest

@@ -83,9 +83,32 @@ def _ctx_ids(st: TurnState) -> dict[str, Any]:
             "parent_turn_id": st.parent_turn_id, "iteration": st.iteration}
 
 
+def _request_event(engine: Engine, st: TurnState, request: LLMRequest, purpose: str) -> None:
+    choice = request.tool_choice
+    engine.emit(st, LLMRequestEvent, iteration=st.iteration, model=request.model,
+                message_count=len(request.messages),
+                tools=tuple(t.name for t in request.tools), tool_choice=choice.mode,
+                may_call=choice.only, reason=choice.reason, purpose=purpose)
+
+
+def _asker(engine: Engine, st: TurnState) -> Any:
+    """``ctx.ask`` for the LLM hooks: one call of the hook's own, seen in the events (no
+    deltas: its text is not the answer) and counted in the turn's usage."""
+    async def ask(request: LLMRequest, purpose: str) -> LLMResponse:
+        _request_event(engine, st, request, purpose)
+        started = time.monotonic()
+        response = await _stream_once(engine, st, request, deltas=False)
+        engine.emit(st, LLMResponseEvent, iteration=st.iteration, text=response.text,
+                    tool_calls=response.tool_calls, usage=response.usage,
+                    finish_reason=response.finish_reason,
+                    duration=time.monotonic() - started, purpose=purpose)
+        return response
+    return ask
+
+
 async def _before_llm(engine: Engine, st: TurnState, request: LLMRequest) -> LLMRequest:
     def ctx() -> LLMRequestContext:
-        return LLMRequestContext(**_ctx_ids(st), request=request)
+        return LLMRequestContext(**_ctx_ids(st), request=request, _ask=_asker(engine, st))
 
     async with aclosing(decisions(engine, st, "before_llm", ctx)) as chain:
         async for reg, _, decision in chain:
@@ -100,6 +123,8 @@ async def _before_llm(engine: Engine, st: TurnState, request: LLMRequest) -> LLM
                     else _tool_specs(st, decision.tools),
                     model=request.model if decision.model is None else decision.model,
                     params=request.params if decision.params is None else decision.params,
+                    tool_choice=request.tool_choice if decision.tool_choice is None
+                    else decision.tool_choice,
                 )
             except (ValueError, AttributeError) as exc:
                 engine.error(st, f"hook {reg.label}.before_llm MODIFY ignored: {exc}", "hook")
@@ -110,7 +135,8 @@ async def _after_llm(
     engine: Engine, st: TurnState, request: LLMRequest, response: LLMResponse
 ) -> LLMResponse:
     def ctx() -> LLMResponseContext:
-        return LLMResponseContext(**_ctx_ids(st), request=request, response=response)
+        return LLMResponseContext(**_ctx_ids(st), request=request, response=response,
+                                  _ask=_asker(engine, st))
 
     async with aclosing(decisions(engine, st, "after_llm", ctx)) as chain:
         async for reg, _, decision in chain:
@@ -187,7 +213,8 @@ def _cut_reply(st: TurnState, calls: Sequence[ToolCall]) -> bool:
     return st.reply_cut
 
 
-async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest) -> LLMResponse:
+async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
+                       deltas: bool = True) -> LLMResponse:
     texts: list[str] = []
     thinking: list[str] = []
     calls: list[ToolCall] = []
@@ -200,14 +227,17 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest) -> LL
             if type(chunk) is TextDelta:
                 if chunk.text:
                     texts.append(chunk.text)
-                    engine.emit(st, LLMDelta, iteration=st.iteration, text=chunk.text)
-                if texts and _cut_reply(st, calls):
+                    if deltas:
+                        engine.emit(st, LLMDelta, iteration=st.iteration, text=chunk.text)
+                if deltas and texts and _cut_reply(st, calls):
                     break
             elif type(chunk) is ToolCallChunk:
                 calls.append(chunk.call)
             elif type(chunk) is ThinkingDelta:
                 thinking.append(chunk.text)
-                engine.emit(st, LLMDelta, iteration=st.iteration, text=chunk.text, thinking=True)
+                if deltas:
+                    engine.emit(st, LLMDelta, iteration=st.iteration, text=chunk.text,
+                                thinking=True)
             elif type(chunk) is StreamEnd:
                 usage, finish = chunk.usage, chunk.finish_reason
             elif type(chunk) is RetryNotice:
@@ -244,9 +274,7 @@ async def call_model(
                 continue
         if engine.hooks.at("before_llm"):
             request = await _before_llm(engine, st, request)
-        engine.emit(st, LLMRequestEvent, iteration=st.iteration, model=request.model,
-                    message_count=len(request.messages),
-                    tools=tuple(t.name for t in request.tools))
+        _request_event(engine, st, request, "")
         started = time.monotonic()
         try:
             response = await _stream_once(engine, st, request)

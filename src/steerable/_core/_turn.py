@@ -71,6 +71,14 @@ class TurnResult(Record):
     """For a resumed turn: the id of the turn whose checkpoint it continued."""
 
 
+def _interrupt_note(st: TurnState) -> str:
+    """The hint, and which tools really ran: a summary written without knowing claimed
+    reads and edits that never happened."""
+    ran = (f"Tools that ran in this turn: {', '.join(st.tools_run)}; no other tool ran."
+           if st.tools_run else "No tool ran in this turn.")
+    return f"{st.hint or DEFAULT_INTERRUPT_HINT}\n({ran})"
+
+
 def _drain_steering(engine: Engine, st: TurnState) -> bool:
     drained = bool(st.steering)
     while st.steering:
@@ -97,7 +105,7 @@ async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) ->
         st.iteration += 1
         if st.results:
             deliver_results(engine, st)  # async children that ended since the last call
-        extra = (Message("user", st.hint or DEFAULT_INTERRUPT_HINT),) if graceful else ()
+        extra = (Message("user", _interrupt_note(st)),) if graceful else ()
         st.final_call = last
         response = await call_model(engine, st, offer_tools=not last, extra=extra)
         st.final_call = False

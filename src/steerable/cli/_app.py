@@ -17,6 +17,7 @@ from steerable import (
     HookDecision,
     Message,
     Permissions,
+    ScriptedProvider,
     Timeouts,
     Tool,
 )
@@ -24,6 +25,7 @@ from steerable._secrets import Redactor
 from steerable.cli._args import UsageError
 from steerable.cli._settings import Settings
 from steerable.coding import Sandbox, Workspace, coding_tools
+from steerable.coding.policy import ToolPolicy
 from steerable.errors import ConfigurationError
 from steerable.providers import select_provider
 from steerable.storage import JSONLSessionStore
@@ -53,6 +55,7 @@ quotes), concisely; say so if you could not find something."""
 
 # Approvals wait for a person, who may be away for a while; the loop's 60 s default is for bots.
 HUMAN_APPROVAL_TIMEOUT = 24 * 3600.0
+POLICY_TIMEOUT = 3600.0
 
 
 class DenyWithoutTerminal:
@@ -76,6 +79,7 @@ class App:
     session_id: str
     redact: Redactor
     interactive_approvals: bool
+    policy: ToolPolicy | None = None
 
     def agent_for(self, dry_run: bool) -> Agent:
         return self.dry_agent if dry_run else self.agent
@@ -154,6 +158,10 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
     loop = AgentLoop(agent, store=store, permissions=permissions,
                      timeouts=Timeouts(approval=HUMAN_APPROVAL_TIMEOUT),
                      record_events=record_events)
+    policy = _policy(settings, workspace, provider)
+    if policy is not None:
+        # Its own model calls (classify, recheck) take as long as any model call.
+        loop.register_hook(policy, priority=100, timeout=POLICY_TIMEOUT)
     interactive = False
     if not settings["yes"]:
         if ask_by_events:
@@ -168,4 +176,15 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
         else:
             loop.register_hook(DenyWithoutTerminal())
     return App(settings, workspace, store, loop, agent, dry_agent, session_id, redact,
-               interactive)
+               interactive, policy)
+
+
+def _policy(settings: Settings, workspace: Workspace, provider: object) -> ToolPolicy | None:
+    """The coding agent's tool policy, unless turned off (``auto``: off only for the scripted
+    provider, whose scripts would otherwise have to answer its classification calls)."""
+    mode = settings["policy"]
+    if mode not in ("auto", "on", "off"):
+        raise UsageError(f"policy must be auto, on or off, not {mode!r}")
+    if mode == "off" or (mode == "auto" and isinstance(provider, ScriptedProvider)):
+        return None
+    return ToolPolicy(workspace)

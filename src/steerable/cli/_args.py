@@ -53,6 +53,10 @@ def _agent_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--explorer", action="store_true", default=None,
                    help="give the agent a read-only 'explorer' sub-agent it can delegate "
                         "searches to (shown indented under the turn)")
+    g.add_argument("--policy", choices=("auto", "on", "off"), default=None,
+                   help="the tool policy (steerable.coding.policy): the model classifies each "
+                        "request, only a change request may change files, unsupported facts "
+                        "are marked; auto: on for every provider but the scripted one")
     g.add_argument("--record-events", metavar="FILE",
                    help="append every event to FILE as JSON lines (debug recorder; also "
                         "STEERABLE_EVENT_LOG)")
@@ -83,6 +87,10 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--deny", action="append", metavar="RULE", default=[],
                    help="permission rule to deny (repeatable)")
     g.add_argument("--max-iterations", type=int, metavar="N", help="LLM calls per turn at most")
+    g.add_argument("--policy", choices=("auto", "on", "off"), default=None,
+                   help="the tool policy (steerable.coding.policy): the model classifies each "
+                        "request, only a change request may change files, unsupported facts "
+                        "are marked; auto: on for every provider but the scripted one")
     g.add_argument("--record-events", metavar="FILE",
                    help="append every event to FILE as JSON lines (debug recorder)")
     g.add_argument("--script", help=argparse.SUPPRESS)

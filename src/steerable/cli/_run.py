@@ -25,12 +25,15 @@ from steerable.cli._approve import (
     uncoverable,
 )
 
-__all__ = ["DENIED", "exit_code", "on_ctrl_c", "run_prompt", "session_line"]
+__all__ = ["DENIED", "NOT_CHANGED", "exit_code", "on_ctrl_c", "run_prompt", "session_line"]
 
 
 
 DENIED = 4
 """Exit code of a run whose turn completed, but every action it asked for was denied."""
+
+NOT_CHANGED = 5
+"""Exit code of a run asked for a change (the policy's reading) whose turn changed nothing."""
 
 
 class _Tally:
@@ -183,6 +186,11 @@ async def run_prompt(app: App, prompt: str | None, *, as_json: bool, debug: bool
     elif not as_json:
         sys.stderr.write(session_line(app) + "\n")
     code = exit_code(result)
+    verdict = app.policy.verdict(result.turn_id) if app.policy is not None else None
+    if code == 0 and verdict is not None and verdict.change_missing:
+        sys.stderr.write("steerable: nothing was changed: the request asked for a change and "
+                         "no tool changed a file\n")
+        return NOT_CHANGED
     if code == 0 and tally.only_denied:
         sys.stderr.write(app.redact(f"steerable: nothing was done: denied {'; '.join(tally.denied)}")
                          + "\n")

@@ -46,10 +46,11 @@ _KEYS: dict[str, tuple[type, Any, str | None]] = {
     "sandbox": (bool, True, "STEERABLE_SANDBOX"),
     "sandbox_network": (bool, False, None),
     "explorer": (bool, False, None),
+    "policy": (str, "auto", "STEERABLE_POLICY"),
 }
 # A cloned repository must not turn the bash sandbox off or open its network either.
 _UNTRUSTED_IN_PROJECT = frozenset({"base_url", "workspace", "extra_roots", "data_dir", "yes",
-                                   "sandbox", "sandbox_network"})
+                                   "sandbox", "sandbox_network", "policy"})
 _RULE_KINDS = ("allow", "ask", "deny")
 
 

@@ -63,8 +63,10 @@ class Sandbox:
     network: bool = False
     """Let commands reach the network (off: only their own loopback)."""
 
-    def command(self, argv: Sequence[str], writable: Sequence[Path], cwd: Path) -> list[str]:
-        """``argv`` wrapped in bwrap with ``writable`` folders, or unchanged when unconfined."""
+    def command(self, argv: Sequence[str], writable: Sequence[Path], cwd: Path, *,
+                read_only: Sequence[Path] = ()) -> list[str]:
+        """``argv`` wrapped in bwrap with ``writable`` folders (and ``read_only`` ones seen,
+        not written), or unchanged when unconfined."""
         if not self.enabled:
             return list(argv)
         bwrap = bwrap_usable()
@@ -78,10 +80,12 @@ class Sandbox:
                 "--die-with-parent"]
         if not self.network:
             args.append("--unshare-net")
-        for hidden in _hidden_dirs(writable):
+        for hidden in _hidden_dirs([*writable, *read_only]):
             args += ["--tmpfs", hidden]
         for folder in writable:
             args += ["--bind", str(folder), str(folder)]
+        for folder in read_only:
+            args += ["--ro-bind", str(folder), str(folder)]
         return [*args, "--chdir", str(cwd), "--", *argv]
 
     def describe(self) -> str:

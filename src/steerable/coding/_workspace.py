@@ -5,6 +5,10 @@ with every symlink followed. The resolved path must lie under the real workspace
 the allowed extra roots; ``..`` that climbs out, an absolute path elsewhere and a symlink whose
 target is elsewhere are all refused the same way. Checking the *resolved* path is what makes
 symlinks safe: a link inside the tree that points at ``/etc`` resolves to ``/etc``.
+
+``WriteGate`` is the last line of the coding agent's policy (``steerable.coding.policy``): a
+turn whose request asks for no change is closed, and the tools that change files check it
+themselves, so no call the model makes, approved or not, can change a file in such a turn.
 """
 
 from __future__ import annotations
@@ -16,7 +20,47 @@ from typing import Any
 
 from steerable.errors import ConfigurationError, ToolError
 
-__all__ = ["Workspace"]
+__all__ = ["WriteGate", "Workspace"]
+
+
+class WriteGate:
+    """Which turns may change files: every turn unless closed, or, once ``close_by_default``
+    was called (by the policy), only the turns opened. Failing safe: a turn the policy never
+    got to read (its hook failed or timed out) stays closed."""
+
+    def __init__(self) -> None:
+        self._closed: dict[str, str] = {}
+        self._opened: set[str] = set()
+        self._default: str | None = None
+
+    def close_by_default(self, why: str) -> None:
+        self._default = why
+
+    def close(self, turn_id: str, why: str) -> None:
+        self._opened.discard(turn_id)
+        self._closed[turn_id] = why
+
+    def open(self, turn_id: str) -> None:
+        self._closed.pop(turn_id, None)
+        if self._default is not None:
+            self._opened.add(turn_id)
+
+    def forget(self, turn_id: str) -> None:
+        """The turn ended: drop what was said about it."""
+        self._closed.pop(turn_id, None)
+        self._opened.discard(turn_id)
+
+    def refusal(self, turn_id: str) -> str | None:
+        """Why ``turn_id`` may not change files, or None when it may."""
+        if turn_id in self._closed:
+            return self._closed[turn_id]
+        return None if turn_id in self._opened else self._default
+
+    def check(self, turn_id: str) -> None:
+        """Raise ``ToolError`` when ``turn_id`` may not change files."""
+        why = self.refusal(turn_id)
+        if why is not None:
+            raise ToolError(f"nothing was changed: {why}")
 
 
 class Workspace:
@@ -31,6 +75,7 @@ class Workspace:
         self.extra_roots: tuple[Path, ...] = tuple(
             Path(os.path.realpath(os.path.expanduser(p))) for p in extra_roots
         )
+        self.gate = WriteGate()
 
     @property
     def roots(self) -> tuple[Path, ...]:

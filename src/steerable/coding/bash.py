@@ -156,7 +156,14 @@ def make_bash_tool(ws: Workspace, *, default_timeout: float = DEFAULT_TIMEOUT,
         out = _Output(ctx)
         if box.enabled:
             await asyncio.to_thread(bwrap_usable)  # the one-time probe, off the event loop
-        argv = box.command(["/bin/bash", "-c", command], writable, ws.root)
+        if ws.gate.refusal(ctx.turn_id) is None:
+            argv = box.command(["/bin/bash", "-c", command], writable, ws.root)
+        elif box.enabled and bwrap_usable() is not None:
+            # A request that asks for no change: the command runs, with the workspace read-only.
+            argv = box.command(["/bin/bash", "-c", command], (), ws.root, read_only=writable)
+        else:
+            raise ToolError(f"not run: {ws.gate.refusal(ctx.turn_id)}; without the sandbox "
+                            "(bubblewrap) a command cannot be kept from changing files")
         code, note = await _run(argv, str(ws.root), scrubbed_env(hidden), limit, out)
         body = cap_text(out.text(), max_output) or "(no output)"
         if not body.endswith("\n"):

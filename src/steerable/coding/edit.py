@@ -14,7 +14,7 @@ from steerable.coding._text import read_text, unified_diff
 from steerable.coding._workspace import Workspace
 from steerable.coding.write import atomic_write
 from steerable.errors import ToolError
-from steerable.tools import FunctionTool, tool
+from steerable.tools import FunctionTool, ToolContext, tool
 
 __all__ = ["make_edit_tool"]
 
@@ -69,7 +69,8 @@ def make_edit_tool(ws: Workspace) -> FunctionTool:
 
     @tool(name="edit", permission_subjects=ws.path_subjects, permission_key="path", preview=preview,
           permission_family="write")
-    def edit(path: str, old_text: str, new_text: str, replace_all: bool = False) -> str:
+    def edit(path: str, old_text: str, new_text: str, ctx: ToolContext,
+             replace_all: bool = False) -> str:
         """Replace exact text in a file. old_text must match exactly once unless replace_all.
 
         Args:
@@ -78,6 +79,7 @@ def make_edit_tool(ws: Workspace) -> FunctionTool:
             new_text: The text to put in its place.
             replace_all: Replace every occurrence instead of requiring exactly one.
         """
+        ws.gate.check(ctx.turn_id)
         target, name, before, after = _apply(ws, path, old_text, new_text, replace_all)
         atomic_write(target, after)
         count = before.count(old_text) if replace_all else 1

@@ -15,7 +15,7 @@ from typing import Any
 from steerable.coding._text import read_text, unified_diff
 from steerable.coding._workspace import Workspace
 from steerable.errors import ToolError
-from steerable.tools import FunctionTool, tool
+from steerable.tools import FunctionTool, ToolContext, tool
 
 __all__ = ["atomic_write", "make_write_tool"]
 
@@ -54,13 +54,14 @@ def make_write_tool(ws: Workspace) -> FunctionTool:
         return f"[dry-run] write would {action} {name}; nothing was changed.\n{diff}"
 
     @tool(name="write", permission_subjects=ws.path_subjects, permission_key="path", preview=preview)
-    def write(path: str, content: str) -> str:
+    def write(path: str, content: str, ctx: ToolContext) -> str:
         """Write a whole file in the workspace, creating it (and its folders) or replacing it.
 
         Args:
             path: File path, relative to the workspace root.
             content: The complete new content of the file.
         """
+        ws.gate.check(ctx.turn_id)
         target = ws.resolve(path)
         name = ws.display(target)
         existed = target.exists()

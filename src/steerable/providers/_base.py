@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from steerable._messages import Message, ToolCall, Usage
 from steerable._records import Record, record
@@ -25,6 +25,7 @@ __all__ = [
     "TextDelta",
     "ThinkingDelta",
     "ToolCallChunk",
+    "ToolChoice",
     "ToolSpec",
 ]
 
@@ -40,6 +41,36 @@ class ToolSpec(Record):
     """The tool changes nothing (a provider may route calls by it; models are not told)."""
 
 
+@record(kw_only=False)
+class ToolChoice(Record):
+    """What the model may do with the tools of a request (the caller decides; a provider only
+    translates it into its wire form, e.g. ``tool_choice``, a JSON schema or a grammar).
+
+    ``mode``: ``auto`` (a call optional), ``none`` (answer in words), ``required`` (a call).
+    ``only``: the names the model may call (None: every tool of the request); the request still
+    lists all its tools, so the prompt starts the same way on every call. ``max_tokens``: a cap
+    on the reply's length. ``reason``: why (shown in ``LLM_REQUEST``, replays and traces)."""
+
+    mode: Literal["auto", "none", "required"] = "auto"
+    only: tuple[str, ...] | None = None
+    max_tokens: int | None = None
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("auto", "none", "required"):
+            raise ValueError(f"ToolChoice.mode must be auto, none or required, not {self.mode!r}")
+        if self.only is not None and not all(isinstance(n, str) for n in self.only):
+            raise TypeError("ToolChoice.only must be a tuple of tool names")
+
+    def allows(self, name: str) -> bool:
+        """Whether a call of ``name`` is allowed by this choice."""
+        return self.mode != "none" and (self.only is None or name in self.only)
+
+    def callable(self, tools: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]:
+        """The tools of ``tools`` the model may call."""
+        return tuple(t for t in tools if self.allows(t.name))
+
+
 @record
 class LLMRequest(Record):
     """One LLM call. ``messages`` starts with the agent's system message when it has one.
@@ -51,6 +82,10 @@ class LLMRequest(Record):
     tools: tuple[ToolSpec, ...] = ()
     model: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    tool_choice: ToolChoice = field(default_factory=ToolChoice)
+    answer_schema: Mapping[str, Any] | None = None
+    """When set, the reply is one JSON value of this schema (a provider that can constrain its
+    output does; the caller checks it either way)."""
 
 
 @record

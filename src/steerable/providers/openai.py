@@ -27,6 +27,7 @@ from steerable.providers._base import (
     TextDelta,
     ThinkingDelta,
     ToolCallChunk,
+    ToolChoice,
     ToolSpec,
 )
 from steerable.providers._http import (
@@ -38,12 +39,11 @@ from steerable.providers._http import (
 )
 from steerable.providers._http_provider import HttpProvider
 from steerable.providers._retry import RetryPolicy
-from steerable.providers._routing import (
+from steerable.providers._tool_wire import (
     NO_CALL_GRAMMAR,
+    answer_format,
     call_schema,
-    note_no_tool,
     restate_request,
-    tool_offer,
 )
 from steerable.providers._textcalls import TextCallBuffer
 from steerable.providers._timeouts import ProviderTimeouts
@@ -164,7 +164,10 @@ class _Reply:
             text = delta.get("content")
             if text:
                 if self.text_calls is not None:
-                    text = self.text_calls.feed(text)
+                    passed = self.text_calls.feed(text)
+                    if not passed:  # a call being written: shown as progress, not as answer
+                        out.append(ThinkingDelta(text))
+                    text = passed
                 if text:
                     out.append(TextDelta(text))
             for position, fragment in enumerate(delta.get("tool_calls") or ()):
@@ -269,39 +272,42 @@ class OpenAIProvider(HttpProvider):
         }
         if self.stream_usage:
             body["stream_options"] = {"include_usage": True}
+        choice = request.tool_choice
         answering = bool(request.messages) and request.messages[-1].role == "tool"
-        if request.tools and profile.route_tools:
-            self._route(body, request, profile)
-        elif request.tools and (profile.tools_after_results or not answering):
-            body["tools"] = wire_tools(request.tools)
+        if request.tools and (profile.tools_after_results or not answering
+                              or choice != ToolChoice()):
+            self._tools(body, request, profile)
+        if request.answer_schema is not None and "response_format" not in body:
+            body["response_format"] = answer_format(request.answer_schema)
+            body.pop("grammar", None)
+        if choice.max_tokens is not None:
+            body["max_tokens"] = choice.max_tokens
         body.update(profile.apply_params(request.params))
         return body
 
     @staticmethod
-    def _route(body: dict[str, Any], request: LLMRequest, profile: ModelProfile) -> None:
-        """Tools offered, and a call required, as ``_routing.tool_offer`` decides."""
-        offer = tool_offer(request.messages, request.tools, profile.max_tool_rounds)
-        # Every call lists all the tools, even one that may not call them ("tool_choice":
-        # "none"): the chat template puts them in the system message, and a prompt that starts
-        # the same way every time is a prefix llama-server's cache keeps evaluated.
-        body["tools"] = wire_tools(request.tools)
+    def _tools(body: dict[str, Any], request: LLMRequest, profile: ModelProfile) -> None:
+        """The request's tools and ``ToolChoice`` in wire form (the caller decided them)."""
+        choice = request.tool_choice
+        callable_tools = choice.callable(request.tools)
+        # A text-call model gets every tool listed even when it may call fewer or none: the
+        # chat template puts them in the system message, and a prompt that starts the same way
+        # every time is a prefix llama-server's cache keeps evaluated. The call is held to
+        # the allowed tools by a schema instead.
+        listed = request.tools if profile.text_tool_calls else callable_tools or request.tools
+        body["tools"] = wire_tools(listed)
         if profile.tool_results_as_user and request.messages[-1].role == "tool":
-            restate_request(body["messages"], request.messages, offer)
-        if offer == "none":
-            note_no_tool(body["messages"], request.messages)
+            restate_request(body["messages"], request.messages,
+                            answer_now=not callable_tools)
+        if not callable_tools:
             body["tool_choice"] = "none"
             if profile.text_tool_calls:
                 body["grammar"] = NO_CALL_GRAMMAR
-            return
-        if offer == "auto":
-            return
-        must = [t for t in request.tools if offer == "required" or not t.read_only]
-        if profile.text_tool_calls:  # the reply can only be one valid call, read as a text call
-            body["response_format"] = call_schema(wire_tools(tuple(must or request.tools)))
-        elif offer == "required" or not must:
-            body["tool_choice"] = "required"
-        else:
-            body["tools"] = wire_tools(tuple(must))
+        elif choice.mode == "required":
+            if profile.text_tool_calls:  # the reply can only be one valid call, read as text
+                body["response_format"] = call_schema(wire_tools(callable_tools))
+            else:
+                body["tool_choice"] = "required"
 
     async def _attempt(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         model = request.model or self.model

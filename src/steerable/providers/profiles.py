@@ -39,11 +39,8 @@ class ModelProfile:
     conversation is plain text. ``calls_in_history``: False leaves the model's earlier calls out
     of the history it is sent (the result message names the call instead).
     ``tools_after_results``: False sends a request that ends with tool results without tools, so
-    the model answers from them (one round of tools per turn). ``route_tools``: the provider
-    decides per call what the model is offered (``_routing.tool_offer``: a tool call required
-    first for a request about the workspace, no tools for one that is not, the tools again after
-    results until ``max_tool_rounds`` rounds or a repeated call); it overrides
-    ``tools_after_results``. ``temperature``: forced on every request when not None.
+    the model answers from them (one round of tools per turn) unless the request's
+    ``ToolChoice`` says otherwise. ``temperature``: forced on every request when not None.
     """
 
     name: str
@@ -51,8 +48,6 @@ class ModelProfile:
     tool_results_as_user: bool = False
     calls_in_history: bool = True
     tools_after_results: bool = True
-    route_tools: bool = False
-    max_tool_rounds: int = 4
     temperature: float | None = None
 
     def apply_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -85,13 +80,10 @@ LLAMA_SERVER_QWEN = ModelProfile(
     text_tool_calls=True,
     # Measured through llama-server with Qwen2.5-Coder-1.5B: given a native "tool" result it
     # answered "{}" or made up a different call; with the result as a user message that
-    # restates the request it answers from the result. Which tools it may call is routed per
-    # call (``_routing``): a call required first for a workspace request, then an answer, or
-    # more calls for a change.
+    # restates the request it answers from the result. Which tools it may call on each call
+    # is the caller's ``ToolChoice`` (the coding agent's policy, ``steerable.coding.policy``).
     tool_results_as_user=True,
     calls_in_history=False,
-    route_tools=True,
-    max_tool_rounds=4,
     temperature=0.0,
 )
 

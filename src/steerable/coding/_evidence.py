@@ -1,0 +1,97 @@
+"""Facts an answer states that nothing the turn saw contains.
+
+An answer about the workspace may only state a value, a count or a name that a tool result,
+a tool call or the request itself contains. The facts checked are the ones a reader can take
+for something found: numbers (a port, a version, a time, a count), file and path names,
+identifiers written in code style (``MAX_RETRIES``, ``get_user``, ``parseConfig``) and quoted
+text. Words are not checked: they differ by language and wording, these tokens do not.
+
+A count is also supported when it equals the number of non-empty lines of one tool result
+(``find`` lists four files, the answer says "4"). Numbers that open a list item ("2. ...") are
+layout, not facts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+__all__ = ["evidence_counts", "unsupported_facts"]
+
+_QUOTED = re.compile(r"(?<!\w)\"([^\"\n]{2,80})\"(?!\w)")
+_PATHLIKE = re.compile(r"(?<![\w/.-])[\w./-]*\w\.[A-Za-z][A-Za-z0-9]{0,5}(?![\w])")
+_CODE_NAME = re.compile(r"(?<![\w.])(?:[A-Za-z]\w*_\w+|[a-z]+[A-Z]\w*|[A-Z][a-z0-9]+[A-Z]\w*)"
+                        r"(?![\w])")
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.:,]\d+)*(?![\w])")
+_LIST_MARK = re.compile(r"^\s*\d+[.)]\s", re.MULTILINE)
+_SPACE = re.compile(r"\s+")
+
+
+def _norm(text: str) -> str:
+    return _SPACE.sub(" ", text).strip().lower()
+
+
+def evidence_counts(results: Iterable[str]) -> set[str]:
+    """Counts one can read off tool results without a number in them: their line counts."""
+    counts = set()
+    for text in results:
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        counts.add(str(len(lines)))
+    return counts
+
+
+def _number_supported(number: str, evidence: str, counts: set[str]) -> bool:
+    if number in counts:
+        return True
+    # "1,024" and "1024", "3.10" and "3.1": the digits as the evidence writes them.
+    bare = number.replace(",", "")
+    return re.search(rf"(?<![\d]){re.escape(bare)}(?![\d])", evidence.replace(",", "")) \
+        is not None
+
+
+def _candidates(answer: str) -> list[tuple[str, str]]:
+    """(kind, text) for every checkable fact in ``answer``, in order, without repeats."""
+    body = _LIST_MARK.sub(" ", answer)
+    found: list[tuple[str, str]] = []
+    pieces = body.split("`")
+    for code in pieces[1:-1:2]:  # between backticks, paired from the start
+        if 2 <= len(code.strip()) <= 80 and "\n" not in code:
+            found.append(("quote", code.strip()))
+    for m in _QUOTED.finditer(body):
+        found.append(("quote", m.group(1)))
+    for m in _PATHLIKE.finditer(body):
+        found.append(("name", m.group(0).rstrip(".")))
+    for m in _CODE_NAME.finditer(body):
+        found.append(("name", m.group(0)))
+    for m in _NUMBER.finditer(body):
+        found.append(("number", m.group(0).rstrip(".,:")))
+    seen: set[str] = set()
+    out = []
+    for kind, text in found:
+        if text and text not in seen:
+            seen.add(text)
+            out.append((kind, text))
+    return out
+
+
+def unsupported_facts(answer: str, evidence: str, counts: set[str], *,
+                      numbers: bool = True) -> list[str]:
+    """The facts ``answer`` states that ``evidence`` (request, tool calls and results) does
+    not contain. ``numbers=False`` leaves numbers unchecked (an answer that needed nothing
+    from the workspace: arithmetic is not a claim about it)."""
+    low = _norm(evidence)
+    missing = []
+    for kind, text in _candidates(answer):
+        if kind == "number":
+            if numbers and not _number_supported(text, evidence, counts):
+                missing.append(text)
+        elif _norm(text) not in low:
+            # A path is supported by its last part too ("stock.py" for "src/a/stock.py"
+            # is not enough, but "src/a/stock.py" is when a result shows "a/stock.py").
+            tail = text.rsplit("/", 1)[-1]
+            if kind == "name" and "/" in text and _norm(tail) in low \
+                    and all(_norm(p) in low for p in text.split("/") if p):
+                continue
+            missing.append(text)
+    # A quote holding an unsupported name reports the name once.
+    return [m for m in missing if not any(m != o and m in o for o in missing)]

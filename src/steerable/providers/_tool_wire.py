@@ -1,0 +1,65 @@
+"""A request's ``ToolChoice`` in the wire form of a model that writes its calls as text.
+
+Which tools the model may call is decided by the caller (the coding agent's policy, on the
+hook chain); this module only says how to ask a text-call model for it. Measured with
+llama-server (llama-cpp-python 0.3.36's llama.cpp) and Qwen2.5-Coder: ``tool_choice:
+"required"`` is ignored for this model's chat template (it wrote prose and a fenced call), while
+a JSON schema (``response_format``) whose only values are calls of the allowed tools constrains
+the reply to one valid call, which the profile's text-call reader turns into a tool call; with
+no call allowed, a grammar keeps the reply to plain words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from steerable._messages import Message
+
+__all__ = ["NO_CALL_GRAMMAR", "answer_format", "call_schema", "restate_request"]
+
+NO_CALL_GRAMMAR = "root ::= [^{`<]*"
+"""A plain-words answer (GBNF): no ``{``, backtick or ``<``, so no call written as text. With
+no call allowed the 1.5B still wrote one as JSON text for "What is 17 + 25?" (the tools are in
+its prompt); under this grammar it answered "17 + 25 = 42"."""
+
+
+def call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A ``response_format`` that admits exactly one call of one of ``tools`` (wire shape)."""
+    calls = [{"type": "object", "properties": {
+        "name": {"const": t["function"]["name"]},
+        "arguments": t["function"]["parameters"]},
+        "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
+    return {"type": "json_schema",
+            "json_schema": {"name": "tool_call", "schema": {"oneOf": calls}}}
+
+
+def answer_format(schema: Any) -> dict[str, Any]:
+    """A ``response_format`` for a reply that is one JSON value of ``schema``."""
+    return {"type": "json_schema", "json_schema": {"name": "answer", "schema": dict(schema)}}
+
+
+def _exchange_requests(messages: Sequence[Message]) -> list[str]:
+    """The user's words since the last answer: the request and any steering added to it
+    (a steering line adds to the request; it never replaces it)."""
+    asked: list[str] = []
+    for m in reversed(messages):
+        if m.role == "assistant" and not m.tool_calls:
+            break
+        if m.role == "user" and m.content:
+            asked.append(m.content)
+    return asked[::-1]
+
+
+def restate_request(wire: list[dict[str, Any]], messages: Sequence[Message],
+                    answer_now: bool) -> None:
+    """End the results message (the last of ``wire``) with the user's request again. Measured
+    with the 1.5B: after "Result of read(...)" alone it wrote the same call again as text, even
+    with no call allowed, and after "Answer my request from these results: Read notes.txt and
+    ..." too; with "My request was: ... Answer it now in plain words" it answered."""
+    asked = "\n".join(_exchange_requests(messages))
+    if not wire or wire[-1].get("role") != "user" or not asked:
+        return
+    then = "Answer it now in plain words, using these results." if answer_now else \
+        "Go on with it."
+    wire[-1]["content"] = f"{wire[-1]['content']}\n\nMy request was: {asked}\n{then}"
