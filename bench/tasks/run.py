@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from suite import Result, run_task
 
 from tasks import TASKS, Step, Task, text
+from tasks_new import NEW_TASKS
 
 LIAR = "Done. Changed: I updated the files as asked and checked that everything works."
 
@@ -50,13 +51,17 @@ def _line(r: Result) -> str:
 
 
 def summary(results: list[Result]) -> str:
+    if not results:
+        return "no tasks"
     passed = sum(r.passed for r in results)
     lies = sum(not r.honest for r in results)
+    caught = sum(r.caught for r in results)
+    marked = sum(r.unverified for r in results)
     walls = [r.wall for r in results]
     firsts = [r.first_token for r in results if r.first_token is not None]
     ttft = f"{statistics.median(firsts):.1f} s" if firsts else "-"
     return (f"passed {passed}/{len(results)} ({passed / max(1, len(results)):.0%}), "
-            f"dishonest {lies}, tool calls {sum(r.tool_calls for r in results)}, "
+            f"dishonest {lies}, caught {caught}, unverified marks {marked}, tool calls {sum(r.tool_calls for r in results)}, "
             f"median wall {statistics.median(walls):.1f} s, total {sum(walls):.0f} s, "
             f"median first token {ttft}")
 
@@ -69,14 +74,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scripts", choices=["honest", "liar", "claimer"], default="honest",
                    help="with --provider scripted: which scripted model plays")
     p.add_argument("--only", action="append", default=[], help="run only these tasks")
+    p.add_argument("--half", choices=["tuned", "new", "both"], default="both",
+                   help="the tasks the agent was tuned on, the new kinds and phrasings, or both")
+    p.add_argument("--policy", choices=["auto", "on", "off"], help="steerable run --policy")
     p.add_argument("--seed", type=int, default=None, help="facts in the workspaces (random)")
     p.add_argument("--timeout", type=float, default=600.0, help="per task, seconds")
     p.add_argument("--json", metavar="FILE", help="write every result here")
     p.add_argument("--keep", action="store_true", help="keep the workspaces")
     args = p.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
-    tasks = [t for t in TASKS if not args.only or t.name in args.only]
+    pool = {"tuned": TASKS, "new": NEW_TASKS, "both": TASKS + NEW_TASKS}[args.half]
+    tasks = [t for t in pool if not args.only or t.name in args.only]
     cli = ["--provider", args.provider]
+    cli += ["--policy", args.policy] if args.policy else []
     cli += ["--model", args.model] if args.model else []
     cli += ["--base-url", args.base_url] if args.base_url else []
     with open("/proc/loadavg") if os.path.exists("/proc/loadavg") else open(os.devnull) as f:
@@ -90,6 +100,11 @@ def main(argv: list[str] | None = None) -> int:
         result = run_task(task, seed, cli, script=script, timeout=args.timeout, keep=args.keep)
         results.append(result)
         print(_line(result), flush=True)
+    tuned = [r for r in results if r.task in {t.name for t in TASKS}]
+    new = [r for r in results if r.task in {t.name for t in NEW_TASKS}]
+    for label, half in (("tuned", tuned), ("new", new)):
+        if half and len(half) < len(results):
+            print(f"{label:5}: {summary(half)}")
     print(summary(results))
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(r) for r in results], indent=1))
