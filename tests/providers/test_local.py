@@ -338,11 +338,20 @@ async def read_file(path: str) -> str:
 
 @pytest.mark.skipif(_real_model_missing() is not None, reason=str(_real_model_missing()))
 @pytest.mark.timeout(300)
-async def test_smoke_the_real_embedded_model_calls_a_tool_and_answers():
+async def test_smoke_the_real_embedded_model_calls_a_tool_and_answers(tmp_path):
     seen.clear()
     p = LocalModelProvider(shared=False)
-    result, _ = await run_turn(p, "Read the file notes.txt and tell me the secret word.",
-                               tools=[read_file], instructions="You are a helpful assistant.")
+    # The bare provider decides nothing: what the model may call comes from the coding
+    # agent's policy on the hook chain.
+    loop = AgentLoop(Agent(provider=p, tools=[read_file],
+                           instructions="You are a helpful assistant."))
+    loop.register_hook(ToolPolicy(Workspace(tmp_path)), timeout=300)
+    try:
+        result = await loop.run_turn("Read the file notes.txt and tell me the secret word.",
+                                     session_id="s")
+    finally:
+        await loop.aclose()
+        await p.aclose()
     assert result.status is TurnStatus.COMPLETED, result.error
     assert seen and set(seen) == {"notes.txt"}  # a small model may read it twice: not wrong
     assert "pineapple" in result.text.lower()

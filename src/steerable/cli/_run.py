@@ -191,7 +191,8 @@ async def run_prompt(app: App, prompt: str | None, *, as_json: bool, debug: bool
         sys.stderr.write("steerable: nothing was changed: the request asked for a change and "
                          "no tool changed a file\n")
         return NOT_CHANGED
-    if code == 0 and tally.only_denied:
+    asked_nothing = verdict is not None and verdict.intent != "change"
+    if code == 0 and tally.only_denied and not asked_nothing:
         sys.stderr.write(app.redact(f"steerable: nothing was done: denied {'; '.join(tally.denied)}")
                          + "\n")
         return DENIED

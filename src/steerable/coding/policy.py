@@ -172,7 +172,7 @@ class ToolPolicy(Hook):
         """Whether ``text`` names a file or folder of the workspace (typos forgiven)."""
         names = _entry_names(self.workspace)
         for word in re.findall(r"[\w.-]{3,}", text.lower()):
-            if word in names or difflib.get_close_matches(word, names, n=1, cutoff=0.85):
+            if word in names or difflib.get_close_matches(word, names, n=1, cutoff=0.8):
                 return True
         return False
 

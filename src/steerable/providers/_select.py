@@ -103,5 +103,21 @@ def select_provider(
         kwargs["model"] = model
     if base_url is not None:
         kwargs["base_url"] = base_url
+    if chosen == "openai" and "profile" not in kwargs:
+        kwargs["profile"] = _openai_profile(kwargs, environ)
     provider: Provider = cls(**kwargs)
     return provider
+
+
+def _openai_profile(kwargs: Mapping[str, Any], environ: Mapping[str, str] | None) -> Any:
+    """The profile for an OpenAI-compatible server: by the model's name when it picks one,
+    else by what the server says it runs (llama.cpp's server, vLLM...)."""
+    from steerable.providers.openai import DEFAULT_BASE_URL, ask_server_profile
+    from steerable.providers.profiles import DEFAULT_PROFILE, profile_for
+
+    env = os.environ if environ is None else environ
+    by_name = profile_for(kwargs.get("model") or env.get("OPENAI_MODEL"))
+    base_url = kwargs.get("base_url") or env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+    if by_name is not DEFAULT_PROFILE or base_url == DEFAULT_BASE_URL:
+        return None
+    return ask_server_profile(base_url, kwargs.get("api_key") or env.get("OPENAI_API_KEY"))

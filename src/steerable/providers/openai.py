@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
+
 from steerable._messages import Message, ToolCall, Usage
 from steerable.errors import ConfigurationError, RetryableProviderError
 from steerable.providers._base import (
@@ -48,13 +50,15 @@ from steerable.providers._tool_wire import (
 from steerable.providers._textcalls import TextCallBuffer
 from steerable.providers._timeouts import ProviderTimeouts
 from steerable.providers.profiles import (
+    DEFAULT_PROFILE,
     ModelProfile,
     profile_for,
+    profile_for_server,
     tool_call_as_text,
     tool_result_as_user,
 )
 
-__all__ = ["OpenAIProvider"]
+__all__ = ["OpenAIProvider", "ask_server_profile"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -330,3 +334,30 @@ class OpenAIProvider(HttpProvider):
                     yield chunk
         for chunk in reply.end():
             yield chunk
+
+
+def ask_server_profile(base_url: str, api_key: str | None = None,
+                       timeout: float = 3.0) -> ModelProfile:
+    """The profile for what a server other than OpenAI's says it runs: ``/v1/models`` names
+    the model, llama.cpp's server also answers ``/props`` with its model file. A server that
+    answers neither (or cannot be reached) gets the default profile; the call that follows
+    says what is wrong with it."""
+    if urlsplit(base_url).hostname == "api.openai.com":
+        return DEFAULT_PROFILE
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    root = base_url.rstrip("/").removesuffix("/v1")
+    ids: list[str] = []
+    llama = False
+    with httpx.Client(timeout=timeout, headers=headers) as client:
+        for url in (f"{base_url.rstrip('/')}/models", f"{root}/props"):
+            try:
+                reply = client.get(url)
+                data = reply.json() if reply.status_code == 200 else None
+            except (httpx.HTTPError, ValueError):
+                continue
+            if isinstance(data, dict) and isinstance(data.get("data"), list):
+                ids += [str(m.get("id")) for m in data["data"] if isinstance(m, dict)]
+            if isinstance(data, dict) and "model_path" in data:
+                llama = True
+                ids.append(str(data["model_path"]).rsplit("/", 1)[-1])
+    return profile_for_server(ids, llama)

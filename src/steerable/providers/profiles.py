@@ -24,6 +24,7 @@ __all__ = [
     "QWEN25_CODER_SMALL",
     "ModelProfile",
     "profile_for",
+    "profile_for_server",
     "tool_call_as_text",
     "tool_result_as_user",
 ]
@@ -99,6 +100,18 @@ def profile_for(model: str | None) -> ModelProfile:
         for pattern, profile in PROFILES:
             if pattern.search(model):
                 return profile
+    return DEFAULT_PROFILE
+
+
+def profile_for_server(model_ids: Sequence[str], llama_server: bool) -> ModelProfile:
+    """The profile for a server that said what it runs: ``model_ids`` from ``/v1/models``
+    (and the model file's name from llama-server's ``/props``), ``llama_server`` when
+    ``/props`` answered as llama.cpp's server does. A small Qwen2.5-Coder there gets the
+    llama-server profile (the same as the embedded model), elsewhere the one its name picks."""
+    for model in model_ids:
+        found = profile_for(model)
+        if found is not DEFAULT_PROFILE:
+            return LLAMA_SERVER_QWEN if llama_server and found is QWEN25_CODER_SMALL else found
     return DEFAULT_PROFILE
 
 

@@ -1,0 +1,50 @@
+"""The tool policy in ``steerable run`` (scripted model, ``--policy on``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.coding.test_cli import script, steerable
+
+
+def _kind(k: str) -> dict[str, str]:
+    return {"text": json.dumps({"kind": k})}
+
+
+def test_a_change_request_that_changed_nothing_exits_5(cli_env, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("hello\n")
+    steps = [_kind("change"), {"tool_calls": [["read", {"path": "a.txt"}]]},
+             {"tool_calls": [["edit", {"path": "a.txt", "old_text": "nope", "new_text": "x"}]]},
+             {"tool_calls": [["edit", {"path": "a.txt", "old_text": "nope", "new_text": "y"}]]},
+             {"tool_calls": [["edit", {"path": "a.txt", "old_text": "nop", "new_text": "y"}]]},
+             {"text": "Done: changed a.txt."}]
+    res = steerable(cli_env, "run", "ändere a.txt", "--policy", "on", "--yes", "--provider",
+                    "scripted", "--script", script(tmp_path, steps), "--workspace", str(ws))
+    assert res.returncode == 5, res.stderr
+    assert "nothing was changed" in res.stderr and "✗ nothing was changed" in res.stdout
+
+
+def test_a_question_cannot_write_even_with_yes_and_invented_facts_are_marked(
+        cli_env, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "utils.py").write_text("def helper(x):\n    return x * 2\n")
+    steps = [_kind("workspace"),
+             {"tool_calls": [["write", {"path": "utils.py", "content": "def f(): pass\n"}]]},
+             {"tool_calls": [["read", {"path": "utils.py"}]]},
+             {"text": "helper has 12 lines."}, {"text": "helper has 12 lines."}]
+    res = steerable(cli_env, "run", "Was macht utils.py?", "--json", "--policy", "on", "--yes",
+                    "--provider", "scripted", "--script", script(tmp_path, steps),
+                    "--workspace", str(ws))
+    assert res.returncode == 0, res.stderr
+    assert (ws / "utils.py").read_text() == "def helper(x):\n    return x * 2\n"
+    events = [json.loads(line) for line in res.stdout.splitlines()]
+    asked = [(e["purpose"], e["tool_choice"], e["may_call"]) for e in events
+             if e["kind"] == "llm_request"]
+    assert asked[:2] == [("classify", "none", None),
+                         ("", "required", ["read", "grep", "ls", "find"])]
+    assert ("evidence", "none", None) in asked
+    assert "⚠ unverified: 12" in events[-1]["text"]

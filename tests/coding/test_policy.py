@@ -1,0 +1,221 @@
+"""The coding agent's tool policy, driven with the scripted provider (no model needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from steerable import Agent, AgentLoop, EventKind, Reply, ScriptedProvider, TurnStatus
+from steerable.coding import Sandbox, Workspace, coding_tools
+from steerable.coding._sandbox import bwrap_usable
+from steerable.coding.policy import NOTHING_CHANGED_MARK, UNVERIFIED_MARK, ToolPolicy
+
+
+def kind(k: str) -> Reply:
+    return Reply(text=json.dumps({"kind": k}))
+
+
+async def _run(ws: Path, prompt: str, *script: Reply, policy_timeout: float = 60.0,
+               **policy: Any) -> tuple[Any, list[Any], ScriptedProvider, ToolPolicy]:
+    provider = ScriptedProvider(list(script))
+    workspace = Workspace(ws)
+    tools = coding_tools(workspace, sandbox=Sandbox(enabled=bwrap_usable() is not None))
+    loop = AgentLoop(Agent(provider=provider, tools=tools, max_iterations=10))
+    hook = ToolPolicy(workspace, **policy)
+    loop.register_hook(hook, timeout=policy_timeout)
+    sub = loop.subscribe()
+    try:
+        result = await loop.run_turn(prompt, session_id="s")
+    finally:
+        await loop.aclose()
+    provider.assert_consumed()
+    return result, sub.drain_nowait(), provider, hook
+
+
+def _requests(events: list[Any]) -> list[Any]:
+    return [e for e in events if e.kind is EventKind.LLM_REQUEST]
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    (tmp_path / "utils.py").write_text("def helper(x):\n    return x * 2\n")
+    (tmp_path / "notes.txt").write_text("Sync on Monday in room B123.\n")
+    return tmp_path
+
+
+async def test_a_question_may_only_read_and_nothing_it_emits_writes(ws):
+    result, events, _, hook = await _run(
+        ws, "Was macht die Funktion in utils.py?", kind("workspace"),
+        Reply(tool_calls=[("write", {"path": "utils.py", "content": "x = 1\n"})]),
+        Reply(tool_calls=[("read", {"path": "utils.py"})]),
+        Reply(text="helper returns x * 2."))
+    assert (ws / "utils.py").read_text() == "def helper(x):\n    return x * 2\n"
+    classify, first, second, third = _requests(events)
+    assert classify.purpose == "classify" and classify.tool_choice == "none"
+    assert first.tool_choice == "required" and first.may_call == ("read", "grep", "ls", "find")
+    assert "workspace: nothing may change" in first.reason
+    skipped = [e for e in events if e.kind is EventKind.TOOL_EXEC_SKIPPED]
+    assert [(e.tool_name, e.reason) for e in skipped] == [("write", "denied")]
+    assert second.tool_choice == "auto" and third.tool_choice == "auto"
+    assert result.text == "helper returns x * 2."
+    verdict = hook.verdict(result.turn_id)
+    assert verdict is not None and verdict.intent == "workspace" and not verdict.unverified
+
+
+@pytest.mark.parametrize("reply", ["", "change", '{"kind": "CHANGE"}', '{"kind": ["change"]}',
+                                   '{"kind": "delete"}', "not json at all"])
+async def test_a_classification_that_is_not_exactly_change_keeps_the_files(ws, reply):
+    await _run(ws, "whatever", Reply(text=reply),
+               Reply(tool_calls=[("edit", {"path": "utils.py", "old_text": "x * 2",
+                                           "new_text": "x * 3"})]),
+               Reply(text="done"))
+    assert "x * 2" in (ws / "utils.py").read_text()
+
+
+async def test_the_gate_holds_when_the_policy_hook_fails(ws):
+    # The hook times out while classifying: the loop goes on without it, the files do not.
+    async def slow(request: Any) -> Reply:
+        import asyncio
+        await asyncio.sleep(1)
+        return kind("change")
+    provider_steps = [slow, Reply(tool_calls=[("write", {"path": "new.txt", "content": "x"})]),
+                      Reply(text="written")]
+    result, events, *_ = await _run(ws, "create new.txt", *provider_steps,  # type: ignore[arg-type]
+                                    policy_timeout=0.2)
+    assert not (ws / "new.txt").exists()
+    end = next(e for e in events if e.kind is EventKind.TOOL_EXEC_END)
+    assert end.is_error and "nothing was changed" in end.content
+
+
+async def test_a_change_reads_after_a_failed_edit_and_may_go_on_after_one(ws):
+    (ws / "main.py").write_text("import utils\n")
+    result, events, _, hook = await _run(
+        ws, "add a function triple and call it from main.py", kind("change"),
+        Reply(tool_calls=[("edit", {"path": "utils.py", "old_text": "nope", "new_text": "x"})]),
+        Reply(tool_calls=[("read", {"path": "utils.py"})]),
+        Reply(tool_calls=[("edit", {"path": "utils.py", "old_text": "return x * 2\n",
+                                    "new_text": "return x * 2\n\ndef triple(x):\n"
+                                                "    return x * 3\n"})]),
+        Reply(tool_calls=[("edit", {"path": "main.py", "old_text": "import utils\n",
+                                    "new_text": "import utils\nprint(utils.triple(2))\n"})]),
+        Reply(text="Added triple to utils.py and called it in main.py."))
+    assert "def triple" in (ws / "utils.py").read_text()
+    assert "triple(2)" in (ws / "main.py").read_text()
+    choices = [(r.tool_choice, r.may_call) for r in _requests(events)[1:]]
+    # required until a change succeeded (a read allowed in between), then optional, then the
+    # round limit (4): answer
+    assert choices == [("required", None), ("required", None), ("required", None),
+                       ("auto", None), ("none", None)]
+    verdict = hook.verdict(result.turn_id)
+    assert verdict is not None and verdict.changed and NOTHING_CHANGED_MARK not in result.text
+
+
+async def test_a_change_that_changed_nothing_says_so(ws):
+    result, _, _, hook = await _run(
+        ws, "rename helper to double", kind("change"),
+        Reply(tool_calls=[("read", {"path": "utils.py"})]),
+        Reply(text="Renamed helper to double."), max_rounds=1)
+    assert result.status is TurnStatus.COMPLETED
+    assert NOTHING_CHANGED_MARK in result.text
+    verdict = hook.verdict(result.turn_id)
+    assert verdict is not None and verdict.change_missing
+
+
+async def test_an_invented_fact_gets_one_more_chance_then_is_marked(ws):
+    result, events, provider, hook = await _run(
+        ws, "when is the sync?", kind("workspace"),
+        Reply(tool_calls=[("read", {"path": "notes.txt"})]),
+        Reply(text="The sync is at 9 AM in room B123."),
+        Reply(text="It is at 9 AM, in room B123."))
+    purposes = [r.purpose for r in _requests(events)]
+    assert purposes == ["classify", "", "", "evidence"]
+    recheck = provider.requests[-1]
+    assert "'9'" in recheck.messages[-1].content and recheck.tool_choice.mode == "none"
+    assert f"{UNVERIFIED_MARK}: 9" in result.text
+    shown = [e for e in events if e.kind is EventKind.LLM_RESPONSE and not e.purpose][-1]
+    assert UNVERIFIED_MARK in shown.text  # the page and the CLI print this one
+    verdict = hook.verdict(result.turn_id)
+    assert verdict is not None and verdict.rechecked and verdict.unverified == ("9",)
+
+
+async def test_an_answer_from_the_evidence_after_the_second_chance_is_not_marked(ws):
+    result, *_ = await _run(
+        ws, "when is the sync?", kind("workspace"),
+        Reply(tool_calls=[("read", {"path": "notes.txt"})]),
+        Reply(text="At 9 AM."), Reply(text="On Monday, in room B123."))
+    assert result.text == "On Monday, in room B123."
+
+
+async def test_a_general_question_naming_a_workspace_file_is_read_as_a_look(ws):
+    _, events, *_ = await _run(
+        ws, "notse?", kind("general"), Reply(tool_calls=[("read", {"path": "notes.txt"})]),
+        Reply(text="Monday, room B123."))
+    assert _requests(events)[1].tool_choice == "required"
+
+
+async def test_a_general_question_gets_no_tools_and_its_arithmetic_is_not_a_claim(ws):
+    result, events, provider, _ = await _run(ws, "What is 17 + 25?", kind("general"),
+                                             Reply(text="42"))
+    assert result.text == "42"
+    assert _requests(events)[1].tool_choice == "none"
+    assert provider.requests[1].messages[-1].content.startswith("What is 17 + 25?\n\n(Note:")
+
+
+async def test_steering_is_added_to_the_request_and_read_again(ws):
+    provider = ScriptedProvider([kind("workspace"),
+                                 Reply(tool_calls=[("read", {"path": "utils.py"})]),
+                                 kind("change"),
+                                 Reply(tool_calls=[("edit", {
+                                     "path": "utils.py", "old_text": "x * 2",
+                                     "new_text": "x * 3"})]),
+                                 Reply(text="Now returns x * 3.")])
+    workspace = Workspace(ws)
+    loop = AgentLoop(Agent(provider=provider, tools=coding_tools(workspace)))
+    loop.register_hook(ToolPolicy(workspace), timeout=60)
+
+    def steer(ctx: Any) -> None:
+        if ctx.call.name == "read":
+            loop.inject_steering("and make it triple instead", "s")
+
+    loop.register_hook(type("Steer", (), {"before_tool": staticmethod(steer)})())
+    result = await loop.run_turn("what does helper do?", session_id="s")
+    await loop.aclose()
+    assert result.status is TurnStatus.COMPLETED, result.error
+    assert "x * 3" in (ws / "utils.py").read_text()
+    reclassify = provider.requests[2]
+    asked = [m.content for m in reclassify.messages if m.role == "user"]
+    assert asked[:2] == ["what does helper do?", "and make it triple instead"]
+
+
+@pytest.mark.skipif(bwrap_usable() is None, reason="bubblewrap is not usable here")
+async def test_a_command_on_a_question_runs_with_the_workspace_read_only(ws):
+    _, events, *_ = await _run(
+        ws, "run it", kind("run"),
+        Reply(tool_calls=[("bash", {"command": "cat notes.txt; echo x > notes.txt"})]),
+        Reply(text="Sync on Monday in room B123."))
+    assert (ws / "notes.txt").read_text() == "Sync on Monday in room B123.\n"
+    end = next(e for e in events if e.kind is EventKind.TOOL_EXEC_END)
+    assert "Sync on Monday" in end.content and "Read-only file system" in end.content
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(reply=st.text(max_size=40), name=st.sampled_from(["write", "edit", "bash"]))
+async def test_no_classification_but_change_lets_any_acting_call_change_a_file(tmp_path, reply,
+                                                                              name):
+    ws = tmp_path / f"w{abs(hash((reply, name)))}"
+    ws.mkdir()
+    (ws / "a.txt").write_text("keep\n")
+    if reply.strip() == json.dumps({"kind": "change"}):
+        return
+    args = {"write": {"path": "a.txt", "content": "lost\n"},
+            "edit": {"path": "a.txt", "old_text": "keep", "new_text": "lost"},
+            "bash": {"command": "echo lost > a.txt"}}[name]
+    await _run(ws, "a.txt", Reply(text=reply), Reply(tool_calls=[(name, args)]),
+               *([Reply(tool_calls=[(name, args)])] * 3), Reply(text="ok"), max_rounds=4)
+    assert (ws / "a.txt").read_text() == "keep\n"
