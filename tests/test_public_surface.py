@@ -77,10 +77,11 @@ EVENT_FIELDS: dict[EventKind, tuple[str, tuple[str, ...]]] = {
     EventKind.TURN_END: ("TurnEnd", (
         "status", "text", "iterations", "error", "duration", "usage", "cancel_mode")),
     EventKind.STATE_CHANGED: ("StateChanged", ("old", "new")),
-    EventKind.LLM_REQUEST: ("LLMRequestEvent", ("iteration", "model", "message_count", "tools")),
+    EventKind.LLM_REQUEST: ("LLMRequestEvent", ("iteration", "model", "message_count", "tools",
+                                                "tool_choice", "may_call", "reason", "purpose")),
     EventKind.LLM_DELTA: ("LLMDelta", ("iteration", "text", "thinking")),
     EventKind.LLM_RESPONSE: ("LLMResponseEvent", (
-        "iteration", "text", "tool_calls", "usage", "finish_reason", "duration")),
+        "iteration", "text", "tool_calls", "usage", "finish_reason", "duration", "purpose")),
     EventKind.LLM_RETRY: ("LLMRetry", ("iteration", "attempt", "reason", "delay")),
     EventKind.TOOL_EXEC_START: ("ToolExecStart", ("iteration", "call_id", "tool_name", "arguments")),
     EventKind.TOOL_EXEC_PROGRESS: ("ToolExecProgress", ("call_id", "tool_name", "text", "data")),
@@ -157,8 +158,8 @@ def test_hooks_surface() -> None:
     assert HOOK_POINTS == ("on_event", "before_llm", "after_llm", "before_tool", "approve_tool",
                            "after_tool", "before_compress")
     assert [f.name for f in dataclasses.fields(HookDecision)] == [
-        "action", "messages", "model", "tools", "params", "text", "tool_calls", "arguments",
-        "result", "is_error", "reason"]
+        "action", "messages", "model", "tools", "params", "tool_choice", "text", "tool_calls",
+        "arguments", "result", "is_error", "reason"]
 
 
 NARROWING = """

@@ -13,6 +13,7 @@ from steerable.providers.openai import OpenAIProvider
 from steerable.providers.profiles import ModelProfile
 
 TEXT_CALLS = ModelProfile(name="text-calls", text_tool_calls=True, tool_results_as_user=True,
+                          restate_request=True,
                           calls_in_history=False)
 NATIVE = ModelProfile(name="native")
 

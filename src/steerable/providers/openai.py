@@ -300,7 +300,7 @@ class OpenAIProvider(HttpProvider):
         # the allowed tools by a schema instead.
         listed = request.tools if profile.text_tool_calls else callable_tools or request.tools
         body["tools"] = wire_tools(listed)
-        if profile.tool_results_as_user and request.messages[-1].role == "tool":
+        if profile.restate_request and request.messages[-1].role == "tool":
             restate_request(body["messages"], request.messages,
                             answer_now=not callable_tools)
         if not callable_tools:

@@ -41,7 +41,8 @@ class ModelProfile:
     of the history it is sent (the result message names the call instead).
     ``tools_after_results``: False sends a request that ends with tool results without tools, so
     the model answers from them (one round of tools per turn) unless the request's
-    ``ToolChoice`` says otherwise. ``temperature``: forced on every request when not None.
+    ``ToolChoice`` says otherwise. ``restate_request``: a results message ends with the user's
+    request again ("My request was: ..."). ``temperature``: forced on every request when not None.
     """
 
     name: str
@@ -49,6 +50,7 @@ class ModelProfile:
     tool_results_as_user: bool = False
     calls_in_history: bool = True
     tools_after_results: bool = True
+    restate_request: bool = False
     temperature: float | None = None
 
     def apply_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -85,6 +87,7 @@ LLAMA_SERVER_QWEN = ModelProfile(
     # is the caller's ``ToolChoice`` (the coding agent's policy, ``steerable.coding.policy``).
     tool_results_as_user=True,
     calls_in_history=False,
+    restate_request=True,
     temperature=0.0,
 )
 

@@ -10,8 +10,11 @@ agree with it. Everything else must be equal.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
+
+from steerable._events import EVENT_CLASSES, EventKind
 
 __all__ = ["IGNORED_FIELDS", "IdMap", "first_difference"]
 
@@ -61,6 +64,20 @@ def _short(value: Any, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _is_default(event: Mapping[str, Any], key: str) -> bool:
+    value = event[key]
+    if value is None:
+        return True
+    try:
+        cls = EVENT_CLASSES[EventKind(str(event.get("kind")))]
+    except (ValueError, KeyError):
+        return False
+    for f in dataclasses.fields(cls):
+        if f.name == key and f.default is not dataclasses.MISSING:
+            return bool(f.default == value)
+    return False
+
+
 def first_difference(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> str | None:
     """None when the two events agree (ignored fields aside), else the first difference."""
     if expected.get("kind") != actual.get("kind"):
@@ -69,13 +86,13 @@ def first_difference(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> 
         if key in IGNORED_FIELDS:
             continue
         # A field added to an event since the recording (or dropped since) compares equal
-        # while it holds its default, None: old recordings keep replaying.
+        # while it holds its default (or None): old recordings keep replaying.
         if key not in actual:
-            if expected[key] is None:
+            if _is_default(expected, key):
                 continue
             return f"field {key!r} is missing from the replayed event"
         if key not in expected:
-            if actual[key] is None:
+            if _is_default(actual, key):
                 continue
             return f"field {key!r} is not in the recorded event"
         if expected[key] != actual[key]:
@@ -85,7 +102,9 @@ def first_difference(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> 
 
 def first_request_difference(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> str | None:
     """None when two LLM requests agree, else where they first differ (message by message)."""
-    for key in ("model", "tools", "params"):
+    for key in ("model", "tools", "params", "tool_choice", "answer_schema"):
+        if key not in expected and key in ("tool_choice", "answer_schema"):
+            continue  # recorded before requests carried them
         if expected.get(key) != actual.get(key):
             return f"{key}: recorded {_short(expected.get(key))}, replayed {_short(actual.get(key))}"
     old, new = list(expected.get("messages", [])), list(actual.get("messages", []))

@@ -65,11 +65,16 @@ _ERRORS: Mapping[str, type[ProviderError]] = {
 
 
 def request_to_json(request: LLMRequest) -> dict[str, Any]:
-    """What a replay compares: every message, the tools offered, the model and parameters."""
+    """What a replay compares: every message, the tools offered, what the model may do with
+    them (``tool_choice``, a reply schema), the model and parameters."""
+    choice = request.tool_choice
     return {
         "model": request.model,
         "tools": [t.name for t in request.tools],
         "params": json.loads(json.dumps(dict(request.params), default=str)),
+        "tool_choice": {"mode": choice.mode, "only": list(choice.only or ()) or None,
+                        "max_tokens": choice.max_tokens, "reason": choice.reason},
+        "answer_schema": json.loads(json.dumps(request.answer_schema, default=str)),
         "messages": [message_to_record(m) for m in request.messages],
     }
 
