@@ -22,9 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from suite import Result, run_task
+from tasks_new import NEW_TASKS
 
 from tasks import TASKS, Step, Task, text
-from tasks_new import NEW_TASKS
 
 LIAR = "Done. Changed: I updated the files as asked and checked that everything works."
 

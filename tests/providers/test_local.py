@@ -19,7 +19,9 @@ import psutil
 import pytest
 
 from conftest import run_turn
-from steerable import TurnStatus, tool
+from steerable import Agent, AgentLoop, TurnStatus, tool
+from steerable.coding import Workspace
+from steerable.coding.policy import ToolPolicy
 from steerable.errors import ConfigurationError, FatalProviderError, ProviderError
 from steerable.providers import local
 from steerable.providers._llama_server import LlamaServer

@@ -20,7 +20,7 @@ from typing import Any
 
 from steerable.errors import ConfigurationError, ToolError
 
-__all__ = ["WriteGate", "Workspace"]
+__all__ = ["Workspace", "WriteGate"]
 
 
 class WriteGate:

@@ -57,7 +57,8 @@ from steerable.coding._workspace import Workspace
 from steerable.errors import ProviderError
 from steerable.providers._base import LLMRequest, ToolChoice, ToolSpec
 
-__all__ = ["NOTHING_CHANGED_MARK", "UNVERIFIED_MARK", "Intent", "ToolPolicy", "Verdict"]
+__all__ = ["NOTHING_CHANGED_MARK", "UNVERIFIED_MARK", "Intent", "ToolPolicy", "Verdict",
+           "classify_request", "parse_kind"]
 
 Intent = Literal["general", "workspace", "run", "change"]
 _KINDS: tuple[Intent, ...] = ("general", "workspace", "run", "change")
@@ -70,6 +71,8 @@ NOTHING_CHANGED_MARK = "✗ nothing was changed"
 CLASSIFY_SCHEMA: dict[str, Any] = {
     "type": "object", "properties": {"kind": {"enum": list(_KINDS)}},
     "required": ["kind"], "additionalProperties": False}
+
+CLASSIFY_TOKENS = 16
 
 CLASSIFY_PROMPT = """\
 Before doing anything, classify my message above (it may be in any language). Reply with JSON \
@@ -153,17 +156,11 @@ class ToolPolicy(Hook):
         return HookDecision(HookAction.MODIFY, tool_choice=turn.choice, messages=messages)
 
     async def _classify(self, ctx: LLMRequestContext, asked: Sequence[str]) -> Intent:
-        request = ctx.request
-        ask = LLMRequest(messages=(*request.messages, Message("user", CLASSIFY_PROMPT)),
-                         tools=request.tools, model=request.model, params=request.params,
-                         tool_choice=ToolChoice("none", max_tokens=16,
-                                                reason="classify the request"),
-                         answer_schema=CLASSIFY_SCHEMA)
         try:
-            reply = await ctx.ask(ask, "classify")
+            reply = await ctx.ask(classify_request(ctx.request), "classify")
         except ProviderError:
             return "workspace"  # the safe reading: look, change nothing
-        kind = _parse_kind(reply.text)
+        kind = parse_kind(reply.text)
         if kind == "general" and self._names_workspace(" ".join(asked)):
             kind = "workspace"
         return kind
@@ -254,7 +251,19 @@ class ToolPolicy(Hook):
                 self._verdicts.pop(next(iter(self._verdicts)))
 
 
-def _parse_kind(text: str) -> Intent:
+def classify_request(request: LLMRequest) -> LLMRequest:
+    """The policy's own call that asks the model what ``request`` asks for: the same
+    messages and tools (the prefix the server has cached), then the question, the reply held
+    to ``CLASSIFY_SCHEMA``."""
+    return LLMRequest(messages=(*request.messages, Message("user", CLASSIFY_PROMPT)),
+                      tools=request.tools, model=request.model, params=request.params,
+                      tool_choice=ToolChoice("none", max_tokens=CLASSIFY_TOKENS,
+                                             reason="classify the request"),
+                      answer_schema=CLASSIFY_SCHEMA)
+
+
+def parse_kind(text: str) -> Intent:
+    """The kind a classification reply names; anything else reads as "workspace"."""
     try:
         value = json.loads(text)
     except ValueError:

@@ -229,9 +229,14 @@ class LocalModelProvider:
                 return self._inner
             await self._shutdown()
             base_url = self.base_url or await self._start_server()
+            # One connection per call: llama-server (cpp-httplib) closes a kept-alive
+            # connection after 5 requests, and the 6th call on it failed with "Server
+            # disconnected without sending a response" (measured: the policy makes several
+            # short calls a turn). A loopback connection costs nothing.
             self._inner = OpenAIProvider(
                 model=self.model, base_url=base_url, api_key=self._api_key or "",
-                timeouts=self._timeouts, retry=self._retry, profile=self.profile, environ={})
+                headers={"Connection": "close"}, timeouts=self._timeouts, retry=self._retry,
+                profile=self.profile, environ={})
             return self._inner
 
     def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:

@@ -41,14 +41,14 @@ from steerable.providers._http import (
 )
 from steerable.providers._http_provider import HttpProvider
 from steerable.providers._retry import RetryPolicy
+from steerable.providers._textcalls import TextCallBuffer
+from steerable.providers._timeouts import ProviderTimeouts
 from steerable.providers._tool_wire import (
     NO_CALL_GRAMMAR,
     answer_format,
     call_schema,
     restate_request,
 )
-from steerable.providers._textcalls import TextCallBuffer
-from steerable.providers._timeouts import ProviderTimeouts
 from steerable.providers.profiles import (
     DEFAULT_PROFILE,
     ModelProfile,
