@@ -75,13 +75,26 @@ CLASSIFY_SCHEMA: dict[str, Any] = {
 CLASSIFY_TOKENS = 16
 
 CLASSIFY_PROMPT = """\
-Before doing anything, classify my message above (it may be in any language). Reply with JSON \
-{"kind": K}, where K is:
-"change" if it asks you to create, edit, fix, rename, delete or otherwise change files;
-"run" if it asks you to run a program, script, tests or command, without changing files;
-"workspace" if it asks a question about the files or folders here (to answer it you read them);
-"general" if it needs nothing from this folder (general knowledge, arithmetic), or asks for \
-something no file tool can do (email, the web)."""
+Before doing anything, classify my message above (it may be in any language, with typos). \
+Reply with JSON {"kind": K}. K is "change" when I ask you to create, write, edit, fix, add, \
+append, rename, delete or update a file; "run" when I ask you to run or execute something and \
+change nothing; "workspace" when I ask about the files here (what they say, where, how many) \
+and change nothing; "general" when my message needs no file here, or asks what no file tool \
+can do. Examples:
+"Create notes.md listing three todos" -> {"kind": "change"}
+"Lösche die Datei tmp.txt" -> {"kind": "change"}
+"corrige la faute dans README.md" -> {"kind": "change"}
+"set verbose to false in app.cfg" -> {"kind": "change"}
+"What does config.py set?" -> {"kind": "workspace"}
+"¿Cuántos archivos .py hay?" -> {"kind": "workspace"}
+"where is main() defined" -> {"kind": "workspace"}
+"Run build.sh and tell me the output" -> {"kind": "run"}
+"What is 3 * 7?" -> {"kind": "general"}
+"Send this file to bob@example.com" -> {"kind": "general"}"""
+"""The question of the classification call. Measured with the 1.5B (bench/bench_classify.py):
+without the examples it never answered "change" (31 of 50 prompts right, every change request
+read as a look); asked for three yes/no answers instead it said "modify files" for 15 questions
+(unsafe); with the examples it read the first 11 requests of the suite right."""
 
 _GENERAL_NOTE = ("(Note: this needs no tool; answer it directly in words, or say you cannot "
                  "do it.)")
