@@ -3,6 +3,9 @@
 Every path they take is confined to a workspace root (see ``Workspace``); read, grep, ls and
 find are read-only, so the loop runs them in parallel and asks nobody before running them.
 ``coding_tools`` builds the whole set for one workspace.
+
+``Snapshots`` and ``SnapshotHook`` give them undo: a snapshot of the workspace around every call
+that may change it (bash included), and undo, redo and rewind over those snapshots.
 """
 
 from __future__ import annotations
@@ -11,6 +14,17 @@ import os
 from collections.abc import Iterable
 
 from steerable.coding._sandbox import Sandbox
+from steerable.coding._undo import (
+    NothingToUndoError,
+    SnapshotLimits,
+    Snapshots,
+    SnapshotStoreError,
+    StepInfo,
+    UndoConflictError,
+    UndoResult,
+    remove_session_snapshots,
+)
+from steerable.coding._undo_hook import SnapshotHook
 from steerable.coding._workspace import Workspace
 from steerable.coding.bash import DEFAULT_HIDDEN_ENV, DEFAULT_TIMEOUT, make_bash_tool
 from steerable.coding.edit import make_edit_tool
@@ -22,7 +36,15 @@ from steerable.coding.write import make_write_tool
 from steerable.tools import FunctionTool
 
 __all__ = [
+    "NothingToUndoError",
     "Sandbox",
+    "SnapshotHook",
+    "SnapshotLimits",
+    "SnapshotStoreError",
+    "Snapshots",
+    "StepInfo",
+    "UndoConflictError",
+    "UndoResult",
     "Workspace",
     "coding_tools",
     "make_bash_tool",
@@ -32,6 +54,7 @@ __all__ = [
     "make_ls_tool",
     "make_read_tool",
     "make_write_tool",
+    "remove_session_snapshots",
 ]
 
 
