@@ -36,6 +36,7 @@ __all__ = [
     "StepInfo",
     "UndoConflictError",
     "UndoResult",
+    "remove_session_snapshots",
 ]
 
 _SESSION_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
