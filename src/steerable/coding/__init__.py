@@ -24,7 +24,7 @@ from steerable.coding._undo import (
     UndoResult,
     remove_session_snapshots,
 )
-from steerable.coding._undo_hook import SnapshotHook
+from steerable.coding._undo_hook import SNAPSHOT_HOOK_PRIORITY, SNAPSHOT_HOOK_TIMEOUT, SnapshotHook
 from steerable.coding._workspace import Workspace
 from steerable.coding.bash import DEFAULT_HIDDEN_ENV, DEFAULT_TIMEOUT, make_bash_tool
 from steerable.coding.edit import make_edit_tool
@@ -36,6 +36,8 @@ from steerable.coding.write import make_write_tool
 from steerable.tools import FunctionTool
 
 __all__ = [
+    "SNAPSHOT_HOOK_PRIORITY",
+    "SNAPSHOT_HOOK_TIMEOUT",
     "NothingToUndoError",
     "Sandbox",
     "SnapshotHook",
