@@ -228,6 +228,11 @@ class Snapshots:
                             "time": time.time()})
         return result
 
+    def redo_turns(self, session_id: str) -> list[str]:
+        """The turns ``redo`` would bring back (empty: nothing to redo)."""
+        redo = self._journal(session_id).state().redo
+        return list(redo[-1][0]) if redo else []
+
     def redo(self, session_id: str, *, force: bool = False) -> UndoResult:
         """Re-apply the last undone group of steps."""
         journal = self._journal(session_id)

@@ -67,6 +67,11 @@ class SnapshotHook(Hook):
         with self._lock:
             self._restore_next.add(session_id)
 
+    def cancel_restore(self, session_id: str) -> None:
+        """Forget ``restore_when_aborted`` (the abort it was for did not happen)."""
+        with self._lock:
+            self._restore_next.discard(session_id)
+
     def on_event(self, event: Event) -> None:
         if event.kind is not EventKind.TURN_END or event.parent_turn_id is not None:
             return
