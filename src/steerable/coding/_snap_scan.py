@@ -44,10 +44,10 @@ Entry = tuple[str, int, str]
 _Cached = tuple[Any, Any, str, dict[str, tuple[str, int, str, Any]]]
 
 
-def _listing(entries: dict[str, Entry]) -> bytes:
+def _listing(entries: dict[str, tuple[str, int, str, Any]]) -> bytes:
     return b"".join(
-        f"{kind}{mode:o} {digest} ".encode() + os.fsencode(name) + b"\0"
-        for name, (kind, mode, digest) in sorted(entries.items())
+        f"{e[0]}{e[1]:o} {e[2]} ".encode() + os.fsencode(name) + b"\0"
+        for name, e in sorted(entries.items())
     )
 
 
@@ -175,26 +175,39 @@ class Scanner:
 
     def _scan(self, abspath: str, rel: str, st_dir: os.stat_result, ign_parent: Any,
               rules: IgnoreRules, fresh: dict[str, _Cached], now: int) -> str:
-        gitignore = _signature(os.path.join(abspath, ".gitignore"))
-        ign = (ign_parent, gitignore)
+        prefix = abspath + "/"
+        ign = (ign_parent, _signature(prefix + ".gitignore"))
         dir_sig = (st_dir.st_mtime_ns, st_dir.st_ino)
         cached = self._index.get(rel)
         known = cached[3] if cached is not None and cached[1] == ign else {}
+        names: Iterable[str]
         if cached is not None and cached[0] == dir_sig and cached[1] == ign:
-            names: Iterable[str] = cached[3].keys()  # the folder's entries are as they were: no listing needed
+            names = known.keys()  # the folder's entries are as they were: no listing needed
         else:
             names = self._list(abspath, rel, rules)
-        entries: dict[str, Entry] = {}
         remember: dict[str, tuple[str, int, str, Any]] = {}
+        lstat = os.lstat
+        # The hot loop of a snapshot: one lstat per entry, and for a file whose signature is
+        # the one remembered, nothing else.
         for name in names:
-            found = self._entry(abspath, rel, name, known.get(name), ign, rules, fresh, now)
+            path = prefix + name
+            try:
+                st = lstat(path)
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # removed while we looked
+            old = known.get(name)
+            if (old is not None and old[3] is not None
+                    and old[3] == (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+                    and (old[0] == "l") == stat.S_ISLNK(st.st_mode)):
+                remember[name] = old
+                continue
+            found = self._entry(path, rel, name, st, ign, rules, fresh, now)
             if found is not None:
-                entries[name] = found[:3]
                 remember[name] = found
         if cached is not None and cached[3] == remember:
             tree = cached[2]
         else:
-            tree = self.objects.put_bytes(_listing(entries))
+            tree = self.objects.put_bytes(_listing(remember))
         settled = now - st_dir.st_mtime_ns > RACY_NS
         fresh[rel] = (dir_sig if settled else None, ign, tree, remember)
         return tree
@@ -218,14 +231,10 @@ class Scanner:
                 names.append(name)
         return names
 
-    def _entry(self, abspath: str, rel: str, name: str, known: tuple[str, int, str, Any] | None,
-               ign: Any, rules: IgnoreRules, fresh: dict[str, _Cached],
+    def _entry(self, path: str, rel: str, name: str, st: os.stat_result, ign: Any,
+               rules: IgnoreRules, fresh: dict[str, _Cached],
                now: int) -> tuple[str, int, str, Any] | None:
-        path = os.path.join(abspath, name)
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            return None  # removed while we looked
+        """A new or changed entry (a folder: scanned)."""
         mode = st.st_mode
         if stat.S_ISDIR(mode):
             sub = f"{rel}/{name}" if rel else name
@@ -239,8 +248,6 @@ class Scanner:
         sig = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
         kind = "l" if stat.S_ISLNK(mode) else "f"
         bits = 0 if kind == "l" else stat.S_IMODE(mode)
-        if known is not None and known[3] == sig and known[0] == kind:
-            return (kind, bits, known[2], sig)
         digest: str | None
         if kind == "l":
             try:
