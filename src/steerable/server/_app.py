@@ -186,41 +186,11 @@ def create_app(runner: SessionRunner, *, token: str | None = None,
         sid = _session_id(request)
         data = await _body(request)
         mode = _field(data, "mode", str, choices=frozenset({"graceful", "hard"}))
-        restore = bool(_field(data, "restore_files", bool, required=False))
-        if restore:
-            if undo is None:
-                raise BadRequest(400, "restore_files needs undo, which is off on this server")
-            if mode != "hard":
-                raise BadRequest(400, "restore_files goes with mode 'hard'")
-            undo.restore_when_aborted(sid)  # before the abort: its turn may end at once
+        restore = _restore_files(undo, data, mode, sid)
         ok = await runner.interrupt(sid, mode)
-        if restore and not ok and undo is not None:
-            undo.cancel_restore(sid)
+        if restore is not None and not ok:
+            restore.cancel_restore(sid)
         return JSONResponse({"ok": ok})
-
-    def _undo_api() -> UndoAPI:
-        if undo is None:
-            raise BadRequest(404, "undo is off on this server")
-        return undo
-
-    async def changes(request: Request) -> Response:
-        status, body = await _undo_api().changes(_session_id(request))
-        return JSONResponse(body, status_code=status)
-
-    async def undo_changes(request: Request) -> Response:
-        sid = _session_id(request)
-        data = await _body(request)
-        status, body = await _undo_api().undo(
-            sid, _field(data, "turn_id", str, required=False),
-            _field(data, "n", int, required=False),
-            bool(_field(data, "force", bool, required=False)))
-        return JSONResponse(body, status_code=status)
-
-    async def redo_changes(request: Request) -> Response:
-        sid = _session_id(request)
-        force = bool(_field(await _body(request), "force", bool, required=False))
-        status, body = await _undo_api().redo(sid, force)
-        return JSONResponse(body, status_code=status)
 
     async def cancel(request: Request) -> Response:
         sid = _session_id(request)
@@ -297,14 +267,57 @@ def create_app(runner: SessionRunner, *, token: str | None = None,
         Route(s + "/follow_up", _json_errors(follow_up), methods=["POST"]),
         Route(s + "/interrupt", _json_errors(interrupt), methods=["POST"]),
         Route(s + "/cancel", _json_errors(cancel), methods=["POST"]),
-        Route(s + "/changes", _json_errors(changes), methods=["GET"]),
-        Route(s + "/undo", _json_errors(undo_changes), methods=["POST"]),
-        Route(s + "/redo", _json_errors(redo_changes), methods=["POST"]),
+        *_undo_routes(undo, s),
         Route("/v1/approvals/{request_id}", _json_errors(approval), methods=["POST"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan,
                      middleware=[Middleware(_Guard, token=token)],
                      exception_handlers={HTTPException: not_found})
+
+
+def _restore_files(undo: UndoAPI | None, data: dict[str, Any], mode: str,
+                   sid: str) -> UndoAPI | None:
+    """A hard abort's ``restore_files``: arm it before the abort (its turn may end at once)."""
+    if not _field(data, "restore_files", bool, required=False):
+        return None
+    if undo is None:
+        raise BadRequest(400, "restore_files needs undo, which is off on this server")
+    if mode != "hard":
+        raise BadRequest(400, "restore_files goes with mode 'hard'")
+    undo.restore_when_aborted(sid)
+    return undo
+
+
+def _undo_routes(undo: UndoAPI | None, prefix: str) -> list[Route]:
+    """``/changes``, ``/undo`` and ``/redo`` under ``prefix`` (404 when undo is off)."""
+
+    def api() -> UndoAPI:
+        if undo is None:
+            raise BadRequest(404, "undo is off on this server")
+        return undo
+
+    async def changes(request: Request) -> Response:
+        status, body = await api().changes(_session_id(request))
+        return JSONResponse(body, status_code=status)
+
+    async def undo_changes(request: Request) -> Response:
+        sid = _session_id(request)
+        data = await _body(request)
+        status, body = await api().undo(
+            sid, _field(data, "turn_id", str, required=False),
+            _field(data, "n", int, required=False),
+            bool(_field(data, "force", bool, required=False)))
+        return JSONResponse(body, status_code=status)
+
+    async def redo_changes(request: Request) -> Response:
+        sid = _session_id(request)
+        force = bool(_field(await _body(request), "force", bool, required=False))
+        status, body = await api().redo(sid, force)
+        return JSONResponse(body, status_code=status)
+
+    return [Route(prefix + "/changes", _json_errors(changes), methods=["GET"]),
+            Route(prefix + "/undo", _json_errors(undo_changes), methods=["POST"]),
+            Route(prefix + "/redo", _json_errors(redo_changes), methods=["POST"])]
 
 
 _ASSETS: dict[str, bytes] = {}
