@@ -250,3 +250,21 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_pruning_runs_at_most_once_a_day_and_not_on_a_new_store(root: Path,
+                                                                 tmp_path: Path) -> None:
+    snaps = Snapshots(root, tmp_path / "data")
+    runs: list[float] = []
+    original = snaps.prune
+    snaps.prune = lambda **kw: runs.append(time.time()) or original(**kw)  # type: ignore[method-assign]
+    turn(snaps, "t1", lambda: (root / "a.txt").write_text("agent\n"))
+    assert runs == []  # a new store: the first pruning is a day away
+    marker = snaps.root / "pruned"
+    day_ago = time.time() - 25 * 3600
+    os.utime(marker, (day_ago, day_ago))
+    snaps._next_prune = 0.0  # as a new process would start
+    turn(snaps, "t2", lambda: (root / "b.txt").write_text("agent\n"))
+    assert len(runs) == 1 and marker.stat().st_mtime > day_ago + 3600
+    turn(snaps, "t3", lambda: (root / "a.txt").write_text("again\n"))
+    assert len(runs) == 1

@@ -150,6 +150,9 @@ class Snapshots:
         marker = self.root / "workspace"
         if not marker.exists():
             marker.write_text(str(self.workspace) + "\n")
+            # A new store has nothing to prune: the first pruning is due a day from now, not
+            # in the middle of the first snapshot.
+            (self.root / "pruned").touch()
 
     def _journal(self, session_id: str) -> Journal:
         if not session_id or not set(session_id) <= _SESSION_OK or session_id[0] in ".-":

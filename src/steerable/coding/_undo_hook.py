@@ -78,6 +78,9 @@ class SnapshotHook(Hook):
         with self._lock:
             asked = event.session_id in self._restore_next
             self._restore_next.discard(event.session_id)
+            # Calls that never reported back (denied, aborted): the turn is over.
+            for call_id in [c for c, (_, t) in self._open.items() if t == event.turn_id]:
+                del self._open[call_id]
         if getattr(event, "status", None) is not TurnStatus.ABORTED:
             return
         if not (asked or self.restore_on_abort):
