@@ -137,6 +137,21 @@ def test_ignored_files_git_and_files_over_the_cap_are_left_alone(root: Path,
     assert not any(p.name == ".git" for p in (tmp_path / "data").rglob("*"))
 
 
+def test_the_repositorys_exclude_file_counts_too(root: Path, tmp_path: Path) -> None:
+    (root / ".git" / "info").mkdir(parents=True)
+    (root / ".git" / "info" / "exclude").write_text("*.local\n")
+    (root / ".gitignore").write_text("!keep.local\n")  # the .gitignore wins over exclude
+    snaps = Snapshots(root, tmp_path / "data")
+
+    def agent() -> None:
+        (root / "notes.local").write_text("mine\n")
+        (root / "keep.local").write_text("tracked\n")
+
+    turn(snaps, "t1", agent)
+    assert snaps.undo("s").paths == ("keep.local",)
+    assert (root / "notes.local").exists()
+
+
 def test_a_changed_gitignore_is_seen_by_the_next_snapshot(root: Path, tmp_path: Path) -> None:
     (root / ".gitignore").write_text("*.txt\n")
     snaps = Snapshots(root, tmp_path / "data")

@@ -5,6 +5,9 @@ sorted by name, where kind is ``f`` (file: hash of its content), ``l`` (symlink:
 target) or ``d`` (folder: hash of its own listing). A folder that did not change keeps its hash,
 so a snapshot after a small change writes a few small objects.
 
+Left out, as git leaves them out: what the ``.gitignore`` files and ``.git/info/exclude``
+ignore, and ``.git`` itself.
+
 What makes it cheap is the index, a cache kept beside the objects: per folder, its stat
 signature, the signature of the ``.gitignore`` files that apply to it, its listing's hash and
 each entry's stat signature and hash. A file whose (mtime, ctime, size, inode) did not change is
@@ -35,6 +38,7 @@ RACY_NS = 50_000_000
 """How much older than the moment it was taken a stat signature must be to be trusted."""
 
 _INDEX_VERSION = 1
+_EXCLUDE = ".git/info/exclude"  # the repository's own ignore rules, kept out of .gitignore
 
 Entry = tuple[str, int, str]
 """(kind, mode, hash): kind ``f``, ``l`` or ``d``; mode the permission bits (0 for links)."""
@@ -177,6 +181,8 @@ class Scanner:
               rules: IgnoreRules, fresh: dict[str, _Cached], now: int) -> str:
         prefix = abspath + "/"
         ign = (ign_parent, _signature(prefix + ".gitignore"))
+        if not rel:
+            ign = (ign, _signature(prefix + _EXCLUDE))
         dir_sig = (st_dir.st_mtime_ns, st_dir.st_ino)
         cached = self._index.get(rel)
         known = cached[3] if cached is not None and cached[1] == ign else {}
@@ -215,7 +221,8 @@ class Scanner:
     def _list(self, abspath: str, rel: str, rules: IgnoreRules) -> list[str]:
         # Load the ignore rules of this folder and of every folder above it (once per scan).
         parts = rel.split("/") if rel else []
-        for depth in range(len(parts) + 1):
+        rules.load(Path(self.root), "", _read(os.path.join(self.root, _EXCLUDE)))
+        for depth in range(1, len(parts) + 1):
             rules.load(Path(self.root, *parts[:depth]), "/".join(parts[:depth]))
         names = []
         with os.scandir(abspath) as it:
@@ -279,6 +286,14 @@ class Scanner:
                 else:
                     seen.add(digest)
         return seen
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
 
 
 def _signature(path: str) -> tuple[int, int, int, int] | None:

@@ -93,7 +93,9 @@ class IgnoreRules:
     def __init__(self) -> None:
         self._by_dir: dict[str, list[_Rule]] = {}
 
-    def load(self, folder: Path, rel: str) -> None:
+    def load(self, folder: Path, rel: str, before: str = "") -> None:
+        """Read ``folder``'s .gitignore; ``before``: rules that come first (so the file's own
+        win), such as a repository's ``.git/info/exclude`` for its root."""
         if rel in self._by_dir:
             return
         rules: list[_Rule] = []
@@ -101,7 +103,7 @@ class IgnoreRules:
             text = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace")
         except OSError:
             text = ""
-        for line in text.splitlines():
+        for line in [*before.splitlines(), *text.splitlines()]:
             rule = _parse_line(line, rel)
             if rule is not None:
                 rules.append(rule)
