@@ -54,6 +54,26 @@ def test_a_users_edit_of_the_same_file_is_refused_and_named(root: Path, tmp_path
     assert (root / "a.txt").read_text() == "one\n"
 
 
+def test_undo_never_writes_through_a_folder_now_a_symlink(root: Path, tmp_path: Path) -> None:
+    (root / "sub").mkdir()
+    (root / "sub" / "keep.txt").write_text("kept\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    snaps = Snapshots(root, tmp_path / "data")
+    turn(snaps, "t1", lambda: (root / "sub" / "keep.txt").unlink())
+    # The user then swaps the folder for a link to somewhere else: putting keep.txt back
+    # would write it there.
+    (root / "sub").rmdir()
+    (root / "sub").symlink_to(outside)
+    with pytest.raises(UndoConflictError, match="symlink sub"):
+        snaps.undo("s", force=True)
+    assert list(outside.iterdir()) == []
+    (root / "sub").unlink()  # with the folder back, undo works
+    (root / "sub").mkdir()
+    snaps.undo("s")
+    assert (root / "sub" / "keep.txt").read_text() == "kept\n"
+
+
 def test_a_users_edit_elsewhere_is_kept(root: Path, tmp_path: Path) -> None:
     snaps = Snapshots(root, tmp_path / "data")
     turn(snaps, "t1", lambda: (root / "a.txt").write_text("agent\n"))

@@ -270,6 +270,7 @@ class Snapshots:
             raise UndoConflictError(
                 f"cannot {verb}: {len(conflicts)} file(s) changed since the agent's turn: "
                 f"{shown}. Save what you need, then use --force to overwrite them.", conflicts)
+        _refuse_links(virtual, now_flat, verb)
         paths = apply_entries(str(self.workspace), self.objects, virtual, now_flat)
         return UndoResult(tuple(s.turn_id for s, _, _ in plan), tuple(paths),
                           tuple(sorted(conflicts)))
@@ -355,6 +356,27 @@ class Snapshots:
             stray.unlink(missing_ok=True)
         self._scanner.forget(lambda digest: digest in keep)
         return removed
+
+
+def _refuse_links(target: dict[str, Entry | None], now: dict[str, Entry], verb: str) -> None:
+    """Refuse, even when forced, to write below a folder that is now a symlink and stays one:
+    the write would land wherever the link points, maybe outside the workspace."""
+    under: dict[str, str] = {}  # path -> the symlink above it
+    for path, wanted in target.items():
+        if wanted is None and path not in now:
+            continue  # nothing there to remove, nothing to write
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            folder = "/".join(parts[:depth])
+            link = now.get(folder)
+            if link is not None and link[0] == "l" and target.get(folder, link) == link:
+                under[path] = folder
+                break
+    if under:
+        shown = ", ".join(f"{p} (below the symlink {f})" for p, f in list(under.items())[:5])
+        raise UndoConflictError(
+            f"cannot {verb}: {len(under)} path(s) lie below a folder that is now a symlink: "
+            f"{shown}; put the folder back first", sorted(under))
 
 
 def _among(steps: set[tuple[str, float]]) -> _StepFilter:
