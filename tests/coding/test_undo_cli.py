@@ -4,7 +4,10 @@ turns run by ``steerable run`` with the scripted provider; and ``/undo`` in chat
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pexpect
@@ -119,3 +122,28 @@ def test_chat_undo_and_redo(cli_env, tmp_path: Path, ws: Path) -> None:
         child.expect(pexpect.EOF)
     finally:
         child.close(force=True)
+
+
+def test_run_with_undo_on_abort_puts_the_files_back_before_it_exits(cli_env, tmp_path: Path,
+                                                                    ws: Path) -> None:
+    start = fingerprint(ws)
+    endless = [{"tool_calls": [["bash", {"command": "echo agent > a.txt; mkdir -p d; "
+                                                    "touch d/x; while :; do sleep 0.05; done"}]]}]
+    env = {**cli_env, "STEERABLE_UNDO_ON_ABORT": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "steerable", "run", "go", "--yes",
+                             "--no-sandbox", "--provider", "scripted", "--script",
+                             script(tmp_path, endless), "--workspace", str(ws)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 30
+    while not (ws / "d" / "x").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    for line in proc.stderr:  # the first press landed: it says so
+        if "Ctrl+C again" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3, err
+    assert "put back 3 path(s) the aborted turn changed" in err
+    assert fingerprint(ws) == start

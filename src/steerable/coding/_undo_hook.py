@@ -42,6 +42,8 @@ class SnapshotHook(Hook):
         self._lock = threading.Lock()
         self._open: dict[str, tuple[str, str]] = {}  # call id -> (session id, step's turn id)
         self._restore_next: set[str] = set()
+        self._restoring = threading.Lock()  # one restore at a time, each turn's once
+        self._handled: set[str] = set()
         self.restored: dict[str, UndoResult] = {}
         """Turn id -> what was put back after it was aborted."""
 
@@ -76,18 +78,32 @@ class SnapshotHook(Hook):
         if event.kind is not EventKind.TURN_END or event.parent_turn_id is not None:
             return
         with self._lock:
-            asked = event.session_id in self._restore_next
-            self._restore_next.discard(event.session_id)
             # Calls that never reported back (denied, aborted): the turn is over.
             for call_id in [c for c, (_, t) in self._open.items() if t == event.turn_id]:
                 del self._open[call_id]
-        if getattr(event, "status", None) is not TurnStatus.ABORTED:
-            return
-        if not (asked or self.restore_on_abort):
-            return
-        try:
-            result = self.snapshots.undo_turns(event.session_id, [event.turn_id], force=True)
-        except NothingToUndoError:
-            return  # the turn changed no file
-        self.restored[event.turn_id] = result
-        log.info("aborted turn %s: put back %d path(s)", event.turn_id, len(result.paths))
+        if getattr(event, "status", None) is TurnStatus.ABORTED:
+            self.restore_aborted(event.session_id, event.turn_id)
+        else:
+            self.cancel_restore(event.session_id)
+
+    def restore_aborted(self, session_id: str, turn_id: str) -> UndoResult | None:
+        """Put back the files of the aborted turn ``turn_id`` if that was asked for
+        (``restore_on_abort``, or ``restore_when_aborted``); once per turn, whoever calls
+        first: the observer, or a front end that must not exit before it is done (it waits
+        for a restore under way). None: not asked, or the turn changed no file."""
+        with self._restoring:
+            if turn_id in self._handled:
+                return self.restored.get(turn_id)
+            self._handled.add(turn_id)
+            with self._lock:
+                asked = self.restore_on_abort or session_id in self._restore_next
+                self._restore_next.discard(session_id)
+            if not asked:
+                return None
+            try:
+                result = self.snapshots.undo_turns(session_id, [turn_id], force=True)
+            except NothingToUndoError:
+                return None  # the turn changed no file
+            self.restored[turn_id] = result
+        log.info("aborted turn %s: put back %d path(s)", turn_id, len(result.paths))
+        return result
