@@ -111,10 +111,9 @@ async def _hard_abort_during_bash(ws: Path, hook: SnapshotHook, *, ask: bool) ->
         assert loop.interrupt_hard("s1")
         result = await handle
         assert result.status is TurnStatus.ABORTED
-        for _ in range(250):  # the observer runs after TURN_END, off the loop
-            if result.turn_id in hook.restored:
-                break
-            await asyncio.sleep(0.02)
+        # The observer restores after TURN_END, off the loop; this waits for it (or does it:
+        # whichever comes first does it, once).
+        await asyncio.to_thread(hook.restore_aborted, "s1", result.turn_id)
     return result.turn_id
 
 
