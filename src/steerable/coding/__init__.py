@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from steerable.coding._sandbox import Sandbox
+from steerable.coding._sandbox import Sandbox, SandboxLimits
 from steerable.coding._workspace import Workspace
 from steerable.coding.bash import DEFAULT_HIDDEN_ENV, DEFAULT_TIMEOUT, make_bash_tool
 from steerable.coding.edit import make_edit_tool
@@ -23,6 +23,7 @@ from steerable.tools import FunctionTool
 
 __all__ = [
     "Sandbox",
+    "SandboxLimits",
     "Workspace",
     "coding_tools",
     "make_bash_tool",
