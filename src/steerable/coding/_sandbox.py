@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from steerable.coding._sandbox_plan import plan_mounts
+from steerable.coding._sandbox_plan import SYSTEM_DIRS, plan_mounts
 
-__all__ = ["Sandbox", "SandboxLimits", "bwrap_usable"]
+__all__ = ["Sandbox", "SandboxLimits", "bwrap_usable", "confine_reader"]
 
 log = logging.getLogger("steerable")
 
@@ -159,3 +159,30 @@ class Sandbox:
             return "unavailable (bash unconfined)"
         return ("bwrap" + (", user namespace" if mode[1] else "")
                 + (" with network" if self.network else ", no network"))
+
+
+def confine_reader(argv: Sequence[str], roots: Sequence[Path], cwd: Path) -> list[str] | None:
+    """``argv`` (a program that reads the workspace, such as ripgrep) in a bwrap that shows
+    only the roots (read-only), the system's libraries and the program; None without bwrap.
+
+    A program walking the tree by path names would follow a folder swapped for a link out of
+    the workspace; inside, there is nothing else to reach.
+    """
+    mode = _bwrap_mode()
+    if mode is None:
+        return None
+    bwrap, userns = mode
+    program = os.path.realpath(argv[0])
+    args = [bwrap, *(["--unshare-user"] if userns else []), "--cap-drop", "ALL", "--unshare-pid",
+            "--unshare-net", "--unshare-ipc", "--die-with-parent"]
+    for d in SYSTEM_DIRS:
+        if d == "/etc":
+            continue
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    args += ["--ro-bind", program, program, "--dev", "/dev", "--proc", "/proc"]
+    for root in roots:
+        args += ["--ro-bind", str(root), str(root)]
+    return [*args, "--chdir", str(cwd), "--", program, *argv[1:]]
