@@ -58,8 +58,8 @@ EXPORTS: dict[str, list[str]] = {
         "checkpoint_from_record", "checkpoint_to_record", "default_data_dir",
     ],
     "steerable.coding": [
-        "Sandbox", "Workspace", "coding_tools", "make_bash_tool", "make_edit_tool", "make_find_tool",
-        "make_grep_tool", "make_ls_tool", "make_read_tool", "make_write_tool",
+        "Sandbox", "SandboxLimits", "Workspace", "coding_tools", "make_bash_tool", "make_edit_tool",
+        "make_find_tool", "make_grep_tool", "make_ls_tool", "make_read_tool", "make_write_tool",
     ],
     "steerable.errors": [
         "CheckpointError", "ConfigurationError", "ContextOverflowError", "FatalProviderError",

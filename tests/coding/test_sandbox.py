@@ -125,6 +125,10 @@ async def test_no_network_unless_allowed(ws: Path) -> None:
         assert "CONNECTED" not in await bash(ws, probe, ON)
         assert "CONNECTED" in await bash(ws, probe, Sandbox(network=True))
         assert "CONNECTED" in await bash(ws, probe, OFF)
+        for _ in range(100):  # the accepting thread may still be taking the last connection
+            if len(accepted) == 2:
+                break
+            await asyncio.sleep(0.05)
     finally:
         server.close()
         thread.join(5)
