@@ -134,6 +134,8 @@ def _walk(path: str, roots: Sequence[Path], create_dirs: bool) -> Located:
             if not todo:
                 where.name = comp
                 return where
+            if not stat.S_ISDIR(info.st_mode):
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), comp)
             try:
                 fd = os.open(comp, _DIR_FLAGS, dir_fd=where.dir_fd)
             except OSError as exc:

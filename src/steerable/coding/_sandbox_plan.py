@@ -57,12 +57,12 @@ class MountPlan:
             return False
         return any(_under(real, r) for r in self.readable)
 
-    def _ro(self, path: str) -> None:
+    def add_read_only(self, path: str) -> None:
         if not any(_under(path, r) for r in self.readable):
             self.args += ["--ro-bind", path, path]
             self.readable.append(path)
 
-    def _mask(self, path: str) -> None:
+    def cover(self, path: str) -> None:
         """Cover ``path`` (when it exists in view) with an empty folder or an empty file."""
         real = os.path.realpath(path)
         if not os.path.lexists(real) or real in self.masked:
@@ -117,7 +117,7 @@ def plan_mounts(writable: Sequence[Path], env: Mapping[str, str], *, network: bo
         if os.path.islink(d):
             plan.args += ["--symlink", os.readlink(d), d]
         elif os.path.isdir(d):
-            plan._ro(d)
+            plan.add_read_only(d)
     plan.args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
     rw = [os.path.realpath(w) for w in writable]
     homes = _homes(env)
@@ -126,17 +126,17 @@ def plan_mounts(writable: Sequence[Path], env: Mapping[str, str], *, network: bo
         plan.args += ["--tmpfs", home]  # an empty, writable home (caches, dot files)
     for d in _toolchain_dirs(env.get("PATH", "").split(os.pathsep), home):
         if not any(_under(d, w) for w in rw):
-            plan._ro(d)
+            plan.add_read_only(d)
     if network:
         _expose_resolver(plan)
     for w in rw:
         plan.args += ["--bind", w, w]
         plan.readable.append(w)
     for secret in ETC_SECRETS:
-        plan._mask(secret)
+        plan.cover(secret)
     for h in homes:
         for name in HOME_SECRETS:
-            plan._mask(os.path.join(h, name))
+            plan.cover(os.path.join(h, name))
     return plan
 
 
