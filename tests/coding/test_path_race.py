@@ -22,20 +22,29 @@ from steerable.tools import FunctionTool
 from tests.coding.conftest import call
 
 RACER = textwrap.dedent("""
-    import os, sys
+    import os, shutil, sys
     ws, outside = sys.argv[1], sys.argv[2]
     d, aside, link, tmp = (os.path.join(ws, n) for n in ("d", "d.aside", "l", "l.tmp"))
     inside_target = os.path.join(ws, "real")
     print("ready", flush=True)
     while True:
-        os.rename(d, aside)                      # d: a real folder ...
-        os.symlink(outside, d)                   # ... then a link out of the workspace
-        os.symlink(outside, tmp)
-        os.replace(tmp, link)                    # l: a link out ...
-        os.unlink(d)
-        os.rename(aside, d)
-        os.symlink(inside_target, tmp)
-        os.replace(tmp, link)                    # ... then a link to a folder inside
+        try:  # a tool may create `d` while it is away: keep flipping whatever happens
+            os.rename(d, aside)                  # d: a real folder ...
+            os.symlink(outside, d)               # ... then a link out of the workspace
+            os.symlink(outside, tmp)
+            os.replace(tmp, link)                # l: a link out ...
+            os.unlink(d)
+            os.rename(aside, d)
+            os.symlink(inside_target, tmp)
+            os.replace(tmp, link)                # ... then a link to a folder inside
+        except OSError:
+            for stale in (tmp, d if os.path.islink(d) else ""):
+                if stale and os.path.lexists(stale):
+                    os.unlink(stale)
+            if os.path.isdir(aside):
+                if os.path.isdir(d) and not os.path.islink(d):
+                    shutil.rmtree(d)             # made by a write while the real one was away
+                os.rename(aside, d)
 """)
 
 
@@ -51,6 +60,7 @@ def raced(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     try:
         assert racer.stdout is not None and racer.stdout.readline().strip() == "ready"
         yield ws, outside
+        assert racer.poll() is None, "the racer stopped: the race was not on the whole time"
     finally:
         racer.kill()
         racer.wait()

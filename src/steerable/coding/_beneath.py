@@ -128,7 +128,10 @@ def _walk(path: str, roots: Sequence[Path], create_dirs: bool) -> Located:
                 links += 1
                 if links > _MAX_LINKS:
                     raise ToolError(f"path {path!r}: too many levels of symbolic links")
-                target = os.readlink(comp, dir_fd=where.dir_fd)
+                try:
+                    target = os.readlink(comp, dir_fd=where.dir_fd)
+                except OSError:
+                    raise Raced from None  # it was a link a moment ago
                 todo[:0] = _link_target(path, target, roots, where)
                 continue
             if not todo:
@@ -139,7 +142,7 @@ def _walk(path: str, roots: Sequence[Path], create_dirs: bool) -> Located:
             try:
                 fd = os.open(comp, _DIR_FLAGS, dir_fd=where.dir_fd)
             except OSError as exc:
-                if exc.errno in RACED:
+                if exc.errno in RACED or exc.errno == errno.ENOENT:  # a folder a moment ago
                     raise Raced from None
                 raise
             where.fds.append(fd)
@@ -200,10 +203,14 @@ def open_beneath(where: Located, flags: int, mode: int = 0o666) -> int:
 
 
 def entry_stat(where: Located) -> os.stat_result:
-    """The last component's own status (a link is not followed; ``where.name`` may be "")."""
+    """The last component's own status (``where.name`` may be ""); ``Raced`` for a link, since
+    the walk followed every link: one there now was put there since."""
     if not where.name:
         return os.fstat(where.dir_fd)
-    return os.stat(where.name, dir_fd=where.dir_fd, follow_symlinks=False)
+    info = os.stat(where.name, dir_fd=where.dir_fd, follow_symlinks=False)
+    if stat.S_ISLNK(info.st_mode):
+        raise Raced
+    return info
 
 
 def open_dir(where: Located) -> int:

@@ -87,8 +87,8 @@ def _toolchain_dirs(path_dirs: Sequence[str], home: str | None) -> list[str]:
         if not entry or not os.path.isabs(entry):
             continue  # a relative entry (".") means the workspace, which is mounted anyway
         real = os.path.realpath(entry)
-        if not os.path.isdir(real) or real == "/":
-            continue
+        if not os.path.isdir(real) or real in ("/", home):
+            continue  # a PATH that names the whole file system or home brings neither
         if home and _under(real, home) and real != home:
             parts = Path(os.path.relpath(real, home)).parts
             top = os.path.join(home, parts[0])

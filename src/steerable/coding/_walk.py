@@ -194,9 +194,9 @@ def walk_files(
             rules.load(folder, text)  # the .gitignore files above the start apply to it too
         if start.single:
             if refused is None or not refused(ws.display(start.path / start.single)):
-                st = os.stat(start.single, dir_fd=start.fd, follow_symlinks=False)
+                # Not a link when the walk ended; read_walked opens it without following one.
                 yield WalkedFile(start.path / start.single, start.single, start.fd, start.single,
-                                 stat.S_ISLNK(st.st_mode))
+                                 False)
             return
         yield from _walk_tree(ws, start.fd, start.path, rules if use_rules else None, refused)
     finally:
