@@ -38,13 +38,16 @@ RACER = textwrap.dedent("""
             os.symlink(inside_target, tmp)
             os.replace(tmp, link)                # ... then a link to a folder inside
         except OSError:
-            for stale in (tmp, d if os.path.islink(d) else ""):
-                if stale and os.path.lexists(stale):
-                    os.unlink(stale)
-            if os.path.isdir(aside):
-                if os.path.isdir(d) and not os.path.islink(d):
-                    shutil.rmtree(d)             # made by a write while the real one was away
-                os.rename(aside, d)
+            try:  # put things back; a tool may be writing meanwhile, so this may fail too
+                for stale in (tmp, d if os.path.islink(d) else ""):
+                    if stale and os.path.lexists(stale):
+                        os.unlink(stale)
+                if os.path.isdir(aside):
+                    if os.path.isdir(d) and not os.path.islink(d):
+                        shutil.rmtree(d)         # made by a write while the real one was away
+                    os.rename(aside, d)
+            except OSError:
+                pass
 """)
 
 
@@ -56,16 +59,17 @@ def raced(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
         (folder / "f.txt").write_text(f"{word} text\n")
     os.symlink(ws / "real", ws / "l")
     racer = subprocess.Popen([sys.executable, "-c", RACER, str(ws), str(outside)],
-                             stdout=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert racer.stdout is not None and racer.stdout.readline().strip() == "ready"
         yield ws, outside
-        assert racer.poll() is None, "the racer stopped: the race was not on the whole time"
+        assert racer.poll() is None, f"the racer stopped: {racer.communicate()[1]}"
     finally:
         racer.kill()
         racer.wait()
-        assert racer.stdout is not None
+        assert racer.stdout is not None and racer.stderr is not None
         racer.stdout.close()
+        racer.stderr.close()
 
 
 def _tools(ws: Path) -> dict[str, FunctionTool]:

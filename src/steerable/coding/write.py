@@ -94,7 +94,11 @@ def make_write_tool(ws: Workspace) -> FunctionTool:
             atomic_write(where, content)
             return name, existed
 
-        name, existed = ws.beneath(path, replace, create_dirs=True)
+        try:
+            name, existed = ws.beneath(path, replace, create_dirs=True)
+        except FileNotFoundError:  # missing folders are made: another process removed one
+            raise ToolError(f"{path}: a folder on the way was removed while writing; nothing "
+                            "was written") from None
         lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
         verb = "Overwrote" if existed else "Created"
         size = len(content.encode("utf-8"))
