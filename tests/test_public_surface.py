@@ -59,7 +59,7 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "steerable.coding": [
         "NothingToUndoError", "SNAPSHOT_HOOK_PRIORITY", "SNAPSHOT_HOOK_TIMEOUT", "Sandbox",
-        "SnapshotHook", "SnapshotLimits", "SnapshotStoreError", "Snapshots", "StepInfo",
+        "SandboxLimits", "SnapshotHook", "SnapshotLimits", "SnapshotStoreError", "Snapshots", "StepInfo",
         "UndoConflictError", "UndoResult", "Workspace", "coding_tools", "make_bash_tool",
         "make_edit_tool", "make_find_tool", "make_grep_tool", "make_ls_tool", "make_read_tool",
         "make_write_tool", "remove_session_snapshots",

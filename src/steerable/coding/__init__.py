@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from steerable.coding._sandbox import Sandbox
+from steerable.coding._sandbox import Sandbox, SandboxLimits
 from steerable.coding._undo import (
     NothingToUndoError,
     SnapshotLimits,
@@ -40,6 +40,7 @@ __all__ = [
     "SNAPSHOT_HOOK_TIMEOUT",
     "NothingToUndoError",
     "Sandbox",
+    "SandboxLimits",
     "SnapshotHook",
     "SnapshotLimits",
     "SnapshotStoreError",

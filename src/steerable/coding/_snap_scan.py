@@ -221,9 +221,11 @@ class Scanner:
     def _list(self, abspath: str, rel: str, rules: IgnoreRules) -> list[str]:
         # Load the ignore rules of this folder and of every folder above it (once per scan).
         parts = rel.split("/") if rel else []
-        rules.load(Path(self.root), "", _read(os.path.join(self.root, _EXCLUDE)))
+        # A repository's .git/info/exclude comes first so the root .gitignore's own rules win.
+        root_text = _read(os.path.join(self.root, _EXCLUDE)) + "\n" + _gitignore(self.root)
+        rules.load("", root_text)
         for depth in range(1, len(parts) + 1):
-            rules.load(Path(self.root, *parts[:depth]), "/".join(parts[:depth]))
+            rules.load("/".join(parts[:depth]), _gitignore(os.path.join(self.root, *parts[:depth])))
         names = []
         with os.scandir(abspath) as it:
             for entry in it:
@@ -294,6 +296,10 @@ def _read(path: str) -> str:
             return fh.read()
     except OSError:
         return ""
+
+
+def _gitignore(folder: str) -> str:
+    return _read(os.path.join(folder, ".gitignore"))
 
 
 def _signature(path: str) -> tuple[int, int, int, int] | None:
