@@ -1,0 +1,67 @@
+"""What one worker process must never do to another's sessions, with real processes and a real
+redis-server: answer the wrong approval, write after losing its lease, keep a poster waiting
+for an answer it can no longer give."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from steerable.scale import RedisClient
+from tests.scale._harness import Workers, ended, events_until
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+async def client(redis_url: str) -> AsyncIterator[RedisClient]:
+    made = RedisClient(redis_url, reply_timeout=5.0)
+    yield made
+    await made.aclose()
+
+
+@pytest.fixture
+def asking(redis_url: str, tmp_path: Path) -> Iterator[Workers]:
+    """Workers that run one session each and ask a person before every ``work`` call."""
+    made = Workers(redis_url, tmp_path, ttl=1.0)
+    made.env.update(TEST_ASK="1", TEST_MAX_SESSIONS="1")
+    yield made
+    made.stop_all()
+
+
+async def _asked(client: RedisClient, session_id: str) -> str:
+    events = await events_until(client, session_id, lambda e: e["kind"] == "approval_requested")
+    return str(events[-1]["request_id"])
+
+
+async def test_answering_one_users_approval_never_runs_another_users_call(
+        asking: Workers, client: RedisClient) -> None:
+    asking.start("a")
+    await client.send("tool:0:alice", "alice")
+    alice = await _asked(client, "alice")
+    asking.start("b")  # a is full (one session): bob's session goes to b
+    await client.send("tool:0:bob", "bob")
+    bob = await _asked(client, "bob")
+    assert {await client.holder("alice"), await client.holder("bob")} == {"a-w", "b-w"}
+    # Unguessable and distinct across processes (they used to be approval_1 on both).
+    assert alice != bob
+    assert all(len(rid.removeprefix("approval_")) == 32 for rid in (alice, bob))
+
+    assert await client.resolve_approval(bob, True)
+    await events_until(client, "bob", ended())
+    ran = [line[1:3] for line in asking.ledger_lines()]
+    assert ran == [["start", "bob"], ["end", "bob"]]  # alice's call still waits for alice
+    assert not await client.resolve_approval(bob, True)  # answered: not a key to alice's
+
+    assert await client.resolve_approval(alice, False, "not now")
+    events = await events_until(client, "alice", ended())
+    assert [e["approved"] for e in events if e["kind"] == "approval_resolved"] == [False]
+    assert [e["kind"] for e in events if e["kind"].startswith("tool_exec")] == [
+        "tool_exec_skipped"]
+    assert [line[1:3] for line in asking.ledger_lines()] == ran
