@@ -4,10 +4,6 @@ for an answer it can no longer give."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 

@@ -65,7 +65,8 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
             telemetry(app, settings)
             runner = (_redis_runner(app, redis_url, args) if redis_url
                       else LocalRunner(app.loop, app.redact))
-            asgi = create_app(runner, token=token)
+            asgi = create_app(runner, token=token, allowed_hosts=args.allow_host,
+                              allowed_origins=args.allow_origin)
             config = uvicorn.Config(asgi, host=args.host, port=args.port, log_level="warning",
                                     access_log=False, lifespan="on",
                                     timeout_graceful_shutdown=3)
