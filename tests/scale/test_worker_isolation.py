@@ -4,6 +4,7 @@ for an answer it can no longer give."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -61,3 +62,26 @@ async def test_answering_one_users_approval_never_runs_another_users_call(
     assert [e["kind"] for e in events if e["kind"].startswith("tool_exec")] == [
         "tool_exec_skipped"]
     assert [line[1:3] for line in asking.ledger_lines()] == ran
+
+
+@pytest.fixture
+def workers(redis_url: str, tmp_path: Path) -> Iterator[Workers]:
+    made = Workers(redis_url, tmp_path, ttl=1.0)
+    yield made
+    made.stop_all()
+
+
+@pytest.mark.parametrize("policy", ["steer", "follow_up", "interrupt"])
+async def test_a_post_to_a_session_whose_holder_died_is_queued_at_once(
+        policy: str, workers: Workers, client: RedisClient) -> None:
+    workers.start("a", "b")
+    await client.send("tool:2.0:k", "sd")
+    await events_until(client, "sd", lambda e: e["kind"] == "tool_exec_start")
+    workers.kill(Workers.name_of(await client.holder("sd")))
+    started = time.monotonic()
+    sent = await client.send("after", "sd", policy=policy)
+    took = time.monotonic() - started
+    assert sent.action == "queued"
+    assert took < 1.0, f"the poster waited {took:.2f} s for a dead worker"
+    events = await events_until(client, "sd", ended(2), timeout=30)
+    assert [e["status"] for e in events if e["kind"] == "turn_end"][-2:] == ["completed"] * 2

@@ -98,7 +98,7 @@ class RedisWorker:
             self.loop = AgentLoop(agent, store=self.store, **loop_options)
         else:  # a factory: builds the loop around the fenced store (``steerable serve``)
             self.loop = agent(self.store)
-        self._redis = connect(url)
+        self._redis = connect(url, name=self.keys.client_name(self.worker_id))
         self.client = RedisClient(url, prefix=prefix, client=self._redis)
         self.leases = LeaseScripts(self._redis, self.keys, self.timing)
         self.scripts = Scripts(self._redis, self.keys)
