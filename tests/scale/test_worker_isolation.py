@@ -4,9 +4,14 @@ for an answer it can no longer give."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import signal
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,3 +90,38 @@ async def test_a_post_to_a_session_whose_holder_died_is_queued_at_once(
     assert took < 1.0, f"the poster waited {took:.2f} s for a dead worker"
     events = await events_until(client, "sd", ended(2), timeout=30)
     assert [e["status"] for e in events if e["kind"] == "turn_end"][-2:] == ["completed"] * 2
+
+
+async def test_a_worker_continued_after_its_lease_ended_adds_nothing_after_the_new_holder(
+        workers: Workers, client: RedisClient) -> None:
+    workers.start("a")
+    await client.send("tool:2.0:z", "sz")
+    started = await events_until(client, "sz", lambda e: e["kind"] == "tool_exec_start")
+    old_turn = started[0]["turn_id"]
+    zombie = workers.procs["a"]
+    os.kill(zombie.pid, signal.SIGSTOP)
+    try:
+        workers.start("b")  # takes the session over once a's lease ends, resumes the turn
+        events = await events_until(client, "sz", lambda e: e["kind"] == "turn_start"
+                                    and e["turn_id"] != old_turn, timeout=30)
+        new_turn = events[-1]["turn_id"]
+    finally:
+        os.kill(zombie.pid, signal.SIGCONT)
+    await events_until(client, "sz", lambda e: e["kind"] == "turn_end"
+                       and e["turn_id"] == new_turn, timeout=30)
+    # The continued worker's turn runs on until it sees its lease gone, then ends (aborted or
+    # completed): give it time to try to publish that, then read the whole stream.
+    await asyncio.sleep(2.5)
+    assert zombie.poll() is None
+    stream = await _all_events(client, "sz")
+    first_new = next(i for i, e in enumerate(stream) if e["turn_id"] == new_turn)
+    late = [e["kind"] for e in stream[first_new:] if e["turn_id"] == old_turn]
+    assert late == [], f"the stopped worker appended {late} after the new holder's events"
+    assert stream[-1]["kind"] == "turn_end" and stream[-1]["turn_id"] == new_turn
+    assert [line[:3] for line in workers.ledger_lines() if line[0] == "b"] == [
+        ["b", "start", "z"], ["b", "end", "z"]]
+
+
+async def _all_events(client: RedisClient, session_id: str) -> list[dict[str, Any]]:
+    entries = await client._redis.xrange(client.keys.events(session_id))
+    return [json.loads(fields[b"e"]) for _, fields in entries]

@@ -106,6 +106,9 @@ class RedisWorker:
         self.events_ttl = events_ttl
         self.running: dict[str, TurnHandle] = {}
         """The turn each held session runs now (read by the control handler)."""
+        self.turn_tokens: dict[str, str] = {}
+        """Top-level turn id -> the lease token it runs under (fences its events)."""
+        self._published: dict[str, asyncio.Event] = {}
         self._runners: dict[str, asyncio.Task[None]] = {}
         self._woken: set[str] = set()
         self._errors = unavailable_errors()
@@ -327,10 +330,13 @@ class RedisWorker:
             await self._retry(lambda: self.scripts.finish(session_id, token, []))
             return True
         self.running[session_id] = handle
+        self.turn_tokens[handle.turn_id] = token  # before its first event is published
+        self._published[handle.turn_id] = asyncio.Event()
         await self._retry(lambda: self.scripts.mark(session_id, token,
                                                     {**entry, "turn_id": handle.turn_id}))
         result = await handle
         self.running.pop(session_id, None)
+        await self._wait_published(handle.turn_id)
         if self._stopping and result.status is TurnStatus.ABORTED:
             await self._hand_session_over(session_id, token)
             return False
@@ -342,6 +348,25 @@ class RedisWorker:
         nexts += [self._entry(item.text, "follow_up") for item in result.unprocessed]
         await self._retry(lambda: self.scripts.finish(session_id, token, nexts))
         return True
+
+    def turn_published(self, turn_id: str) -> None:
+        """Called by the publisher once the turn's TURN_END is in its stream (or dropped)."""
+        self.turn_tokens.pop(turn_id, None)
+        published = self._published.pop(turn_id, None)
+        if published is not None:
+            published.set()
+
+    async def _wait_published(self, turn_id: str) -> None:
+        """Let the turn's events reach its stream before the session can be let go: the next
+        acquisition bumps the fence, after which they would be refused. Bounded by the lease
+        time (a TURN_END lost to a full subscription buffer must not hold the session)."""
+        published = self._published.get(turn_id)
+        if published is None:
+            return
+        try:
+            await asyncio.wait_for(published.wait(), self.timing.ttl)
+        except TimeoutError:
+            self.turn_published(turn_id)
 
     def _start(self, session_id: str, entry: dict[str, Any], *, resumed: bool) -> TurnHandle:
         """Resume the turn of a dead worker (or a cancelled turn, on request) from its
