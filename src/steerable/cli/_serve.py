@@ -107,8 +107,8 @@ def _redis_runner(app: Any, url: str, args: argparse.Namespace) -> Any:
             loop.register_hook(hook)
         return loop
 
-    store = RedisSessionStore(url)
-    return RedisRunner(RedisWorker(make_loop, url, store=store), app.redact)
+    store = RedisSessionStore(url, redact=app.redact)
+    return RedisRunner(RedisWorker(make_loop, url, store=store, redact=app.redact), app.redact)
 
 
 async def _serve(server: uvicorn.Server) -> int:

@@ -193,7 +193,11 @@ def load_recording(path: str | Path) -> Recording:
     """
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        # Lines end at "\n" only: a value may hold U+2028, U+0085... which splitlines() would
+        # take for line ends, cutting a JSON line in two.
+        lines = path.read_text(encoding="utf-8").split("\n")
+        if lines and not lines[-1]:
+            lines.pop()
     except FileNotFoundError:
         raise RecordingError(f"no recording at {path}") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -24,6 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from steerable._events import Event, EventKind, event_to_dict
+from steerable._secrets import redacted
 from steerable.scale._protocol import encode
 
 if TYPE_CHECKING:
@@ -93,7 +94,8 @@ class EventPublisher:
                           event.kind, top)
             elif session_id:
                 fence = token.rsplit(":", 1)[1]
-                rows.setdefault((session_id, fence), []).append(encode(event_to_dict(event)))
+                record = redacted(event_to_dict(event), w.redact)
+                rows.setdefault((session_id, fence), []).append(encode(record))
             if event.kind is EventKind.APPROVAL_REQUESTED:
                 approvals.append((getattr(event, "request_id", ""), True))
             elif event.kind is EventKind.APPROVAL_RESOLVED:

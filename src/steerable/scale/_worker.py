@@ -32,6 +32,7 @@ from steerable._core._agent import BaseAgent
 from steerable._core._session import SessionStore
 from steerable._events import TurnStatus
 from steerable._loop import AgentLoop, TurnHandle
+from steerable._secrets import Redactor
 from steerable.scale._client import RedisClient, connect, unavailable_errors
 from steerable.scale._control import ControlHandler
 from steerable.scale._events import EventPublisher
@@ -71,8 +72,9 @@ class RedisWorker:
     every write to it is fenced by this worker's lease. ``lease`` sets the lease timing,
     ``max_sessions`` how many sessions this worker runs at once. Each session's events stream
     keeps about ``events_maxlen`` events (the replay window of a reconnecting follower) and
-    expires ``events_ttl`` seconds after its last event. Other keywords go to the
-    ``AgentLoop`` (``limits``, ``timeouts``, ``permissions``, ``record_events``); the loop is
+    expires ``events_ttl`` seconds after its last event; ``redact`` blanks secrets in them
+    (default: a ``Redactor()``: the environment's secrets and credential shapes). Other
+    keywords go to the ``AgentLoop`` (``limits``, ``timeouts``, ``permissions``, ``record_events``); the loop is
     ``worker.loop``, the client for posting and following events is ``worker.client``.
     """
 
@@ -80,7 +82,7 @@ class RedisWorker:
                  prefix: str = "steerable:", lease: LeaseTiming | None = None,
                  max_sessions: int = 64, worker_id: str | None = None,
                  events_maxlen: int = 2_000, events_ttl: int = 3_600,
-                 **loop_options: Any) -> None:
+                 redact: Callable[[str], str] | None = None, **loop_options: Any) -> None:
         import redis
 
         if max_sessions < 1:
@@ -104,6 +106,8 @@ class RedisWorker:
         self.scripts = Scripts(self._redis, self.keys)
         self.events_maxlen = events_maxlen
         self.events_ttl = events_ttl
+        self.redact = redact if redact is not None else Redactor()
+        """Applied to every string of an event before it goes to Redis."""
         self.running: dict[str, TurnHandle] = {}
         """The turn each held session runs now (read by the control handler)."""
         self.turn_tokens: dict[str, str] = {}
