@@ -251,6 +251,7 @@ async def call_model(
                 continue
         if engine.hooks.at("before_llm"):
             request = await _before_llm(engine, st, request)
+        st.offered = frozenset(t.name for t in request.tools)
         engine.emit(st, LLMRequestEvent, iteration=st.iteration, model=request.model,
                     message_count=len(request.messages),
                     tools=tuple(t.name for t in request.tools))
