@@ -132,7 +132,9 @@ async def guard_secrets(stream: AsyncIterator[Chunk],
                         secrets: Iterable[str]) -> AsyncGenerator[Chunk, None]:
     """``stream`` with its text and reasoning regrouped so no secret of ``secrets`` (nor any
     credential shape) is split between two deltas; held text comes out before ``StreamEnd``
-    (or at the end), and a ``RetryNotice`` voids it. Other chunks pass as they come."""
+    (or at the end), and a ``RetryNotice`` voids it. Reasoning held back comes out when the
+    answer's text begins (and the other way round): the switch ends a block. Other chunks pass
+    as they come."""
     known = tuple(secrets)
     text, thinking = StreamGuard(known), StreamGuard(known)
 
@@ -147,9 +149,13 @@ async def guard_secrets(stream: AsyncIterator[Chunk],
     async with aclosing(stream):  # type: ignore[type-var]
         async for chunk in stream:
             if type(chunk) is TextDelta:
+                if held := thinking.flush():
+                    yield ThinkingDelta(held)
                 if released := text.feed(chunk.text):
                     yield TextDelta(released)
             elif type(chunk) is ThinkingDelta:
+                if held := text.flush():
+                    yield TextDelta(held)
                 if released := thinking.feed(chunk.text):
                     yield ThinkingDelta(released)
             else:

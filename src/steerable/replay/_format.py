@@ -65,10 +65,13 @@ _ERRORS: Mapping[str, type[ProviderError]] = {
 
 
 def request_to_json(request: LLMRequest) -> dict[str, Any]:
-    """What a replay compares: every message, the tools offered, the model and parameters."""
+    """What a replay compares: every message, the tools offered (whole: name, description,
+    schema, read-only flag), the model and parameters."""
     return {
         "model": request.model,
-        "tools": [t.name for t in request.tools],
+        "tools": json.loads(json.dumps([
+            {"name": t.name, "description": t.description, "parameters": dict(t.parameters),
+             "read_only": bool(t.read_only)} for t in request.tools], default=str)),
         "params": json.loads(json.dumps(dict(request.params), default=str)),
         "messages": [message_to_record(m) for m in request.messages],
     }
