@@ -57,6 +57,10 @@ _VALUE_SHAPES = re.compile(
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----"
     r"|[a-z][a-z0-9+.-]*://[^\s/:@]+:[^\s/@]+@"     # URLs with a password
 )
+# A text holding none of these (nor a known value) cannot match a shape: the common case costs
+# a few substring scans instead of a regex trying every alternative at every position.
+_SHAPE_MARKS = ("sk-", "gh", "github_pat_", "glpat-", "xox", "AKIA", "ASIA", "AIza", "hf_",
+                "npm_", "eyJ", "-----BEGIN ", "://")
 _MIN_SECRET = 8  # shorter values are not worth blanking (and would blank common words)
 _SPACE = re.compile(r"\s")
 _REMEMBERED: set[str] = set()
@@ -94,14 +98,21 @@ def looks_secret(value: str) -> bool:
 
 
 class Redactor:
-    """Blanks secrets in text: the values of secret-named environment variables (and any
-    ``extra`` values such as an API key given in code), and anything shaped like a credential."""
+    """Blanks secrets in values: the values of secret-named environment variables (and any
+    ``extra`` values such as an API key given in code), and anything shaped like a credential.
+
+    ``extra`` values are remembered for the whole process (``remember_secret``): the loop's
+    stream guard, which knows no redactor, keeps them whole in streamed text too. A mapping
+    given as ``environ`` stands for the environment and is not remembered."""
 
     def __init__(self, environ: Mapping[str, str] | None = None,
                  extra: Iterable[str | None] = ()) -> None:
         env = os.environ if environ is None else environ
         self._own = {v for k, v in env.items() if is_secret_name(k) and len(v) >= _MIN_SECRET}
-        self._own |= {v for v in extra if v and len(v) >= _MIN_SECRET}
+        for value in extra:  # given in code: the loop's stream guard must know them too
+            remember_secret(value)
+            if value and len(value) >= _MIN_SECRET:
+                self._own.add(value)
         # The default one also blanks what the process remembers, even after it was made.
         self._remembered: set[str] | None = _REMEMBERED if environ is None else None
         self._compile()
@@ -114,11 +125,25 @@ class Redactor:
         """The secret values it knows (shapes aside), longest first."""
         alternatives = [*map(re.escape, ordered), _VALUE_SHAPES.pattern]
         self._pattern = re.compile("|".join(alternatives))
+        self._short: dict[str, str] = {}
+        """Answers for short strings (field names, kinds, ids come again and again)."""
 
     def __call__(self, text: str) -> str:
         """``text`` (a value, never encoded text) with each secret in it blanked."""
         if self._remembered is not None and len(self._remembered) != self._known:
             self._compile()  # the set only grows: a new size is a new secret
+        if len(text) < 64:
+            known = self._short.get(text)
+            if known is None:
+                if len(self._short) >= 4096:
+                    self._short.clear()
+                known = self._short[text] = self._blank(text)
+            return known
+        return self._blank(text)
+
+    def _blank(self, text: str) -> str:
+        if not any(m in text for m in _SHAPE_MARKS) and not any(v in text for v in self.values):
+            return text
         # Again until nothing changes: a blank next to the text around it could spell a secret
         # anew (one holding "]", say). Past a few rounds only a contrived secret is left.
         for _ in range(4):
@@ -138,6 +163,16 @@ def redacted(value: Any, redact: Callable[[str], str] | None) -> Any:
     to every string in it, dictionary keys included; the one step every output takes before it
     encodes. Nothing is changed in place."""
     if redact is None:
+        return value
+    kind = type(value)  # exact types first: this runs on every event every output writes
+    if kind is str:
+        return redact(value)
+    if kind is dict:
+        return {redact(k) if type(k) is str else k: redacted(v, redact)
+                for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [redacted(v, redact) for v in value]
+    if value is None or kind is int or kind is float or kind is bool:
         return value
     if isinstance(value, str):
         return redact(value)

@@ -133,8 +133,9 @@ async def guard_secrets(stream: AsyncIterator[Chunk],
     """``stream`` with its text and reasoning regrouped so no secret of ``secrets`` (nor any
     credential shape) is split between two deltas; held text comes out before ``StreamEnd``
     (or at the end), and a ``RetryNotice`` voids it. Reasoning held back comes out when the
-    answer's text begins (and the other way round): the switch ends a block. Other chunks pass
-    as they come."""
+    answer's text begins (and the other way round): the switch ends a block. A piece held back
+    whole still yields an empty ``TextDelta`` (which makes no event), so the loop's idle
+    watchdog sees the provider alive. Other chunks pass as they come."""
     known = tuple(secrets)
     text, thinking = StreamGuard(known), StreamGuard(known)
 
@@ -151,13 +152,12 @@ async def guard_secrets(stream: AsyncIterator[Chunk],
             if type(chunk) is TextDelta:
                 if held := thinking.flush():
                     yield ThinkingDelta(held)
-                if released := text.feed(chunk.text):
-                    yield TextDelta(released)
+                yield TextDelta(text.feed(chunk.text))
             elif type(chunk) is ThinkingDelta:
                 if held := text.flush():
                     yield TextDelta(held)
-                if released := thinking.feed(chunk.text):
-                    yield ThinkingDelta(released)
+                released = thinking.feed(chunk.text)
+                yield ThinkingDelta(released) if released else TextDelta("")
             else:
                 if type(chunk) is RetryNotice:
                     text.reset()
