@@ -161,6 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="be one worker of a group sharing sessions through Redis "
                        "(redis://HOST:PORT/DB; default: $STEERABLE_REDIS_URL): any process "
                        "takes any message, events and control reach the right worker")
+    serve.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                       help="without a token only localhost and loopback addresses are served "
+                       "(against DNS rebinding); also serve this host name (repeatable)")
+    serve.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                       help="let pages of this origin (scheme://host[:port]) call the API from "
+                       "a browser (repeatable; default: the server's own pages only)")
     _serve_options(serve)
 
     sessions = sub.add_parser("sessions", help="list, show, export, fork or remove sessions")
