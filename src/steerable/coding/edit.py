@@ -16,29 +16,16 @@ from steerable.coding.write import atomic_write
 from steerable.errors import ToolError
 from steerable.tools import FunctionTool, tool
 
-__all__ = ["make_edit_tool"]
+__all__ = ["check_edit", "make_edit_tool", "replace_text"]
 
 
 def _line_of(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
 
 
-def _apply(ws: Workspace, path: str, old_text: str, new_text: str,
-           replace_all: bool) -> tuple[Path, str, str, str]:
-    """Work out the edit without writing: (target, name, old content, new content)."""
-    target = ws.resolve(path)
-    name = ws.display(target)
-    if not old_text:
-        raise ToolError("old_text must not be empty; use write to create or replace a file")
-    if old_text == new_text:
-        raise ToolError("old_text and new_text are the same; nothing to change")
-    if target.is_dir():
-        raise ToolError(f"{name} is a directory")
-    if not target.exists():
-        raise ToolError(f"{name} does not exist; use write to create it")
-    before = read_text(target)
-    if before is None:
-        raise ToolError(f"{name} is a binary file; edit changes text files only")
+def replace_text(before: str, name: str, old_text: str, new_text: str, replace_all: bool) -> str:
+    """``before`` with ``old_text`` replaced (once, unless ``replace_all``); a ``ToolError`` the
+    model can act on when it is missing or ambiguous. Shared with the editor-backed edit."""
     count = before.count(old_text)
     if count == 0:
         hint = ""
@@ -54,8 +41,31 @@ def _apply(ws: Workspace, path: str, old_text: str, new_text: str,
             start += len(old_text)
         raise ToolError(f"old_text occurs {count} times in {name} (at lines {', '.join(lines)}); "
                         "include more surrounding text to make it unique, or set replace_all")
-    after = before.replace(old_text, new_text) if replace_all else \
+    return before.replace(old_text, new_text) if replace_all else \
         before.replace(old_text, new_text, 1)
+
+
+def check_edit(old_text: str, new_text: str) -> None:
+    if not old_text:
+        raise ToolError("old_text must not be empty; use write to create or replace a file")
+    if old_text == new_text:
+        raise ToolError("old_text and new_text are the same; nothing to change")
+
+
+def _apply(ws: Workspace, path: str, old_text: str, new_text: str,
+           replace_all: bool) -> tuple[Path, str, str, str]:
+    """Work out the edit without writing: (target, name, old content, new content)."""
+    target = ws.resolve(path)
+    name = ws.display(target)
+    check_edit(old_text, new_text)
+    if target.is_dir():
+        raise ToolError(f"{name} is a directory")
+    if not target.exists():
+        raise ToolError(f"{name} does not exist; use write to create it")
+    before = read_text(target)
+    if before is None:
+        raise ToolError(f"{name} is a binary file; edit changes text files only")
+    after = replace_text(before, name, old_text, new_text, replace_all)
     return target, name, before, after
 
 

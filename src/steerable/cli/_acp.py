@@ -1,0 +1,63 @@
+"""``steerable acp``: the coding agent as an ACP agent on stdin/stdout, for editors.
+
+Everything of ``steerable run``'s agent (tools, permission rules, sandbox, sessions in the same
+store, the configured provider or the embedded model) behind the Agent Client Protocol. Each
+ACP session works in the folder the editor opened it in; stdout carries only the protocol
+(logs go to stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Sequence
+from typing import Any, cast
+
+from steerable.cli._args import UsageError
+from steerable.cli._settings import Settings
+
+__all__ = ["acp_command"]
+
+
+def acp_command(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        import acp
+
+        from steerable.protocols.acp import AcpOptions, EditorApprover, SteerableAcpAgent
+    except ImportError as exc:
+        raise UsageError(f"acp needs the acp extra: pip install 'steerable[acp]' "
+                         f"({exc.name} is missing)") from None
+    from steerable.cli._app import build_app, coding_agents, workspace_tools
+    from steerable.cli._integrations import telemetry
+    from steerable.cli._mcp import configured_tools
+    from steerable.coding import Workspace
+    from steerable.tools import Tool
+
+    async def main() -> int:
+        async with configured_tools(settings) as mcp_tools:
+            approver = EditorApprover()
+            # No checkpoints: an ACP cancel keeps what the turn did, as the editor shows it,
+            # so a cancelled turn is saved as it stands and the next prompt continues from it.
+            app = build_app(settings, session=None, can_ask=False, script=args.script,
+                            record_events=args.record_events, extra_tools=mcp_tools,
+                            approver=approver, checkpoints=False)
+            telemetry(app, settings)
+
+            def make_agent(ws: Workspace, stand_ins: Sequence[Tool]) -> tuple[Any, Any]:
+                replaced = {t.name: t for t in stand_ins}
+                tools = [replaced.get(t.name, t) for t in workspace_tools(settings, ws)]
+                return coding_agents(settings, app.agent.provider, ws, [*tools, *mcp_tools])
+
+            options = AcpOptions(busy_policy=args.busy_policy, unstable=args.unstable,
+                                 editor_fs=args.editor_fs,
+                                 registry=app.store.directory.parent / "acp-sessions.json")
+            async with SteerableAcpAgent(app.loop, make_agent, approver=approver,
+                                         options=options) as agent:
+                # The library still routes session/resume as unstable; it is stable in the
+                # schema (v1.19), and only what the agent implements is answered anyway.
+                # The library's Agent protocol lists every method of the spec; the router
+                # answers method_not_found for those this agent leaves out (modes, fork...).
+                await acp.run_agent(cast(Any, agent), use_unstable_protocol=True)
+        return 0
+
+    return asyncio.run(main())

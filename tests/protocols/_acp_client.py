@@ -1,0 +1,145 @@
+"""An editor for the ACP tests: the ``agent-client-protocol`` package's client side, which
+records every update and checks every message both ways against the package's schema models."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from acp import schema
+from acp.connection import StreamDirection, StreamEvent
+from pydantic import BaseModel
+
+# What each JSON-RPC method's params and result must be, by the package's models.
+REQUESTS: dict[str, tuple[type[BaseModel], type[BaseModel] | None]] = {
+    "initialize": (schema.InitializeRequest, schema.InitializeResponse),
+    "session/new": (schema.NewSessionRequest, schema.NewSessionResponse),
+    "session/load": (schema.LoadSessionRequest, schema.LoadSessionResponse),
+    "session/resume": (schema.ResumeSessionRequest, schema.ResumeSessionResponse),
+    "session/list": (schema.ListSessionsRequest, schema.ListSessionsResponse),
+    "session/prompt": (schema.PromptRequest, schema.PromptResponse),
+    "session/request_permission": (schema.RequestPermissionRequest,
+                                   schema.RequestPermissionResponse),
+    "fs/read_text_file": (schema.ReadTextFileRequest, schema.ReadTextFileResponse),
+    "fs/write_text_file": (schema.WriteTextFileRequest, schema.WriteTextFileResponse),
+}
+NOTIFICATIONS: dict[str, type[BaseModel]] = {
+    "session/update": schema.SessionNotification,
+    "session/cancel": schema.CancelNotification,
+}
+STEERING_OUTCOMES = ({"outcome": "injected"}, {"outcome": "startedNewTurn"},
+                     {"outcome": "promptRequired", "reason": "noRunningTurn"})
+
+
+def _strict(model: type[BaseModel], raw: Any, where: str) -> None:
+    """Valid, and nothing salvaged or dropped: the package's models quietly replace a bad
+    field with None, so the value must also survive a round trip unchanged."""
+    value = model.model_validate(raw if raw is not None else {})
+    again = value.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    assert again == (raw or {}), f"{where}: {model.__name__} changed it:\n{raw}\n{again}"
+
+
+class SchemaChecker:
+    """A stream observer: every JSON-RPC message of the connection, checked."""
+
+    def __init__(self) -> None:
+        self.methods: dict[tuple[str, Any], str] = {}
+        self.checked = 0
+        self.errors: list[str] = []
+
+    def __call__(self, event: StreamEvent) -> None:
+        message = event.message
+        mine = "out" if event.direction is StreamDirection.OUTGOING else "in"
+        theirs = "in" if mine == "out" else "out"
+        try:
+            self._check(message, mine, theirs)
+        except AssertionError as exc:
+            self.errors.append(str(exc))
+
+    def _check(self, message: dict[str, Any], mine: str, theirs: str) -> None:
+        assert message.get("jsonrpc") == "2.0", message
+        method = message.get("method")
+        if method is not None and "id" in message:
+            self.methods[(mine, message["id"])] = method
+            if method in REQUESTS:
+                _strict(REQUESTS[method][0], message.get("params"), method)
+            else:
+                assert method in ("_session/steering", "_session/inject"), method
+        elif method is not None:
+            _strict(NOTIFICATIONS[method], message.get("params"), method)
+        else:
+            asked = self.methods.pop((theirs, message["id"]))
+            if "error" in message:
+                _strict(schema.Error, message["error"], f"{asked} error")
+            elif asked in ("_session/steering", "_session/inject"):
+                assert message["result"] in STEERING_OUTCOMES or (
+                    asked == "_session/inject" and message["result"] == {"outcome": "queued"}
+                ), message
+            elif REQUESTS[asked][1] is not None:
+                _strict(REQUESTS[asked][1], message.get("result"), f"{asked} result")
+        self.checked += 1
+
+
+class Editor:
+    """The client: records updates, answers permission requests with ``choose``, and offers
+    its buffers (``files``) when ``fs`` is on."""
+
+    def __init__(self, choose: Callable[[Any], str] = lambda request: "allow_once",
+                 files: dict[str, str] | None = None) -> None:
+        self.updates: list[tuple[str, Any]] = []
+        self.permission_requests: list[Any] = []
+        self.choose = choose
+        self.files = files if files is not None else {}
+        self.reads: list[str] = []
+        self.writes: list[tuple[str, str]] = []
+        self.changed = asyncio.Event()
+
+    def of(self, kind: str) -> list[Any]:
+        return [u for _, u in self.updates if u.session_update == kind]
+
+    async def wait_for(self, test: Callable[[Any], bool], timeout: float = 20.0) -> Any:
+        async def look() -> Any:
+            while True:
+                for _, u in self.updates:
+                    if test(u):
+                        return u
+                self.changed.clear()
+                await self.changed.wait()
+
+        return await asyncio.wait_for(look(), timeout)
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append((session_id, update))
+        self.changed.set()
+
+    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any],
+                                 **kwargs: Any) -> schema.RequestPermissionResponse:
+        self.permission_requests.append((tool_call, options))
+        choice = self.choose(tool_call)
+        return schema.RequestPermissionResponse(
+            outcome=schema.AllowedOutcome(outcome="selected", option_id=choice))
+
+    async def read_text_file(self, session_id: str, path: str, line: int | None = None,
+                             limit: int | None = None, **kwargs: Any) -> Any:
+        self.reads.append(path)
+        text = self.files[path]
+        lines = text.splitlines(keepends=True)[(line or 1) - 1:]
+        if limit is not None:
+            lines = lines[:limit]
+        return schema.ReadTextFileResponse(content="".join(lines))
+
+    async def write_text_file(self, session_id: str, path: str, content: str,
+                              **kwargs: Any) -> Any:
+        self.writes.append((path, content))
+        self.files[path] = content
+        return schema.WriteTextFileResponse()
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError(method)
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    def on_connect(self, conn: Any) -> None:
+        return None
