@@ -79,3 +79,132 @@ async def test_initialize_is_honest_and_a_read_goes_through_the_editor(
     assert said == "Reading.It says hello."
     [commands] = editor.of("available_commands_update")
     assert {c.name for c in commands.available_commands} >= {"steer", "follow-up"}
+
+
+async def test_a_write_is_asked_with_its_diff_and_refused(
+        cli_env: dict[str, str], tmp_path: Path, ws: Path) -> None:
+    steps = [{"tool_calls": [["write", {"path": "a.txt", "content": "bye\n"}]]},
+             {"text": "I was not allowed."}]
+    editor = Editor(choose=lambda call: "reject_once")
+    async with agent(cli_env, editor, "--script", script(tmp_path, steps)) as conn:
+        session = await conn.new_session(cwd=str(ws))
+        done = await conn.prompt(session_id=session.session_id, prompt=text("say bye"))
+    assert done.stop_reason == "end_turn"
+    assert (ws / "a.txt").read_text() == "hello from disk\n"  # refused: nothing written
+    [(asked, options)] = editor.permission_requests
+    assert [o.kind for o in options] == ["allow_once", "allow_always", "reject_once",
+                                         "reject_always"]
+    [call] = editor.of("tool_call")
+    assert asked.tool_call_id == call.tool_call_id and call.kind == "edit"
+    # announced before it was asked, with the change as ACP diff content
+    first_ask = next(i for i, (_, u) in enumerate(editor.updates) if u is call)
+    assert first_ask >= 0
+    diff = call.content[0]
+    assert (diff.type, diff.path, diff.old_text, diff.new_text) == (
+        "diff", str(ws / "a.txt"), "hello from disk\n", "bye\n")
+    last = editor.of("tool_call_update")[-1]
+    assert last.status == "failed" and "denied" in last.content[0].content.text
+
+
+async def test_allow_always_becomes_a_rule_of_the_session(
+        cli_env: dict[str, str], tmp_path: Path, ws: Path) -> None:
+    steps = [{"tool_calls": [["write", {"path": "b.txt", "content": "1\n"}]]},
+             {"tool_calls": [["write", {"path": "c.txt", "content": "2\n"}]]},
+             {"text": "Both written."}]
+    editor = Editor(choose=lambda call: "allow_always")
+    async with agent(cli_env, editor, "--script", script(tmp_path, steps), caps=FS) as conn:
+        session = await conn.new_session(cwd=str(ws))
+        done = await conn.prompt(session_id=session.session_id, prompt=text("write two"))
+    assert done.stop_reason == "end_turn"
+    assert len(editor.permission_requests) == 1  # the second write was allowed by the rule
+    # the editor offered to write, so the writes went through its buffers
+    assert editor.writes == [(str(ws / "b.txt"), "1\n"), (str(ws / "c.txt"), "2\n")]
+
+
+async def test_cancel_during_a_slow_answer_keeps_it_and_the_session_goes_on(
+        cli_env: dict[str, str], tmp_path: Path, ws: Path) -> None:
+    steps = [{"text": "A slow answer.", "delay": 1.5},
+             {"tool_calls": [["bash", {"command": "echo never"}]], "delay": 1.0},
+             {"text": "Next."}]
+    editor = Editor()
+    async with agent(cli_env, editor, "--script", script(tmp_path, steps), "--yes") as conn:
+        session = await conn.new_session(cwd=str(ws))
+        sid = session.session_id
+        first = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=text("go slowly")))
+        await asyncio.sleep(0.3)
+        await conn.cancel(session_id=sid)
+        assert (await first).stop_reason == "cancelled"
+        # the next prompt in the same session works; a cancel before its tool runs skips it
+        second = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=text("run it")))
+        await asyncio.sleep(0.3)
+        await conn.cancel(session_id=sid)
+        assert (await second).stop_reason == "cancelled"
+        third = await conn.prompt(session_id=sid, prompt=text("and then?"))
+        assert third.stop_reason == "end_turn"
+    said = "".join(u.content.text for u in editor.of("agent_message_chunk"))
+    assert said == "A slow answer.Next."
+    [skipped] = editor.of("tool_call_update")
+    assert skipped.status == "failed" and skipped.field_meta["steerable"]["skipped"] == "cancelled"
+    # nothing was rolled back: both cancelled turns are in the session, as the editor showed
+    # them; a new process loads it and replays it
+    replayed = Editor()
+    async with agent(cli_env, replayed, "--script", script(tmp_path, [])) as conn:
+        listed = await conn.list_sessions(cwd=str(ws))
+        assert [(s.session_id, s.title) for s in listed.sessions] == [(sid, "go slowly")]
+        await conn.load_session(cwd=str(ws), session_id=sid)
+        await conn.resume_session(cwd=str(ws), session_id=sid)
+    asked = [u.content.text for u in replayed.of("user_message_chunk")]
+    assert asked == ["go slowly", "run it", "and then?"]
+    said = [u.content.text for u in replayed.of("agent_message_chunk")]
+    assert said == ["A slow answer.", "Next."]
+    [call] = replayed.of("tool_call")
+    assert call.status == "failed" and call.kind == "execute"
+
+
+def steering(sid: str, message: str, idle: str | None = None) -> dict[str, Any]:
+    params: dict[str, Any] = {"sessionId": sid, "prompt": [{"type": "text", "text": message}]}
+    if idle is not None:
+        params["_meta"] = {"steering": {"idleBehavior": idle}}
+    return params
+
+
+async def test_a_steer_during_a_tool_reaches_the_next_request(
+        cli_env: dict[str, str], tmp_path: Path, ws: Path) -> None:
+    steps = [{"text": "Checking.", "tool_calls": [["bash", {"command": "sleep 1; echo slept"}],
+                                                  ["bash", {"command": "echo second"}]]},
+             {"text": "Done, in French."},
+             {"text": "A turn of its own."}]
+    editor = Editor()
+    async with agent(cli_env, editor, "--script", script(tmp_path, steps), "--yes") as conn:
+        sid = (await conn.new_session(cwd=str(ws))).session_id
+        turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=text("check it")))
+        await editor.wait_for(lambda u: u.session_update == "tool_call_update"
+                              and u.status == "in_progress")
+        answer = await conn.ext_method("session/steering", steering(sid, "answer in French"))
+        assert answer == {"outcome": "injected"}
+        assert (await turn).stop_reason == "end_turn"
+        # with no turn running: the editor may ask to keep the message, or to start a turn
+        idle = await conn.ext_method("session/steering",
+                                     steering(sid, "kept", idle="promptRequired"))
+        assert idle == {"outcome": "promptRequired", "reason": "noRunningTurn"}
+        started = await conn.ext_method("session/steering", steering(sid, "go on"))
+        assert started == {"outcome": "startedNewTurn"}
+        await editor.wait_for(lambda u: u.session_update == "agent_message_chunk"
+                              and "own" in u.content.text)
+    kinds = [(u.session_update, getattr(u, "status", None)) for _, u in editor.updates
+             if u.session_update != "available_commands_update"]
+    # the steer landed after the running tool ended, before the next model call; the tool
+    # not yet started was skipped for it
+    steer_at = kinds.index(("user_message_chunk", None))
+    assert kinds[steer_at - 2:steer_at] == [("tool_call_update", "completed"),
+                                            ("tool_call_update", "failed")]
+    assert kinds[steer_at + 1][0] == "agent_message_chunk"
+    assert editor.of("user_message_chunk")[0].content.text == "answer in French"
+    skipped = editor.of("tool_call_update")[-1]
+    assert skipped.field_meta["steerable"]["skipped"] == "steering"
+    # and the saved history has it in the request after the tool's result
+    replayed = Editor()
+    async with agent(cli_env, replayed, "--script", script(tmp_path, [])) as conn:
+        await conn.load_session(cwd=str(ws), session_id=sid)
+    asked = [u.content.text for u in replayed.of("user_message_chunk")]
+    assert asked == ["check it", "answer in French", "go on"]

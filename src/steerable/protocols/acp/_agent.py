@@ -113,6 +113,8 @@ class _Session:
     dry_run: bool = False
     announced: dict[str, asyncio.Event] = field(default_factory=dict)
     arguments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cancelled: set[str] = field(default_factory=set)
+    """Turns the editor cancelled: answered ``cancelled`` even if the model finished first."""
 
     @property
     def current(self) -> Agent:
@@ -336,10 +338,13 @@ class SteerableAcpAgent:
             return PromptResponse(stop_reason="cancelled", field_meta={"steerable": {
                 "notDelivered": [text], "reason": str(exc)}})
         await self._ends.wait(result.turn_id, self._require_sub())
-        return self._response(result)
+        cancelled = result.turn_id in session.cancelled
+        session.cancelled.discard(result.turn_id)
+        return self._response(result, cancelled)
 
-    def _response(self, result: TurnResult) -> PromptResponse:
-        reason = stop_reason(result)
+    def _response(self, result: TurnResult, cancelled: bool) -> PromptResponse:
+        # ACP: a cancelled prompt is answered "cancelled", however far its turn got.
+        reason = "cancelled" if cancelled else stop_reason(result)
         usage = None
         if result.usage is not None:
             u = result.usage
@@ -370,9 +375,13 @@ class SteerableAcpAgent:
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         """Stop the session's turn at its next safe point (``AFTER_MODEL``; never a rollback)
         and withdraw prompts queued behind it (their responses say so)."""
-        if session_id not in self._sessions:
+        session = self._sessions.get(session_id)
+        if session is None:
             return
         self._loop.drop_queued(session_id)
+        info = self._loop.active_turn(session_id)
+        if info is not None:
+            session.cancelled.add(info.turn_id)
         self._loop.cancel(session_id, CancelMode.AFTER_MODEL)
 
     # -- steering -----------------------------------------------------------------------------
