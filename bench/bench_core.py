@@ -63,6 +63,21 @@ async def overhead_floor() -> None:
               f"10th percentile {runs[3] * 1e6:6.1f} us (40 runs)")
 
 
+async def overhead_split() -> None:
+    """A turn's cost split into its fixed part and its part per iteration (floors): the
+    message lifecycle costs once per turn (its input) and nothing per iteration when no
+    message moves."""
+    async def turn(n: int) -> float:
+        return await _run_iterations(n) * n
+
+    for _ in range(5):
+        await turn(5)
+    one = min([await turn(1) for _ in range(300)])
+    many = min([await turn(41) for _ in range(60)])
+    print(f"one-iteration turn {one * 1e6:6.1f} us; 41 iterations {many * 1e6:7.1f} us; "
+          f"per iteration {(many - one) / 40 * 1e6:5.2f} us (floors of 300 / 60 runs)")
+
+
 async def emit() -> None:
     bus = EventBus()
     subs = [bus.subscribe(buffer=1 << 20) for _ in range(8)]
@@ -194,6 +209,7 @@ def import_time() -> None:
 SCENARIOS = {
     "overhead": overhead,
     "overhead_floor": overhead_floor,
+    "overhead_split": overhead_split,
     "emit": emit,
     "abort": abort_latency,
     "parallel": parallel_tools,
