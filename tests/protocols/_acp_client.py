@@ -28,8 +28,19 @@ NOTIFICATIONS: dict[str, type[BaseModel]] = {
     "session/update": schema.SessionNotification,
     "session/cancel": schema.CancelNotification,
 }
-STEERING_OUTCOMES = ({"outcome": "injected"}, {"outcome": "startedNewTurn"},
-                     {"outcome": "promptRequired", "reason": "noRunningTurn"})
+STEERING_OUTCOMES = {"injected", "startedNewTurn", "queued"}
+IDLE = {"outcome": "promptRequired", "reason": "noRunningTurn"}
+STATES = {"delivered", "returned", "rejected", "revoked"}
+
+
+def _check_steering(asked: str, result: dict[str, Any]) -> None:
+    if result == IDLE or set(result) in ({"revoked"}, {"replaced"}):
+        return
+    assert result["outcome"] in STEERING_OUTCOMES, result
+    assert result["outcome"] != "queued" or asked == "_session/inject", result
+    taken = result["_meta"]["steerable"]
+    assert taken["messageId"].startswith("msg_") and taken["state"] in ("queued", "delivered")
+
 
 
 def _strict(model: type[BaseModel], raw: Any, where: str) -> None:
@@ -66,6 +77,10 @@ class SchemaChecker:
                 _strict(REQUESTS[method][0], message.get("params"), method)
             else:
                 assert method in ("_session/steering", "_session/inject"), method
+        elif method == "_session/message_state":
+            params = message["params"]
+            assert set(params) == {"sessionId", "messageId", "state", "detail"}, params
+            assert params["state"] in STATES, params
         elif method is not None:
             _strict(NOTIFICATIONS[method], message.get("params"), method)
         else:
@@ -73,9 +88,7 @@ class SchemaChecker:
             if "error" in message:
                 _strict(schema.Error, message["error"], f"{asked} error")
             elif asked in ("_session/steering", "_session/inject"):
-                assert message["result"] in STEERING_OUTCOMES or (
-                    asked == "_session/inject" and message["result"] == {"outcome": "queued"}
-                ), message
+                _check_steering(asked, message["result"])
             elif REQUESTS[asked][1] is not None:
                 _strict(REQUESTS[asked][1], message.get("result"), f"{asked} result")
         self.checked += 1
@@ -94,6 +107,7 @@ class Editor:
         self.reads: list[str] = []
         self.writes: list[tuple[str, str]] = []
         self.changed = asyncio.Event()
+        self.notes: list[tuple[str, dict[str, Any]]] = []
 
     def of(self, kind: str) -> list[Any]:
         return [u for _, u in self.updates if u.session_update == kind]
@@ -139,7 +153,8 @@ class Editor:
         raise NotImplementedError(method)
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
-        return None
+        self.notes.append((method, params))
+        self.changed.set()
 
     def on_connect(self, conn: Any) -> None:
         return None

@@ -181,16 +181,22 @@ async def test_a_steer_during_a_tool_reaches_the_next_request(
         await editor.wait_for(lambda u: u.session_update == "tool_call_update"
                               and u.status == "in_progress")
         answer = await conn.ext_method("session/steering", steering(sid, "answer in French"))
-        assert answer == {"outcome": "injected"}
+        assert answer["outcome"] == "injected"
+        taken = answer["_meta"]["steerable"]
+        assert taken["state"] == "queued"  # in the turn's queue until the next model call
         assert (await turn).stop_reason == "end_turn"
         # with no turn running: the editor may ask to keep the message, or to start a turn
         idle = await conn.ext_method("session/steering",
                                      steering(sid, "kept", idle="promptRequired"))
         assert idle == {"outcome": "promptRequired", "reason": "noRunningTurn"}
         started = await conn.ext_method("session/steering", steering(sid, "go on"))
-        assert started == {"outcome": "startedNewTurn"}
+        assert started["outcome"] == "startedNewTurn"
         await editor.wait_for(lambda u: u.session_update == "agent_message_chunk"
                               and "own" in u.content.text)
+    # the editor was told that both messages reached the model
+    told = {p["messageId"]: p["state"] for _, p in editor.notes}
+    assert told == {taken["messageId"]: "delivered",
+                    started["_meta"]["steerable"]["messageId"]: "delivered"}
     kinds = [(u.session_update, getattr(u, "status", None)) for _, u in editor.updates
              if u.session_update != "available_commands_update"]
     # the steer landed after the running tool ended, before the next model call; the tool

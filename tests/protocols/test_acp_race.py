@@ -78,7 +78,9 @@ async def test_steer_against_the_turns_end_1000_cases_nothing_lost(tmp_path: Pat
     loop = AgentLoop(agent, checkpoints=False)
     injected = loop.subscribe(kinds=[EventKind.STEERING_INJECTED], buffer=CASES * 2)
     outcomes: Counter[str] = Counter()
-    async with in_process(loop, agent, Editor()) as client:
+    taken: dict[str, str] = {}
+    editor = Editor()
+    async with in_process(loop, agent, editor) as client:
         for i in range(CASES):
             sid = (await client.new_session(cwd=str(tmp_path))).session_id
             turn = asyncio.ensure_future(client.prompt(session_id=sid, prompt=text(f"p{i}")))
@@ -86,14 +88,24 @@ async def test_steer_against_the_turns_end_1000_cases_nothing_lost(tmp_path: Pat
             idle = "promptRequired" if i % 2 else None
             out = await client.ext_method("session/steering", steering(sid, f"s{i}", idle))
             outcomes[out["outcome"]] += 1
+            if "_meta" in out:
+                taken[out["_meta"]["steerable"]["messageId"]] = f"s{i}"
             assert (await turn).stop_reason == "end_turn"
             if out["outcome"] == "promptRequired":  # handed back: the editor sends it
                 await client.prompt(session_id=sid, prompt=text(f"s{i}"))
             await loop.wait_session(sid)
             once(users(loop.session_messages(sid)), f"p{i}", f"s{i}")
+        # the editor is told how each message it steered with ended: delivered, once
+        for _ in range(500):
+            if len(editor.notes) >= len(taken):
+                break
+            await asyncio.sleep(0.01)
     # "injected" means it reached the running turn's next model call, and only that
     into_turn = [e.text for e in injected.drain_nowait()]
     assert len(into_turn) == outcomes["injected"] == len(set(into_turn))
+    states = Counter(params["state"] for _, params in editor.notes)
+    assert sorted(p["messageId"] for _, p in editor.notes) == sorted(taken)
+    assert states == {"delivered": len(taken)}
     print(f"\n{CASES} steers against the turn's end: {dict(outcomes)}, all delivered once")
     # the race was really run: each answer happened
     assert outcomes["injected"] and outcomes["promptRequired"] and outcomes["startedNewTurn"]

@@ -13,6 +13,7 @@ answer, advertised in ``_meta.steering``) and, behind ``--unstable``, ``_session
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import time
@@ -54,7 +55,7 @@ from steerable._core._agent import Agent
 from steerable._core._bus import Subscription
 from steerable._core._cancel import CancelMode
 from steerable._core._turn import TurnResult
-from steerable._events import Event, EventKind
+from steerable._events import Event, EventKind, MessageStateEvent
 from steerable._hooks import ToolCallContext
 from steerable._lanes import BusyPolicy
 from steerable._loop import AgentLoop
@@ -78,7 +79,7 @@ stand in for the built-in ones of the same name (the editor-backed read, write, 
 
 _KINDS = [EventKind.LLM_DELTA, EventKind.LLM_RESPONSE, EventKind.TOOL_EXEC_START,
           EventKind.TOOL_EXEC_PROGRESS, EventKind.TOOL_EXEC_END, EventKind.TOOL_EXEC_SKIPPED,
-          EventKind.STEERING_INJECTED, EventKind.TURN_END]
+          EventKind.STEERING_INJECTED, EventKind.TURN_END, EventKind.MESSAGE_STATE]
 _ANNOUNCE_WAIT = 5.0
 _PAGE = 50
 _COMMANDS = [
@@ -336,7 +337,8 @@ class SteerableAcpAgent:
             result: TurnResult = await sent
         except RuntimeError as exc:  # withdrawn by a cancel, or the loop closed
             return PromptResponse(stop_reason="cancelled", field_meta={"steerable": {
-                "notDelivered": [text], "reason": str(exc)}})
+                "notDelivered": [{"messageId": sent.message_id, "kind": "send",
+                                  "text": text}], "reason": str(exc)}})
         await self._ends.wait(result.turn_id, self._require_sub())
         cancelled = result.turn_id in session.cancelled
         session.cancelled.discard(result.turn_id)
@@ -352,7 +354,8 @@ class SteerableAcpAgent:
                           total_tokens=u.input_tokens + u.output_tokens)
         meta: dict[str, Any] = {"turnId": result.turn_id, "status": result.status.value}
         if result.unprocessed:
-            meta["notDelivered"] = [item.text for item in result.unprocessed]
+            meta["notDelivered"] = [{"messageId": item.message_id, "kind": item.kind,
+                                     "text": item.text} for item in result.unprocessed]
         return PromptResponse(stop_reason=reason, usage=usage, field_meta={"steerable": meta})
 
     async def _dry_run(self, session: _Session, arg: str) -> PromptResponse:
@@ -386,9 +389,9 @@ class SteerableAcpAgent:
 
     # -- steering -----------------------------------------------------------------------------
 
-    def _start_from_steering(self, session_id: str, text: str) -> None:
+    def _start_from_steering(self, session_id: str, text: str) -> Any:
         session = self._session(session_id)
-        self._loop.send(text, session_id, "follow_up", agent=session.current)
+        return self._loop.send(text, session_id, "follow_up", agent=session.current)
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if method == "session/steering":
@@ -424,6 +427,9 @@ class SteerableAcpAgent:
 
     async def _pump(self, sub: Subscription) -> None:
         async for event in sub:
+            if event.kind is EventKind.MESSAGE_STATE:
+                await self._message_state(event)
+                continue
             session = self._sessions.get(event.session_id)
             if session is not None:
                 try:
@@ -437,6 +443,19 @@ class SteerableAcpAgent:
                     session.announced.clear()
                     session.arguments.clear()
                 self._ends.mark(event.turn_id)
+
+    async def _message_state(self, event: MessageStateEvent) -> None:
+        """Tell the editor how a message it steered with ended (``_session/message_state``;
+        a client that does not know the notification ignores it, as ACP asks)."""
+        if not event.state.terminal:
+            return
+        session_id = self._steering.watched.pop(event.message_id, None)
+        if session_id is None:
+            return
+        with contextlib.suppress(ConnectionError):  # the editor went away
+            await self._client.ext_notification("session/message_state", {
+                "sessionId": session_id, "messageId": event.message_id,
+                "state": event.state.value, "detail": event.detail})
 
     async def _forward(self, session: _Session, event: Event) -> None:
         if event.kind is EventKind.LLM_RESPONSE and event.parent_turn_id is None:
