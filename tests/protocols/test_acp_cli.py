@@ -214,3 +214,45 @@ async def test_a_steer_during_a_tool_reaches_the_next_request(
         await conn.load_session(cwd=str(ws), session_id=sid)
     asked = [u.content.text for u in replayed.of("user_message_chunk")]
     assert asked == ["check it", "answer in French", "go on"]
+
+
+async def test_inject_queue_revoke_and_replace_behind_unstable(
+        cli_env: dict[str, str], tmp_path: Path, ws: Path) -> None:
+    steps = [{"tool_calls": [["bash", {"command": "sleep 1"}]]}, {"text": "First done."},
+             {"text": "Second done."}]
+    editor = Editor()
+    args = ("--script", script(tmp_path, steps), "--yes")
+    async with agent(cli_env, Editor(), *args) as conn:  # not offered without --unstable
+        sid = (await conn.new_session(cwd=str(ws))).session_id
+        with pytest.raises(acp.RequestError, match="Method not found"):
+            await conn.ext_method("session/inject", steering(sid, "x"))
+    async with agent(cli_env, editor, *args, "--unstable") as conn:
+        assert conn.init.field_meta["steerable"]["inject"] is True
+        sid = (await conn.new_session(cwd=str(ws))).session_id
+        turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=text("first")))
+        await editor.wait_for(lambda u: getattr(u, "status", None) == "in_progress")
+
+        async def inject(message: str) -> str:
+            answer = await conn.ext_method("session/inject",
+                                           {**steering(sid, message), "mode": "queue"})
+            assert answer["outcome"] == "queued"
+            return str(answer["_meta"]["steerable"]["messageId"])
+
+        keep, drop = await inject("second, draft"), await inject("never")
+        replaced = await conn.ext_method("session/inject", {
+            **steering(sid, "second"), "action": "replace", "messageId": keep})
+        revoked = await conn.ext_method("session/inject", {
+            "sessionId": sid, "action": "revoke", "messageId": drop})
+        assert replaced == {"replaced": True} and revoked == {"revoked": True}
+        assert (await turn).stop_reason == "end_turn"
+        await editor.wait_for(lambda u: u.session_update == "agent_message_chunk"
+                              and u.content.text.startswith("Second"))
+        again = await conn.ext_method("session/inject", {
+            "sessionId": sid, "action": "revoke", "messageId": keep})
+        assert again == {"revoked": False}  # delivered already: too late to withdraw
+        replayed = Editor()
+    async with agent(cli_env, replayed, "--script", script(tmp_path, [])) as conn:
+        await conn.load_session(cwd=str(ws), session_id=sid)
+    assert [u.content.text for u in replayed.of("user_message_chunk")] == ["first", "second"]
+    told = {p["messageId"]: p["state"] for _, p in editor.notes}
+    assert told == {keep: "delivered", drop: "revoked"}
