@@ -4,12 +4,19 @@ records every update and checks every message both ways against the package's sc
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
+import acp
 from acp import schema
 from acp.connection import StreamDirection, StreamEvent
+from acp.core import AgentSideConnection, ClientSideConnection
 from pydantic import BaseModel
+
+from steerable import Agent, AgentLoop
+from steerable.protocols.acp import AcpOptions, SteerableAcpAgent
 
 # What each JSON-RPC method's params and result must be, by the package's models.
 REQUESTS: dict[str, tuple[type[BaseModel], type[BaseModel] | None]] = {
@@ -158,3 +165,27 @@ class Editor:
 
     def on_connect(self, conn: Any) -> None:
         return None
+
+
+@asynccontextmanager
+async def in_process(loop: AgentLoop, agent: Agent, editor: Editor,
+                     options: AcpOptions | None = None) -> AsyncIterator[ClientSideConnection]:
+    """The package's client side talking to ``SteerableAcpAgent`` over a socket pair."""
+    near, far = socket.socketpair()
+    a_reader, a_writer = await asyncio.open_connection(sock=near)
+    c_reader, c_writer = await asyncio.open_connection(sock=far)
+    checker = SchemaChecker()
+    async with SteerableAcpAgent(loop, lambda ws, stand_ins: (agent, agent),
+                                 options=options) as impl:
+        server = AgentSideConnection(impl, a_writer, a_reader, use_unstable_protocol=True)
+        client = ClientSideConnection(editor, c_writer, c_reader, observers=[checker])
+        try:
+            await client.initialize(protocol_version=acp.PROTOCOL_VERSION)
+            yield client
+        finally:
+            await client.close()
+            await server.close()
+            for writer in (a_writer, c_writer):
+                writer.close()
+                await writer.wait_closed()
+    assert not checker.errors, checker.errors[:3]

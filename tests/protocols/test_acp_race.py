@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import random
-import socket
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,39 +20,14 @@ import pytest
 
 acp = pytest.importorskip("acp")
 
-from acp.core import AgentSideConnection, ClientSideConnection  # noqa: E402
 
 from steerable import Agent, AgentLoop, EventKind, Reply, ScriptedProvider  # noqa: E402
-from steerable.protocols.acp import SteerableAcpAgent  # noqa: E402
-from tests.protocols._acp_client import Editor, SchemaChecker  # noqa: E402
+from tests.protocols._acp_client import Editor, in_process  # noqa: E402
 from tests.protocols.test_acp_cli import agent as subprocess_agent  # noqa: E402
 from tests.protocols.test_acp_cli import script, steering, text  # noqa: E402
 
 CASES = 1000
 SUBPROCESS_CASES = 60
-
-
-@asynccontextmanager
-async def in_process(loop: AgentLoop, agent: Agent,
-                     editor: Editor) -> AsyncIterator[ClientSideConnection]:
-    """The package's client side talking to ``SteerableAcpAgent`` over a socket pair."""
-    near, far = socket.socketpair()
-    a_reader, a_writer = await asyncio.open_connection(sock=near)
-    c_reader, c_writer = await asyncio.open_connection(sock=far)
-    checker = SchemaChecker()
-    async with SteerableAcpAgent(loop, lambda ws, stand_ins: (agent, agent)) as impl:
-        server = AgentSideConnection(impl, a_writer, a_reader, use_unstable_protocol=True)
-        client = ClientSideConnection(editor, c_writer, c_reader, observers=[checker])
-        try:
-            await client.initialize(protocol_version=acp.PROTOCOL_VERSION)
-            yield client
-        finally:
-            await client.close()
-            await server.close()
-            for writer in (a_writer, c_writer):
-                writer.close()
-                await writer.wait_closed()
-    assert not checker.errors, checker.errors[:3]
 
 
 def users(messages: Sequence[Any]) -> list[str]:
