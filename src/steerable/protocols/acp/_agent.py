@@ -328,11 +328,11 @@ class SteerableAcpAgent:
             return await self._dry_run(session, rest.strip())
         if name in _POLICY_COMMANDS and rest.strip():
             policy, text = _POLICY_COMMANDS[name], rest.strip()
-        self._title(session_id, text)
         try:
             sent = self._loop.send(text, session_id, policy, agent=session.current)
         except SessionBusyError as exc:
             raise RequestError.invalid_request({"message": str(exc)}) from None
+        self._title(session_id, text)  # after the turn started: off the path to its updates
         try:
             result: TurnResult = await sent
         except RuntimeError as exc:  # withdrawn by a cancel, or the loop closed
