@@ -30,6 +30,12 @@ REQUESTS: dict[str, tuple[type[BaseModel], type[BaseModel] | None]] = {
                                    schema.RequestPermissionResponse),
     "fs/read_text_file": (schema.ReadTextFileRequest, schema.ReadTextFileResponse),
     "fs/write_text_file": (schema.WriteTextFileRequest, schema.WriteTextFileResponse),
+    "terminal/create": (schema.CreateTerminalRequest, schema.CreateTerminalResponse),
+    "terminal/output": (schema.TerminalOutputRequest, schema.TerminalOutputResponse),
+    "terminal/wait_for_exit": (schema.WaitForTerminalExitRequest,
+                               schema.WaitForTerminalExitResponse),
+    "terminal/kill": (schema.KillTerminalRequest, schema.KillTerminalResponse),
+    "terminal/release": (schema.ReleaseTerminalRequest, schema.ReleaseTerminalResponse),
 }
 NOTIFICATIONS: dict[str, type[BaseModel]] = {
     "session/update": schema.SessionNotification,
@@ -115,6 +121,7 @@ class Editor:
         self.writes: list[tuple[str, str]] = []
         self.changed = asyncio.Event()
         self.notes: list[tuple[str, dict[str, Any]]] = []
+        self.terminals: dict[str, dict[str, Any]] = {}
 
     def of(self, kind: str) -> list[Any]:
         return [u for _, u in self.updates if u.session_update == kind]
@@ -155,6 +162,46 @@ class Editor:
         self.writes.append((path, content))
         self.files[path] = content
         return schema.WriteTextFileResponse()
+
+    # -- a terminal: the command really runs, as in an editor's terminal panel ------------
+
+    async def create_terminal(self, session_id: str, command: str,
+                              args: list[str] | None = None, env: Any = None,
+                              cwd: str | None = None, output_byte_limit: int | None = None,
+                              **kwargs: Any) -> Any:
+        proc = await asyncio.create_subprocess_exec(
+            command, *(args or []), cwd=cwd, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        tid = f"term-{len(self.terminals) + 1}"
+        self.terminals[tid] = {"proc": proc, "argv": [command, *(args or [])], "cwd": cwd,
+                               "released": False}
+        return schema.CreateTerminalResponse(terminal_id=tid)
+
+    async def wait_for_terminal_exit(self, session_id: str, terminal_id: str,
+                                     **kwargs: Any) -> Any:
+        term = self.terminals[terminal_id]
+        if "output" not in term:
+            out, _ = await term["proc"].communicate()
+            term["output"] = out.decode()
+        code = term["proc"].returncode
+        return schema.WaitForTerminalExitResponse(exit_code=code if code >= 0 else None,
+                                                  signal=None if code >= 0 else "SIGKILL")
+
+    async def terminal_output(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
+        term = self.terminals[terminal_id]
+        return schema.TerminalOutputResponse(output=term.get("output", ""), truncated=False)
+
+    async def kill_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
+        proc = self.terminals[terminal_id]["proc"]
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        return schema.KillTerminalResponse()
+
+    async def release_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
+        await self.kill_terminal(session_id, terminal_id)
+        self.terminals[terminal_id]["released"] = True
+        return schema.ReleaseTerminalResponse()
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError(method)

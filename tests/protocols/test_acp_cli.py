@@ -256,3 +256,27 @@ async def test_inject_queue_revoke_and_replace_behind_unstable(
     assert [u.content.text for u in replayed.of("user_message_chunk")] == ["first", "second"]
     told = {p["messageId"]: p["state"] for _, p in editor.notes}
     assert told == {keep: "delivered", drop: "revoked"}
+
+
+async def test_bash_runs_in_the_editors_terminal_when_it_offers_one(
+        cli_env: dict[str, str], tmp_path: Path, ws: Path) -> None:
+    steps = [{"tool_calls": [["bash", {"command": "echo hi from $PWD; exit 3"}]]},
+             {"tool_calls": [["bash", {"command": "sleep 30", "timeout": 0.5}]]},
+             {"text": "Ran."}]
+    editor = Editor()
+    caps = schema.ClientCapabilities(terminal=True)
+    async with agent(cli_env, editor, "--script", script(tmp_path, steps), "--yes",
+                     caps=caps) as conn:
+        session = await conn.new_session(cwd=str(ws))
+        done = await conn.prompt(session_id=session.session_id, prompt=text("run it"))
+    assert done.stop_reason == "end_turn"
+    first, second = editor.terminals.values()
+    assert first["argv"] == ["/bin/bash", "-c", "echo hi from $PWD; exit 3"]  # --no-sandbox
+    assert first["cwd"] == str(ws) and first["released"] and second["released"]
+    updates = editor.of("tool_call_update")
+    shown = [u for u in updates if u.content and u.content[0].type == "terminal"]
+    assert shown[0].content[0].terminal_id == "term-1"  # the editor showed it live
+    results = [u for u in updates if u.status in ("completed", "failed")]
+    assert [u.status for u in results] == ["failed", "failed"]
+    assert results[0].content[1].content.text == f"hi from {ws}\n[exit code 3]"
+    assert "killed after 0.5 s" in results[1].content[1].content.text

@@ -30,7 +30,7 @@ def acp_command(args: argparse.Namespace, settings: Settings) -> int:
     from steerable.cli._app import build_app, coding_agents, workspace_tools
     from steerable.cli._integrations import telemetry
     from steerable.cli._mcp import configured_tools
-    from steerable.coding import Workspace
+    from steerable.coding import Sandbox, Workspace
     from steerable.tools import Tool
 
     async def main() -> int:
@@ -49,7 +49,10 @@ def acp_command(args: argparse.Namespace, settings: Settings) -> int:
                 return coding_agents(settings, app.agent.provider, ws, [*tools, *mcp_tools])
 
             options = AcpOptions(busy_policy=args.busy_policy, unstable=args.unstable,
-                                 editor_fs=args.editor_fs,
+                                 editor_fs=args.editor_fs, editor_terminal=args.editor_terminal,
+                                 sandbox=Sandbox(enabled=bool(settings["sandbox"]),
+                                                 network=bool(settings["sandbox_network"])),
+                                 bash_timeout=settings["bash_timeout"],
                                  registry=app.store.directory.parent / "acp-sessions.json")
             async with SteerableAcpAgent(app.loop, make_agent, approver=approver,
                                          options=options) as agent:

@@ -142,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also offer the draft _session/inject method")
     acp.add_argument("--no-editor-fs", dest="editor_fs", action="store_false",
                      help="read and write files directly, not through the editor's buffers")
+    acp.add_argument("--no-editor-terminal", dest="editor_terminal", action="store_false",
+                     help="run bash here, not in the editor's terminal")
     _serve_options(acp)
     g = acp.add_argument_group("sandbox")
     g.add_argument("--no-sandbox", dest="sandbox", action="store_const", const=False,

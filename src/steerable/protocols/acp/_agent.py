@@ -59,13 +59,15 @@ from steerable._events import Event, EventKind, MessageStateEvent
 from steerable._hooks import ToolCallContext
 from steerable._lanes import BusyPolicy
 from steerable._loop import AgentLoop
-from steerable.coding import Workspace
+from steerable.coding import Sandbox, Workspace
+from steerable.coding.bash import DEFAULT_TIMEOUT
 from steerable.errors import ConfigurationError, SessionBusyError
 from steerable.protocols.acp._approval import EditorApprover
 from steerable.protocols.acp._editor import EditorFiles, editor_tools
 from steerable.protocols.acp._prompt import prompt_text, stop_reason
 from steerable.protocols.acp._sessions import SessionRecord, SessionRegistry, replay
 from steerable.protocols.acp._steering import SteeringDesk
+from steerable.protocols.acp._terminal import EditorTerminals, make_editor_bash_tool
 from steerable.protocols.acp._updates import ToolView, Update, call_start, text_block, translate
 from steerable.tools import Tool
 
@@ -95,12 +97,17 @@ _POLICY_COMMANDS: dict[str, BusyPolicy] = {"steer": "steer", "follow-up": "follo
 @dataclass(frozen=True, slots=True)
 class AcpOptions:
     """``busy_policy``: what a prompt for a busy session does (see ``AgentLoop.send``);
-    ``unstable``: offer the draft ``_session/inject``; ``editor_fs``: read and write files
-    through the editor when it offers to; ``registry``: where session folders are kept."""
+    ``unstable``: offer the draft ``_session/inject``; ``editor_fs`` / ``editor_terminal``:
+    read and write files / run bash through the editor when it offers to (bash with
+    ``sandbox`` and ``bash_timeout``, as the built-in tool); ``registry``: where session
+    folders are kept."""
 
     busy_policy: BusyPolicy = "steer"
     unstable: bool = False
     editor_fs: bool = True
+    editor_terminal: bool = True
+    sandbox: Sandbox | None = None
+    bash_timeout: float = DEFAULT_TIMEOUT
     registry: Path | None = None
 
 
@@ -114,6 +121,8 @@ class _Session:
     dry_run: bool = False
     announced: dict[str, asyncio.Event] = field(default_factory=dict)
     arguments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    terminals: dict[str, str] = field(default_factory=dict)
+    """call id -> the editor terminal it runs in."""
     cancelled: set[str] = field(default_factory=set)
     """Turns the editor cancelled: answered ``cancelled`` even if the model finished first."""
 
@@ -245,17 +254,27 @@ class SteerableAcpAgent:
             ws = Workspace(root, extra or ())
         except ConfigurationError as exc:
             raise RequestError.invalid_params({"message": str(exc)}) from None
-        fs = self._caps.fs
-        use = self._options.editor_fs and self._client is not None and fs is not None
-        files: EditorFiles = self._client
-        stand_ins = editor_tools(ws, files, read=bool(use and fs and fs.read_text_file),
-                                 write=bool(use and fs and fs.write_text_file))
-        agent, dry_agent = self._make_agent(ws, stand_ins)
+        agent, dry_agent = self._make_agent(ws, self._stand_ins(ws))
         session = _Session(session_id, root, agent, dry_agent,
                            ToolView(root, agent.tools_by_name))
         self._sessions[session_id] = session
         self._own(self._announce_commands(session_id), name="acp-commands")
         return session
+
+    def _stand_ins(self, ws: Workspace) -> list[Tool]:
+        """The editor-backed tools the client offers and the options allow."""
+        if self._client is None:
+            return []
+        fs, options = self._caps.fs, self._options
+        use = options.editor_fs and fs is not None
+        files: EditorFiles = self._client
+        tools: list[Tool] = list(editor_tools(ws, files, read=bool(use and fs and fs.read_text_file),
+                                              write=bool(use and fs and fs.write_text_file)))
+        if options.editor_terminal and self._caps.terminal:
+            terms: EditorTerminals = self._client
+            tools.append(make_editor_bash_tool(ws, terms, sandbox=options.sandbox,
+                                               default_timeout=options.bash_timeout))
+        return tools
 
     async def new_session(self, cwd: str, additional_directories: list[str] | None = None,
                           mcp_servers: list[Any] | None = None,
@@ -442,6 +461,7 @@ class SteerableAcpAgent:
                 if session is not None:
                     session.announced.clear()
                     session.arguments.clear()
+                    session.terminals.clear()
                 self._ends.mark(event.turn_id)
 
     async def _message_state(self, event: MessageStateEvent) -> None:
@@ -461,8 +481,11 @@ class SteerableAcpAgent:
         if event.kind is EventKind.LLM_RESPONSE and event.parent_turn_id is None:
             for call in event.tool_calls:
                 session.arguments[call.id] = dict(call.arguments)
+        elif event.kind is EventKind.TOOL_EXEC_PROGRESS and "terminalId" in event.data:
+            session.terminals[event.call_id] = str(event.data["terminalId"])
         window = session.current.context_window
-        for update in translate(event, session.view, session.arguments, window):
+        for update in translate(event, session.view, session.arguments, window,
+                                session.terminals):
             if isinstance(update, ToolCallStart):
                 seen = session.announcement(update.tool_call_id)
                 if seen.is_set():

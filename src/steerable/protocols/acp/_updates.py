@@ -19,6 +19,7 @@ from acp.schema import (
     AgentThoughtChunk,
     ContentToolCallContent,
     FileEditToolCallContent,
+    TerminalToolCallContent,
     TextContentBlock,
     ToolCallLocation,
     ToolCallProgress,
@@ -130,10 +131,15 @@ def call_start(view: ToolView, call: ToolCall) -> ToolCallStart:
         content=[diff] if diff is not None else None)
 
 
+def _terminal(terminal_id: str) -> TerminalToolCallContent:
+    return TerminalToolCallContent(type="terminal", terminal_id=terminal_id)
+
+
 def _result_content(view: ToolView, name: str, arguments: Mapping[str, Any],
-                    text: str) -> list[Any]:
+                    text: str, terminal_id: str | None) -> list[Any]:
     shown = text if len(text) <= _RESULT_CAP else text[:_RESULT_CAP] + "\n[... cut]"
-    content: list[Any] = []
+    # The terminal stays shown in the call after it is released (ACP keeps its output).
+    content: list[Any] = [] if terminal_id is None else [_terminal(terminal_id)]
     diff = view.diff(name, arguments) if name == "edit" else None
     if diff is not None:
         content.append(diff)
@@ -142,12 +148,15 @@ def _result_content(view: ToolView, name: str, arguments: Mapping[str, Any],
 
 
 def translate(event: Event, view: ToolView, arguments: Mapping[str, Mapping[str, Any]],
-              context_window: int | None) -> list[Update]:
+              context_window: int | None,
+              terminals: Mapping[str, str] | None = None) -> list[Update]:
     """The updates one event of a session's top-level turn gives (often none).
 
     ``arguments`` maps call ids to their arguments (remembered from ``LLM_RESPONSE``), so an
-    update can carry the edit's diff again with its result.
+    update can carry the edit's diff again with its result; ``terminals`` maps call ids to
+    the editor terminal they run in.
     """
+    terminals = terminals or {}
     if event.parent_turn_id is not None:
         return []
     if event.kind is EventKind.LLM_DELTA:
@@ -168,15 +177,18 @@ def translate(event: Event, view: ToolView, arguments: Mapping[str, Mapping[str,
         return [ToolCallProgress(session_update="tool_call_update", tool_call_id=event.call_id,
                                  status="in_progress")]
     if event.kind is EventKind.TOOL_EXEC_PROGRESS:
-        return [ToolCallProgress(
-            session_update="tool_call_update", tool_call_id=event.call_id,
-            content=[ContentToolCallContent(type="content", content=text_block(event.text))])]
+        terminal = event.data.get("terminalId")
+        shown: Any = _terminal(str(terminal)) if terminal is not None else \
+            ContentToolCallContent(type="content", content=text_block(event.text))
+        return [ToolCallProgress(session_update="tool_call_update", tool_call_id=event.call_id,
+                                 content=[shown])]
     if event.kind is EventKind.TOOL_EXEC_END:
         args = arguments.get(event.call_id, {})
         return [ToolCallProgress(
             session_update="tool_call_update", tool_call_id=event.call_id,
             status="failed" if event.is_error else "completed",
-            content=_result_content(view, event.tool_name, args, event.content),
+            content=_result_content(view, event.tool_name, args, event.content,
+                                    terminals.get(event.call_id)),
             raw_output=event.content[:_RESULT_CAP])]
     if event.kind is EventKind.TOOL_EXEC_SKIPPED:
         why = f"not run ({event.reason})" + (f": {event.detail}" if event.detail else "")
