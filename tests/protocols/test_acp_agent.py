@@ -13,7 +13,7 @@ acp = pytest.importorskip("acp")
 
 from acp import schema  # noqa: E402
 
-from steerable import Agent, AgentLoop, Reply, ScriptedProvider  # noqa: E402
+from steerable import Agent, AgentLoop, Reply, ScriptedProvider, Usage  # noqa: E402
 from steerable.protocols.acp import AcpOptions  # noqa: E402
 from tests.protocols._acp_client import Editor, in_process  # noqa: E402
 
@@ -125,3 +125,20 @@ async def test_dry_run_command_and_policy_commands(tmp_path: Path) -> None:
         assert done.stop_reason == "end_turn"
     assert editor.of("agent_message_chunk")[0].content.text.startswith("dry run on")
     assert provider.requests[0].messages[-1].content == "do it"
+
+
+async def test_thoughts_usage_and_the_window(tmp_path: Path) -> None:
+    provider = ScriptedProvider([Reply(text="answer", thinking="let me think",
+                                       usage=Usage(input_tokens=120, output_tokens=8))])
+    agent = Agent(name="acp-test", instructions="Answer.", provider=provider,
+                  context_window=4096)
+    loop = AgentLoop(agent, checkpoints=False)
+    editor = Editor()
+    async with in_process(loop, agent, editor) as client:
+        sid = (await client.new_session(cwd=str(tmp_path))).session_id
+        done = await client.prompt(session_id=sid, prompt=text("think"))
+    assert [u.content.text for u in editor.of("agent_thought_chunk")] == ["let me think"]
+    [usage] = editor.of("usage_update")
+    assert (usage.used, usage.size) == (128, 4096)
+    assert (done.usage.input_tokens, done.usage.output_tokens, done.usage.total_tokens) == (
+        120, 8, 128)
