@@ -58,3 +58,14 @@ def test_every_update_is_valid_acp(tmp_path_factory: Any, calls: list[Any], ends
     for event in events:
         for update in translate(event, view, arguments, window):
             check(update)
+
+
+def test_a_subturns_calls_show_only_when_the_editor_was_asked_about_them(
+        tmp_path: Path) -> None:
+    child = {**BASE, "parent_turn_id": "parent"}
+    end = ToolExecEnd(**child, seq=3, call_id="k1", tool_name="write", is_error=False,
+                      content="written")
+    view = ToolView(tmp_path, {})
+    assert translate(end, view, {}, None) == []  # the sub-agent's own business
+    [update] = translate(end, view, {}, None, announced={"k1"})  # asked, so it ends there too
+    assert (update.tool_call_id, update.status) == ("k1", "completed")

@@ -166,7 +166,7 @@ class _TurnEnds:
 
 class SteerableAcpAgent:
     """The ACP ``Agent`` side over ``loop``; serve it with ``acp.run_agent`` inside
-    ``async with`` (which runs the update pump)."""
+    ``async with`` (which runs the update pump, and closes the loop on the way out)."""
 
     def __init__(self, loop: AgentLoop, make_agent: AgentFactory, *,
                  approver: EditorApprover | None = None,
@@ -236,9 +236,6 @@ class SteerableAcpAgent:
             auth_methods=[],
             agent_info=Implementation(name="steerable", title="steerable", version=__version__),
             field_meta=meta)
-
-    async def authenticate(self, method_id: str, **kwargs: Any) -> None:
-        raise RequestError.invalid_params({"message": "steerable needs no authentication"})
 
     # -- sessions -----------------------------------------------------------------------------
 
@@ -485,7 +482,7 @@ class SteerableAcpAgent:
             session.terminals[event.call_id] = str(event.data["terminalId"])
         window = session.current.context_window
         for update in translate(event, session.view, session.arguments, window,
-                                session.terminals):
+                                session.terminals, session.announced):
             if isinstance(update, ToolCallStart):
                 seen = session.announcement(update.tool_call_id)
                 if seen.is_set():

@@ -26,6 +26,7 @@ from acp.schema import (
 )
 
 from steerable._messages import Message
+from steerable.errors import ConfigurationError
 from steerable.protocols.acp._updates import ToolView, Update, text_block, tool_kind
 
 __all__ = ["SessionRecord", "SessionRegistry", "replay"]
@@ -52,7 +53,8 @@ class SessionRegistry:
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise ValueError(f"cannot read the ACP session list {path}: {exc}") from None
+            raise ConfigurationError(f"cannot read the ACP session list {path}: {exc}; move "
+                                     "it away to start a new one") from None
         for sid, entry in (raw.get("sessions") or {}).items():
             if isinstance(entry, dict) and isinstance(entry.get("cwd"), str):
                 self._records[sid] = SessionRecord(sid, entry["cwd"],

@@ -10,7 +10,7 @@ show through the tool call that runs them, not their own text.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,8 @@ _KINDS: dict[str, ToolKind] = {
 }
 _FAMILY_KINDS: dict[str, ToolKind] = {"read": "read", "write": "edit", "bash": "execute"}
 _RESULT_CAP = 20_000
+_CALL_KINDS = frozenset({EventKind.TOOL_EXEC_START, EventKind.TOOL_EXEC_PROGRESS,
+                         EventKind.TOOL_EXEC_END, EventKind.TOOL_EXEC_SKIPPED})
 
 
 def text_block(text: str) -> TextContentBlock:
@@ -149,15 +151,18 @@ def _result_content(view: ToolView, name: str, arguments: Mapping[str, Any],
 
 def translate(event: Event, view: ToolView, arguments: Mapping[str, Mapping[str, Any]],
               context_window: int | None,
-              terminals: Mapping[str, str] | None = None) -> list[Update]:
+              terminals: Mapping[str, str] | None = None,
+              announced: Container[str] = ()) -> list[Update]:
     """The updates one event of a session's top-level turn gives (often none).
 
     ``arguments`` maps call ids to their arguments (remembered from ``LLM_RESPONSE``), so an
     update can carry the edit's diff again with its result; ``terminals`` maps call ids to
-    the editor terminal they run in.
+    the editor terminal they run in. A sub-turn's events show only for its calls the editor
+    was told of (``announced``: they were asked about), so each such call also ends there.
     """
     terminals = terminals or {}
-    if event.parent_turn_id is not None:
+    if event.parent_turn_id is not None and not (
+            event.kind in _CALL_KINDS and getattr(event, "call_id", None) in announced):
         return []
     if event.kind is EventKind.LLM_DELTA:
         if not event.text:
