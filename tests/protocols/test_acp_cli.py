@@ -280,3 +280,21 @@ async def test_bash_runs_in_the_editors_terminal_when_it_offers_one(
     assert [u.status for u in results] == ["failed", "failed"]
     assert results[0].content[1].content.text == f"hi from {ws}\n[exit code 3]"
     assert "killed after 0.5 s" in results[1].content[1].content.text
+
+
+async def test_stdout_is_the_protocols_alone(cli_env: dict[str, str], tmp_path: Path,
+                                            ws: Path) -> None:
+    # a command that writes straight to the agent process's stdout (half a line: it would glue
+    # itself to the next message and spoil it): it must land on stderr
+    steps = [{"tool_calls": [["bash", {"command": "printf stray > /proc/$PPID/fd/1"}]]},
+             {"text": "Still talking."}]
+    editor = Editor()
+    async with agent(cli_env, editor, "--script", script(tmp_path, steps), "--yes") as conn:
+        session = await conn.new_session(cwd=str(ws))
+        done = await conn.prompt(session_id=session.session_id, prompt=text("print"))
+    assert done.stop_reason == "end_turn"
+    kinds = [u.session_update for _, u in editor.updates]
+    assert kinds == ["available_commands_update", "tool_call", "tool_call_update",
+                     "tool_call_update", "agent_message_chunk", "agent_message_chunk"]
+    said = "".join(u.content.text for u in editor.of("agent_message_chunk"))
+    assert said == "Still talking."

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import sys
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -17,6 +19,23 @@ from steerable.cli._args import UsageError
 from steerable.cli._settings import Settings
 
 __all__ = ["acp_command"]
+
+_LINE_LIMIT = 50 * 1024 * 1024  # a prompt may embed whole files
+
+
+async def _protocol_streams() -> tuple[Any, Any]:
+    """stdin/stdout as the protocol's streams, and stdout kept for the protocol alone: file
+    descriptor 1 and ``sys.stdout`` then lead to stderr, so a stray print (ours, a library's,
+    a child process's that inherits it) cannot corrupt the JSON-RPC stream."""
+    import acp
+
+    protocol_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    sys.stdout = cast(Any, protocol_out)  # what acp.stdio_streams connects to
+    try:
+        return await acp.stdio_streams(limit=_LINE_LIMIT)
+    finally:
+        sys.stdout = sys.stderr
 
 
 def acp_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -58,9 +77,11 @@ def acp_command(args: argparse.Namespace, settings: Settings) -> int:
                                          options=options) as agent:
                 # The library still routes session/resume as unstable; it is stable in the
                 # schema (v1.19), and only what the agent implements is answered anyway.
+                reader, writer = await _protocol_streams()
                 # The library's Agent protocol lists every method of the spec; the router
                 # answers method_not_found for those this agent leaves out (modes, fork...).
-                await acp.run_agent(cast(Any, agent), use_unstable_protocol=True)
+                await acp.run_agent(cast(Any, agent), writer, reader,
+                                    use_unstable_protocol=True)
         return 0
 
     return asyncio.run(main())
