@@ -298,3 +298,22 @@ async def test_stdout_is_the_protocols_alone(cli_env: dict[str, str], tmp_path: 
                      "tool_call_update", "agent_message_chunk", "agent_message_chunk"]
     said = "".join(u.content.text for u in editor.of("agent_message_chunk"))
     assert said == "Still talking."
+
+
+async def test_the_editors_mcp_servers_are_the_sessions_tools(
+        cli_env: dict[str, str], tmp_path: Path, ws: Path) -> None:
+    pytest.importorskip("mcp")
+    server = Path(__file__).resolve().parents[1] / "integrations" / "mcp_server.py"
+    steps = [{"tool_calls": [["mcp__files__echo", {"text": "hi"}]]}, {"text": "Echoed."}]
+    editor = Editor()
+    spec = schema.McpServerStdio(name="files", command=sys.executable,
+                                 args=[str(server), "stdio"], env=[])
+    async with agent(cli_env, editor, "--script", script(tmp_path, steps)) as conn:
+        assert conn.init.agent_capabilities.mcp_capabilities.http is True
+        session = await conn.new_session(cwd=str(ws), mcp_servers=[spec])
+        done = await conn.prompt(session_id=session.session_id, prompt=text("echo hi"))
+    assert done.stop_reason == "end_turn"
+    [call] = editor.of("tool_call")
+    assert (call.title, call.kind) == ("mcp__files__echo", "read")  # its read-only hint
+    assert editor.of("tool_call_update")[-1].content[0].content.text == "echo: hi"
+    assert not editor.permission_requests  # read-only: nobody is asked

@@ -62,10 +62,11 @@ def acp_command(args: argparse.Namespace, settings: Settings) -> int:
                             approver=approver, checkpoints=False)
             telemetry(app, settings)
 
-            def make_agent(ws: Workspace, stand_ins: Sequence[Tool]) -> tuple[Any, Any]:
-                replaced = {t.name: t for t in stand_ins}
-                tools = [replaced.get(t.name, t) for t in workspace_tools(settings, ws)]
-                return coding_agents(settings, app.agent.provider, ws, [*tools, *mcp_tools])
+            def make_agent(ws: Workspace, given: Sequence[Tool]) -> tuple[Any, Any]:
+                extra = {t.name: t for t in given}
+                tools = [extra.pop(t.name, t) for t in workspace_tools(settings, ws)]
+                return coding_agents(settings, app.agent.provider, ws,
+                                     [*tools, *extra.values(), *mcp_tools])
 
             options = AcpOptions(busy_policy=args.busy_policy, unstable=args.unstable,
                                  editor_fs=args.editor_fs, editor_terminal=args.editor_terminal,

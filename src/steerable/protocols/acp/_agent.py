@@ -64,6 +64,7 @@ from steerable.coding.bash import DEFAULT_TIMEOUT
 from steerable.errors import ConfigurationError, SessionBusyError
 from steerable.protocols.acp._approval import EditorApprover
 from steerable.protocols.acp._editor import EditorFiles, editor_tools
+from steerable.protocols.acp._mcp import SessionServers, mcp_available
 from steerable.protocols.acp._prompt import prompt_text, stop_reason
 from steerable.protocols.acp._sessions import SessionRecord, SessionRegistry, replay
 from steerable.protocols.acp._steering import SteeringDesk
@@ -77,7 +78,8 @@ log = logging.getLogger("steerable.acp")
 
 AgentFactory = Callable[[Workspace, Sequence[Tool]], tuple[Agent, Agent]]
 """Build the coding agent (and its dry-run twin) for a session's folder; the tools given
-stand in for the built-in ones of the same name (the editor-backed read, write, edit)."""
+stand in for the built-in ones of the same name (the editor-backed read, write, edit, bash)
+and the others are added (the tools of the editor's MCP servers)."""
 
 _KINDS = [EventKind.LLM_DELTA, EventKind.LLM_RESPONSE, EventKind.TOOL_EXEC_START,
           EventKind.TOOL_EXEC_PROGRESS, EventKind.TOOL_EXEC_END, EventKind.TOOL_EXEC_SKIPPED,
@@ -118,6 +120,7 @@ class _Session:
     agent: Agent
     dry_agent: Agent
     view: ToolView
+    servers: SessionServers
     dry_run: bool = False
     announced: dict[str, asyncio.Event] = field(default_factory=dict)
     arguments: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -196,6 +199,8 @@ class SteerableAcpAgent:
         if self._sub is not None:
             self._sub.close()
         await self._loop.aclose()
+        for session in self._sessions.values():
+            await session.servers.aclose()
         for task in list(self._tasks):
             if not task.done() and task.get_name() != "acp-pump":
                 task.cancel()
@@ -229,7 +234,7 @@ class SteerableAcpAgent:
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(image=False, audio=False,
                                                        embedded_context=True),
-                mcp_capabilities=McpCapabilities(http=False, sse=False),
+                mcp_capabilities=McpCapabilities(http=mcp_available(), sse=False),
                 session_capabilities=SessionCapabilities(
                     list=SessionListCapabilities(), resume=SessionResumeCapabilities(),
                     additional_directories=SessionAdditionalDirectoriesCapabilities())),
@@ -246,14 +251,20 @@ class SteerableAcpAgent:
                 {"message": f"cwd must be an absolute path to a folder, got {cwd!r}"})
         return root
 
-    def _open(self, session_id: str, root: Path, extra: Sequence[str] | None) -> _Session:
+    async def _open(self, session_id: str, root: Path, extra: Sequence[str] | None,
+                    mcp_servers: Sequence[Any] | None) -> _Session:
         try:
             ws = Workspace(root, extra or ())
         except ConfigurationError as exc:
             raise RequestError.invalid_params({"message": str(exc)}) from None
-        agent, dry_agent = self._make_agent(ws, self._stand_ins(ws))
+        old = self._sessions.pop(session_id, None)
+        if old is not None:  # reopened: the editor passes its servers again
+            await old.servers.aclose()
+        servers = SessionServers()
+        tools = [*self._stand_ins(ws), *await servers.open(mcp_servers or (), root)]
+        agent, dry_agent = self._make_agent(ws, tools)
         session = _Session(session_id, root, agent, dry_agent,
-                           ToolView(root, agent.tools_by_name))
+                           ToolView(root, agent.tools_by_name), servers)
         self._sessions[session_id] = session
         self._own(self._announce_commands(session_id), name="acp-commands")
         return session
@@ -278,11 +289,12 @@ class SteerableAcpAgent:
                           **kwargs: Any) -> NewSessionResponse:
         root = self._root(cwd)
         sid = f"acp-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
-        self._open(sid, root, additional_directories)
+        await self._open(sid, root, additional_directories, mcp_servers)
         self._registry.put(SessionRecord(sid, str(root)))
         return NewSessionResponse(session_id=sid)
 
-    def _reopen(self, cwd: str, session_id: str, extra: Sequence[str] | None) -> _Session:
+    async def _reopen(self, cwd: str, session_id: str, extra: Sequence[str] | None,
+                      mcp_servers: Sequence[Any] | None) -> _Session:
         root = self._root(cwd)
         try:
             known = self._loop.store.exists(session_id) or self._registry.get(session_id)
@@ -293,13 +305,13 @@ class SteerableAcpAgent:
         record = self._registry.get(session_id) or SessionRecord(session_id, str(root))
         record.cwd = str(root)
         self._registry.put(record)
-        return self._open(session_id, root, extra)
+        return await self._open(session_id, root, extra, mcp_servers)
 
     async def load_session(self, cwd: str, session_id: str,
                            mcp_servers: list[Any] | None = None,
                            additional_directories: list[str] | None = None,
                            **kwargs: Any) -> LoadSessionResponse:
-        session = self._reopen(cwd, session_id, additional_directories)
+        session = await self._reopen(cwd, session_id, additional_directories, mcp_servers)
         for update in replay(self._loop.session_messages(session_id), session.view):
             await self._send(session_id, update)
         return LoadSessionResponse()
@@ -308,7 +320,7 @@ class SteerableAcpAgent:
                              additional_directories: list[str] | None = None,
                              mcp_servers: list[Any] | None = None,
                              **kwargs: Any) -> ResumeSessionResponse:
-        self._reopen(cwd, session_id, additional_directories)
+        await self._reopen(cwd, session_id, additional_directories, mcp_servers)
         return ResumeSessionResponse()
 
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None,
