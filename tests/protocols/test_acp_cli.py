@@ -317,3 +317,25 @@ async def test_the_editors_mcp_servers_are_the_sessions_tools(
     assert (call.title, call.kind) == ("mcp__files__echo", "read")  # its read-only hint
     assert editor.of("tool_call_update")[-1].content[0].content.text == "echo: hi"
     assert not editor.permission_requests  # read-only: nobody is asked
+
+
+async def test_an_editor_that_quits_mid_turn_loses_nothing_done(
+        cli_env: dict[str, str], tmp_path: Path, ws: Path) -> None:
+    steps = [{"text": "Writing.", "tool_calls": [["bash", {"command": "sleep 1; echo made > f"}],
+                                                 ["bash", {"command": "echo never > g"}]]},
+             {"text": "never asked"}]
+    editor = Editor()
+    async with agent(cli_env, editor, "--script", script(tmp_path, steps), "--yes") as conn:
+        sid = (await conn.new_session(cwd=str(ws))).session_id
+        turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=text("make f")))
+        await editor.wait_for(lambda u: getattr(u, "status", None) == "in_progress")
+        # the editor closes here, the turn still running
+    with contextlib.suppress(ConnectionError):
+        await turn
+    # the running command finished and the turn was saved as it stood: a cancel, not a rollback
+    assert (ws / "f").read_text() == "made\n" and not (ws / "g").exists()
+    replayed = Editor()
+    async with agent(cli_env, replayed, "--script", script(tmp_path, [])) as conn:
+        await conn.load_session(cwd=str(ws), session_id=sid)
+    assert [u.content.text for u in replayed.of("agent_message_chunk")] == ["Writing."]
+    assert [u.status for u in replayed.of("tool_call")] == ["completed", "failed"]

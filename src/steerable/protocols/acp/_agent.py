@@ -85,6 +85,7 @@ _KINDS = [EventKind.LLM_DELTA, EventKind.LLM_RESPONSE, EventKind.TOOL_EXEC_START
           EventKind.TOOL_EXEC_PROGRESS, EventKind.TOOL_EXEC_END, EventKind.TOOL_EXEC_SKIPPED,
           EventKind.STEERING_INJECTED, EventKind.TURN_END, EventKind.MESSAGE_STATE]
 _ANNOUNCE_WAIT = 5.0
+_CLOSE_GRACE = 5.0
 _PAGE = 50
 _COMMANDS = [
     ("steer", "Add this message to the running turn (it reaches the model at the next step)"),
@@ -196,6 +197,7 @@ class SteerableAcpAgent:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        await self._settle(_CLOSE_GRACE)
         if self._sub is not None:
             self._sub.close()
         await self._loop.aclose()
@@ -206,6 +208,22 @@ class SteerableAcpAgent:
                 task.cancel()
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=5.0)
+
+    async def _settle(self, grace: float) -> None:
+        """The editor went away: stop running turns as a cancel does (they keep what they did
+        and are saved), waiting ``grace`` seconds before closing the loop aborts the rest."""
+        busy = [sid for sid in self._sessions if self._loop.busy(sid)]
+        for sid in busy:
+            self._loop.drop_queued(sid)
+            self._loop.cancel(sid, CancelMode.AFTER_MODEL)
+        if not busy:
+            return
+        waiters = [asyncio.ensure_future(self._loop.wait_session(sid)) for sid in busy]
+        _, late = await asyncio.wait(waiters, timeout=grace)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late)
 
     def _own(self, coro: Coroutine[Any, Any, Any], name: str = "acp-pump") -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)
