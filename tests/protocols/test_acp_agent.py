@@ -142,3 +142,18 @@ async def test_thoughts_usage_and_the_window(tmp_path: Path) -> None:
     assert (usage.used, usage.size) == (128, 4096)
     assert (done.usage.input_tokens, done.usage.output_tokens, done.usage.total_tokens) == (
         120, 8, 128)
+
+
+async def test_list_shows_saved_sessions_of_the_folder(tmp_path: Path) -> None:
+    loop, agent, _ = setup(Reply(text="hi"))
+    other = tmp_path / "other"
+    other.mkdir()
+    async with in_process(loop, agent, Editor()) as client:
+        used = (await client.new_session(cwd=str(tmp_path))).session_id
+        await client.new_session(cwd=str(tmp_path))  # never prompted: nothing to list
+        await client.prompt(session_id=used, prompt=text("hello there\nsecond line"))
+        listed = await client.list_sessions(cwd=str(tmp_path))
+        elsewhere = await client.list_sessions(cwd=str(other))
+    assert [(s.session_id, s.title, s.cwd) for s in listed.sessions] == [
+        (used, "hello there", str(tmp_path))]
+    assert elsewhere.sessions == [] and listed.next_cursor is None

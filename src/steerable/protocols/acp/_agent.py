@@ -344,8 +344,10 @@ class SteerableAcpAgent:
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None,
                             **kwargs: Any) -> ListSessionsResponse:
         saved = {i.session_id: i.updated for i in self._loop.store.list_sessions()}
-        rows = [(saved.get(r.session_id, r.created), r) for r in self._registry
-                if cwd is None or r.cwd == cwd]
+        # Sessions with a saved conversation: not the ones never prompted, nor ones removed
+        # with 'steerable sessions rm'.
+        rows = [(saved[r.session_id], r) for r in self._registry
+                if r.session_id in saved and (cwd is None or r.cwd == cwd)]
         rows.sort(key=lambda r: r[0], reverse=True)
         start = int(cursor) if cursor and cursor.isdigit() else 0
         page = rows[start:start + _PAGE]
