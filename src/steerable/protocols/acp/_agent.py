@@ -51,6 +51,7 @@ from acp.schema import (
     Usage,
 )
 
+from steerable import __version__
 from steerable._core._agent import Agent
 from steerable._core._bus import Subscription
 from steerable._core._cancel import CancelMode
@@ -193,7 +194,7 @@ class SteerableAcpAgent:
 
     async def __aenter__(self) -> SteerableAcpAgent:
         self._sub = self._loop.subscribe(kinds=_KINDS, buffer=65536)
-        self._own(self._pump(self._sub))
+        self._own(self._pump(self._sub), name="acp-pump")
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -225,7 +226,7 @@ class SteerableAcpAgent:
         if late:
             await asyncio.wait(late)
 
-    def _own(self, coro: Coroutine[Any, Any, Any], name: str = "acp-pump") -> None:
+    def _own(self, coro: Coroutine[Any, Any, Any], *, name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -239,8 +240,6 @@ class SteerableAcpAgent:
                          client_capabilities: ClientCapabilities | None = None,
                          client_info: Implementation | None = None,
                          **kwargs: Any) -> InitializeResponse:
-        from steerable import __version__
-
         self._caps = client_capabilities or ClientCapabilities()
         steering = {"supported": True, "method": "_session/steering",
                     "idleBehaviors": ["startNewTurn", "promptRequired"]}
