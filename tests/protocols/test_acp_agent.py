@@ -13,7 +13,7 @@ acp = pytest.importorskip("acp")
 
 from acp import schema  # noqa: E402
 
-from steerable import Agent, AgentLoop, Reply, ScriptedProvider, Usage  # noqa: E402
+from steerable import Agent, AgentLoop, Reply, ScriptedProvider, Usage, tool  # noqa: E402
 from steerable.protocols.acp import AcpOptions  # noqa: E402
 from tests.protocols._acp_client import Editor, in_process  # noqa: E402
 
@@ -157,3 +157,23 @@ async def test_list_shows_saved_sessions_of_the_folder(tmp_path: Path) -> None:
     assert [(s.session_id, s.title, s.cwd) for s in listed.sessions] == [
         (used, "hello there", str(tmp_path))]
     assert elsewhere.sessions == [] and listed.next_cursor is None
+
+
+async def test_stop_reasons_for_the_budget_and_a_failed_turn(tmp_path: Path) -> None:
+    @tool(read_only=True)
+    def look() -> str:
+        """Look around."""
+        return "nothing"
+
+    provider = ScriptedProvider([Reply(tool_calls=[("look", {})]), Reply(text="out of steps"),
+                                 Reply(error=RuntimeError("the model broke"))])
+    agent = Agent(name="acp-test", instructions="Answer.", provider=provider, tools=[look],
+                  max_iterations=2)
+    loop = AgentLoop(agent, checkpoints=False)
+    async with in_process(loop, agent, Editor()) as client:
+        sid = (await client.new_session(cwd=str(tmp_path))).session_id
+        budget = await client.prompt(session_id=sid, prompt=text("keep looking"))
+        assert budget.stop_reason == "max_turn_requests"
+        with pytest.raises(acp.RequestError) as exc:
+            await client.prompt(session_id=sid, prompt=text("again"))
+    assert "the model broke" in refused(exc)
