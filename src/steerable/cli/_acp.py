@@ -59,7 +59,7 @@ def acp_command(args: argparse.Namespace, settings: Settings) -> int:
             # so a cancelled turn is saved as it stands and the next prompt continues from it.
             app = build_app(settings, session=None, can_ask=False, script=args.script,
                             record_events=args.record_events, extra_tools=mcp_tools,
-                            approver=approver, checkpoints=False)
+                            approver=approver, checkpoints=False, snapshots=False)
             telemetry(app, settings)
 
             def make_agent(ws: Workspace, given: Sequence[Tool]) -> tuple[Any, Any]:

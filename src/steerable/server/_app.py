@@ -31,13 +31,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from steerable._lanes import BUSY_POLICIES
 from steerable.errors import CheckpointError, SessionBusyError
 from steerable.server._runner import SessionRunner
+from steerable.server._undo_api import UndoAPI
 
 __all__ = ["MAX_BODY", "create_app"]
 
 MAX_BODY = 64 * 1024
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_PUBLIC = ("/", "/static/app.js", "/static/app.css", "/favicon.svg")
-_STATIC = {"app.js": "text/javascript", "app.css": "text/css"}
+_PUBLIC = ("/", "/static/app.js", "/static/undo.js", "/static/app.css", "/favicon.svg")
+_STATIC = {"app.js": "text/javascript", "undo.js": "text/javascript", "app.css": "text/css"}
 _CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -150,8 +151,10 @@ def _json_errors(handler: Handler) -> Handler:
     return wrapped
 
 
-def create_app(runner: SessionRunner, *, token: str | None = None) -> Starlette:
-    """The server's app: JSON API, SSE and the web page over ``runner``."""
+def create_app(runner: SessionRunner, *, token: str | None = None,
+               undo: UndoAPI | None = None) -> Starlette:
+    """The server's app: JSON API, SSE and the web page over ``runner``; with ``undo``, the
+    undo endpoints (``/changes``, ``/undo``, ``/redo``) and ``restore_files`` on a hard abort."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -181,8 +184,13 @@ def create_app(runner: SessionRunner, *, token: str | None = None) -> Starlette:
 
     async def interrupt(request: Request) -> Response:
         sid = _session_id(request)
-        mode = _field(await _body(request), "mode", str, choices=frozenset({"graceful", "hard"}))
-        return JSONResponse({"ok": await runner.interrupt(sid, mode)})
+        data = await _body(request)
+        mode = _field(data, "mode", str, choices=frozenset({"graceful", "hard"}))
+        restore = _restore_files(undo, data, mode, sid)
+        ok = await runner.interrupt(sid, mode)
+        if restore is not None and not ok:
+            restore.cancel_restore(sid)
+        return JSONResponse({"ok": ok})
 
     async def cancel(request: Request) -> Response:
         sid = _session_id(request)
@@ -259,11 +267,57 @@ def create_app(runner: SessionRunner, *, token: str | None = None) -> Starlette:
         Route(s + "/follow_up", _json_errors(follow_up), methods=["POST"]),
         Route(s + "/interrupt", _json_errors(interrupt), methods=["POST"]),
         Route(s + "/cancel", _json_errors(cancel), methods=["POST"]),
+        *_undo_routes(undo, s),
         Route("/v1/approvals/{request_id}", _json_errors(approval), methods=["POST"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan,
                      middleware=[Middleware(_Guard, token=token)],
                      exception_handlers={HTTPException: not_found})
+
+
+def _restore_files(undo: UndoAPI | None, data: dict[str, Any], mode: str,
+                   sid: str) -> UndoAPI | None:
+    """A hard abort's ``restore_files``: arm it before the abort (its turn may end at once)."""
+    if not _field(data, "restore_files", bool, required=False):
+        return None
+    if undo is None:
+        raise BadRequest(400, "restore_files needs undo, which is off on this server")
+    if mode != "hard":
+        raise BadRequest(400, "restore_files goes with mode 'hard'")
+    undo.restore_when_aborted(sid)
+    return undo
+
+
+def _undo_routes(undo: UndoAPI | None, prefix: str) -> list[Route]:
+    """``/changes``, ``/undo`` and ``/redo`` under ``prefix`` (404 when undo is off)."""
+
+    def api() -> UndoAPI:
+        if undo is None:
+            raise BadRequest(404, "undo is off on this server")
+        return undo
+
+    async def changes(request: Request) -> Response:
+        status, body = await api().changes(_session_id(request))
+        return JSONResponse(body, status_code=status)
+
+    async def undo_changes(request: Request) -> Response:
+        sid = _session_id(request)
+        data = await _body(request)
+        status, body = await api().undo(
+            sid, _field(data, "turn_id", str, required=False),
+            _field(data, "n", int, required=False),
+            bool(_field(data, "force", bool, required=False)))
+        return JSONResponse(body, status_code=status)
+
+    async def redo_changes(request: Request) -> Response:
+        sid = _session_id(request)
+        force = bool(_field(await _body(request), "force", bool, required=False))
+        status, body = await api().redo(sid, force)
+        return JSONResponse(body, status_code=status)
+
+    return [Route(prefix + "/changes", _json_errors(changes), methods=["GET"]),
+            Route(prefix + "/undo", _json_errors(undo_changes), methods=["POST"]),
+            Route(prefix + "/redo", _json_errors(redo_changes), methods=["POST"])]
 
 
 _ASSETS: dict[str, bytes] = {}

@@ -56,7 +56,7 @@ from steerable.storage._records import (
     message_to_record,
 )
 
-__all__ = ["JSONLSessionStore", "SessionFileError", "default_data_dir"]
+__all__ = ["JSONLSessionStore", "SessionFileError", "TurnMark", "default_data_dir"]
 
 log = logging.getLogger("steerable.storage")
 
@@ -84,6 +84,17 @@ def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("steerable", appauthor=False))
 
 
+@dataclass(frozen=True, slots=True)
+class TurnMark:
+    """A committed turn of a session file: its id, the index of its first message, when it
+    was saved and how it ended (a rewrite after compaction or a fork is one turn)."""
+
+    turn_id: str
+    start: int
+    time: float
+    status: str
+
+
 @dataclass(slots=True)
 class _Parsed:
     """A session file read back, assembled turn by turn: a turn's messages count only once
@@ -92,6 +103,7 @@ class _Parsed:
     messages: list[Message] = field(default_factory=list)
     header: dict[str, Any] = field(default_factory=dict)
     last_marker: dict[str, Any] | None = None
+    turns: list[TurnMark] = field(default_factory=list)
     dropped: int = 0
     torn: bool = False
     _pending: list[Message] = field(default_factory=list)
@@ -105,6 +117,8 @@ class _Parsed:
 
     def add_marker(self, record: dict[str, Any]) -> None:
         if record.get("turn") == self._pending_turn:
+            self.turns.append(TurnMark(str(record.get("turn")), len(self.messages),
+                                       float(record.get("time", 0.0)), str(record.get("status"))))
             self.messages.extend(self._pending)
         else:
             self.dropped += len(self._pending)
@@ -184,6 +198,15 @@ class JSONLSessionStore:
         except OSError as exc:
             raise SessionFileError(f"cannot read session file {path}: {exc.strerror}") from None
         return self._parse(data, path).messages
+
+    def turns(self, session_id: str) -> list[TurnMark]:
+        """The session's committed turns, in order (what rewinding by turn needs)."""
+        path = self.path(session_id)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return []
+        return self._parse(data, path).turns
 
     def header(self, session_id: str) -> dict[str, Any]:
         path = self.path(session_id)
