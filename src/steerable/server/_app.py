@@ -166,8 +166,17 @@ def create_app(runner: SessionRunner, *, token: str | None = None) -> Starlette:
         data = await _body(request)
         text = _field(data, "text", str)
         policy = _field(data, "policy", str, required=False, choices=BUSY_POLICIES)
-        sent = await runner.send(sid, text, policy)
+        discard = _field(data, "discard_pending", bool, required=False) or False
+        sent = await runner.send(sid, text, policy, discard_pending=discard)
         return JSONResponse({"turn_id": sent.turn_id, "action": sent.action}, status_code=202)
+
+    async def resume(request: Request) -> Response:
+        sent = await runner.resume(_session_id(request))
+        return JSONResponse({"turn_id": sent.turn_id, "action": sent.action}, status_code=202)
+
+    async def discard_pending(request: Request) -> Response:
+        await runner.discard_pending(_session_id(request))
+        return JSONResponse({"ok": True})
 
     async def steer(request: Request) -> Response:
         sid = _session_id(request)
@@ -259,6 +268,8 @@ def create_app(runner: SessionRunner, *, token: str | None = None) -> Starlette:
         Route(s + "/follow_up", _json_errors(follow_up), methods=["POST"]),
         Route(s + "/interrupt", _json_errors(interrupt), methods=["POST"]),
         Route(s + "/cancel", _json_errors(cancel), methods=["POST"]),
+        Route(s + "/resume", _json_errors(resume), methods=["POST"]),
+        Route(s + "/pending_turn", _json_errors(discard_pending), methods=["DELETE"]),
         Route("/v1/approvals/{request_id}", _json_errors(approval), methods=["POST"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan,

@@ -15,11 +15,18 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from steerable._core._checkpoint import Checkpoint, CheckpointStore
 from steerable._lanes import BusyPolicy
 from steerable.errors import SessionBusyError
 from steerable.scale import RedisWorker
 from steerable.server._hub import SSEItem
-from steerable.server._runner import CancelModeName, InterruptModeName, Sent, message_json
+from steerable.server._runner import (
+    CancelModeName,
+    InterruptModeName,
+    Sent,
+    message_json,
+    pending_or_error,
+)
 
 __all__ = ["RedisRunner", "pack_id", "unpack_id"]
 
@@ -56,9 +63,36 @@ class RedisRunner:
         if self._task is not None:
             await self._task
 
-    async def send(self, session_id: str, text: str, policy: BusyPolicy | None) -> Sent:
+    async def send(self, session_id: str, text: str, policy: BusyPolicy | None, *,
+                   discard_pending: bool = False) -> Sent:
+        # A worker that takes a new message drops the session's pending turn itself (the user
+        # moved on), so ``discard_pending`` changes nothing here.
         sent = await self.client.send(text, session_id, policy or "steer")
         return Sent(sent.turn_id, sent.action)
+
+    async def _pending(self, session_id: str) -> Checkpoint | None:
+        store = self.store
+        if not isinstance(store, CheckpointStore):
+            return None
+        return await asyncio.to_thread(store.load_checkpoint, session_id)
+
+    async def resume(self, session_id: str) -> Sent:
+        if await self._busy(session_id):
+            raise SessionBusyError(f"session {session_id!r} is busy; a running turn cannot be "
+                                   "resumed")
+        if await self._pending(session_id) is None:
+            raise LookupError(f"session {session_id!r} has no pending turn")
+        sent = await self.client.resume(session_id)
+        return Sent(None, "resumed" if sent.action == "started" else sent.action)
+
+    async def discard_pending(self, session_id: str) -> None:
+        if await self._busy(session_id):
+            raise SessionBusyError(f"session {session_id!r} is busy; its pending turn, if any, "
+                                   "is the running one")
+        store = self.store
+        if not isinstance(store, CheckpointStore) or not await asyncio.to_thread(
+                store.delete_checkpoint, session_id):
+            raise LookupError(f"session {session_id!r} has no pending turn")
 
     async def steer(self, session_id: str, text: str) -> bool:
         return await self.client.steer(text, session_id)
@@ -90,13 +124,15 @@ class RedisRunner:
         cursor = pack_id(last[0][0].decode()) if last else 0
         busy = await self._busy(session_id)
         exists = await asyncio.to_thread(self.store.exists, session_id)
-        if not exists and not busy:
+        pending = None if busy else await pending_or_error(self._pending(session_id),
+                                                           self.redact)
+        if not exists and not busy and pending is None:
             raise LookupError(f"no session {session_id!r}")
         messages = await asyncio.to_thread(self.store.load, session_id)
         queued = await redis.lrange(self.client.keys.queue(session_id), 0, -1)
         return {"id": session_id, "messages": [message_json(m, self.redact) for m in messages],
                 "busy": busy, "queued": [self.redact(str(json.loads(q)["text"])) for q in queued],
-                "events_after": cursor}
+                "pending_turn": pending, "events_after": cursor}
 
     async def delete_session(self, session_id: str) -> None:
         if await self._busy(session_id):

@@ -1,7 +1,8 @@
 """The seam between the HTTP layer and whatever runs the sessions.
 
 ``SessionRunner`` is everything the routes call: send a message, steer, interrupt, cancel,
-answer an approval, read and delete sessions, follow a session's events. ``LocalRunner`` is
+answer an approval, resume or discard a pending turn, read and delete sessions, follow a
+session's events. ``LocalRunner`` is
 the one-process implementation over an ``AgentLoop`` and its store; a runner that spreads
 sessions over several processes (a Redis bus) implements the same protocol and the routes do
 not change. Runner methods raise ``SessionBusyError`` (409), ``LookupError`` (404) or
@@ -11,19 +12,21 @@ not change. Runner methods raise ``SessionBusyError`` (409), ``LookupError`` (40
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from steerable._core._cancel import CancelMode
+from steerable._core._checkpoint import Checkpoint
 from steerable._lanes import BusyPolicy
 from steerable._loop import AgentLoop
 from steerable._messages import Message
 from steerable._session_driver import SessionDriver
-from steerable.errors import SessionBusyError
+from steerable.errors import CheckpointError, SessionBusyError
 from steerable.server._hub import EventHub, SSEItem
 
-__all__ = ["CancelModeName", "InterruptModeName", "LocalRunner", "Sent", "SessionRunner"]
+__all__ = ["CancelModeName", "InterruptModeName", "LocalRunner", "Sent", "SessionRunner",
+           "pending_json", "pending_or_error", "pending_refusal"]
 
 InterruptModeName = Literal["graceful", "hard"]
 CancelModeName = Literal["immediate", "after_model", "after_tools"]
@@ -40,7 +43,8 @@ class SessionRunner(Protocol):
 
     async def aclose(self) -> None: ...
 
-    async def send(self, session_id: str, text: str, policy: BusyPolicy | None) -> Sent: ...
+    async def send(self, session_id: str, text: str, policy: BusyPolicy | None, *,
+                   discard_pending: bool = False) -> Sent: ...
 
     async def steer(self, session_id: str, text: str) -> bool: ...
 
@@ -51,6 +55,10 @@ class SessionRunner(Protocol):
     async def cancel(self, session_id: str, mode: CancelModeName) -> bool: ...
 
     async def resolve_approval(self, request_id: str, approved: bool, reason: str) -> bool: ...
+
+    async def resume(self, session_id: str) -> Sent: ...
+
+    async def discard_pending(self, session_id: str) -> None: ...
 
     async def list_sessions(self) -> list[dict[str, Any]]: ...
 
@@ -71,6 +79,35 @@ def message_json(message: Message, redact: Callable[[str], str]) -> dict[str, An
     if message.is_error:
         out["is_error"] = True
     return out
+
+
+def pending_json(cp: Checkpoint, redact: Callable[[str], str]) -> dict[str, Any]:
+    """A pending turn as the API shows it (``GET /v1/sessions/{id}``: ``pending_turn``)."""
+    return {"turn_id": cp.turn_id, "origin_turn_id": cp.origin_turn_id,
+            "reason": cp.reason, "cancel_mode": cp.cancel_mode, "iteration": cp.iteration,
+            "input": redact(cp.input), "pending_tools": [c.name for c in cp.pending_calls],
+            "updated": cp.updated}
+
+
+def pending_refusal(session_id: str, cp: Checkpoint) -> CheckpointError:
+    """Why a new message cannot start a turn, and the three HTTP ways on (a 409)."""
+    why = f"cancelled ({cp.cancel_mode})" if cp.cancel_mode else "cut off (its process stopped)"
+    base = f"/v1/sessions/{session_id}"
+    return CheckpointError(
+        f"session {session_id!r} has a pending turn, {why} after {cp.iteration} LLM call(s): "
+        f"POST {base}/resume continues it, DELETE {base}/pending_turn drops it, or send the "
+        'message again with "discard_pending": true')
+
+
+async def pending_or_error(load: Awaitable[Checkpoint | None],
+                           redact: Callable[[str], str]) -> dict[str, Any] | None:
+    """``pending_turn`` of a session: its JSON, None, or ``{"error"}`` when the checkpoint
+    cannot be read (``DELETE .../pending_turn`` still drops it)."""
+    try:
+        cp = await load
+    except CheckpointError as exc:
+        return {"error": str(exc)}
+    return None if cp is None else pending_json(cp, redact)
 
 
 class LocalRunner:
@@ -100,8 +137,15 @@ class LocalRunner:
             driver = self._drivers[session_id] = SessionDriver(self.loop, session_id)
         return driver
 
-    async def send(self, session_id: str, text: str, policy: BusyPolicy | None) -> Sent:
-        sent = self._driver(session_id).send(text, policy)
+    async def send(self, session_id: str, text: str, policy: BusyPolicy | None, *,
+                   discard_pending: bool = False) -> Sent:
+        driver = self._driver(session_id)
+        if not self.loop.busy(session_id):  # a queued message meets no checkpoint: none is left
+            if discard_pending:
+                driver.discard()
+            elif (cp := await self._pending(session_id)) is not None:
+                raise pending_refusal(session_id, cp)
+        sent = driver.send(text, policy)
         if len(self._drivers) > 1024:  # keep drivers of sessions at work only
             for sid in [s for s in self._drivers if not self.loop.busy(s)]:
                 del self._drivers[sid]
@@ -128,6 +172,22 @@ class LocalRunner:
     async def resolve_approval(self, request_id: str, approved: bool, reason: str) -> bool:
         return self.loop.resolve_approval(request_id, approved, reason)
 
+    async def _pending(self, session_id: str) -> Checkpoint | None:
+        return await asyncio.to_thread(self.loop.checkpoint, session_id)
+
+    async def resume(self, session_id: str) -> Sent:
+        if self.loop.busy(session_id):
+            raise SessionBusyError(f"session {session_id!r} is busy; a running turn cannot be "
+                                   "resumed")
+        handle = self._driver(session_id).resume()
+        if handle is None:
+            raise LookupError(f"session {session_id!r} has no pending turn")
+        return Sent(handle.turn_id, "resumed")
+
+    async def discard_pending(self, session_id: str) -> None:
+        if not self._driver(session_id).discard():
+            raise LookupError(f"session {session_id!r} has no pending turn")
+
     async def list_sessions(self) -> list[dict[str, Any]]:
         infos = await asyncio.to_thread(self.loop.store.list_sessions)
         listed = {i.session_id for i in infos}
@@ -144,12 +204,14 @@ class LocalRunner:
         cursor = self.hub.cursor(session_id)  # before reading history: see EventHub.cursor
         busy = self.loop.busy(session_id)
         exists = await asyncio.to_thread(self.loop.store.exists, session_id)
-        if not exists and not busy:
+        pending = None if busy else await pending_or_error(self._pending(session_id),
+                                                           self.redact)
+        if not exists and not busy and pending is None:
             raise LookupError(f"no session {session_id!r}")
         messages = await asyncio.to_thread(self.loop.session_messages, session_id)
         return {"id": session_id, "messages": [message_json(m, self.redact) for m in messages],
                 "busy": busy, "queued": [self.redact(t) for t in self.loop.queued(session_id)],
-                "events_after": cursor}
+                "pending_turn": pending, "events_after": cursor}
 
     async def delete_session(self, session_id: str) -> None:
         if self.loop.busy(session_id):
