@@ -211,7 +211,10 @@ function handle(ev) {
     case "turn_start":
       if (top) {
         state.running.add(ev.turn_id);
-        append(t.box, el("div", "msg user", ev.input));
+        showPending(null);
+        const m = append(t.box, el("div", "msg user"));
+        if (ev.resumed_from) m.appendChild(el("span", "tag", "resumed"));
+        m.appendChild(document.createTextNode(ev.input));
       } else if (t.head) {
         t.head.textContent = "sub-agent " + ev.agent;
         t.head.appendChild(el("span", "badge running", "running"));
@@ -272,6 +275,7 @@ function handle(ev) {
         const bits = [ev.status, ev.iterations + (ev.iterations === 1 ? " call" : " calls"), ev.duration.toFixed(1) + " s"];
         append(t.box, el("div", "turn-end" + (ev.status === "completed" ? "" : " bad"), bits.join(" · ")));
         if (ev.error) note(ev.error, "err", t.box);
+        if (ev.status === "cancelled") refreshPending();
         loadSessions();
       }
       break;
@@ -292,6 +296,40 @@ function updateStatus() {
   $("followup-wrap").hidden = !busy;
   $("input").placeholder = busy ? "Steer the agent while it works…" : "Message the agent…";
   $("send").textContent = busy ? ($("as-followup").checked ? "Queue" : "Steer") : "Send";
+}
+
+// -- a pending turn (cancelled, or cut off when its process stopped): resume or discard ----------
+function showPending(p) {
+  const bar = $("pending");
+  bar.hidden = !p;
+  if (!p) return;
+  if (p.error) {
+    $("pending-text").textContent = "This session's unfinished turn cannot be read (" + p.error + "). Discard it to go on.";
+  } else {
+    const why = p.reason === "cancelled" ? "was cancelled (" + p.cancel_mode + ")" : "was cut off (its process stopped)";
+    const calls = p.iteration + (p.iteration === 1 ? " model call" : " model calls");
+    $("pending-text").textContent = "A turn " + why + " after " + calls + ": “" + p.input.split("\n")[0].slice(0, 80) + "”. Resume it, or discard it to send something new.";
+  }
+  $("pending-resume").disabled = !!p.error;
+  $("pending-discard").disabled = false;
+}
+
+async function refreshPending() {
+  if (!state.sid) return;
+  const r = await api("GET", "/v1/sessions/" + encodeURIComponent(state.sid));
+  if (r.status === 200 && !r.data.busy) showPending(r.data.pending_turn);
+}
+
+async function pendingAction(method, path) {
+  $("pending-resume").disabled = $("pending-discard").disabled = true;
+  const r = await api(method, "/v1/sessions/" + encodeURIComponent(state.sid) + "/" + path);
+  if (r.status === 200 || r.status === 202) {
+    showPending(null);
+    if (method === "DELETE") note("the unfinished turn was discarded");
+  } else {
+    note((r.data && r.data.error) || "HTTP " + r.status, "err");
+    refreshPending();
+  }
 }
 
 // -- the event stream ---------------------------------------------------------------------------
@@ -415,7 +453,9 @@ async function openSession(sid, fresh) {
     const first = r.data.messages.find((m) => m.role === "user");
     if (first) $("session-title").textContent = first.content.split("\n")[0].slice(0, 80);
     state.cursor = r.data.events_after || 0;
+    showPending(r.data.pending_turn);
   } else {
+    showPending(null);
     $("session-title").textContent = "New session";
     state.cursor = 0;
   }
@@ -470,6 +510,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("interrupt").onclick = () => control("interrupt", "graceful");
   $("stop").onclick = () => control("interrupt", "hard");
   $("new-session").onclick = () => openSession(newId(), true);
+  $("pending-resume").onclick = () => pendingAction("POST", "resume");
+  $("pending-discard").onclick = () => pendingAction("DELETE", "pending_turn");
   const m = location.hash.match(/session=([^&]+)/);
   loadSessions().then(() => {
     if (m) openSession(decodeURIComponent(m[1]));
