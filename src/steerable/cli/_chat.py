@@ -234,8 +234,7 @@ class ChatSession:
         elif name == "/resume":
             self.continue_pending()
         elif name == "/discard":
-            dropped = app.store.delete_checkpoint(app.session_id)
-            self.say("pending turn dropped" if dropped else "no pending turn")
+            self.say("pending turn dropped" if self.driver.discard() else "no pending turn")
             self.send_held()
         elif name == "/new":
             self.drop_held()
@@ -278,7 +277,7 @@ class ChatSession:
         from steerable.errors import SteerableError
 
         try:
-            handle = self.app.loop.resume(self.app.session_id)
+            handle = self.driver.resume()
         except (SteerableError, ValueError) as exc:
             self.say(f"cannot continue the pending turn: {exc}", "red")
             return
@@ -289,11 +288,10 @@ class ChatSession:
         self.resumed = asyncio.ensure_future(self.after_resume(handle))
 
     async def after_resume(self, handle: Any) -> None:
-        """A resumed turn runs outside ``send``: report it and queue its follow-ups."""
-        result = await handle
-        self.on_result(result)
-        if result.status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS):
-            self.held.extendleft(reversed(result.follow_ups))  # the resumed turn's come first
+        """Messages typed while the turn was pending run after it and the follow-ups it hands
+        back (the driver reports it and sends those)."""
+        await handle
+        await self.driver.wait_idle()
         self.send_held()
 
     def export(self, args: list[str]) -> None:
