@@ -36,6 +36,7 @@ __all__ = ["MAX_BODY", "create_app"]
 
 MAX_BODY = 64 * 1024
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_MESSAGE_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 _PUBLIC = ("/", "/static/app.js", "/static/app.css", "/favicon.svg")
 _STATIC = {"app.js": "text/javascript", "app.css": "text/css"}
 _CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -95,6 +96,13 @@ def _session_id(request: Request) -> str:
     return str(sid)
 
 
+def _message_id(request: Request) -> str:
+    mid = request.path_params["message_id"]
+    if not _MESSAGE_ID.match(mid):
+        raise BadRequest(400, "invalid message id: 1-128 letters, digits, '.', '_' or '-'")
+    return str(mid)
+
+
 async def _body(request: Request) -> dict[str, Any]:
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
@@ -146,6 +154,8 @@ def _json_errors(handler: Handler) -> Handler:
             return _error(400, str(exc))
         except ConnectionError as exc:  # Redis, or the worker holding the session, is down
             return _error(503, str(exc))
+        except NotImplementedError as exc:
+            return _error(501, str(exc))
 
     return wrapped
 
@@ -168,11 +178,22 @@ def create_app(runner: SessionRunner, *, token: str | None = None) -> Starlette:
         policy = _field(data, "policy", str, required=False, choices=BUSY_POLICIES)
         discard = _field(data, "discard_pending", bool, required=False) or False
         sent = await runner.send(sid, text, policy, discard_pending=discard)
-        return JSONResponse({"turn_id": sent.turn_id, "action": sent.action}, status_code=202)
+        return JSONResponse(sent.json(), status_code=202)
 
     async def resume(request: Request) -> Response:
         sent = await runner.resume(_session_id(request))
-        return JSONResponse({"turn_id": sent.turn_id, "action": sent.action}, status_code=202)
+        return JSONResponse(sent.json(), status_code=202)
+
+    async def queue(request: Request) -> Response:
+        return JSONResponse({"messages": await runner.queue(_session_id(request))})
+
+    async def revoke(request: Request) -> Response:
+        return JSONResponse({"ok": await runner.revoke(_message_id(request))})
+
+    async def edit(request: Request) -> Response:
+        mid = _message_id(request)
+        text = _field(await _body(request), "text", str)
+        return JSONResponse({"ok": await runner.edit(mid, text)})
 
     async def discard_pending(request: Request) -> Response:
         await runner.discard_pending(_session_id(request))
@@ -181,12 +202,12 @@ def create_app(runner: SessionRunner, *, token: str | None = None) -> Starlette:
     async def steer(request: Request) -> Response:
         sid = _session_id(request)
         text = _field(await _body(request), "text", str)
-        return JSONResponse({"ok": await runner.steer(sid, text)})
+        return JSONResponse((await runner.steer(sid, text)).json())
 
     async def follow_up(request: Request) -> Response:
         sid = _session_id(request)
         text = _field(await _body(request), "text", str)
-        return JSONResponse({"ok": await runner.follow_up(sid, text)})
+        return JSONResponse((await runner.follow_up(sid, text)).json())
 
     async def interrupt(request: Request) -> Response:
         sid = _session_id(request)
@@ -270,6 +291,9 @@ def create_app(runner: SessionRunner, *, token: str | None = None) -> Starlette:
         Route(s + "/cancel", _json_errors(cancel), methods=["POST"]),
         Route(s + "/resume", _json_errors(resume), methods=["POST"]),
         Route(s + "/pending_turn", _json_errors(discard_pending), methods=["DELETE"]),
+        Route(s + "/queue", _json_errors(queue), methods=["GET"]),
+        Route("/v1/messages/{message_id}", _json_errors(revoke), methods=["DELETE"]),
+        Route("/v1/messages/{message_id}", _json_errors(edit), methods=["PATCH"]),
         Route("/v1/approvals/{request_id}", _json_errors(approval), methods=["POST"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan,

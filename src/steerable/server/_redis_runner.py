@@ -24,6 +24,7 @@ from steerable.server._runner import (
     CancelModeName,
     InterruptModeName,
     Sent,
+    Taken,
     message_json,
     pending_or_error,
 )
@@ -31,6 +32,8 @@ from steerable.server._runner import (
 __all__ = ["RedisRunner", "pack_id", "unpack_id"]
 
 _SPREAD = 4096
+_NOT_ACROSS_WORKERS = ("not available with --redis yet: the queued messages of a session shared "
+                       "through Redis cannot be listed, withdrawn or edited from the server")
 
 
 def pack_id(entry_id: str) -> int:
@@ -94,11 +97,23 @@ class RedisRunner:
                 store.delete_checkpoint, session_id):
             raise LookupError(f"session {session_id!r} has no pending turn")
 
-    async def steer(self, session_id: str, text: str) -> bool:
-        return await self.client.steer(text, session_id)
+    async def steer(self, session_id: str, text: str) -> Taken:
+        return Taken(await self.client.steer(text, session_id))
 
-    async def follow_up(self, session_id: str, text: str) -> bool:
-        return await self.client.follow_up(text, session_id)
+    async def follow_up(self, session_id: str, text: str) -> Taken:
+        return Taken(await self.client.follow_up(text, session_id))
+
+    # The messages that wait are in Redis or in whichever worker's process holds the session;
+    # listing, withdrawing and editing them there is not built yet: say so (501).
+
+    async def queue(self, session_id: str) -> list[dict[str, Any]]:
+        raise NotImplementedError(_NOT_ACROSS_WORKERS)
+
+    async def revoke(self, message_id: str) -> bool:
+        raise NotImplementedError(_NOT_ACROSS_WORKERS)
+
+    async def edit(self, message_id: str, text: str) -> bool:
+        raise NotImplementedError(_NOT_ACROSS_WORKERS)
 
     async def interrupt(self, session_id: str, mode: InterruptModeName) -> bool:
         return await self.client.interrupt(session_id, mode)

@@ -1,8 +1,8 @@
 """The seam between the HTTP layer and whatever runs the sessions.
 
 ``SessionRunner`` is everything the routes call: send a message, steer, interrupt, cancel,
-answer an approval, resume or discard a pending turn, read and delete sessions, follow a
-session's events. ``LocalRunner`` is
+answer an approval, list, withdraw and edit the messages that wait, resume or discard a pending
+turn, read and delete sessions, follow a session's events. ``LocalRunner`` is
 the one-process implementation over an ``AgentLoop`` and its store; a runner that spreads
 sessions over several processes (a Redis bus) implements the same protocol and the routes do
 not change. Runner methods raise ``SessionBusyError`` (409), ``LookupError`` (404) or
@@ -18,14 +18,15 @@ from typing import Any, Literal, Protocol
 
 from steerable._core._cancel import CancelMode
 from steerable._core._checkpoint import Checkpoint
-from steerable._lanes import BusyPolicy
-from steerable._loop import AgentLoop
+from steerable._lanes import BusyPolicy, QueuedTurn
+from steerable._loop import AgentLoop, TurnHandle
 from steerable._messages import Message
+from steerable._receipts import MessageReceipt
 from steerable._session_driver import SessionDriver
 from steerable.errors import CheckpointError, SessionBusyError
 from steerable.server._hub import EventHub, SSEItem
 
-__all__ = ["CancelModeName", "InterruptModeName", "LocalRunner", "Sent", "SessionRunner",
+__all__ = ["CancelModeName", "InterruptModeName", "LocalRunner", "Sent", "SessionRunner", "Taken",
            "pending_json", "pending_or_error", "pending_refusal"]
 
 InterruptModeName = Literal["graceful", "hard"]
@@ -34,8 +35,36 @@ CancelModeName = Literal["immediate", "after_model", "after_tools"]
 
 @dataclass(frozen=True, slots=True)
 class Sent:
+    """What became of a message: what was done with it, and its id and state (SPEC 10)."""
+
     turn_id: str | None
     action: str
+    message_id: str | None = None
+    state: str | None = None
+
+    def json(self) -> dict[str, Any]:
+        return {"turn_id": self.turn_id, "action": self.action, "message_id": self.message_id,
+                "state": self.state}
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """A steer or a follow-up: ``ok`` when the running turn (or the session) took it."""
+
+    ok: bool
+    message_id: str | None = None
+    state: str | None = None
+    detail: str = ""
+
+    def json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "message_id": self.message_id, "state": self.state,
+                "detail": self.detail}
+
+
+def _taken(r: MessageReceipt | TurnHandle | QueuedTurn) -> Taken:
+    if isinstance(r, MessageReceipt):
+        return Taken(bool(r), r.message_id, r.state.value, r.detail)
+    return Taken(True, r.message_id, r.state.value)  # sent: queued, or its own turn
 
 
 class SessionRunner(Protocol):
@@ -46,15 +75,21 @@ class SessionRunner(Protocol):
     async def send(self, session_id: str, text: str, policy: BusyPolicy | None, *,
                    discard_pending: bool = False) -> Sent: ...
 
-    async def steer(self, session_id: str, text: str) -> bool: ...
+    async def steer(self, session_id: str, text: str) -> Taken: ...
 
-    async def follow_up(self, session_id: str, text: str) -> bool: ...
+    async def follow_up(self, session_id: str, text: str) -> Taken: ...
 
     async def interrupt(self, session_id: str, mode: InterruptModeName) -> bool: ...
 
     async def cancel(self, session_id: str, mode: CancelModeName) -> bool: ...
 
     async def resolve_approval(self, request_id: str, approved: bool, reason: str) -> bool: ...
+
+    async def queue(self, session_id: str) -> list[dict[str, Any]]: ...
+
+    async def revoke(self, message_id: str) -> bool: ...
+
+    async def edit(self, message_id: str, text: str) -> bool: ...
 
     async def resume(self, session_id: str) -> Sent: ...
 
@@ -149,16 +184,26 @@ class LocalRunner:
         if len(self._drivers) > 1024:  # keep drivers of sessions at work only
             for sid in [s for s in self._drivers if not self.loop.busy(s)]:
                 del self._drivers[sid]
-        return Sent(sent.turn_id, sent.action)
+        return Sent(sent.turn_id, sent.action, sent.message_id, sent.state.value)
 
-    async def steer(self, session_id: str, text: str) -> bool:
-        return bool(self.loop.inject_steering(text, session_id))
+    async def steer(self, session_id: str, text: str) -> Taken:
+        return _taken(self.loop.inject_steering(text, session_id))
 
-    async def follow_up(self, session_id: str, text: str) -> bool:
-        if not self.loop.busy(session_id):
-            return False  # like inject_follow_up: nothing to follow
-        self.loop.send(text, session_id, "follow_up")
-        return True
+    async def follow_up(self, session_id: str, text: str) -> Taken:
+        if not self.loop.busy(session_id):  # refused like inject_follow_up: nothing to follow
+            return _taken(self.loop.inject_follow_up(text, session_id))
+        return _taken(self._driver(session_id).send(text, "follow_up"))
+
+    async def queue(self, session_id: str) -> list[dict[str, Any]]:
+        return [{"message_id": m.message_id, "kind": m.kind, "text": self.redact(m.text),
+                 "state": m.state.value, "turn_id": m.turn_id, "origin_id": m.origin_id}
+                for m in self.loop.queued_messages(session_id)]
+
+    async def revoke(self, message_id: str) -> bool:
+        return self.loop.revoke_message(message_id)
+
+    async def edit(self, message_id: str, text: str) -> bool:
+        return self.loop.edit_message(message_id, text)
 
     async def interrupt(self, session_id: str, mode: InterruptModeName) -> bool:
         if mode == "graceful":
@@ -182,7 +227,7 @@ class LocalRunner:
         handle = self._driver(session_id).resume()
         if handle is None:
             raise LookupError(f"session {session_id!r} has no pending turn")
-        return Sent(handle.turn_id, "resumed")
+        return Sent(handle.turn_id, "resumed", handle.message_id, handle.state.value)
 
     async def discard_pending(self, session_id: str) -> None:
         if not self._driver(session_id).discard():

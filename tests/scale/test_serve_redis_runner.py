@@ -114,3 +114,24 @@ async def test_a_running_turn_is_neither_resumed_nor_discarded_through_redis(
     finally:
         gate.set()
         await runner.aclose()
+
+
+async def test_the_queue_of_a_session_shared_through_redis_is_a_clear_501(
+        redis_url: str) -> None:
+    import httpx
+
+    from steerable.server import create_app
+
+    worker = RedisWorker(gated_agent(asyncio.Event(), 1), redis_url)
+    runner = RedisRunner(worker)
+    await runner.start()
+    try:
+        transport = httpx.ASGITransport(app=create_app(runner))
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            for method, path, body in (("GET", "/v1/sessions/s/queue", None),
+                                       ("DELETE", "/v1/messages/msg_1", None),
+                                       ("PATCH", "/v1/messages/msg_1", {"text": "x"})):
+                r = await c.request(method, path, json=body)
+                assert r.status_code == 501 and "--redis" in r.json()["error"], path
+    finally:
+        await runner.aclose()
