@@ -6,7 +6,7 @@
 const $ = (id) => document.getElementById(id);
 const state = {
   sid: null, cursor: 0, follow: null, running: new Set(), turns: new Map(), cards: new Map(),
-  approvals: new Map(), queued: 0,
+  approvals: new Map(), queued: 0, editing: null, queueTimer: null,
 };
 
 // -- the token: given once as #token=..., kept for this tab only --------------------------
@@ -204,7 +204,18 @@ function resolveApproval(ev) {
 }
 
 // -- events ----------------------------------------------------------------------------------
+// A message changed state (SPEC 10): the queue panel follows; fates other than delivery are said.
+function messageState(ev) {
+  const turn = ev.turn_id ? state.turns.get(ev.turn_id) : null;
+  const where = turn ? turn.box : log();
+  if (ev.state === "revoked") note("withdrawn: " + ev.text, "", where);
+  else if (ev.state === "returned") note("not delivered, handed back: " + ev.text, "", where);
+  else if (ev.state === "rejected") note("not taken: " + ev.text + (ev.detail ? " (" + ev.detail + ")" : ""), "err", where);
+  queueSoon();
+}
+
 function handle(ev) {
+  if (ev.kind === "message_state") { messageState(ev); return; }
   const top = !ev.parent_turn_id;
   const t = turnBox(ev.turn_id, ev.parent_turn_id);
   switch (ev.kind) {
@@ -255,6 +266,7 @@ function handle(ev) {
       break;
     }
     case "follow_up_queued": note("queued as a follow-up: " + ev.text, "", t.box); break;
+
     case "interrupt_received": note(ev.mode === "hard" ? "stopping now…" : "interrupting: the agent will sum up", "", t.box); break;
     case "error": note(ev.message, "err", t.box); break;
     case "llm_retry": note("retrying the model call: " + ev.reason, "", t.box); break;
@@ -296,6 +308,76 @@ function updateStatus() {
   $("followup-wrap").hidden = !busy;
   $("input").placeholder = busy ? "Steer the agent while it works…" : "Message the agent…";
   $("send").textContent = busy ? ($("as-followup").checked ? "Queue" : "Steer") : "Send";
+}
+
+// -- queued messages: what waits, with its state; withdraw or edit while it is queued --------
+const KIND_LABEL = { steer: "steering", follow_up: "follow-up", send: "next turn" };
+
+async function refreshQueue() {
+  if (!state.sid) { showQueue([]); return; }
+  const sid = state.sid;
+  const r = await api("GET", "/v1/sessions/" + encodeURIComponent(sid) + "/queue");
+  if (sid !== state.sid) return;
+  showQueue(r.status === 200 ? r.data.messages : []);
+}
+
+function queueSoon() {
+  if (state.queueTimer) return;
+  state.queueTimer = setTimeout(() => { state.queueTimer = null; refreshQueue(); }, 50);
+}
+
+function showQueue(messages) {
+  const box = $("queue");
+  const list = $("queue-list");
+  const editing = state.editing;
+  list.textContent = "";
+  box.hidden = messages.length === 0;
+  $("queue-count").textContent = messages.length === 1 ? "1 message waits" : messages.length + " messages wait";
+  for (const m of messages) {
+    const li = el("li", "queued");
+    li.dataset.message = m.message_id;
+    li.appendChild(el("span", "tag", KIND_LABEL[m.kind] || m.kind));
+    if (editing && editing.id === m.message_id) {
+      const input = el("textarea", "queue-edit");
+      input.value = editing.text;
+      input.rows = 1;
+      input.oninput = () => { editing.text = input.value; };
+      li.appendChild(input);
+      const save = el("button", "btn btn-primary", "Save");
+      const cancel = el("button", "btn", "Cancel");
+      save.type = cancel.type = "button";
+      save.onclick = () => editQueued(m.message_id, input.value);
+      cancel.onclick = () => { state.editing = null; refreshQueue(); };
+      li.appendChild(save);
+      li.appendChild(cancel);
+    } else {
+      li.appendChild(el("span", "q-text", m.text));
+      li.appendChild(el("span", "badge ask", m.state));
+      const edit = el("button", "btn", "Edit");
+      const drop = el("button", "btn btn-danger", "Withdraw");
+      edit.type = drop.type = "button";
+      edit.onclick = () => { state.editing = { id: m.message_id, text: m.text }; showQueue(messages); };
+      drop.onclick = () => revokeQueued(m.message_id, drop);
+      li.appendChild(edit);
+      li.appendChild(drop);
+    }
+    list.appendChild(li);
+  }
+}
+
+async function revokeQueued(id, button) {
+  button.disabled = true;
+  const r = await api("DELETE", "/v1/messages/" + encodeURIComponent(id));
+  if (r.status !== 200 || !r.data.ok) note((r.data && r.data.error) || "too late: the message is no longer queued", "err");
+  refreshQueue();
+}
+
+async function editQueued(id, text) {
+  if (!text.trim()) return;
+  const r = await api("PATCH", "/v1/messages/" + encodeURIComponent(id), { text });
+  state.editing = null;
+  if (r.status !== 200 || !r.data.ok) note((r.data && r.data.error) || "too late: the message is no longer queued", "err");
+  refreshQueue();
 }
 
 // -- a pending turn (cancelled, or cut off when its process stopped): resume or discard ----------
@@ -459,8 +541,10 @@ async function openSession(sid, fresh) {
     $("session-title").textContent = "New session";
     state.cursor = 0;
   }
+  state.editing = null;
   updateStatus();
   loadSessions();
+  refreshQueue();
   scroll(true);
   follow(sid);
 }
@@ -484,6 +568,7 @@ async function submit(ev) {
     input.value = text;
     return;
   }
+  refreshQueue();
   if (r.data.action === "steered") note("↳ steering sent: it reaches the agent at its next step", "pending");
   else if (r.data.action === "queued" && body.policy !== "follow_up") note("queued as the next turn: " + text);
   loadSessions();
