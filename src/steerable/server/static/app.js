@@ -311,7 +311,7 @@ function updateStatus() {
 }
 
 // -- queued messages: what waits, with its state; withdraw or edit while it is queued --------
-const KIND_LABEL = { steer: "steering", follow_up: "follow-up", send: "next turn" };
+const KIND_LABEL = { steer: "steer", follow_up: "follow-up", send: "message" };
 
 async function refreshQueue() {
   if (!state.sid) { showQueue([]); return; }
