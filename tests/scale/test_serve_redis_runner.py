@@ -1,5 +1,6 @@
 """The server's Redis runner shows, resumes and discards a pending turn like the local one
-(whichever worker holds the session); a new message drops it, as a worker always did."""
+(whichever worker holds the session); a new message drops it, as a worker always did. Its
+queue endpoints say plainly (501) that they are not built across workers."""
 
 from __future__ import annotations
 
