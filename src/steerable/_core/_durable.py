@@ -210,9 +210,13 @@ def restore(engine: Engine, st: TurnState, cp: Checkpoint) -> None:
 
 def _receipt(engine: Engine, st: TurnState, kind: MessageKind, text: str,
              message_id: str | None) -> MessageReceipt:
-    r = MessageReceipt(kind, text, st.session_id, turn_id=st.turn_id,
-                       parent_turn_id=st.parent_turn_id, message_id=message_id or None)
-    engine.inbox.adopt(r)
+    """The receipt of a message the checkpoint holds: the one its caller has, when this
+    process accepted it (a cancelled turn resumed here), else a new one under its id."""
+    r = engine.inbox.live.get(message_id) if message_id else None
+    if r is None:
+        r = MessageReceipt(kind, text, st.session_id, message_id=message_id or None)
+        engine.inbox.adopt(r)
+    r.turn_id, r.parent_turn_id = st.turn_id, st.parent_turn_id
     return r
 
 
@@ -232,8 +236,8 @@ def _restore_queues(engine: Engine, st: TurnState, cp: Checkpoint) -> None:
         MessageReceipt("steer", t, st.session_id, turn_id=st.turn_id, message_id=i or None)
         for t, i in zip(cp.injected_steering, ids, strict=True)]
     carried = frozenset(cp.carrying)
-    for r in st.injected_steering:
+    for i, r in enumerate(st.injected_steering):
         if r.message_id in carried:
-            engine.inbox.adopt(r)
+            st.injected_steering[i] = _receipt(engine, st, "steer", r.text, r.message_id)
         else:
             r.state = MessageState.DELIVERED
