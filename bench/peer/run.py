@@ -68,6 +68,8 @@ FIGURES: dict[str, list[tuple[str, Any]]] = {
                       ("model answering: steer to the request carrying it, ms",
                        ("model_steer_to_request_ms",)),
                       ("model answering: from the answer's end, ms", ("model_after_step_ms",)),
+                      ("the steer call itself (until acknowledged), µs",
+                       ("tool_steer_call_us",)),
                       ("steers missed", lambda row: row.get("tool_missed", 0)
                        + row.get("model_missed", 0) if "tool_missed" in row else None)],
     "steer_share": [("steers", ("steers",)),

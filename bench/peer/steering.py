@@ -9,7 +9,8 @@ sent, the same way for every runtime:
 - ``steer_latency``: a steer arrives halfway through a 50 ms step, either a tool call
   (``tool``) or the model's own answer (``model``, no tool running); time from the steer to the
   start of the model request that first carries it, and the part of that after the step ended
-  (the runtime's own share).
+  (the runtime's own share); and how long the steer call itself takes (until it is
+  acknowledged).
 - ``steer_share``: a 100-call run whose model and tool take 0-2 ms each, steered at random
   moments (every 0-3 ms): the share of steers found in the very next request that starts after
   the steer call returned, and how many requests late the others were.
@@ -130,7 +131,7 @@ class LatencyBrain(Brain):
 async def run_steer_latency(factory: Factory) -> dict[str, Any]:
     out: dict[str, Any] = {"step_ms": STEP_S * 1000, "trials": TRIALS}
     for case in ("tool", "model"):
-        total, beyond, missed = [], [], 0
+        total, beyond, ack, missed = [], [], [], 0
         for trial in range(TRIALS + 1):  # the first is a warm-up
             brain = LatencyBrain(case)
             rt = factory(brain)
@@ -139,6 +140,7 @@ async def run_steer_latency(factory: Factory) -> dict[str, Any]:
             await asyncio.sleep(STEP_S / 2)
             t0 = now()
             accepted = rt.steer("steer")
+            acked = now()
             await rt.wait()
             found = brain.first_carrying("steer", t0)
             if not trial:
@@ -146,11 +148,13 @@ async def run_steer_latency(factory: Factory) -> dict[str, Any]:
             if not accepted or found is None:
                 missed += 1
                 continue
+            ack.append((acked - t0) * 1e6)
             total.append((found[1] - t0) * 1000)
             beyond.append((found[1] - brain.step_end) * 1000)
         out[f"{case}_steer_to_request_ms"] = C.r(statistics.median(total), 3) if total else None
         out[f"{case}_after_step_ms"] = C.r(statistics.median(beyond), 3) if beyond else None
         out[f"{case}_after_step_samples_ms"] = [C.r(x, 3) for x in beyond]
+        out[f"{case}_steer_call_us"] = C.r(statistics.median(ack), 1) if ack else None
         out[f"{case}_missed"] = missed
     return out
 
