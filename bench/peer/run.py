@@ -70,6 +70,8 @@ FIGURES: dict[str, list[tuple[str, Any]]] = {
                       ("model answering: from the answer's end, ms", ("model_after_step_ms",)),
                       ("the steer call itself (until acknowledged), µs",
                        ("tool_steer_call_us",)),
+                      ("JSONL store: the steer call, µs", ("jsonl_tool_steer_call_us",)),
+                      ("JSONL store: from the tool's end, ms", ("jsonl_tool_after_step_ms",)),
                       ("steers missed", lambda row: row.get("tool_missed", 0)
                        + row.get("model_missed", 0) if "tool_missed" in row else None)],
     "steer_share": [("steers", ("steers",)),

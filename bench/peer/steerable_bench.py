@@ -22,6 +22,7 @@ import itertools
 import os
 import statistics
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -40,6 +41,7 @@ from steerable import (
     tool,
 )
 from steerable.providers import StreamEnd, TextDelta, ToolCallChunk
+from steerable.storage import JSONLSessionStore
 
 PEER = "steerable"
 FEATURE, _, _CLIENTS = os.environ.get("STEERABLE_BENCH_FEATURE", "bare").partition(":")
@@ -413,6 +415,9 @@ class _BrainProvider:
 class _SteerRuntime:
     """``inject_steering`` into the session's running turn (the library's steering call)."""
 
+    durable_in: str | None = None
+    """None: each loop has its own in-memory store; a folder: a JSONL store of its own in it."""
+
     def __init__(self, brain: S.Brain) -> None:
         @tool(read_only=True)
         async def work(us: int) -> str:
@@ -420,7 +425,9 @@ class _SteerRuntime:
             return await brain.work(us)
 
         self.loop = AgentLoop(Agent(name="bench", instructions="x", provider=_BrainProvider(brain),
-                                    tools=[work], max_iterations=100_000))
+                                    tools=[work], max_iterations=100_000),
+                              store=None if self.durable_in is None else
+                              JSONLSessionStore(tempfile.mkdtemp(dir=self.durable_in)))
         self.handle: Any = None
 
     def start(self, prompt: str) -> None:
@@ -459,8 +466,18 @@ def _send(rt: Any) -> tuple[Any, Any]:
 
 
 async def s_steer_latency() -> dict[str, Any]:
+    """As every runtime, then the same with sessions in JSONL files (``jsonl_``): a steer is
+    written to the turn's checkpoint file before the call that accepted it returns."""
     out = await S.run_steer_latency(_SteerRuntime)
     out["mechanism"] = "AgentLoop.inject_steering()"
+    with tempfile.TemporaryDirectory() as folder:
+        class _Durable(_SteerRuntime):
+            durable_in = folder
+
+        durable = await S.run_steer_latency(_Durable)
+    for key in ("tool_steer_call_us", "tool_after_step_ms", "model_steer_call_us",
+                "model_after_step_ms"):
+        out[f"jsonl_{key}"] = durable[key]
     return out
 
 

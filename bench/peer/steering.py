@@ -43,6 +43,7 @@ STEP_S = 0.05
 TRIALS = int(os.environ.get("PEERBENCH_STEER_TRIALS", "20"))
 SHARE_CALLS = 100
 RACE_MESSAGES = int(os.environ.get("PEERBENCH_RACE_MESSAGES", "400"))
+LIMIT_S = 30.0  # a runtime that never gets there is an error line, not a hung benchmark
 now = C.now
 
 # What a fake model answers: ("work", microseconds) asks for the tool, a str is the final text.
@@ -136,12 +137,12 @@ async def run_steer_latency(factory: Factory) -> dict[str, Any]:
             brain = LatencyBrain(case)
             rt = factory(brain)
             rt.start("go")
-            await brain.in_flight.wait()
+            await asyncio.wait_for(brain.in_flight.wait(), LIMIT_S)
             await asyncio.sleep(STEP_S / 2)
             t0 = now()
             accepted = rt.steer("steer")
             acked = now()
-            await rt.wait()
+            await asyncio.wait_for(rt.wait(), LIMIT_S)
             found = brain.first_carrying("steer", t0)
             if not trial:
                 continue
@@ -181,17 +182,17 @@ async def run_steer_share(factory: Factory, rounds: int = 3) -> dict[str, Any]:
         brain = ShareBrain(seed)
         rt = factory(brain)
         rt.start("go")
-        await brain.started.wait()
+        await asyncio.wait_for(brain.started.wait(), LIMIT_S)
         rng = random.Random(1000 + seed)
         steers: list[tuple[str, float]] = []
-        while brain.calls < SHARE_CALLS - 5:
+        while brain.calls < SHARE_CALLS - 5 and rt.running:
             await asyncio.sleep(rng.uniform(0, 0.003))
             text = f"s{len(steers)}"
             if rt.steer(text):
                 steers.append((text, now()))
             else:
                 refused += 1
-        await rt.wait()
+        await asyncio.wait_for(rt.wait(), LIMIT_S)
         for text, t in steers:
             nxt = next((i for i, (rt_, _) in enumerate(brain.requests) if rt_ >= t), None)
             first = brain.first_carrying(text)
@@ -316,7 +317,7 @@ async def run_steer_races(factory: Factory, sender: Callable[[SteerRuntime], Any
     while len(fired) < RACE_MESSAGES:
         await asyncio.sleep(rng.uniform(0, 0.002))
         fire()
-    await wait()
+    await asyncio.wait_for(wait(), LIMIT_S * 4)
     wall = now() - t0
     lost = [m for m in fired if m not in brain.seen]
     return {"messages": len(fired), "lost": len(lost), "lost_examples": lost[:5],
