@@ -358,7 +358,10 @@ class AgentLoop:
             raise TypeError(f"agent must be an agent, got {type(agent).__name__}")
         sid = session_id or _new_id("session")
         self._check_idle(sid)
-        if session_id is not None and self._engine.durable:
+        # The checkpoint the last turn handed on to the messages queued behind it is replaced
+        # by this turn's first one, which holds them too.
+        if session_id is not None and self._engine.durable \
+                and self._engine.successors.pop(sid, None) is None:
             check_no_checkpoint(self._engine.store, sid, discard_checkpoint)
         st = TurnState(turn_id=_new_id("turn"), session_id=sid, input=input,
                        agent=agent or self.agent)
@@ -388,6 +391,9 @@ class AgentLoop:
         # Composite turns run children, not a model loop: they stop at boundaries, keep no
         # checkpoint, and a cancelled one is saved like an interrupted one.
         st.durable = self._engine.durable and not isinstance(st.agent, CompositeAgent)
+        held = self._engine.waiting.get(st.session_id)
+        if held is not None:  # messages its session's lane holds: in its checkpoints too
+            st.held = held
         self._engine.active[st.session_id] = st
         self._engine.turns[st.turn_id] = st
         self._turns_started += 1
@@ -425,6 +431,10 @@ class AgentLoop:
         if agent is not None and not isinstance(agent, BaseAgent):
             raise TypeError(f"agent must be an agent, got {type(agent).__name__}")
         self._check_idle(session_id)
+        if session_id in self._engine.successors:
+            raise SessionBusyError(
+                f"session {session_id!r} has messages queued by send about to run; its "
+                "checkpoint holds them until then (wait_session, or drop_queued)")
         cp = self.checkpoint(session_id)
         if cp is None:
             return None
