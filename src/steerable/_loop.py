@@ -413,10 +413,8 @@ class AgentLoop:
         stopped), or None. Raises ``CheckpointError`` when its file cannot be read."""
         if not isinstance(session_id, str):
             raise TypeError(f"session_id must be a str, got {type(session_id).__name__}")
-        if not self._engine.durable:
-            return None
-        cp: Checkpoint | None = self._engine.store.load_checkpoint(session_id)  # type: ignore[attr-defined]
-        return cp
+        store = self._engine.checkpoints
+        return None if store is None else store.load_checkpoint(session_id)
 
     def resume(self, session_id: str, *, agent: BaseAgent | None = None,
                force: bool = False) -> TurnHandle | None:
@@ -443,7 +441,8 @@ class AgentLoop:
             check_agent(cp, agent)
         base = self._engine.store.load(session_id)
         if not checked_base(cp, base):
-            self._engine.store.delete_checkpoint(session_id)  # type: ignore[attr-defined]
+            assert self._engine.checkpoints is not None  # it gave the checkpoint
+            self._engine.checkpoints.delete_checkpoint(session_id)
             return None
         st = TurnState(turn_id=_new_id("turn"), session_id=session_id, input=cp.input,
                        agent=agent, resume=cp, origin_turn_id=cp.origin_turn_id,
