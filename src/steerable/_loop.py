@@ -358,7 +358,10 @@ class AgentLoop:
             raise TypeError(f"agent must be an agent, got {type(agent).__name__}")
         sid = session_id or _new_id("session")
         self._check_idle(sid)
-        if session_id is not None and self._engine.durable:
+        # The checkpoint the last turn handed on to the messages queued behind it is replaced
+        # by this turn's first one, which holds them too.
+        if session_id is not None and self._engine.durable \
+                and self._engine.successors.pop(sid, None) is None:
             check_no_checkpoint(self._engine.store, sid, discard_checkpoint)
         st = TurnState(turn_id=_new_id("turn"), session_id=sid, input=input,
                        agent=agent or self.agent)
@@ -388,6 +391,9 @@ class AgentLoop:
         # Composite turns run children, not a model loop: they stop at boundaries, keep no
         # checkpoint, and a cancelled one is saved like an interrupted one.
         st.durable = self._engine.durable and not isinstance(st.agent, CompositeAgent)
+        held = self._engine.waiting.get(st.session_id)
+        if held is not None:  # messages its session's lane holds: in its checkpoints too
+            st.held = held
         self._engine.active[st.session_id] = st
         self._engine.turns[st.turn_id] = st
         self._turns_started += 1
@@ -407,10 +413,8 @@ class AgentLoop:
         stopped), or None. Raises ``CheckpointError`` when its file cannot be read."""
         if not isinstance(session_id, str):
             raise TypeError(f"session_id must be a str, got {type(session_id).__name__}")
-        if not self._engine.durable:
-            return None
-        cp: Checkpoint | None = self._engine.store.load_checkpoint(session_id)  # type: ignore[attr-defined]
-        return cp
+        store = self._engine.checkpoints
+        return None if store is None else store.load_checkpoint(session_id)
 
     def resume(self, session_id: str, *, agent: BaseAgent | None = None,
                force: bool = False) -> TurnHandle | None:
@@ -425,6 +429,10 @@ class AgentLoop:
         if agent is not None and not isinstance(agent, BaseAgent):
             raise TypeError(f"agent must be an agent, got {type(agent).__name__}")
         self._check_idle(session_id)
+        if session_id in self._engine.successors:
+            raise SessionBusyError(
+                f"session {session_id!r} has messages queued by send about to run; its "
+                "checkpoint holds them until then (wait_session, or drop_queued)")
         cp = self.checkpoint(session_id)
         if cp is None:
             return None
@@ -433,7 +441,8 @@ class AgentLoop:
             check_agent(cp, agent)
         base = self._engine.store.load(session_id)
         if not checked_base(cp, base):
-            self._engine.store.delete_checkpoint(session_id)  # type: ignore[attr-defined]
+            assert self._engine.checkpoints is not None  # it gave the checkpoint
+            self._engine.checkpoints.delete_checkpoint(session_id)
             return None
         st = TurnState(turn_id=_new_id("turn"), session_id=session_id, input=cp.input,
                        agent=agent, resume=cp, origin_turn_id=cp.origin_turn_id,
