@@ -128,7 +128,7 @@ async def test_the_queue_of_a_session_shared_through_redis_is_a_clear_501(
     await runner.start()
     try:
         transport = httpx.ASGITransport(app=create_app(runner))
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
             for method, path, body in (("GET", "/v1/sessions/s/queue", None),
                                        ("DELETE", "/v1/messages/msg_1", None),
                                        ("PATCH", "/v1/messages/msg_1", {"text": "x"})):

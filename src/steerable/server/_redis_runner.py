@@ -17,6 +17,7 @@ from typing import Any
 
 from steerable._core._checkpoint import Checkpoint, CheckpointStore
 from steerable._lanes import BusyPolicy
+from steerable._secrets import redacted
 from steerable.errors import SessionBusyError
 from steerable.scale import RedisWorker
 from steerable.server._hub import SSEItem
@@ -130,8 +131,9 @@ class RedisRunner:
     async def list_sessions(self) -> list[dict[str, Any]]:
         infos = await asyncio.to_thread(self.store.list_sessions)
         busy = await asyncio.gather(*(self._busy(i.session_id) for i in infos))
-        return [{"id": i.session_id, "title": self.redact(i.title), "messages": i.message_count,
-                 "updated": i.updated, "busy": b} for i, b in zip(infos, busy, strict=True)]
+        return list(redacted([{"id": i.session_id, "title": i.title, "messages": i.message_count,
+                               "updated": i.updated, "busy": b}
+                              for i, b in zip(infos, busy, strict=True)], self.redact))
 
     async def get_session(self, session_id: str) -> dict[str, Any]:
         redis = self.client._redis
@@ -139,15 +141,14 @@ class RedisRunner:
         cursor = pack_id(last[0][0].decode()) if last else 0
         busy = await self._busy(session_id)
         exists = await asyncio.to_thread(self.store.exists, session_id)
-        pending = None if busy else await pending_or_error(self._pending(session_id),
-                                                           self.redact)
+        pending = None if busy else await pending_or_error(self._pending(session_id))
         if not exists and not busy and pending is None:
             raise LookupError(f"no session {session_id!r}")
         messages = await asyncio.to_thread(self.store.load, session_id)
         queued = await redis.lrange(self.client.keys.queue(session_id), 0, -1)
-        return {"id": session_id, "messages": [message_json(m, self.redact) for m in messages],
-                "busy": busy, "queued": [self.redact(str(json.loads(q)["text"])) for q in queued],
-                "pending_turn": pending, "events_after": cursor}
+        return dict(redacted({"id": session_id, "messages": [message_json(m) for m in messages],
+                              "busy": busy, "queued": [str(json.loads(q)["text"]) for q in queued],
+                              "pending_turn": pending, "events_after": cursor}, self.redact))
 
     async def delete_session(self, session_id: str) -> None:
         if await self._busy(session_id):
@@ -159,4 +160,4 @@ class RedisRunner:
     async def events(self, session_id: str, after: int | None) -> AsyncIterator[SSEItem]:
         last = unpack_id(after) if after else None
         async for item in self.client.events(session_id, last):
-            yield pack_id(item.id), self.redact(json.dumps(item.data, ensure_ascii=False))
+            yield pack_id(item.id), json.dumps(redacted(item.data, self.redact), ensure_ascii=False)

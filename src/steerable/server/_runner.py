@@ -22,6 +22,7 @@ from steerable._lanes import BusyPolicy, QueuedTurn
 from steerable._loop import AgentLoop, TurnHandle
 from steerable._messages import Message
 from steerable._receipts import MessageReceipt
+from steerable._secrets import redacted
 from steerable._session_driver import SessionDriver
 from steerable.errors import CheckpointError, SessionBusyError
 from steerable.server._hub import EventHub, SSEItem
@@ -104,8 +105,10 @@ class SessionRunner(Protocol):
     def events(self, session_id: str, after: int | None) -> AsyncIterator[SSEItem]: ...
 
 
-def message_json(message: Message, redact: Callable[[str], str]) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": message.role, "content": redact(message.content)}
+def message_json(message: Message) -> dict[str, Any]:
+    """A message as the API shows it (before redaction, which the runner applies to the whole
+    answer)."""
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.tool_calls:
         out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments}
                              for c in message.tool_calls]
@@ -116,11 +119,12 @@ def message_json(message: Message, redact: Callable[[str], str]) -> dict[str, An
     return out
 
 
-def pending_json(cp: Checkpoint, redact: Callable[[str], str]) -> dict[str, Any]:
-    """A pending turn as the API shows it (``GET /v1/sessions/{id}``: ``pending_turn``)."""
+def pending_json(cp: Checkpoint) -> dict[str, Any]:
+    """A pending turn as the API shows it (``GET /v1/sessions/{id}``: ``pending_turn``; before
+    redaction, which the runner applies to the whole answer)."""
     return {"turn_id": cp.turn_id, "origin_turn_id": cp.origin_turn_id,
             "reason": cp.reason, "cancel_mode": cp.cancel_mode, "iteration": cp.iteration,
-            "input": redact(cp.input), "pending_tools": [c.name for c in cp.pending_calls],
+            "input": cp.input, "pending_tools": [c.name for c in cp.pending_calls],
             "updated": cp.updated}
 
 
@@ -134,15 +138,14 @@ def pending_refusal(session_id: str, cp: Checkpoint) -> CheckpointError:
         'message again with "discard_pending": true')
 
 
-async def pending_or_error(load: Awaitable[Checkpoint | None],
-                           redact: Callable[[str], str]) -> dict[str, Any] | None:
+async def pending_or_error(load: Awaitable[Checkpoint | None]) -> dict[str, Any] | None:
     """``pending_turn`` of a session: its JSON, None, or ``{"error"}`` when the checkpoint
     cannot be read (``DELETE .../pending_turn`` still drops it)."""
     try:
         cp = await load
     except CheckpointError as exc:
         return {"error": str(exc)}
-    return None if cp is None else pending_json(cp, redact)
+    return None if cp is None else pending_json(cp)
 
 
 class LocalRunner:
@@ -195,9 +198,10 @@ class LocalRunner:
         return _taken(self._driver(session_id).send(text, "follow_up"))
 
     async def queue(self, session_id: str) -> list[dict[str, Any]]:
-        return [{"message_id": m.message_id, "kind": m.kind, "text": self.redact(m.text),
-                 "state": m.state.value, "turn_id": m.turn_id, "origin_id": m.origin_id}
-                for m in self.loop.queued_messages(session_id)]
+        return list(redacted([{"message_id": m.message_id, "kind": m.kind, "text": m.text,
+                               "state": m.state.value, "turn_id": m.turn_id,
+                               "origin_id": m.origin_id}
+                              for m in self.loop.queued_messages(session_id)], self.redact))
 
     async def revoke(self, message_id: str) -> bool:
         return self.loop.revoke_message(message_id)
@@ -236,27 +240,26 @@ class LocalRunner:
     async def list_sessions(self) -> list[dict[str, Any]]:
         infos = await asyncio.to_thread(self.loop.store.list_sessions)
         listed = {i.session_id for i in infos}
-        rows = [{"id": i.session_id, "title": self.redact(i.title), "messages": i.message_count,
+        rows = [{"id": i.session_id, "title": i.title, "messages": i.message_count,
                  "updated": i.updated, "busy": self.loop.busy(i.session_id)} for i in infos]
         # A session whose first turn runs is not on disk yet, but it exists for its watchers.
         for sid in sorted(self._drivers):
             if sid not in listed and self.loop.busy(sid):
                 rows.insert(0, {"id": sid, "title": "", "messages": 0, "updated": None,
                                 "busy": True})
-        return rows
+        return list(redacted(rows, self.redact))
 
     async def get_session(self, session_id: str) -> dict[str, Any]:
         cursor = self.hub.cursor(session_id)  # before reading history: see EventHub.cursor
         busy = self.loop.busy(session_id)
         exists = await asyncio.to_thread(self.loop.store.exists, session_id)
-        pending = None if busy else await pending_or_error(self._pending(session_id),
-                                                           self.redact)
+        pending = None if busy else await pending_or_error(self._pending(session_id))
         if not exists and not busy and pending is None:
             raise LookupError(f"no session {session_id!r}")
         messages = await asyncio.to_thread(self.loop.session_messages, session_id)
-        return {"id": session_id, "messages": [message_json(m, self.redact) for m in messages],
-                "busy": busy, "queued": [self.redact(t) for t in self.loop.queued(session_id)],
-                "pending_turn": pending, "events_after": cursor}
+        return dict(redacted({"id": session_id, "messages": [message_json(m) for m in messages],
+                              "busy": busy, "queued": list(self.loop.queued(session_id)),
+                              "pending_turn": pending, "events_after": cursor}, self.redact))
 
     async def delete_session(self, session_id: str) -> None:
         if self.loop.busy(session_id):

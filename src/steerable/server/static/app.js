@@ -6,7 +6,7 @@
 const $ = (id) => document.getElementById(id);
 const state = {
   sid: null, cursor: 0, follow: null, running: new Set(), turns: new Map(), cards: new Map(),
-  approvals: new Map(), queued: 0, editing: null, queueTimer: null,
+  approvals: new Map(), queued: 0, undoOff: false, editing: null, queueTimer: null,
 };
 
 // -- the token: given once as #token=..., kept for this tab only --------------------------
@@ -204,16 +204,6 @@ function resolveApproval(ev) {
 }
 
 // -- events ----------------------------------------------------------------------------------
-// A message changed state (SPEC 10): the queue panel follows; fates other than delivery are said.
-function messageState(ev) {
-  const turn = ev.turn_id ? state.turns.get(ev.turn_id) : null;
-  const where = turn ? turn.box : log();
-  if (ev.state === "revoked") note("withdrawn: " + ev.text, "", where);
-  else if (ev.state === "returned") note("not delivered, handed back: " + ev.text, "", where);
-  else if (ev.state === "rejected") note("not taken: " + ev.text + (ev.detail ? " (" + ev.detail + ")" : ""), "err", where);
-  queueSoon();
-}
-
 function handle(ev) {
   if (ev.kind === "message_state") { messageState(ev); return; }
   const top = !ev.parent_turn_id;
@@ -289,6 +279,7 @@ function handle(ev) {
         if (ev.error) note(ev.error, "err", t.box);
         if (ev.status === "cancelled") refreshPending();
         loadSessions();
+        refreshChanges();
       }
       break;
     }
@@ -305,113 +296,10 @@ function updateStatus() {
   else { pill.className = "pill pill-idle"; pill.textContent = "idle"; }
   $("interrupt").disabled = !busy;
   $("stop").disabled = !busy;
+  $("stop-undo").disabled = !busy;
   $("followup-wrap").hidden = !busy;
   $("input").placeholder = busy ? "Steer the agent while it works…" : "Message the agent…";
   $("send").textContent = busy ? ($("as-followup").checked ? "Queue" : "Steer") : "Send";
-}
-
-// -- queued messages: what waits, with its state; withdraw or edit while it is queued --------
-const KIND_LABEL = { steer: "steer", follow_up: "follow-up", send: "message" };
-
-async function refreshQueue() {
-  if (!state.sid) { showQueue([]); return; }
-  const sid = state.sid;
-  const r = await api("GET", "/v1/sessions/" + encodeURIComponent(sid) + "/queue");
-  if (sid !== state.sid) return;
-  showQueue(r.status === 200 ? r.data.messages : []);
-}
-
-function queueSoon() {
-  if (state.queueTimer) return;
-  state.queueTimer = setTimeout(() => { state.queueTimer = null; refreshQueue(); }, 50);
-}
-
-function showQueue(messages) {
-  const box = $("queue");
-  const list = $("queue-list");
-  const editing = state.editing;
-  list.textContent = "";
-  box.hidden = messages.length === 0;
-  $("queue-count").textContent = messages.length === 1 ? "1 message waits" : messages.length + " messages wait";
-  for (const m of messages) {
-    const li = el("li", "queued");
-    li.dataset.message = m.message_id;
-    li.appendChild(el("span", "tag", KIND_LABEL[m.kind] || m.kind));
-    if (editing && editing.id === m.message_id) {
-      const input = el("textarea", "queue-edit");
-      input.value = editing.text;
-      input.rows = 1;
-      input.oninput = () => { editing.text = input.value; };
-      li.appendChild(input);
-      const save = el("button", "btn btn-primary", "Save");
-      const cancel = el("button", "btn", "Cancel");
-      save.type = cancel.type = "button";
-      save.onclick = () => editQueued(m.message_id, input.value);
-      cancel.onclick = () => { state.editing = null; refreshQueue(); };
-      li.appendChild(save);
-      li.appendChild(cancel);
-    } else {
-      li.appendChild(el("span", "q-text", m.text));
-      li.appendChild(el("span", "badge ask", m.state));
-      const edit = el("button", "btn", "Edit");
-      const drop = el("button", "btn btn-danger", "Withdraw");
-      edit.type = drop.type = "button";
-      edit.onclick = () => { state.editing = { id: m.message_id, text: m.text }; showQueue(messages); };
-      drop.onclick = () => revokeQueued(m.message_id, drop);
-      li.appendChild(edit);
-      li.appendChild(drop);
-    }
-    list.appendChild(li);
-  }
-}
-
-async function revokeQueued(id, button) {
-  button.disabled = true;
-  const r = await api("DELETE", "/v1/messages/" + encodeURIComponent(id));
-  if (r.status !== 200 || !r.data.ok) note((r.data && r.data.error) || "too late: the message is no longer queued", "err");
-  refreshQueue();
-}
-
-async function editQueued(id, text) {
-  if (!text.trim()) return;
-  const r = await api("PATCH", "/v1/messages/" + encodeURIComponent(id), { text });
-  state.editing = null;
-  if (r.status !== 200 || !r.data.ok) note((r.data && r.data.error) || "too late: the message is no longer queued", "err");
-  refreshQueue();
-}
-
-// -- a pending turn (cancelled, or cut off when its process stopped): resume or discard ----------
-function showPending(p) {
-  const bar = $("pending");
-  bar.hidden = !p;
-  if (!p) return;
-  if (p.error) {
-    $("pending-text").textContent = "This session's unfinished turn cannot be read (" + p.error + "). Discard it to go on.";
-  } else {
-    const why = p.reason === "cancelled" ? "was cancelled (" + p.cancel_mode + ")" : "was cut off (its process stopped)";
-    const calls = p.iteration + (p.iteration === 1 ? " model call" : " model calls");
-    $("pending-text").textContent = "A turn " + why + " after " + calls + ": “" + p.input.split("\n")[0].slice(0, 80) + "”. Resume it, or discard it to send something new.";
-  }
-  $("pending-resume").disabled = !!p.error;
-  $("pending-discard").disabled = false;
-}
-
-async function refreshPending() {
-  if (!state.sid) return;
-  const r = await api("GET", "/v1/sessions/" + encodeURIComponent(state.sid));
-  if (r.status === 200 && !r.data.busy) showPending(r.data.pending_turn);
-}
-
-async function pendingAction(method, path) {
-  $("pending-resume").disabled = $("pending-discard").disabled = true;
-  const r = await api(method, "/v1/sessions/" + encodeURIComponent(state.sid) + "/" + path);
-  if (r.status === 200 || r.status === 202) {
-    showPending(null);
-    if (method === "DELETE") note("the unfinished turn was discarded");
-  } else {
-    note((r.data && r.data.error) || "HTTP " + r.status, "err");
-    refreshPending();
-  }
 }
 
 // -- the event stream ---------------------------------------------------------------------------
@@ -503,9 +391,10 @@ function reset() {
 function renderHistory(messages) {
   let box = null;
   let turn = 0;
-  for (const m of messages) {
+  messages.forEach((m, index) => {
     if (m.role === "user") {
       box = el("div", "turn");
+      box.dataset.start = String(index);  // where undo finds the turn (its first message)
       turn += 1;
       append(log(), box);
       append(box, el("div", "msg user", m.content));
@@ -520,7 +409,7 @@ function renderHistory(messages) {
       const c = state.cards.get("history-" + turn + "/" + m.tool_call_id);
       if (c) showResult(c, m.content, !!m.is_error);
     }
-  }
+  });
 }
 
 async function openSession(sid, fresh) {
@@ -547,6 +436,7 @@ async function openSession(sid, fresh) {
   refreshQueue();
   scroll(true);
   follow(sid);
+  refreshChanges();
 }
 
 // -- composing -----------------------------------------------------------------------------------
@@ -574,9 +464,10 @@ async function submit(ev) {
   loadSessions();
 }
 
-async function control(path, mode) {
+async function control(path, mode, extra) {
   if (!state.sid) return;
-  await api("POST", "/v1/sessions/" + encodeURIComponent(state.sid) + "/" + path, { mode });
+  await api("POST", "/v1/sessions/" + encodeURIComponent(state.sid) + "/" + path,
+    Object.assign({ mode }, extra || {}));
 }
 
 function grow() {
@@ -594,6 +485,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("as-followup").addEventListener("change", updateStatus);
   $("interrupt").onclick = () => control("interrupt", "graceful");
   $("stop").onclick = () => control("interrupt", "hard");
+  $("stop-undo").onclick = () => control("interrupt", "hard", { restore_files: true });
   $("new-session").onclick = () => openSession(newId(), true);
   $("pending-resume").onclick = () => pendingAction("POST", "resume");
   $("pending-discard").onclick = () => pendingAction("DELETE", "pending_turn");
