@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from steerable._events import Event, EventKind, event_to_dict
+from steerable._top_session import TopSessions
 from steerable.scale._protocol import encode
 
 if TYPE_CHECKING:
@@ -30,8 +31,8 @@ class EventPublisher:
         self.worker = worker
         self._sub = worker.loop.subscribe(buffer=65_536)
         self._give_up_at: float | None = None
-        self._root: dict[str, str] = {}
-        """turn id -> the session whose stream its events go to (sub-turns: the parent's)."""
+        self._top = TopSessions()
+        """The session whose stream an event goes to (sub-turns: their top-level one)."""
 
     def close(self, grace: float = 2.0) -> None:
         """Stop after publishing what is buffered, trying for at most ``grace`` seconds more
@@ -40,14 +41,7 @@ class EventPublisher:
         self._sub.close()
 
     def _session_of(self, event: Event) -> str | None:
-        if event.kind is EventKind.TURN_START:
-            parent = event.parent_turn_id
-            root = self._root.get(parent, event.session_id) if parent else event.session_id
-            self._root[event.turn_id] = root
-        root = self._root.get(event.turn_id, event.session_id)
-        if event.kind is EventKind.TURN_END:
-            self._root.pop(event.turn_id, None)
-        return root or None
+        return self._top(event) or None
 
     async def run(self) -> None:
         async for first in self._sub:
