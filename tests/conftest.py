@@ -10,6 +10,9 @@ import pytest
 
 from steerable import Agent, AgentLoop, Event, EventKind, ScriptedProvider, Subscription
 
+# Every test must stop (and reap) the processes it starts: tests/_leaks.py fails it otherwise.
+pytest_plugins = ["tests._leaks"]
+
 
 def make_loop(script: Sequence[Any], tools: Sequence[Any] = (), **agent_kw: Any) -> tuple[AgentLoop, ScriptedProvider, Subscription]:
     provider = ScriptedProvider(script)

@@ -23,7 +23,7 @@ def test_a_child_reports_to_its_top_session_even_after_its_parent_ended() -> Non
     top = TopSessions()
     assert top(ev(EventKind.TURN_START, "p", "main")) == "main"
     assert top(ev(EventKind.TURN_START, "c", "ephemeral-1", parent="p")) == "main"
-    assert top(ev(EventKind.TURN_START, "g", "ephemeral-2", parent="c")) == "main"
+    assert top.place(ev(EventKind.TURN_START, "g", "ephemeral-2", parent="c")) == ("main", "p")
     assert top(ev(EventKind.TURN_END, "p", "main")) == "main"
     # The async child outlives its parent: still the top session's.
     assert top(ev(EventKind.STEERING_INJECTED, "c", "ephemeral-1", parent="p")) == "main"

@@ -16,19 +16,24 @@ __all__ = ["TopSessions"]
 
 class TopSessions:
     """Call it with each event, in order; it answers the event's top-level session ("" for a
-    loop-wide notice)."""
+    loop-wide notice). ``place`` answers the top-level turn too."""
 
     def __init__(self) -> None:
-        self._of: dict[str, str] = {}
-        """Running turn id -> its top-level session."""
+        self._of: dict[str, tuple[str, str]] = {}
+        """Running turn id -> (its top-level session, its top-level turn)."""
 
-    def __call__(self, event: Event) -> str:
+    def place(self, event: Event) -> tuple[str, str]:
+        """(top-level session, top-level turn id) of ``event``."""
         top = self._of.get(event.turn_id)
         if top is None:
+            own = (event.session_id, event.turn_id)
             parent = event.parent_turn_id
-            top = self._of.get(parent, event.session_id) if parent else event.session_id
+            top = self._of.get(parent, own) if parent else own
             if event.kind is EventKind.TURN_START:
                 self._of[event.turn_id] = top
         if event.kind is EventKind.TURN_END:
             self._of.pop(event.turn_id, None)
         return top
+
+    def __call__(self, event: Event) -> str:
+        return self.place(event)[0]

@@ -35,6 +35,7 @@ from steerable._hooks import (
     LLMResponseContext,
 )
 from steerable._messages import Message, ToolCall, Usage
+from steerable._secrets import known_secrets
 from steerable.errors import ContextOverflowError, ProviderError
 from steerable.providers._base import (
     LLMRequest,
@@ -45,6 +46,8 @@ from steerable.providers._base import (
     ThinkingDelta,
     ToolCallChunk,
     ToolSpec,
+    guard_secrets,
+    text_guarded,
 )
 
 __all__ = ["call_model"]
@@ -194,8 +197,12 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest) -> LL
     calls: list[ToolCall] = []
     usage: Usage | None = None
     finish: str | None = None
+    provider = st.agent.provider
+    raw = provider.stream(request)
+    # Deltas are cut only where no secret can be split: outputs blank each delta on its own.
+    guarded = raw if text_guarded(provider) else guard_secrets(raw, known_secrets())
     async with IdleWatchdog(engine.timeouts.llm_idle, engine.idle_timer) as watchdog, \
-            aclosing(st.agent.provider.stream(request)) as stream:
+            aclosing(guarded) as stream:
         async for chunk in stream:
             watchdog.tick()  # every chunk buys the provider more time
             if type(chunk) is TextDelta:
@@ -245,6 +252,7 @@ async def call_model(
                 continue
         if engine.hooks.at("before_llm"):
             request = await _before_llm(engine, st, request)
+        st.offered = frozenset(t.name for t in request.tools)
         engine.emit(st, LLMRequestEvent, iteration=st.iteration, model=request.model,
                     message_count=len(request.messages),
                     tools=tuple(t.name for t in request.tools))

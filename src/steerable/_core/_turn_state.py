@@ -104,6 +104,10 @@ class TurnState:
     finishing: bool = False
     """True once the turn is saving its result: interrupts can no longer change anything."""
     last_had_tools: bool = False
+    offered: frozenset[str] | None = None
+    """Names of the tools the last model call was offered, after ``before_llm`` hooks (None:
+    not known, as after a resume: every tool of the agent). A call to any other tool is
+    answered with an error, never run: a hook that narrowed the offer narrowed what runs."""
     children: dict[str, Any] = field(default_factory=dict)
     """Running sub-turns (TurnState) by turn id; a child leaves when it ends."""
     parent: Any = None

@@ -23,7 +23,15 @@ from steerable import (
 from steerable._secrets import Redactor
 from steerable.cli._args import UsageError
 from steerable.cli._settings import Settings
-from steerable.coding import Sandbox, Workspace, coding_tools
+from steerable.cli._undo_setup import snapshot_hook
+from steerable.coding import (
+    SNAPSHOT_HOOK_PRIORITY,
+    SNAPSHOT_HOOK_TIMEOUT,
+    Sandbox,
+    SnapshotHook,
+    Workspace,
+    coding_tools,
+)
 from steerable.errors import ConfigurationError
 from steerable.providers import select_provider
 from steerable.storage import JSONLSessionStore
@@ -76,6 +84,8 @@ class App:
     session_id: str
     redact: Redactor
     interactive_approvals: bool
+    undo: SnapshotHook | None = None
+    """Takes undo's snapshots (None: the ``undo`` setting is off)."""
 
     def agent_for(self, dry_run: bool) -> Agent:
         return self.dry_agent if dry_run else self.agent
@@ -154,6 +164,9 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
     loop = AgentLoop(agent, store=store, permissions=permissions,
                      timeouts=Timeouts(approval=HUMAN_APPROVAL_TIMEOUT),
                      record_events=record_events)
+    undo = snapshot_hook(settings, workspace.root)
+    if undo is not None:
+        loop.register_hook(undo, priority=SNAPSHOT_HOOK_PRIORITY, timeout=SNAPSHOT_HOOK_TIMEOUT)
     interactive = False
     if not settings["yes"]:
         if ask_by_events:
@@ -168,4 +181,4 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
         else:
             loop.register_hook(DenyWithoutTerminal())
     return App(settings, workspace, store, loop, agent, dry_agent, session_id, redact,
-               interactive)
+               interactive, undo)

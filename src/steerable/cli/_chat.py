@@ -57,7 +57,9 @@ Ctrl+D, /quit  leave
 /dry-run on|off  preview changes instead of making them
 /events        show or hide the raw event stream
 /resume        continue this session's pending turn (cancelled, or cut off by a crash)
-/discard       drop this session's pending turn"""
+/discard       drop this session's pending turn
+/undo [N] [--force]  take back the files the agent's last N turns changed (bash included)
+/redo [--force]      re-apply what the last /undo took back"""
 
 
 class ChatSession:
@@ -243,8 +245,37 @@ class ChatSession:
             self.say(f"new session {app.session_id}")
         elif name == "/export":
             self.export(arg.split())
+        elif name in ("/undo", "/redo"):
+            await self.undo(name, arg.split())
         else:
             self.say(f"unknown or incomplete command {text!r}; /help lists them", "yellow")
+
+    async def undo(self, name: str, args: list[str]) -> None:
+        from steerable.cli._undo import describe
+        from steerable.errors import SteerableError
+
+        hook = self.app.undo
+        rest = [a for a in args if a != "--force"]
+        if self.busy:
+            self.say("wait for the turn to end (or Ctrl+C) first: files are still changing",
+                     "yellow")
+        elif hook is None:
+            self.say("undo is off (the 'undo' setting)", "yellow")
+        elif name == "/undo" and not (len(rest) == 0 or (len(rest) == 1 and rest[0].isdigit()
+                                                         and int(rest[0]) > 0)):
+            self.say("usage: /undo [N] [--force]", "yellow")
+        else:
+            snaps, sid, force = hook.snapshots, self.app.session_id, "--force" in args
+            try:
+                if name == "/undo":
+                    n = int(rest[0]) if rest else 1
+                    result = await asyncio.to_thread(snaps.undo, sid, n, force=force)
+                else:
+                    result = await asyncio.to_thread(snaps.redo, sid, force=force)
+            except SteerableError as exc:
+                self.say(str(exc), "yellow")
+            else:
+                self.say(describe(result, "undid" if name == "/undo" else "redid"), "")
 
     def resume(self, session_id: str) -> None:
         from steerable.errors import SteerableError

@@ -87,7 +87,10 @@ def first_difference(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> 
 
 def first_request_difference(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> str | None:
     """None when two LLM requests agree, else where they first differ (message by message)."""
-    for key in ("model", "tools", "params"):
+    tools = _tool_difference(expected.get("tools") or [], actual.get("tools") or [])
+    if tools is not None:
+        return tools
+    for key in ("model", "params"):
         if expected.get(key) != actual.get(key):
             return f"{key}: recorded {_short(expected.get(key))}, replayed {_short(actual.get(key))}"
     old, new = list(expected.get("messages", [])), list(actual.get("messages", []))
@@ -96,4 +99,21 @@ def first_request_difference(expected: Mapping[str, Any], actual: Mapping[str, A
             return f"message {i}: recorded {_short(a)}, replayed {_short(b)}"
     if len(old) != len(new):
         return f"the recorded request has {len(old)} messages, the replayed one {len(new)}"
+    return None
+
+
+def _tool_difference(expected: list[Any], actual: list[Any]) -> str | None:
+    """Tools are compared whole; a recording made before they were (names only) is compared
+    by name."""
+    if all(isinstance(t, str) for t in expected):
+        actual = [t["name"] if isinstance(t, Mapping) else t for t in actual]
+    names = [t["name"] if isinstance(t, Mapping) else t for t in expected]
+    got = [t["name"] if isinstance(t, Mapping) else t for t in actual]
+    if names != got:
+        return f"tools: recorded {_short(names)}, replayed {_short(got)}"
+    for old, new in zip(expected, actual, strict=True):
+        if old != new:
+            fields = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+            return (f"tools: the definition of {old['name']!r} changed ({', '.join(fields)}): "
+                    f"recorded {_short(old)}, replayed {_short(new)}")
     return None

@@ -65,10 +65,13 @@ _ERRORS: Mapping[str, type[ProviderError]] = {
 
 
 def request_to_json(request: LLMRequest) -> dict[str, Any]:
-    """What a replay compares: every message, the tools offered, the model and parameters."""
+    """What a replay compares: every message, the tools offered (whole: name, description,
+    schema, read-only flag), the model and parameters."""
     return {
         "model": request.model,
-        "tools": [t.name for t in request.tools],
+        "tools": json.loads(json.dumps([
+            {"name": t.name, "description": t.description, "parameters": dict(t.parameters),
+             "read_only": bool(t.read_only)} for t in request.tools], default=str)),
         "params": json.loads(json.dumps(dict(request.params), default=str)),
         "messages": [message_to_record(m) for m in request.messages],
     }
@@ -193,7 +196,11 @@ def load_recording(path: str | Path) -> Recording:
     """
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        # Lines end at "\n" only: a value may hold U+2028, U+0085... which splitlines() would
+        # take for line ends, cutting a JSON line in two.
+        lines = path.read_text(encoding="utf-8").split("\n")
+        if lines and not lines[-1]:
+            lines.pop()
     except FileNotFoundError:
         raise RecordingError(f"no recording at {path}") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -34,7 +34,8 @@ from steerable._commands import (
     Steer,
 )
 from steerable._hooks import ToolResultContext
-from steerable.providers._base import Chunk, LLMRequest, Provider
+from steerable._secrets import Redactor, known_secrets, redacted
+from steerable.providers._base import Chunk, LLMRequest, Provider, guard_secrets, text_guarded
 from steerable.replay._errors import RecordingError
 from steerable.replay._format import (
     FORMAT,
@@ -99,7 +100,11 @@ def _agent_json(agent: Agent) -> dict[str, Any]:
 
 
 class _RecordingProvider:
-    """Passes every call through to ``inner`` and writes what came back."""
+    """Passes every call through to ``inner`` and writes what came back: the text cut as the
+    loop would cut it (no secret split between two chunks), so that each chunk is blanked
+    whole in the file and the replay streams exactly the deltas the run streamed."""
+
+    text_guarded = True
 
     def __init__(self, inner: Provider, recorder: Recorder, agent: str) -> None:
         self.inner = inner
@@ -115,7 +120,10 @@ class _RecordingProvider:
                                  "request": shorten_request(full, self._previous), "chunks": []}
         self._previous = full["messages"]
         try:
-            async with aclosing(self.inner.stream(request)) as chunks:  # type: ignore[type-var]
+            stream = self.inner.stream(request)
+            if not text_guarded(self.inner):
+                stream = guard_secrets(stream, known_secrets())
+            async with aclosing(stream) as chunks:  # type: ignore[type-var]
                 async for chunk in chunks:
                     entry["chunks"].append(chunk_to_json(chunk))
                     yield chunk
@@ -150,13 +158,19 @@ class Recorder:
     (``Agent(subagents=...)``) are found from the loop's agent; pass ``agents=`` for other agents
     given to ``start_turn(agent=...)``. Control made through the loop or a ``TurnHandle`` while
     recording is written with its position, so a replay makes it at the same point.
+
+    Secrets are blanked in every entry before it is written, as the session files blank them
+    (``redact``, default a ``Redactor()``: the environment's secrets and credential shapes); the
+    replay then runs on the blanked values and still agrees with the blanked events.
     """
 
-    def __init__(self, loop: AgentLoop, path: str | Path, *, agents: Iterable[BaseAgent] = ()) -> None:
+    def __init__(self, loop: AgentLoop, path: str | Path, *, agents: Iterable[BaseAgent] = (),
+                 redact: Callable[[str], str] | None = None) -> None:
         if not isinstance(loop, AgentLoop):
             raise RecordingError(f"Recorder needs an AgentLoop, got {type(loop).__name__}")
         self._loop = loop
         self._path = Path(path)
+        self._redact = redact if redact is not None else Redactor()
         self._agents = _agents([loop.agent, *agents])
         names = [a.name for a in self._agents]
         if len(set(names)) != len(names):
@@ -224,7 +238,10 @@ class Recorder:
     # -- what gets written --------------------------------------------------------------------
 
     def _write(self, entry: dict[str, Any]) -> None:
-        line = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
+        # Through plain JSON values first, so that whatever default=str turns into text is
+        # redacted too.
+        plain = json.loads(json.dumps(entry, ensure_ascii=False, default=str))
+        line = json.dumps(redacted(plain, self._redact), ensure_ascii=False) + "\n"
         with self._lock:  # sync tools and foreign threads write too
             if self._out is not None and not self._out.closed:
                 self._out.write(line)

@@ -1,20 +1,18 @@
 """The HTTP API (SPEC 7) and the web page, as a Starlette app over a ``SessionRunner``.
 
-Guards, in the order a request meets them: the bearer token (when one is set; compared in
-constant time; the page's own files are public so a browser can load it, everything under
-``/v1`` and ``/healthz`` is not), the same-origin check on every request that changes
-something (a browser always sends ``Origin`` on a cross-site POST; no CORS headers are ever
-sent, so other sites cannot read answers either), the session id's shape (the store's own
-rule: no path tricks), then the body: at most ``MAX_BODY`` bytes of a JSON object whose
-fields have the right types. Every refusal is a 4xx with ``{"error": ...}`` and changes nothing.
+Guards, in the order a request meets them: ``AccessGuard`` (the bearer token when one is
+set, the page's own files being public; without a token only loopback host names, against DNS
+rebinding; an ``Origin`` only from the allow list; no CORS headers are ever sent, so other
+sites cannot read answers either), the session id's shape (the store's own rule: no path
+tricks), then the body: at most ``MAX_BODY`` bytes of a JSON object whose fields have the right
+types. Every refusal is a 4xx with ``{"error": ...}`` and changes nothing.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
@@ -26,19 +24,19 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from steerable._lanes import BUSY_POLICIES
 from steerable.errors import CheckpointError, SessionBusyError
+from steerable.server._guard import AccessGuard
 from steerable.server._runner import SessionRunner
+from steerable.server._undo_api import UndoAPI
 
 __all__ = ["MAX_BODY", "create_app"]
 
 MAX_BODY = 64 * 1024
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_PUBLIC = ("/", "/static/app.js", "/static/app.css", "/favicon.svg")
-_STATIC = {"app.js": "text/javascript", "app.css": "text/css"}
-_CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_PUBLIC = ("/", "/static/app.js", "/static/undo.js", "/static/app.css", "/favicon.svg")
+_STATIC = {"app.js": "text/javascript", "undo.js": "text/javascript", "app.css": "text/css"}
 
 
 class BadRequest(Exception):
@@ -49,42 +47,6 @@ class BadRequest(Exception):
 
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
-
-
-class _Guard:
-    """Token and same-origin checks for every request (plain ASGI: adds nothing to streams)."""
-
-    def __init__(self, app: ASGIApp, token: str | None) -> None:
-        self.app = app
-        self.token = token.encode() if token else None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            refusal = self._refuse(Request(scope))
-            if refusal is not None:
-                await refusal(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-    def _refuse(self, request: Request) -> Response | None:
-        if self.token is not None and request.url.path not in _PUBLIC:
-            scheme, _, value = request.headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(),
-                                                                     self.token):
-                return JSONResponse({"error": "missing or wrong bearer token"}, status_code=401,
-                                    headers={"WWW-Authenticate": "Bearer"})
-        if request.method in _CHANGES and not _same_origin(request):
-            return _error(403, "cross-site request refused (Origin does not match this server)")
-        return None
-
-
-def _same_origin(request: Request) -> bool:
-    if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
-        return False
-    origin = request.headers.get("origin")
-    if origin is None:
-        return True  # not a browser's cross-site request (curl, scripts)
-    return origin == f"{request.url.scheme}://{request.headers.get('host', '')}"
 
 
 def _session_id(request: Request) -> str:
@@ -150,8 +112,14 @@ def _json_errors(handler: Handler) -> Handler:
     return wrapped
 
 
-def create_app(runner: SessionRunner, *, token: str | None = None) -> Starlette:
-    """The server's app: JSON API, SSE and the web page over ``runner``."""
+def create_app(runner: SessionRunner, *, token: str | None = None,
+               undo: UndoAPI | None = None, allowed_hosts: Sequence[str] = (),
+               allowed_origins: Sequence[str] = ()) -> Starlette:
+    """The server's app: JSON API, SSE and the web page over ``runner``. ``token``: the bearer
+    token every API request needs (None: only loopback host names are served, plus
+    ``allowed_hosts``); ``allowed_origins``: other pages (``scheme://host[:port]``) that may
+    call the API from a browser. With ``undo``, the undo endpoints (``/changes``, ``/undo``,
+    ``/redo``) and ``restore_files`` on a hard abort."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -181,8 +149,13 @@ def create_app(runner: SessionRunner, *, token: str | None = None) -> Starlette:
 
     async def interrupt(request: Request) -> Response:
         sid = _session_id(request)
-        mode = _field(await _body(request), "mode", str, choices=frozenset({"graceful", "hard"}))
-        return JSONResponse({"ok": await runner.interrupt(sid, mode)})
+        data = await _body(request)
+        mode = _field(data, "mode", str, choices=frozenset({"graceful", "hard"}))
+        restore = _restore_files(undo, data, mode, sid)
+        ok = await runner.interrupt(sid, mode)
+        if restore is not None and not ok:
+            restore.cancel_restore(sid)
+        return JSONResponse({"ok": ok})
 
     async def cancel(request: Request) -> Response:
         sid = _session_id(request)
@@ -259,11 +232,58 @@ def create_app(runner: SessionRunner, *, token: str | None = None) -> Starlette:
         Route(s + "/follow_up", _json_errors(follow_up), methods=["POST"]),
         Route(s + "/interrupt", _json_errors(interrupt), methods=["POST"]),
         Route(s + "/cancel", _json_errors(cancel), methods=["POST"]),
+        *_undo_routes(undo, s),
         Route("/v1/approvals/{request_id}", _json_errors(approval), methods=["POST"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan,
-                     middleware=[Middleware(_Guard, token=token)],
+                     middleware=[Middleware(AccessGuard, token=token, public=_PUBLIC,
+                                            hosts=allowed_hosts, origins=allowed_origins)],
                      exception_handlers={HTTPException: not_found})
+
+
+def _restore_files(undo: UndoAPI | None, data: dict[str, Any], mode: str,
+                   sid: str) -> UndoAPI | None:
+    """A hard abort's ``restore_files``: arm it before the abort (its turn may end at once)."""
+    if not _field(data, "restore_files", bool, required=False):
+        return None
+    if undo is None:
+        raise BadRequest(400, "restore_files needs undo, which is off on this server")
+    if mode != "hard":
+        raise BadRequest(400, "restore_files goes with mode 'hard'")
+    undo.restore_when_aborted(sid)
+    return undo
+
+
+def _undo_routes(undo: UndoAPI | None, prefix: str) -> list[Route]:
+    """``/changes``, ``/undo`` and ``/redo`` under ``prefix`` (404 when undo is off)."""
+
+    def api() -> UndoAPI:
+        if undo is None:
+            raise BadRequest(404, "undo is off on this server")
+        return undo
+
+    async def changes(request: Request) -> Response:
+        status, body = await api().changes(_session_id(request))
+        return JSONResponse(body, status_code=status)
+
+    async def undo_changes(request: Request) -> Response:
+        sid = _session_id(request)
+        data = await _body(request)
+        status, body = await api().undo(
+            sid, _field(data, "turn_id", str, required=False),
+            _field(data, "n", int, required=False),
+            bool(_field(data, "force", bool, required=False)))
+        return JSONResponse(body, status_code=status)
+
+    async def redo_changes(request: Request) -> Response:
+        sid = _session_id(request)
+        force = bool(_field(await _body(request), "force", bool, required=False))
+        status, body = await api().redo(sid, force)
+        return JSONResponse(body, status_code=status)
+
+    return [Route(prefix + "/changes", _json_errors(changes), methods=["GET"]),
+            Route(prefix + "/undo", _json_errors(undo_changes), methods=["POST"]),
+            Route(prefix + "/redo", _json_errors(redo_changes), methods=["POST"])]
 
 
 _ASSETS: dict[str, bytes] = {}

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from steerable._core._bus import Subscription
 from steerable._events import Event, EventKind, event_to_dict
+from steerable._secrets import redacted
 from steerable._top_session import TopSessions
 
 __all__ = ["EventHub", "HubClient", "SSEItem"]
@@ -75,7 +76,7 @@ class EventHub:
         sid = self._route(event)
         if not sid:
             return  # loop-wide notices belong to no session
-        data = self._redact(json.dumps(event_to_dict(event), ensure_ascii=False))
+        data = json.dumps(redacted(event_to_dict(event), self._redact), ensure_ascii=False)
         channel = self._channel(sid)
         item = (event.seq, data)
         channel.replay.append(item)

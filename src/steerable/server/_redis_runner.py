@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from steerable._lanes import BusyPolicy
+from steerable._secrets import redacted
 from steerable.errors import SessionBusyError
 from steerable.scale import RedisWorker
 from steerable.server._hub import SSEItem
@@ -81,8 +82,9 @@ class RedisRunner:
     async def list_sessions(self) -> list[dict[str, Any]]:
         infos = await asyncio.to_thread(self.store.list_sessions)
         busy = await asyncio.gather(*(self._busy(i.session_id) for i in infos))
-        return [{"id": i.session_id, "title": self.redact(i.title), "messages": i.message_count,
-                 "updated": i.updated, "busy": b} for i, b in zip(infos, busy, strict=True)]
+        return list(redacted([{"id": i.session_id, "title": i.title, "messages": i.message_count,
+                               "updated": i.updated, "busy": b}
+                              for i, b in zip(infos, busy, strict=True)], self.redact))
 
     async def get_session(self, session_id: str) -> dict[str, Any]:
         redis = self.client._redis
@@ -94,9 +96,9 @@ class RedisRunner:
             raise LookupError(f"no session {session_id!r}")
         messages = await asyncio.to_thread(self.store.load, session_id)
         queued = await redis.lrange(self.client.keys.queue(session_id), 0, -1)
-        return {"id": session_id, "messages": [message_json(m, self.redact) for m in messages],
-                "busy": busy, "queued": [self.redact(str(json.loads(q)["text"])) for q in queued],
-                "events_after": cursor}
+        return dict(redacted({"id": session_id, "messages": [message_json(m) for m in messages],
+                              "busy": busy, "queued": [str(json.loads(q)["text"]) for q in queued],
+                              "events_after": cursor}, self.redact))
 
     async def delete_session(self, session_id: str) -> None:
         if await self._busy(session_id):
@@ -108,4 +110,4 @@ class RedisRunner:
     async def events(self, session_id: str, after: int | None) -> AsyncIterator[SSEItem]:
         last = unpack_id(after) if after else None
         async for item in self.client.events(session_id, last):
-            yield pack_id(item.id), self.redact(json.dumps(item.data, ensure_ascii=False))
+            yield pack_id(item.id), json.dumps(redacted(item.data, self.redact), ensure_ascii=False)

@@ -19,6 +19,7 @@ from steerable._core._cancel import CancelMode
 from steerable._lanes import BusyPolicy
 from steerable._loop import AgentLoop
 from steerable._messages import Message
+from steerable._secrets import redacted
 from steerable._session_driver import SessionDriver
 from steerable.errors import SessionBusyError
 from steerable.server._hub import EventHub, SSEItem
@@ -61,8 +62,10 @@ class SessionRunner(Protocol):
     def events(self, session_id: str, after: int | None) -> AsyncIterator[SSEItem]: ...
 
 
-def message_json(message: Message, redact: Callable[[str], str]) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": message.role, "content": redact(message.content)}
+def message_json(message: Message) -> dict[str, Any]:
+    """A message as the API shows it (before redaction, which the runner applies to the whole
+    answer)."""
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.tool_calls:
         out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments}
                              for c in message.tool_calls]
@@ -131,14 +134,14 @@ class LocalRunner:
     async def list_sessions(self) -> list[dict[str, Any]]:
         infos = await asyncio.to_thread(self.loop.store.list_sessions)
         listed = {i.session_id for i in infos}
-        rows = [{"id": i.session_id, "title": self.redact(i.title), "messages": i.message_count,
+        rows = [{"id": i.session_id, "title": i.title, "messages": i.message_count,
                  "updated": i.updated, "busy": self.loop.busy(i.session_id)} for i in infos]
         # A session whose first turn runs is not on disk yet, but it exists for its watchers.
         for sid in sorted(self._drivers):
             if sid not in listed and self.loop.busy(sid):
                 rows.insert(0, {"id": sid, "title": "", "messages": 0, "updated": None,
                                 "busy": True})
-        return rows
+        return list(redacted(rows, self.redact))
 
     async def get_session(self, session_id: str) -> dict[str, Any]:
         cursor = self.hub.cursor(session_id)  # before reading history: see EventHub.cursor
@@ -147,9 +150,9 @@ class LocalRunner:
         if not exists and not busy:
             raise LookupError(f"no session {session_id!r}")
         messages = await asyncio.to_thread(self.loop.session_messages, session_id)
-        return {"id": session_id, "messages": [message_json(m, self.redact) for m in messages],
-                "busy": busy, "queued": [self.redact(t) for t in self.loop.queued(session_id)],
-                "events_after": cursor}
+        return dict(redacted({"id": session_id, "messages": [message_json(m) for m in messages],
+                              "busy": busy, "queued": list(self.loop.queued(session_id)),
+                              "events_after": cursor}, self.redact))
 
     async def delete_session(self, session_id: str) -> None:
         if self.loop.busy(session_id):

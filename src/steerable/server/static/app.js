@@ -6,7 +6,7 @@
 const $ = (id) => document.getElementById(id);
 const state = {
   sid: null, cursor: 0, follow: null, running: new Set(), turns: new Map(), cards: new Map(),
-  approvals: new Map(), queued: 0,
+  approvals: new Map(), queued: 0, undoOff: false,
 };
 
 // -- the token: given once as #token=..., kept for this tab only --------------------------
@@ -273,6 +273,7 @@ function handle(ev) {
         append(t.box, el("div", "turn-end" + (ev.status === "completed" ? "" : " bad"), bits.join(" · ")));
         if (ev.error) note(ev.error, "err", t.box);
         loadSessions();
+        refreshChanges();
       }
       break;
     }
@@ -289,6 +290,7 @@ function updateStatus() {
   else { pill.className = "pill pill-idle"; pill.textContent = "idle"; }
   $("interrupt").disabled = !busy;
   $("stop").disabled = !busy;
+  $("stop-undo").disabled = !busy;
   $("followup-wrap").hidden = !busy;
   $("input").placeholder = busy ? "Steer the agent while it works…" : "Message the agent…";
   $("send").textContent = busy ? ($("as-followup").checked ? "Queue" : "Steer") : "Send";
@@ -383,9 +385,10 @@ function reset() {
 function renderHistory(messages) {
   let box = null;
   let turn = 0;
-  for (const m of messages) {
+  messages.forEach((m, index) => {
     if (m.role === "user") {
       box = el("div", "turn");
+      box.dataset.start = String(index);  // where undo finds the turn (its first message)
       turn += 1;
       append(log(), box);
       append(box, el("div", "msg user", m.content));
@@ -400,7 +403,7 @@ function renderHistory(messages) {
       const c = state.cards.get("history-" + turn + "/" + m.tool_call_id);
       if (c) showResult(c, m.content, !!m.is_error);
     }
-  }
+  });
 }
 
 async function openSession(sid, fresh) {
@@ -423,6 +426,7 @@ async function openSession(sid, fresh) {
   loadSessions();
   scroll(true);
   follow(sid);
+  refreshChanges();
 }
 
 // -- composing -----------------------------------------------------------------------------------
@@ -449,9 +453,10 @@ async function submit(ev) {
   loadSessions();
 }
 
-async function control(path, mode) {
+async function control(path, mode, extra) {
   if (!state.sid) return;
-  await api("POST", "/v1/sessions/" + encodeURIComponent(state.sid) + "/" + path, { mode });
+  await api("POST", "/v1/sessions/" + encodeURIComponent(state.sid) + "/" + path,
+    Object.assign({ mode }, extra || {}));
 }
 
 function grow() {
@@ -469,6 +474,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("as-followup").addEventListener("change", updateStatus);
   $("interrupt").onclick = () => control("interrupt", "graceful");
   $("stop").onclick = () => control("interrupt", "hard");
+  $("stop-undo").onclick = () => control("interrupt", "hard", { restore_files: true });
   $("new-session").onclick = () => openSession(newId(), true);
   const m = location.hash.match(/session=([^&]+)/);
   loadSessions().then(() => {
