@@ -8,13 +8,14 @@ hook or tool: off the loop's thread they are marshalled onto it and wait for the
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
 import os
 from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from steerable._background import Summaries
+from steerable._binding import call_on
 from steerable._commands import (
     AnswerApproval,
     Cancel,
@@ -29,6 +30,7 @@ from steerable._commands import (
     Steer,
 )
 from steerable._config import Limits, Timeouts
+from steerable._controls import CONTROLS, resolve
 from steerable._core._agent import Agent, BaseAgent
 from steerable._core._bus import Subscription
 from steerable._core._cancel import CancelHandle, CancelMode
@@ -38,13 +40,12 @@ from steerable._core._durable import restore, write_first_checkpoint
 from steerable._core._engine import Engine
 from steerable._core._hook_manager import Registration
 from steerable._core._permissions import Permissions
-from steerable._core._queues import follow_up, hold_restored, steer
+from steerable._core._queues import hold_restored
 from steerable._core._resume import check_agent, check_no_checkpoint, checked_base
 from steerable._core._session import InMemorySessionStore, SessionStore
-from steerable._core._summarize import needs_summary, summarize_session
 from steerable._core._turn import TurnResult, begin_turn, run_turn
 from steerable._core._turn_state import TurnState
-from steerable._events import ErrorEvent, EventKind, TurnStatus
+from steerable._events import EventKind
 from steerable._gateway import InProcessBus, serve_bus
 from steerable._handle import (
     LoopStatistics,
@@ -57,6 +58,7 @@ from steerable._handle import (
 )
 from steerable._lanes import BusyPolicy, Lanes, QueuedTurn, check_policy
 from steerable._messages import Message
+from steerable._observers import Observers
 from steerable._receipts import MessageInfo, MessageReceipt
 from steerable.errors import ConfigurationError, SessionBusyError
 
@@ -126,28 +128,17 @@ class AgentLoop:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._observers: dict[Registration, tuple[Subscription, asyncio.Task[None] | None]] = {}
         self._turns_started = 0
         self._turns_finished = 0
-        self._summarizing: set[str] = set()
-        self._background: set[asyncio.Task[bool]] = set()
-        """Summaries under way: owned here, cancelled by aclose."""
+        self._summaries = Summaries(self._engine)
         record = record_events if record_events is not None else os.environ.get(_RECORD_ENV)
-        # A path, made a Path by the recorder (imported only then: pathlib and the recorder are
-        # not needed to run turns, and cost the core's import ~4 ms).
-        self._record_path = os.fspath(record) if record else None
-        self._recorder: asyncio.Task[None] | None = None
+        self._observers = Observers(self._engine, os.fspath(record) if record else None)
         self._lanes = Lanes(self)
         self._interceptors: list[Interceptor] = []
         # The one table of verbs: a command class (``_commands``) and what runs it.
         self._handlers: dict[type[Command], Callable[[Any], Any]] = {
             StartTurn: self._start, Resume: self._resume, Send: self._send,
-            Steer: self._message, FollowUp: self._message, Interrupt: self._interrupt,
-            Cancel: self._cancel,
-            AnswerApproval: lambda c: self._engine.broker.resolve(c.request_id, c.approved,
-                                                                  c.reason),
-            Revoke: lambda c: self._engine.inbox.revoke(c.message_id),
-            Edit: lambda c: self._engine.inbox.edit(c.message_id, c.text),
+            **{cls: functools.partial(run, self._engine) for cls, run in CONTROLS.items()},
         }
 
     # -- binding ------------------------------------------------------------------------------
@@ -157,49 +148,14 @@ class AgentLoop:
         if self._loop is None:
             self._loop = loop
             self._engine.bus.bind(loop)
-            if self._record_path is not None:
-                sub = self._engine.bus.subscribe(None, buffer=65536)
-                from steerable._recorder import record_events
-
-                self._recorder = loop.create_task(record_events(sub, self._record_path))
-            for reg, (sub, task) in list(self._observers.items()):
-                if task is None:
-                    self._observers[reg] = (sub, loop.create_task(self._observe(reg, sub)))
+            self._observers.start(loop)
         elif loop is not self._loop:
             raise RuntimeError("this AgentLoop is bound to another asyncio event loop")
         return loop
 
     def _call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn`` on the loop's thread and return its answer."""
-        loop = self._loop
-        if loop is None:
-            return fn(*args)  # nothing has run yet: there is no other thread to race with
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            return fn(*args)
-        if loop.is_closed() or not loop.is_running():
-            raise RuntimeError("the AgentLoop's event loop is not running")
-        answer: concurrent.futures.Future[T] = concurrent.futures.Future()
-
-        def run() -> None:
-            try:
-                answer.set_result(fn(*args))
-            except BaseException as exc:
-                answer.set_exception(exc)
-
-        loop.call_soon_threadsafe(run)
-        # Wait as long as the loop lives (its answer needs it), never a fixed time: a loop that
-        # stops or closes before running ``run`` fails the call at once instead of after 30 s.
-        while True:
-            try:
-                return answer.result(timeout=0.05)
-            except concurrent.futures.TimeoutError:
-                if not answer.done() and (loop.is_closed() or not loop.is_running()):
-                    raise RuntimeError(
-                        "the AgentLoop's event loop stopped before it could answer") from None
+        return call_on(self._loop, fn, *args)
 
     # -- events and hooks ---------------------------------------------------------------------
 
@@ -214,12 +170,7 @@ class AgentLoop:
         attribute when it has one (the others then cost it nothing)."""
         reg = self._call(self._engine.hooks.register, hook, priority, timeout)
         if "on_event" in reg.points:
-            kinds = getattr(hook, "event_kinds", None)
-            sub = self._call(self._engine.bus.subscribe, kinds, 4096)
-            task = None
-            if self._loop is not None:
-                task = self._loop.create_task(self._observe(reg, sub))
-            self._observers[reg] = (sub, task)
+            self._call(self._observers.add, reg, hook)
 
         def unregister() -> bool:
             return self._call(self._unregister, reg)
@@ -227,21 +178,8 @@ class AgentLoop:
         return unregister
 
     def _unregister(self, reg: Registration) -> bool:
-        observed = self._observers.pop(reg, None)
-        if observed is not None:
-            sub, task = observed
-            sub.close()
-            if task is not None:
-                task.cancel()
+        self._observers.remove(reg)
         return self._engine.hooks.unregister(reg)
-
-    async def _observe(self, reg: Registration, sub: Subscription) -> None:
-        # Observers read a subscription in their own task, so they can never slow a turn.
-        async for event in sub:
-            # An observer that fails on the report of its own failure must not loop forever.
-            quiet = isinstance(event, ErrorEvent) and event.source == "observer"
-            await self._engine.hooks.call(reg, "on_event", event, self._engine.timeouts.hook,
-                                          source=None if quiet else "observer")
 
     # -- turns --------------------------------------------------------------------------------
 
@@ -372,27 +310,9 @@ class AgentLoop:
             if self._engine.active.get(st.session_id) is st:
                 del self._engine.active[st.session_id]
             self._turns_finished += 1
-        self._maybe_summarize(st, result)
+        if not self._closed:
+            self._summaries.maybe_start(st, result)
         return result
-
-    def _maybe_summarize(self, st: TurnState, result: TurnResult) -> None:
-        policy = st.agent.summary if isinstance(st.agent, Agent) else None
-        if policy is None or self._closed or result.status in (TurnStatus.ABORTED, TurnStatus.ERROR):
-            return
-        if st.session_id in self._summarizing:
-            return
-        # The estimate uses what the turn already holds: no store read on the hot path.
-        if not needs_summary([*st.base, *st.new], policy):
-            return
-        self._summarizing.add(st.session_id)
-        task = asyncio.get_running_loop().create_task(summarize_session(self._engine, st, policy))
-        self._background.add(task)
-
-        def done(t: asyncio.Task[bool]) -> None:
-            self._background.discard(t)
-            self._summarizing.discard(st.session_id)
-
-        task.add_done_callback(done)
 
     async def run_turn(self, input: str, session_id: str | None = None, *,
                        agent: BaseAgent | None = None,
@@ -474,46 +394,6 @@ class AgentLoop:
         self._bind()
 
     # -- control ------------------------------------------------------------------------------
-
-    def _resolve(self, session_id: str | None) -> TurnState | None:
-        active = self._engine.active
-        if session_id is not None:
-            return active.get(session_id)
-        if not active:
-            return None
-        if len(active) > 1:
-            raise ValueError(
-                f"{len(active)} turns are active (sessions {sorted(active)}); pass session_id"
-            )
-        return next(iter(active.values()))
-
-    def _target(self, session_id: str | None, turn_id: str | None) -> TurnState | None:
-        """The turn a control is for: the one ``turn_id`` names (a handle's, sub-turns too),
-        else the session's (see ``_resolve``)."""
-        if turn_id is None:
-            return self._resolve(session_id)
-        return self._engine.turns.get(turn_id)
-
-    def _message(self, cmd: Steer | FollowUp) -> MessageReceipt:
-        st = self._target(cmd.session_id, cmd.turn_id)
-        steering = isinstance(cmd, Steer)
-        if st is None:
-            r = MessageReceipt("steer" if steering else "follow_up", cmd.text,
-                               cmd.session_id or "")
-            return self._engine.inbox.reject(r, "no turn is active")
-        return (steer if steering else follow_up)(self._engine, st, cmd.text)
-
-    def _interrupt(self, cmd: Interrupt) -> bool:
-        st = self._target(cmd.session_id, cmd.turn_id)
-        if st is None:
-            return False
-        if cmd.hard:
-            return self._engine.interrupt_hard(st)
-        return self._engine.interrupt_graceful(st, cmd.hint)
-
-    def _cancel(self, cmd: Cancel) -> CancelHandle | None:
-        st = self._target(cmd.session_id, cmd.turn_id)
-        return None if st is None else self._engine.cancel(st, cmd.mode)
 
     def inject_steering(self, text: str, session_id: str | None = None) -> MessageReceipt:
         """Add a user message to the running turn; it reaches the model at the next checkpoint.
@@ -615,7 +495,7 @@ class AgentLoop:
     def active_turn(self, session_id: str | None = None) -> TurnInfo | None:
         """The session's running top-level turn, with its running sub-turns in ``children``."""
         def info() -> TurnInfo | None:
-            st = self._resolve(session_id)
+            st = resolve(self._engine, session_id)
             return None if st is None else turn_info(st)
 
         return self._call(info)
@@ -661,8 +541,8 @@ class AgentLoop:
         """Wait until no turn runs and no background summary is under way (a turn's end may
         start a summary, so this waits until both are done together)."""
         subturns = self._engine.subturn_tasks
-        while self._tasks or self._background or subturns:
-            await asyncio.wait([*self._tasks, *self._background, *subturns])
+        while self._tasks or self._summaries.tasks or subturns:
+            await asyncio.wait([*self._tasks, *self._summaries.tasks, *subturns])
 
     # -- shutdown -----------------------------------------------------------------------------
 
@@ -682,14 +562,12 @@ class AgentLoop:
         if running:
             await asyncio.wait(running, timeout=grace)
         await self._lanes.aclose(grace)
-        for task in list(self._background):
+        for task in list(self._summaries.tasks):
             task.cancel()
-        if self._background:
-            await asyncio.wait(list(self._background), timeout=grace)
+        if self._summaries.tasks:
+            await asyncio.wait(list(self._summaries.tasks), timeout=grace)
         self._engine.bus.close()
-        waiting: list[asyncio.Task[Any]] = [t for _, t in self._observers.values() if t is not None]
-        if self._recorder is not None:
-            waiting.append(self._recorder)
+        waiting = self._observers.tasks()
         if waiting:
             _, late = await asyncio.wait(waiting, timeout=grace)
             for task in late:
