@@ -21,6 +21,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args
 
+from steerable._commands import Command, StartTurn
 from steerable._core._agent import Agent
 from steerable._core._durable import sync_held
 from steerable._core._engine import Engine
@@ -56,13 +57,13 @@ class _Handle(Protocol):
 
 
 class LaneHost(Protocol):
-    """What lanes need of the loop: its engine and a way to start a turn."""
+    """What lanes need of the loop: its engine, its agent, and the way commands (a turn to
+    start) come in."""
 
     _engine: Engine
     agent: Any
 
-    def start_turn(self, input: str, session_id: str | None = None, *,
-                   agent: Agent | None = None, receipt: MessageReceipt | None = None) -> Any: ...
+    def submit(self, command: Command) -> Any: ...
 
 
 class QueuedTurn:
@@ -185,11 +186,11 @@ class Lanes:
             lane = self._lanes[session_id] = _Lane(self, session_id)
         engine = self._host._engine
         st = engine.active.get(session_id)
-        r = MessageReceipt("send", text, session_id)
         if st is None and lane.runner is None and not lane.pending and self._has_slot():
-            handle = self._host.start_turn(text, session_id, agent=agent, receipt=r)
+            handle = self._host.submit(StartTurn(text, session_id, agent, by_lane=True))
             self._run(session_id, lane, handle)
             return handle
+        r = MessageReceipt("send", text, session_id)
         if policy == "reject" and (st is not None or lane.runner is not None or lane.pending):
             what = f"turn {st.turn_id} is running" if st is not None else "messages are queued"
             engine.inbox.reject(r, f"the session is busy ({what}); policy 'reject'")
@@ -284,8 +285,9 @@ class Lanes:
                 item = lane.pending.popleft()
                 self._mirror(session_id, lane, sync=False)  # the turn's first checkpoint
                 try:
-                    handle = self._host.start_turn(item.text, session_id, agent=item.agent,
-                                                   receipt=item.receipt)
+                    handle = self._host.submit(StartTurn(
+                        item.text, session_id, item.agent, by_lane=True,
+                        message_id=item.message_id))
                 except SessionBusyError:  # started elsewhere in between: wait for that one
                     lane.pending.appendleft(item)
                     self._mirror(session_id, lane, sync=False)
