@@ -399,3 +399,24 @@ async def test_a_resumed_turn_keeps_its_creation_time_and_its_input_message() ->
     await resumed
     assert resumed.state is S.DELIVERED
     await again.aclose()
+
+
+async def test_bad_input_to_the_message_calls_says_what_is_wrong() -> None:
+    loop, _, _ = make_loop([Reply(text="x", delay=0.05)])
+    handle = loop.start_turn("go", session_id="s")
+    with pytest.raises(ValueError, match=r"^steering text must not be empty$"):
+        handle.inject_steering("  ")
+    with pytest.raises(ValueError, match=r"^follow-up text must not be empty$"):
+        handle.inject_follow_up("")
+    with pytest.raises(TypeError, match=r"^mode must be a CancelMode, got 'now'$"):
+        handle.cancel("now")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^message text must not be empty$"):
+        loop.edit_message("msg_x", " ")
+    with pytest.raises(TypeError, match=r"^message_id must be a str, got int$"):
+        loop.revoke_message(5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^session_id must be a non-empty str, got ''$"):
+        loop.queued_messages("")
+    assert loop.queued("nobody") == [] and loop.busy("s") and not loop.busy("nobody")
+    await handle
+    assert not loop.busy("s")
+    await loop.aclose()
