@@ -420,3 +420,34 @@ async def test_bad_input_to_the_message_calls_says_what_is_wrong() -> None:
     await handle
     assert not loop.busy("s")
     await loop.aclose()
+
+
+async def test_reject_refuses_beside_a_turn_started_outside_send() -> None:
+    from steerable import SessionBusyError
+
+    loop, _, sub = make_loop([Reply(text="a", delay=0.05), Reply(text="b")])
+    handle = loop.start_turn("a", session_id="s")
+    with pytest.raises(SessionBusyError, match="is running"):
+        loop.send("no", "s", "reject")
+    urgent = loop.send("now", "s", "interrupt")
+    await handle
+    await loop.wait_session("s")
+    queued_events = of(sub.drain_nowait(), K.FOLLOW_UP_QUEUED)
+    assert queued_events == []  # an interrupting message is no follow-up of the turn
+    assert urgent.state is S.DELIVERED
+    await loop.aclose()
+
+
+async def test_a_composite_turn_delivers_its_input_to_its_children() -> None:
+    from steerable import SequentialAgent
+
+    kid = Agent(name="kid", provider=ScriptedProvider([Reply(text="k")]))
+    loop = AgentLoop(SequentialAgent(name="seq", agents=[kid]))
+    sub = loop.subscribe(kinds=[K.MESSAGE_STATE])
+    handle = loop.start_turn("go", session_id="s")
+    await handle
+    assert [(e.state.value, e.detail) for e in sub.drain_nowait()] == [
+        ("queued", "the input of a new turn"),
+        ("delivered", "handed to the composite agent's children")]
+    assert handle.state is S.DELIVERED
+    await loop.aclose()
