@@ -334,3 +334,33 @@ async def test_a_tool_whose_arguments_check_fails_unexpectedly_says_so_to_the_mo
     (error,) = of(events, K.ERROR)
     assert (error.turn_id, error.message) == (
         result.turn_id, "hook Inapplicable.before_tool modify: model does not apply here (ignored)")
+
+
+async def test_a_call_to_a_tool_before_llm_took_off_the_offer_gets_an_error_and_never_runs(
+) -> None:
+    ran: list[str] = []
+
+    @tool
+    def erase(path: str) -> str:
+        """Erase a path."""
+        ran.append(path)
+        return f"erased {path}"
+
+    class ReadOnly:
+        def before_llm(self, ctx: Any) -> HookDecision:
+            return HookDecision(HookAction.MODIFY, tools=["look"])
+
+    provider = ScriptedProvider([Reply(tool_calls=[("erase", {"path": "/"}),
+                                                   ("look", {"path": "a"})]),
+                                 Reply(text="ok")])
+    loop = AgentLoop(Agent(provider=provider, tools=[look, erase]))
+    loop.register_hook(ReadOnly())
+    sub = loop.subscribe(buffer=10_000)
+    result = await loop.run_turn("q", session_id="s")
+    assert result.status is TurnStatus.COMPLETED and ran == []
+    assert [t.name for t in provider.requests[0].tools] == ["look"]
+    ends = {e.tool_name: e for e in of(sub.drain_nowait(), K.TOOL_EXEC_END)}
+    assert ends["erase"].is_error
+    assert ends["erase"].content == ("Tool 'erase' is not available for this call. "
+                                     "Available tools: look.")
+    assert not ends["look"].is_error and ends["look"].content == "saw a"

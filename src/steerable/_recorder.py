@@ -2,8 +2,8 @@
 
 It is an ordinary subscriber, so it never slows the loop: with a large buffer it drops nothing
 in practice, and if it ever does, the drop counts say so. Events can carry secrets (a tool's
-output of ``env``, a provider error echoing a key), so every line is redacted like the CLI's
-output and the file is readable by its owner only (created 0600, tightened if it exists).
+output of ``env``, a provider error echoing a key), so every event is redacted (by value, before
+it is encoded) like the CLI's output and the file is readable by its owner only (created 0600, tightened if it exists).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import IO
 
 from steerable._core._bus import Subscription
 from steerable._events import event_to_dict
-from steerable._secrets import Redactor
+from steerable._secrets import Redactor, redacted
 
 __all__ = ["record_events"]
 
@@ -30,7 +30,7 @@ async def record_events(sub: Subscription, path: str | os.PathLike[str]) -> None
     redact = Redactor()
     try:
         async for event in sub:
-            out.write(redact(json.dumps(event_to_dict(event), ensure_ascii=False)))
+            out.write(json.dumps(redacted(event_to_dict(event), redact), ensure_ascii=False))
             out.write("\n")
             if not len(sub):  # caught up: make what was written visible now
                 out.flush()

@@ -1,18 +1,38 @@
-"""Secrets: recognising them by name and by shape, blanking them in text, keeping them out of
-the environment of commands the model runs.
+"""Secrets: recognising them by name and by shape, blanking them in values, keeping them out
+of the environment of commands the model runs, and never cutting one across streamed pieces.
 
-One place for the rules so every output agrees: the CLI's rendering and session files, the
-debug recorder, provider error messages and the bash tool's environment all use this module.
+One place for the rules so every output agrees: the CLI's rendering, the stores, the event
+streams, the recordings, provider error messages and the bash tool's environment all use this
+module. Secrets are values: an output blanks them with ``redacted`` on the value it is about to
+encode (every string in it, keys included), never by pattern over encoded text, where a secret
+next to an escape (``\t`` in JSON) or holding a quote or backslash would either be missed or
+cut the escape in half and corrupt the line (structlog's processors work on the event dict,
+not the rendered line, for the same reason). Streamed text is the other way to leak: a secret
+sent in several ``LLM_DELTA`` pieces is whole in none of them. ``StreamGuard`` holds back the
+tail of the text that could still grow into a secret and releases it once it cannot, so every
+piece an output sees holds a secret whole or not at all.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
-__all__ = ["SECRET_NAME_PATTERNS", "Redactor", "is_secret_name", "looks_secret", "scrub_env"]
+__all__ = [
+    "SECRET_NAME_PATTERNS",
+    "Redactor",
+    "StreamGuard",
+    "is_secret_name",
+    "known_secrets",
+    "looks_secret",
+    "redacted",
+    "remember_secret",
+    "scrub_env",
+]
 
 SECRET_NAME_PATTERNS: tuple[str, ...] = (
     "*API_KEY*", "*APIKEY*", "*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*_PASS",
@@ -37,12 +57,39 @@ _VALUE_SHAPES = re.compile(
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----"
     r"|[a-z][a-z0-9+.-]*://[^\s/:@]+:[^\s/@]+@"     # URLs with a password
 )
+# A text holding none of these (nor a known value) cannot match a shape: the common case costs
+# a few substring scans instead of a regex trying every alternative at every position.
+_SHAPE_MARKS = ("sk-", "gh", "github_pat_", "glpat-", "xox", "AKIA", "ASIA", "AIza", "hf_",
+                "npm_", "eyJ", "-----BEGIN ", "://")
 _MIN_SECRET = 8  # shorter values are not worth blanking (and would blank common words)
+_SPACE = re.compile(r"\s")
+_REMEMBERED: set[str] = set()
+"""Secrets this process was handed in code (an API key given to a provider): blanked by every
+``Redactor`` made afterwards, like the environment's."""
+
+
+def remember_secret(value: str | None) -> None:
+    """Treat ``value`` as a secret in every output of this process from now on."""
+    if value and len(value) >= _MIN_SECRET and value not in _REMEMBERED:
+        _REMEMBERED.add(value)
 
 
 def is_secret_name(name: str, patterns: Iterable[str] = SECRET_NAME_PATTERNS) -> bool:
     upper = name.upper()
     return any(fnmatch.fnmatchcase(upper, p.upper()) for p in patterns)
+
+
+@functools.lru_cache(maxsize=4096)
+def _default_secret_name(name: str) -> bool:
+    return is_secret_name(name)
+
+
+def known_secrets() -> tuple[str, ...]:
+    """The secret values this process knows now: the environment's (by name) and the ones
+    remembered with ``remember_secret``; what a default ``Redactor()`` blanks, shapes aside."""
+    values = {v for k, v in os.environ.items()
+              if len(v) >= _MIN_SECRET and _default_secret_name(k)}
+    return tuple(values | _REMEMBERED)
 
 
 def looks_secret(value: str) -> bool:
@@ -51,20 +98,151 @@ def looks_secret(value: str) -> bool:
 
 
 class Redactor:
-    """Blanks secrets in text: the values of secret-named environment variables (and any
-    ``extra`` values such as an API key given in code), and anything shaped like a credential."""
+    """Blanks secrets in values: the values of secret-named environment variables (and any
+    ``extra`` values such as an API key given in code), and anything shaped like a credential.
+
+    ``extra`` values are remembered for the whole process (``remember_secret``): the loop's
+    stream guard, which knows no redactor, keeps them whole in streamed text too. A mapping
+    given as ``environ`` stands for the environment and is not remembered."""
 
     def __init__(self, environ: Mapping[str, str] | None = None,
                  extra: Iterable[str | None] = ()) -> None:
         env = os.environ if environ is None else environ
-        values = {v for k, v in env.items() if is_secret_name(k) and len(v) >= _MIN_SECRET}
-        values |= {v for v in extra if v and len(v) >= _MIN_SECRET}
+        self._own = {v for k, v in env.items() if is_secret_name(k) and len(v) >= _MIN_SECRET}
+        for value in extra:  # given in code: the loop's stream guard must know them too
+            remember_secret(value)
+            if value and len(value) >= _MIN_SECRET:
+                self._own.add(value)
+        # The default one also blanks what the process remembers, even after it was made.
+        self._remembered: set[str] | None = _REMEMBERED if environ is None else None
+        self._compile()
+
+    def _compile(self) -> None:
+        values = self._own | (self._remembered or set())
+        self._known = len(self._remembered or ())
         ordered = sorted(values, key=len, reverse=True)  # longest first: no partial blanking
+        self.values: tuple[str, ...] = tuple(ordered)
+        """The secret values it knows (shapes aside), longest first."""
         alternatives = [*map(re.escape, ordered), _VALUE_SHAPES.pattern]
         self._pattern = re.compile("|".join(alternatives))
+        self._short: dict[str, str] = {}
+        """Answers for short strings (field names, kinds, ids come again and again)."""
 
     def __call__(self, text: str) -> str:
-        return self._pattern.sub("[redacted]", text)
+        """``text`` (a value, never encoded text) with each secret in it blanked."""
+        if self._remembered is not None and len(self._remembered) != self._known:
+            self._compile()  # the set only grows: a new size is a new secret
+        if len(text) < 64:
+            known = self._short.get(text)
+            if known is None:
+                if len(self._short) >= 4096:
+                    self._short.clear()
+                known = self._short[text] = self._blank(text)
+            return known
+        return self._blank(text)
+
+    def _blank(self, text: str) -> str:
+        if not any(m in text for m in _SHAPE_MARKS) and not any(v in text for v in self.values):
+            return text
+        # Again until nothing changes: a blank next to the text around it could spell a secret
+        # anew (one holding "]", say). Past a few rounds only a contrived secret is left.
+        for _ in range(4):
+            blanked = self._pattern.sub("[redacted]", text)
+            if blanked == text:
+                return text
+            text = blanked
+        return "[redacted]" if self._pattern.search(text) else text
+
+    def guard(self) -> StreamGuard:
+        """A guard for one stream of text pieces that keeps this redactor's secrets whole."""
+        return StreamGuard(self.values)
+
+
+def redacted(value: Any, redact: Callable[[str], str] | None) -> Any:
+    """``value`` (JSON-like: dicts, lists, tuples, strings, numbers...) with ``redact`` applied
+    to every string in it, dictionary keys included; the one step every output takes before it
+    encodes. Nothing is changed in place."""
+    if redact is None:
+        return value
+    kind = type(value)  # exact types first: this runs on every event every output writes
+    if kind is str:
+        return redact(value)
+    if kind is dict:
+        return {redact(k) if type(k) is str else k: redacted(v, redact)
+                for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [redacted(v, redact) for v in value]
+    if value is None or kind is int or kind is float or kind is bool:
+        return value
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, Mapping):
+        return {redact(k) if isinstance(k, str) else k: redacted(v, redact)
+                for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redacted(v, redact) for v in value]
+    return value
+
+
+class StreamGuard:
+    """Regroups a stream of text pieces so that no secret is ever split between two pieces.
+
+    ``feed`` returns what may go out now and holds back the rest; ``flush`` gives the held
+    text at the end of the stream. Text is released only up to the start of its last word
+    (every credential shape is one word, so none is ever cut), and further back while the held
+    text could still begin, or ends inside, one of the known ``secrets`` that contain
+    whitespace. Released text can therefore never join what comes later into a secret: an
+    output that blanks each piece's secrets blanks every secret of the stream."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._spaced = tuple(s for s in secrets if _SPACE.search(s))
+        self._held = ""
+
+    def feed(self, text: str) -> str:
+        """Add ``text``; returns the text that can be released now (maybe "")."""
+        buffer = self._held + text
+        cut = self._cut(buffer)
+        self._held = buffer[cut:]
+        return buffer[:cut]
+
+    def flush(self) -> str:
+        """The stream ended: everything held, which is now final."""
+        held, self._held = self._held, ""
+        return held
+
+    def reset(self) -> None:
+        """The stream starts over (a retried model call): what was held is void."""
+        self._held = ""
+
+    def _cut(self, text: str) -> int:
+        cut = len(text)
+        while True:
+            start = _word_start(text, cut)
+            for secret in self._spaced:
+                start = min(start, _secret_start(text, secret, start))
+            if start == cut:
+                return cut
+            cut = start
+
+
+def _word_start(text: str, cut: int) -> int:
+    """The start of the word that ``cut`` falls in or ends (``cut`` itself after a space)."""
+    while cut > 0 and not text[cut - 1].isspace():
+        cut -= 1
+    return cut
+
+
+def _secret_start(text: str, secret: str, cut: int) -> int:
+    """The earliest position before ``cut`` where ``secret`` starts and does not end before
+    ``cut``: a whole occurrence across ``cut``, or a beginning of it at the end of ``text``."""
+    first = max(0, cut - len(secret) + 1)
+    found = text.find(secret, first)
+    if 0 <= found < cut:
+        return found
+    for k in range(min(len(secret) - 1, len(text) - first), 0, -1):
+        if text.endswith(secret[:k]) and len(text) - k < cut:
+            return len(text) - k
+    return cut
 
 
 def scrub_env(env: Mapping[str, str], hidden: Iterable[str] = SECRET_NAME_PATTERNS) -> dict[str, str]:

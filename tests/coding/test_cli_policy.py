@@ -12,7 +12,7 @@ def _kind(k: str) -> dict[str, str]:
     return {"text": json.dumps({"kind": k})}
 
 
-def test_a_change_request_that_changed_nothing_exits_5(cli_env, tmp_path: Path) -> None:
+def test_a_change_request_that_changed_nothing_exits_6(cli_env, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "a.txt").write_text("hello\n")
@@ -23,7 +23,7 @@ def test_a_change_request_that_changed_nothing_exits_5(cli_env, tmp_path: Path) 
              {"text": "Done: changed a.txt."}]
     res = steerable(cli_env, "run", "ändere a.txt", "--policy", "on", "--yes", "--provider",
                     "scripted", "--script", script(tmp_path, steps), "--workspace", str(ws))
-    assert res.returncode == 5, res.stderr
+    assert res.returncode == 6, res.stderr
     assert "nothing was changed" in res.stderr and "✗ nothing was changed" in res.stdout
 
 

@@ -50,7 +50,8 @@ async def test_streams_text_deltas_usage_and_sends_the_wire_format(server, retry
 
     assert result.status is TurnStatus.COMPLETED
     assert result.text == "Hello there"
-    assert [e.text for e in kinds(events, EventKind.LLM_DELTA)] == ["Hel", "lo ", "there"]
+    # Regrouped at word ends, never inside a word (a secret is never cut between deltas).
+    assert [e.text for e in kinds(events, EventKind.LLM_DELTA)] == ["Hello ", "there"]
     (response,) = kinds(events, EventKind.LLM_RESPONSE)
     assert (response.usage.input_tokens, response.usage.output_tokens) == (12, 3)
     assert response.finish_reason == "stop"
@@ -241,7 +242,8 @@ async def test_total_timeout_bounds_a_trickling_stream(server, retry):
 
 
 async def test_hard_abort_closes_the_connection_within_50ms(server, retry):
-    server.add(stream(openai_frames(["first", "never"]), hang_after=2))
+    # "first " ends a word: released at once (a word is held until it ends: no secret is cut).
+    server.add(stream(openai_frames(["first ", "never"]), hang_after=2))
     p = provider(server, retry)
     loop = AgentLoop(Agent(provider=p))
     sub = loop.subscribe(kinds=[EventKind.LLM_DELTA])

@@ -28,7 +28,8 @@ from steerable.replay import (
     replay,
 )
 
-IGNORED = {"time", "seq", "duration", "turn_id", "parent_turn_id", "child_turn_id", "request_id"}
+IGNORED = {"time", "seq", "duration", "turn_id", "parent_turn_id", "child_turn_id", "request_id",
+           "message_id", "origin_id", "request_seq"}
 
 
 def _comparable(events: list[Any]) -> list[dict[str, Any]]:
@@ -251,7 +252,7 @@ async def test_live_tool_with_a_different_result_diverges(tmp_path: Path) -> Non
 
     @tool(read_only=True, name="look")
     async def changed(path: str, ctx: ToolContext) -> str:
-        """A regression in the tool."""
+        """Read something."""  # the same definition: only its result regressed
         ctx.progress(f"looking at {path}")
         return f"CHANGED {path}"
 

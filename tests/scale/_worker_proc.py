@@ -8,7 +8,9 @@ that never runs out of script and reads its orders from the last user message:
   seconds, so a kill lands mid-stream;
 - anything else: answer ``done <text>`` at once.
 
-argv: redis url, worker name, ledger file, lease seconds, [sqlite path]
+argv: redis url, worker name, ledger file, lease seconds, [sqlite path]. Environment:
+``TEST_LEASE_RENEW`` (seconds between renewals), ``TEST_ASK=1`` (every ``work`` call waits for
+a person's approval), ``TEST_MAX_SESSIONS`` (sessions this worker runs at once).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 
-from steerable import Agent, Reply, ScriptedProvider, tool
+from steerable import Agent, HumanApprover, Reply, ScriptedProvider, tool
 from steerable.providers._base import Chunk, LLMRequest, StreamEnd, TextDelta
 from steerable.scale import LeaseTiming, RedisWorker
 from steerable.storage import SQLiteSessionStore
@@ -86,7 +88,10 @@ async def main() -> None:
     renew = os.environ.get("TEST_LEASE_RENEW")  # seconds between renewals, if not ttl/3
     worker = RedisWorker(agent, url, store=store,
                          lease=LeaseTiming(ttl=ttl, renew=float(renew) if renew else None),
-                         worker_id=f"{name}-w")
+                         worker_id=f"{name}-w",
+                         max_sessions=int(os.environ.get("TEST_MAX_SESSIONS", "64")))
+    if os.environ.get("TEST_ASK") == "1":
+        worker.loop.register_hook(HumanApprover())
     runner = asyncio.get_running_loop().create_task(worker.run())
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, worker.stop)
     await worker.ready.wait()

@@ -17,7 +17,8 @@ pytest.importorskip("uvicorn", reason="the server extra is not installed")
 import uvicorn
 
 from steerable import Agent, AgentLoop, HumanApprover, ScriptedProvider, tool
-from steerable.server import LocalRunner, create_app
+from steerable.coding import SNAPSHOT_HOOK_PRIORITY, SNAPSHOT_HOOK_TIMEOUT, SnapshotHook
+from steerable.server import LocalRunner, UndoAPI, create_app
 from steerable.storage import JSONLSessionStore
 
 
@@ -51,7 +52,9 @@ def gate_tools(gate: asyncio.Event, written: dict[str, str]) -> list[Any]:
 async def serving(tmp_path: Path, script: Sequence[Any], tools: Sequence[Any] = (), *,
                   token: str | None = None, approvals: bool = False,
                   replay: int = 2048, provider: Any = None,
-                  subagents: Sequence[Any] = ()) -> AsyncIterator[Served]:
+                  subagents: Sequence[Any] = (),
+                  undo: SnapshotHook | None = None) -> AsyncIterator[Served]:
+    """``undo``: a snapshot hook to register, with the server's undo endpoints over it."""
     provider = provider or ScriptedProvider(list(script))
     store_dir = tmp_path / "sessions"
     agent = Agent(name="t", instructions="test", provider=provider, tools=list(tools),
@@ -60,7 +63,12 @@ async def serving(tmp_path: Path, script: Sequence[Any], tools: Sequence[Any] = 
     if approvals:
         loop.register_hook(HumanApprover())
     runner = LocalRunner(loop, replay=replay)
-    config = uvicorn.Config(create_app(runner, token=token), host="127.0.0.1", port=0,
+    undo_api = None
+    if undo is not None:
+        loop.register_hook(undo, priority=SNAPSHOT_HOOK_PRIORITY, timeout=SNAPSHOT_HOOK_TIMEOUT)
+        undo_api = UndoAPI(undo, loop.busy, JSONLSessionStore(store_dir).turns)
+    config = uvicorn.Config(create_app(runner, token=token, undo=undo_api), host="127.0.0.1",
+                            port=0,
                             log_level="warning", access_log=False, lifespan="on")
     server = uvicorn.Server(config)
     task = asyncio.ensure_future(server.serve())

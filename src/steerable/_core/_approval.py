@@ -3,12 +3,16 @@
 ``HumanApprover`` is a hook; register it and every call that needs approval emits
 ``APPROVAL_REQUESTED`` with a ``request_id``, then waits for ``loop.resolve_approval`` (or the
 approval timeout, which denies). The broker is the loop-wide table of open requests.
+
+A request id is the only thing an answer needs, so it is a capability: 128 random bits, never
+a counter. Two processes (Redis workers) can then never hand out the same id, and nobody who
+did not see the request (a web page guessing ids) can answer it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
+import secrets
 
 from steerable._hooks import HookAction, HookDecision, ToolCallContext
 
@@ -17,11 +21,10 @@ __all__ = ["ApprovalBroker", "HumanApprover"]
 
 class ApprovalBroker:
     def __init__(self) -> None:
-        self._ids = itertools.count(1)
         self._pending: dict[str, asyncio.Future[tuple[bool, str]]] = {}
 
     def open(self) -> tuple[str, asyncio.Future[tuple[bool, str]]]:
-        request_id = f"approval_{next(self._ids)}"
+        request_id = f"approval_{secrets.token_hex(16)}"
         future: asyncio.Future[tuple[bool, str]] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         return request_id, future

@@ -15,6 +15,7 @@ from typing import Any
 from steerable._core._compaction import compress, estimate_tokens
 from steerable._core._engine import Engine
 from steerable._core._hook_chain import decisions, ignored
+from steerable._core._queues import deliver
 from steerable._core._turn_state import Interrupt, TurnState
 from steerable._core._watchdog import IdleWatchdog
 from steerable._events import (
@@ -34,6 +35,7 @@ from steerable._hooks import (
     LLMResponseContext,
 )
 from steerable._messages import Message, ToolCall, Usage
+from steerable._secrets import known_secrets
 from steerable.errors import ContextOverflowError, ProviderError
 from steerable.providers._base import (
     LLMRequest,
@@ -44,6 +46,8 @@ from steerable.providers._base import (
     ThinkingDelta,
     ToolCallChunk,
     ToolSpec,
+    guard_secrets,
+    text_guarded,
 )
 
 __all__ = ["call_model"]
@@ -220,8 +224,12 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
     calls: list[ToolCall] = []
     usage: Usage | None = None
     finish: str | None = None
+    provider = st.agent.provider
+    raw = provider.stream(request)
+    # Deltas are cut only where no secret can be split: outputs blank each delta on its own.
+    guarded = raw if text_guarded(provider) else guard_secrets(raw, known_secrets())
     async with IdleWatchdog(engine.timeouts.llm_idle, engine.idle_timer) as watchdog, \
-            aclosing(st.agent.provider.stream(request)) as stream:
+            aclosing(guarded) as stream:
         async for chunk in stream:
             watchdog.tick()  # every chunk buys the provider more time
             if type(chunk) is TextDelta:
@@ -274,7 +282,10 @@ async def call_model(
                 continue
         if engine.hooks.at("before_llm"):
             request = await _before_llm(engine, st, request)
+        st.offered = frozenset(t.name for t in request.tools)
         _request_event(engine, st, request, "")
+        if st.carrying:  # messages taken in since the last request: this one delivers them
+            deliver(engine, st, engine.bus.last_seq, "in the context of an LLM request")
         started = time.monotonic()
         try:
             response = await _stream_once(engine, st, request)

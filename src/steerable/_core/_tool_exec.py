@@ -352,11 +352,9 @@ async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
     if decision is not None:  # RESPOND: the hook's result stands in for the tool
         _start(engine, st, rec, call.arguments)
         result = ToolResult(decision.result or "", bool(decision.is_error))
-    elif rec.tool is None:
+    elif rec.tool is None or (st.offered is not None and call.name not in st.offered):
         _start(engine, st, rec, call.arguments)
-        known = ", ".join(st.agent.tools_by_name) or "none"
-        result = ToolResult(f"Unknown tool '{call.name}'. Available tools: {known}.",
-                            is_error=True)
+        result = _unavailable(st, call.name)
     elif call.arguments_error is not None:
         _start(engine, st, rec, call.arguments)
         result = ToolResult(f"Invalid arguments for tool '{call.name}': "
@@ -437,6 +435,16 @@ async def _run_group(engine: Engine, st: TurnState, group: list[_Call]) -> None:
         exc = task.exception()
         if exc is not None:
             raise exc
+
+
+def _unavailable(st: TurnState, name: str) -> ToolResult:
+    """The answer to a call of a tool that does not exist, or was not offered to this call."""
+    offered = st.offered if st.offered is not None else frozenset(st.agent.tools_by_name)
+    known = ", ".join(t for t in st.agent.tools_by_name if t in offered) or "none"
+    if name in st.agent.tools_by_name:
+        return ToolResult(f"Tool '{name}' is not available for this call. Available tools: "
+                          f"{known}.", is_error=True)
+    return ToolResult(f"Unknown tool '{name}'. Available tools: {known}.", is_error=True)
 
 
 def _recs(st: TurnState, calls: tuple[ToolCall, ...], resumed: bool) -> list[_Call]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 __all__ = ["USAGE_ERROR", "UsageError", "build_parser"]
 
@@ -96,6 +96,39 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--script", help=argparse.SUPPRESS)
 
 
+def _undo_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--session", metavar="ID",
+                   help="the session whose changes to take back (default: the latest one that "
+                        "changed files in this workspace)")
+    p.add_argument("--workspace", help="the folder the agent worked in (default: current folder)")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite files changed since the agent's turn (refused otherwise)")
+
+
+def _undo_parsers(sub: Any) -> None:
+    undo = sub.add_parser("undo", help="take back the file changes of the agent's last turn(s)",
+                          description="Put back the files the agent's last N turns changed "
+                          "(bash included), from snapshots taken before each tool call. "
+                          "Refused, naming them, when files were changed since.")
+    undo.add_argument("n", nargs="?", type=int, default=1, metavar="N",
+                      help="how many turns that changed files (default: 1)")
+    undo.add_argument("--list", action="store_true",
+                      help="list the session's turns and the files each changed")
+    undo.add_argument("--json", action="store_true", help="with --list: as JSON")
+    _undo_options(undo)
+    redo = sub.add_parser("redo", help="re-apply what the last undo took back")
+    _undo_options(redo)
+    rewind = sub.add_parser("rewind", help="take code and/or conversation back to before a turn",
+                            description="Go back to how things were before turn TURN (its "
+                            "number in 'steerable undo --list', or its id).")
+    rewind.add_argument("turn", metavar="TURN")
+    what = rewind.add_mutually_exclusive_group(required=True)
+    what.add_argument("--code", action="store_true", help="the files only")
+    what.add_argument("--conversation", action="store_true", help="the messages only")
+    what.add_argument("--both", action="store_true", help="files and messages")
+    _undo_options(rewind)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="steerable", epilog=_EPILOG,
                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -136,7 +169,33 @@ def build_parser() -> argparse.ArgumentParser:
                        help="be one worker of a group sharing sessions through Redis "
                        "(redis://HOST:PORT/DB; default: $STEERABLE_REDIS_URL): any process "
                        "takes any message, events and control reach the right worker")
+    serve.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                       help="without a token only localhost and loopback addresses are served "
+                       "(against DNS rebinding); also serve this host name (repeatable)")
+    serve.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                       help="let pages of this origin (scheme://host[:port]) call the API from "
+                       "a browser (repeatable; default: the server's own pages only)")
     _serve_options(serve)
+
+    acp = sub.add_parser("acp", help="serve the agent to an editor over ACP (stdin/stdout)",
+                         description="Run as an Agent Client Protocol agent on stdin/stdout, "
+                         "for editors (Zed, JetBrains IDEs, Neovim...): see the README for "
+                         "their settings. Approvals are asked in the editor unless --yes.")
+    acp.add_argument("--busy-policy", default="steer",
+                     choices=["steer", "follow_up", "interrupt", "rollback", "reject"],
+                     help="what a prompt for a session at work does (default: steer it into "
+                          "the running turn)")
+    acp.add_argument("--unstable", action="store_true",
+                     help="also offer the draft _session/inject method")
+    acp.add_argument("--no-editor-fs", dest="editor_fs", action="store_false",
+                     help="read and write files directly, not through the editor's buffers")
+    acp.add_argument("--no-editor-terminal", dest="editor_terminal", action="store_false",
+                     help="run bash here, not in the editor's terminal")
+    _serve_options(acp)
+    g = acp.add_argument_group("sandbox")
+    g.add_argument("--no-sandbox", dest="sandbox", action="store_const", const=False,
+                   default=None, help="run bash unconfined (default: in bubblewrap when "
+                   "installed)")
 
     sessions = sub.add_parser("sessions", help="list, show, export, fork or remove sessions")
     ss = sessions.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser,
@@ -153,8 +212,10 @@ def build_parser() -> argparse.ArgumentParser:
     fork.add_argument("id")
     fork.add_argument("--at", type=int, metavar="N", help="keep the first N messages")
     fork.add_argument("--to", metavar="NEW_ID", help="id of the copy (default: generated)")
-    rm = ss.add_parser("rm", help="delete sessions")
+    rm = ss.add_parser("rm", help="delete sessions (and their undo snapshots)")
     rm.add_argument("ids", nargs="+", metavar="id")
+
+    _undo_parsers(sub)
 
     rp = sub.add_parser("replay", help="play a recording (run --record) again, offline",
                         description="Replay a recording with no model and no network; stop "

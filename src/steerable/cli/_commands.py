@@ -20,6 +20,12 @@ def dispatch(args: argparse.Namespace) -> int:
         from steerable.cli._sessions import sessions_command
 
         return sessions_command(args, settings)
+    if args.command in ("undo", "redo", "rewind"):
+        from steerable.cli import _undo
+
+        command = {"undo": _undo.undo_command, "redo": _undo.redo_command,
+                   "rewind": _undo.rewind_command}[args.command]
+        return command(args, settings)
     if args.command == "config":
         return config_show(settings, args.json)
     if args.command == "run":
@@ -28,6 +34,10 @@ def dispatch(args: argparse.Namespace) -> int:
         from steerable.cli._serve import serve
 
         return serve(args, settings)
+    if args.command == "acp":
+        from steerable.cli._acp import acp_command
+
+        return acp_command(args, settings)
     if args.command == "chat":
         from steerable.cli._chat import chat
 

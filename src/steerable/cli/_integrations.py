@@ -25,7 +25,7 @@ async def recording(app: App, path: str | None) -> AsyncIterator[None]:
         return
     from steerable.replay import Recorder
 
-    async with Recorder(app.loop, path):
+    async with Recorder(app.loop, path, redact=app.redact):
         yield
 
 

@@ -24,6 +24,7 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from steerable import EventKind, event_to_dict
+from steerable._secrets import redacted
 from steerable.cli._app import Redactor
 
 __all__ = ["LiveRenderer", "TurnView", "describe_call", "status_line"]
@@ -297,4 +298,4 @@ class _Proxy:
 
 
 def event_json(event: Any, redact: Redactor) -> str:
-    return redact(json.dumps(event_to_dict(event), ensure_ascii=False))
+    return json.dumps(redacted(event_to_dict(event), redact), ensure_ascii=False)

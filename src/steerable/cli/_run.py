@@ -32,7 +32,7 @@ __all__ = ["DENIED", "NOT_CHANGED", "exit_code", "on_ctrl_c", "run_prompt", "ses
 DENIED = 4
 """Exit code of a run whose turn completed, but every action it asked for was denied."""
 
-NOT_CHANGED = 5
+NOT_CHANGED = 6
 """Exit code of a run asked for a change (the policy's reading) whose turn changed nothing."""
 
 
@@ -172,6 +172,13 @@ async def run_prompt(app: App, prompt: str | None, *, as_json: bool, debug: bool
         driver.close()
         await consumer
         await app.loop.aclose()
+    if result.status is TurnStatus.ABORTED and app.undo is not None:
+        # Before exiting: the observer may still be putting the aborted turn's files back.
+        restored = await asyncio.to_thread(app.undo.restore_aborted, app.session_id,
+                                           result.turn_id)
+        if restored is not None:
+            sys.stderr.write(f"put back {len(restored.paths)} path(s) the aborted turn "
+                             "changed (undo_on_abort)\n")
     for item in result.unprocessed:
         sys.stderr.write(f"not delivered ({item.kind}): {app.redact(item.text)}\n")
     # stderr gets one line: the error (naming the session, which keeps the turn's consistent

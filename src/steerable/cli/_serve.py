@@ -65,7 +65,8 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
             telemetry(app, settings)
             runner = (_redis_runner(app, redis_url, args) if redis_url
                       else LocalRunner(app.loop, app.redact))
-            asgi = create_app(runner, token=token)
+            asgi = create_app(runner, token=token, undo=_undo_api(app, runner),
+                              allowed_hosts=args.allow_host, allowed_origins=args.allow_origin)
             config = uvicorn.Config(asgi, host=args.host, port=args.port, log_level="warning",
                                     access_log=False, lifespan="on",
                                     timeout_graceful_shutdown=3)
@@ -77,6 +78,17 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
         # uvicorn shuts down gracefully on Ctrl+C / SIGTERM, then re-raises the signal:
         # for a server that is the normal way to stop.
         return 0
+
+
+def _undo_api(app: Any, runner: Any) -> Any:
+    """Undo's endpoints for a server whose sessions run here (not shared through Redis: a
+    worker elsewhere would have changed files elsewhere)."""
+    from steerable.server import LocalRunner
+    from steerable.server._undo_api import UndoAPI
+
+    if app.undo is None or not isinstance(runner, LocalRunner):
+        return None
+    return UndoAPI(app.undo, runner.loop.busy, getattr(app.store, "turns", None))
 
 
 def _redis_runner(app: Any, url: str, args: argparse.Namespace) -> Any:
@@ -106,8 +118,8 @@ def _redis_runner(app: Any, url: str, args: argparse.Namespace) -> Any:
             loop.register_hook(hook)
         return loop
 
-    store = RedisSessionStore(url)
-    return RedisRunner(RedisWorker(make_loop, url, store=store), app.redact)
+    store = RedisSessionStore(url, redact=app.redact)
+    return RedisRunner(RedisWorker(make_loop, url, store=store, redact=app.redact), app.redact)
 
 
 async def _serve(server: uvicorn.Server) -> int:

@@ -13,6 +13,8 @@ from steerable import Message
 from steerable.cli._app import existing_session, make_store, new_session_id
 from steerable.cli._args import UsageError
 from steerable.cli._settings import Settings
+from steerable.cli._undo_setup import data_folder
+from steerable.coding import remove_session_snapshots
 from steerable.errors import ConfigurationError
 from steerable.storage import JSONLSessionStore
 from steerable.storage._records import message_to_record
@@ -115,7 +117,8 @@ def sessions_command(args: argparse.Namespace, settings: Settings) -> int:
             existing_session(store, sid)
         for sid in args.ids:
             store.delete(sid)
-            print(f"deleted {sid}")
+            stores = remove_session_snapshots(data_folder(settings), sid)
+            print(f"deleted {sid}" + (" and its undo snapshots" if stores else ""))
         return 0
     messages = existing_session(store, args.id)
     if action == "show":

@@ -47,10 +47,17 @@ _KEYS: dict[str, tuple[type, Any, str | None]] = {
     "sandbox_network": (bool, False, None),
     "explorer": (bool, False, None),
     "policy": (str, "auto", "STEERABLE_POLICY"),
+    "undo": (bool, True, "STEERABLE_UNDO"),
+    "undo_on_abort": (bool, False, "STEERABLE_UNDO_ON_ABORT"),
+    "undo_max_file_mb": (float, 50.0, None),
+    "undo_max_store_mb": (float, 2048.0, None),
+    "undo_max_age_days": (float, 30.0, None),
 }
-# A cloned repository must not turn the bash sandbox off or open its network either.
+# A cloned repository must not turn the bash sandbox off or open its network either, nor turn
+# undo off (or starve it), which is the user's way back from what the agent did there.
 _UNTRUSTED_IN_PROJECT = frozenset({"base_url", "workspace", "extra_roots", "data_dir", "yes",
-                                   "sandbox", "sandbox_network", "policy"})
+                                   "sandbox", "sandbox_network", "policy", "undo",
+                                   "undo_max_file_mb", "undo_max_store_mb", "undo_max_age_days"})
 _RULE_KINDS = ("allow", "ask", "deny")
 
 

@@ -3,6 +3,9 @@
 Every path they take is confined to a workspace root (see ``Workspace``); read, grep, ls and
 find are read-only, so the loop runs them in parallel and asks nobody before running them.
 ``coding_tools`` builds the whole set for one workspace.
+
+``Snapshots`` and ``SnapshotHook`` give them undo: a snapshot of the workspace around every call
+that may change it (bash included), and undo, redo and rewind over those snapshots.
 """
 
 from __future__ import annotations
@@ -10,7 +13,18 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from steerable.coding._sandbox import Sandbox
+from steerable.coding._sandbox import Sandbox, SandboxLimits
+from steerable.coding._undo import (
+    NothingToUndoError,
+    SnapshotLimits,
+    Snapshots,
+    SnapshotStoreError,
+    StepInfo,
+    UndoConflictError,
+    UndoResult,
+    remove_session_snapshots,
+)
+from steerable.coding._undo_hook import SNAPSHOT_HOOK_PRIORITY, SNAPSHOT_HOOK_TIMEOUT, SnapshotHook
 from steerable.coding._workspace import Workspace
 from steerable.coding.bash import DEFAULT_HIDDEN_ENV, DEFAULT_TIMEOUT, make_bash_tool
 from steerable.coding.edit import make_edit_tool
@@ -22,7 +36,18 @@ from steerable.coding.write import make_write_tool
 from steerable.tools import FunctionTool
 
 __all__ = [
+    "SNAPSHOT_HOOK_PRIORITY",
+    "SNAPSHOT_HOOK_TIMEOUT",
+    "NothingToUndoError",
     "Sandbox",
+    "SandboxLimits",
+    "SnapshotHook",
+    "SnapshotLimits",
+    "SnapshotStoreError",
+    "Snapshots",
+    "StepInfo",
+    "UndoConflictError",
+    "UndoResult",
     "Workspace",
     "coding_tools",
     "make_bash_tool",
@@ -32,6 +57,7 @@ __all__ = [
     "make_ls_tool",
     "make_read_tool",
     "make_write_tool",
+    "remove_session_snapshots",
 ]
 
 

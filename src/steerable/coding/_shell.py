@@ -9,6 +9,14 @@ control operators (``;``, ``&&``, ``||``, ``|``, ``|&``, ``&``, newlines), ``( )
 and file-descriptor copies such as ``2>&1``, and the bodies of ``bash -c``/``sh -c``/``eval``
 when they are literal text.
 
+Bash removes every line continuation (``\\`` then a newline) before it splits the line into
+words, except inside single quotes and comments, which it reads as they are; the reader does the
+same, in the same order (``_Source``): first the continuations go, then the words are read, so
+``$\\<newline>(cmd)`` reads as the ``$(cmd)`` bash runs. A continuation inside a single-quoted
+string or a comment makes the reading unsure (bash keeps it there, and the two readings of where
+such a region ends would differ). Aliases are expanded on words as they are read, so a line that
+defines one is unsure too; so is a command name that brace expansion or a glob rewrites.
+
 Anything else (here-documents, ``$'...'`` quoting, arithmetic, ``${x:-...}`` forms, process
 substitution, output redirection to a file, control structures such as ``if``/``for``/``case``
 and ``{ }`` groups, a command name that is an expansion, an unclosed quote) makes the reading
@@ -66,13 +74,51 @@ class ShellReading:
 class _Word:
     raw: str
     value: str | None  # the text after quote removal; None when it holds an expansion
+    rewritten: bool = False  # unquoted glob or brace characters: may become other words
+
+
+class _Source:
+    """A line as bash's word reader sees it: with its line continuations removed.
+
+    Bash drops a backslash-newline pair before reading words (so it may join ``$`` and ``(``),
+    but not inside single quotes or a comment. ``text`` has every pair removed (pairing
+    backslashes from the left, as bash does); ``removed_between`` says whether a pair was taken
+    out of a region that bash reads as it is, where the two readings part.
+    """
+
+    def __init__(self, line: str) -> None:
+        kept: list[str] = []
+        removed_before: list[int] = []  # per kept character: pairs removed before it
+        removed = 0
+        i = 0
+        while i < len(line):
+            if line[i] == "\\" and i + 1 < len(line):
+                if line[i + 1] == "\n":
+                    removed += 1
+                else:  # an escaped character: it cannot start a continuation
+                    kept += line[i : i + 2]
+                    removed_before += [removed, removed]
+                i += 2
+                continue
+            kept.append(line[i])
+            removed_before.append(removed)
+            i += 1
+        removed_before.append(removed)  # the end of the text
+        self.text = "".join(kept)
+        self._removed_before = removed_before
+
+    def removed_between(self, start: int, end: int) -> bool:
+        """Whether a continuation was removed between ``text[start]`` and ``text[end]``."""
+        end = min(end, len(self.text))
+        return self._removed_before[end] != self._removed_before[start]
 
 
 class _Reader:
-    def __init__(self, text: str, out: list[str], depth: int) -> None:
+    def __init__(self, source: _Source, out: list[str], depth: int) -> None:
         if depth > _MAX_DEPTH:
             raise _Unsure("commands nested too deeply")
-        self.s = text
+        self.source = source
+        self.s = source.text
         self.i = 0
         self.out = out
         self.depth = depth
@@ -113,20 +159,21 @@ class _Reader:
         while self.i < len(s):
             if s[self.i] in _BLANKS:
                 self.i += 1
-            elif s.startswith("\\\n", self.i):  # a line continuation is no character at all
-                self.i += 2
             else:
                 return
 
     def _skip_comment(self) -> None:
         end = self.s.find("\n", self.i)
-        self.i = len(self.s) if end < 0 else end
+        end = len(self.s) if end < 0 else end
+        if self.source.removed_between(self.i, end):
+            raise _Unsure("a line continuation inside a comment (bash ends the comment there)")
+        self.i = end
 
     def _read_subshell(self) -> None:
         start = self.i
         if self.s.startswith("((", start):
             raise _Unsure("arithmetic command '(( ))'")
-        inner = _Reader(self.s, self.nested, self.depth + 1)
+        inner = _Reader(self.source, self.nested, self.depth + 1)
         inner.i = start + 1
         inner.read_list(")")
         self.nested.extend(inner.nested)
@@ -204,10 +251,13 @@ class _Reader:
         if not rest:
             return
         name = rest[0].value
-        if name is None:
+        if name is None or rest[0].rewritten:
             raise _Unsure("the command name is an expansion")
         if name in _RESERVED or (words[0].value or "") in _RESERVED:
             raise _Unsure(f"shell keyword '{name}'")
+        if name == "alias" and len(rest) > 1:
+            # Aliases are replaced on words as bash reads them, before any rule could see them.
+            raise _Unsure("an alias definition")
         self._read_inner_commands(name, rest[1:])
 
     def _read_inner_commands(self, name: str, args: list[_Word]) -> None:
@@ -237,12 +287,12 @@ class _Reader:
         if any(w.value is None for w in args):
             raise _Unsure("code to run (eval, sh -c) built from an expansion")
         code = " ".join(w.value or "" for w in args)
-        inner = _Reader(code, self.nested, self.depth + 1)
+        inner = _Reader(_Source(code), self.nested, self.depth + 1)
         inner.read_list(None)
         self.nested.extend(inner.nested)
 
     def _add_inner(self, words: list[_Word]) -> None:
-        if words[0].value is None:
+        if words[0].value is None or words[0].rewritten:
             raise _Unsure("the wrapped command name is an expansion")
         self.nested.append(" ".join(w.value if w.value is not None else w.raw for w in words))
         self._read_inner_commands(words[0].value, words[1:])
@@ -253,6 +303,7 @@ class _Reader:
         s = self.s
         start = self.i
         value: list[str] | None = []
+        rewritten = False  # an unquoted glob or brace character: pathname or brace expansion
         while self.i < len(s) and s[self.i] not in _METACHARS:
             ch = s[self.i]
             if ch == "\\":
@@ -266,6 +317,8 @@ class _Reader:
                 close = s.find("'", self.i + 1)
                 if close < 0:
                     raise _Unsure("unclosed single quote")
+                if self.source.removed_between(self.i, close):
+                    raise _Unsure("a line continuation inside single quotes (bash keeps it)")
                 if value is not None:
                     value.append(s[self.i + 1 : close])
                 self.i = close + 1
@@ -284,12 +337,13 @@ class _Reader:
             elif ch == "\0":
                 raise _Unsure("a NUL character")
             else:
+                rewritten = rewritten or ch in "*?[{"
                 if value is not None:
                     value.append(ch)
                 self.i += 1
         if self.i == start:
             raise _Unsure(f"unexpected {s[self.i]!r}")
-        return _Word(s[start : self.i], None if value is None else "".join(value))
+        return _Word(s[start : self.i], None if value is None else "".join(value), rewritten)
 
     def _read_double_quoted(self, value: list[str] | None) -> bool:
         """Read ``"..."`` from its opening quote; False when it holds an expansion."""
@@ -332,7 +386,7 @@ class _Reader:
         if s.startswith("$((", self.i) or s.startswith("$[", self.i):
             raise _Unsure("arithmetic expansion")
         if nxt == "(":
-            inner = _Reader(s, self.nested, self.depth + 1)
+            inner = _Reader(self.source, self.nested, self.depth + 1)
             inner.i = self.i + 2
             inner.read_list(")")
             self.nested.extend(inner.nested)
@@ -367,7 +421,7 @@ class _Reader:
                 j += 2
                 continue
             if ch == "`":
-                inner = _Reader("".join(body), self.nested, self.depth + 1)
+                inner = _Reader(_Source("".join(body)), self.nested, self.depth + 1)
                 inner.read_list(None)
                 self.nested.extend(inner.nested)
                 self.i = j + 1
@@ -414,7 +468,7 @@ def _wrapped(wrapper: str, args: list[_Word]) -> list[list[_Word]]:
 def read_command_line(line: str) -> ShellReading:
     """Read ``line``: its simple commands in order (nested ones after) and any doubt."""
     out: list[str] = []
-    reader = _Reader(line, out, 0)
+    reader = _Reader(_Source(line), out, 0)
     unsure: str | None = None
     try:
         reader.read_list(None)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import difflib
-from pathlib import Path
 
-__all__ = ["cap_text", "is_binary", "read_text", "unified_diff"]
+__all__ = ["cap_text", "decode_text", "is_binary", "unified_diff"]
 
 _SNIFF = 8192
 
@@ -23,9 +22,8 @@ def is_binary(sample: bytes) -> bool:
     return False
 
 
-def read_text(path: Path) -> str | None:
-    """The file's text, or None when it is binary. Newlines are kept exactly as written."""
-    data = path.read_bytes()
+def decode_text(data: bytes) -> str | None:
+    """A file's text, or None when it is binary. Newlines are kept exactly as written."""
     if is_binary(data):
         return None
     return data.decode("utf-8", errors="replace")

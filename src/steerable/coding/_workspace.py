@@ -1,5 +1,10 @@
 """Workspace confinement: every path a coding tool touches must resolve inside the workspace.
 
+Tools open what they touch through ``Workspace.beneath`` (see ``_beneath``), which walks the
+path from the root one component at a time, so a folder swapped for a symlink while the tool
+runs cannot lead it outside. ``resolve`` is the same judgement made on names, for permission
+rules and messages.
+
 A path is joined to the workspace root (absolute paths are taken as they are), then resolved
 with every symlink followed. The resolved path must lie under the real workspace root or one of
 the allowed extra roots; ``..`` that climbs out, an absolute path elsewhere and a symlink whose
@@ -14,11 +19,15 @@ themselves, so no call the model makes, approved or not, can change a file in su
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+import stat
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from steerable.coding._beneath import Located, beneath, entry_stat
 from steerable.errors import ConfigurationError, ToolError
+
+T = TypeVar("T")
 
 __all__ = ["Workspace", "WriteGate"]
 
@@ -63,6 +72,13 @@ class WriteGate:
             raise ToolError(f"nothing was changed: {why}")
 
 
+def _check(path: str) -> None:
+    if not isinstance(path, str) or not path.strip():
+        raise ToolError("path must be a non-empty string (relative to the workspace root)")
+    if "\x00" in path:
+        raise ToolError("path must not contain a NUL character")
+
+
 class Workspace:
     """The root the coding tools work in, plus any extra roots they may also use."""
 
@@ -84,18 +100,34 @@ class Workspace:
     def contains(self, resolved: Path) -> bool:
         return any(resolved == r or resolved.is_relative_to(r) for r in self.roots)
 
+    def beneath(self, path: str, op: Callable[[Located], T], *, create_dirs: bool = False) -> T:
+        """Run ``op`` on ``path`` opened beneath the roots (``_beneath.beneath``)."""
+        _check(path)
+        try:
+            return beneath(path, self.roots, op, create_dirs=create_dirs)
+        except FileNotFoundError:
+            raise  # each tool says "does not exist" in its own words
+        except OSError as exc:
+            raise ToolError(f"{path}: {exc.strerror or exc}") from None
+
+    def kind(self, path: str) -> tuple[Path, bool]:
+        """Where ``path`` leads beneath the roots, and whether it is a folder.
+
+        ``FileNotFoundError`` when it does not exist."""
+        return self.beneath(path, lambda w: (w.path, stat.S_ISDIR(entry_stat(w).st_mode)))
+
     def resolve(self, path: str) -> Path:
         """The real path ``path`` names, or a ``ToolError`` if it leaves the allowed roots."""
-        if not isinstance(path, str) or not path.strip():
-            raise ToolError("path must be a non-empty string (relative to the workspace root)")
-        if "\x00" in path:
-            raise ToolError("path must not contain a NUL character")
+        _check(path)
         candidate = Path(os.path.expanduser(path))
         if not candidate.is_absolute():
             candidate = self.root / candidate
         # realpath follows symlinks as far as they exist, so a dangling link or a path through a
         # linked directory is judged by where it really lands.
-        resolved = Path(os.path.realpath(candidate))
+        try:
+            resolved = Path(os.path.realpath(candidate))
+        except OSError as exc:  # a link changed while it was being read
+            raise ToolError(f"path {path!r} could not be resolved: {exc.strerror}") from None
         if not self.contains(resolved):
             raise ToolError(
                 f"path {path!r} is outside the workspace ({self.root}); it resolves to "

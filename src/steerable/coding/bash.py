@@ -1,8 +1,8 @@
 """``bash``: run a shell command in the workspace, in its own process group.
 
-The command's whole process group is killed on timeout and on a hard abort (asyncio
-cancellation of the tool), so a ``make`` that started compilers, or a shell that started a
-``sleep`` in the background, leaves nothing behind. Output (stdout and stderr interleaved) is
+The command's whole process group is killed on timeout, on a hard abort (asyncio cancellation
+of the tool) and when the call returns, so a ``make`` that started compilers, or a shell that
+started a ``sleep`` in the background, leaves nothing behind. Output (stdout and stderr interleaved) is
 streamed as ``TOOL_EXEC_PROGRESS`` while it arrives and capped in the result, keeping its start
 and its end. The environment given to the command lacks the API keys of the model providers so
 that ``env`` or a chatty script cannot copy them into the conversation.
@@ -115,9 +115,15 @@ async def _run(argv: list[str], cwd: str, env: dict[str, str], limit: float,
             note = note or "background processes still writing output were stopped"
         await proto.closed
         await proto.exited
-    except asyncio.CancelledError:
-        # A hard abort: kill the group at once (synchronously), then let the cancel proceed.
+        # Nothing the command started outlives the call: children that left the pipe (``cmd >
+        # log &``) go with the group (in the sandbox the PID namespace already took them).
         _kill_group(pid)
+    except asyncio.CancelledError:
+        # A hard abort: kill the group at once (synchronously), then let the cancel proceed,
+        # once the killed process has been reaped (a few ms): its exit is recorded before the
+        # event loop may close, so no process object is left unreaped.
+        _kill_group(pid)
+        await asyncio.wait((proto.exited,), timeout=PIPE_GRACE)
         raise
     finally:
         transport.close()
@@ -156,21 +162,24 @@ def make_bash_tool(ws: Workspace, *, default_timeout: float = DEFAULT_TIMEOUT,
         out = _Output(ctx)
         if box.enabled:
             await asyncio.to_thread(bwrap_usable)  # the one-time probe, off the event loop
+        env = scrubbed_env(hidden)
         if ws.gate.refusal(ctx.turn_id) is None:
-            argv = box.command(["/bin/bash", "-c", command], writable, ws.root)
+            argv = box.command(["/bin/bash", "-c", command], writable, ws.root, env)
         elif box.enabled and bwrap_usable() is not None:
             # A request that asks for no change: the command runs, with the workspace read-only.
-            argv = box.command(["/bin/bash", "-c", command], (), ws.root, read_only=writable)
+            argv = box.command(["/bin/bash", "-c", command], (), ws.root, env, read_only=writable)
         else:
             raise ToolError(f"not run: {ws.gate.refusal(ctx.turn_id)}; without the sandbox "
                             "(bubblewrap) a command cannot be kept from changing files")
-        code, note = await _run(argv, str(ws.root), scrubbed_env(hidden), limit, out)
+        code, note = await _run(argv, str(ws.root), env, limit, out)
         body = cap_text(out.text(), max_output) or "(no output)"
         if not body.endswith("\n"):
             body += "\n"
         status = f"[exit code {code}]" if code is not None else "[no exit code]"
         if note:
             status += f" [{note}]"
+        if code == 127 and (missing := box.explain_missing(out.text(), writable, env)):
+            status += f" [{missing}]"
         failed = code != 0
         return ToolResult(body + status, is_error=failed, metadata={"exit_code": code})
 

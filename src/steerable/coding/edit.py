@@ -7,38 +7,32 @@ two places is refused with the line numbers of each, so the model can add contex
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from steerable.coding._text import read_text, unified_diff
+from steerable.coding._beneath import Located
+from steerable.coding._text import unified_diff
 from steerable.coding._workspace import Workspace
-from steerable.coding.write import atomic_write
+from steerable.coding.write import atomic_write, current_text
 from steerable.errors import ToolError
 from steerable.tools import FunctionTool, ToolContext, tool
 
-__all__ = ["make_edit_tool"]
+__all__ = ["check_edit", "make_edit_tool", "replace_text"]
 
 
 def _line_of(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
 
 
-def _apply(ws: Workspace, path: str, old_text: str, new_text: str,
-           replace_all: bool) -> tuple[Path, str, str, str]:
-    """Work out the edit without writing: (target, name, old content, new content)."""
-    target = ws.resolve(path)
-    name = ws.display(target)
+def check_edit(old_text: str, new_text: str) -> None:
     if not old_text:
         raise ToolError("old_text must not be empty; use write to create or replace a file")
     if old_text == new_text:
         raise ToolError("old_text and new_text are the same; nothing to change")
-    if target.is_dir():
-        raise ToolError(f"{name} is a directory")
-    if not target.exists():
-        raise ToolError(f"{name} does not exist; use write to create it")
-    before = read_text(target)
-    if before is None:
-        raise ToolError(f"{name} is a binary file; edit changes text files only")
+
+
+def replace_text(before: str, name: str, old_text: str, new_text: str, replace_all: bool) -> str:
+    """``before`` with ``old_text`` replaced (once, unless ``replace_all``); a ``ToolError`` the
+    model can act on when it is missing or ambiguous. Shared with the editor-backed edit."""
     count = before.count(old_text)
     if count == 0:
         hint = ""
@@ -54,18 +48,38 @@ def _apply(ws: Workspace, path: str, old_text: str, new_text: str,
             start += len(old_text)
         raise ToolError(f"old_text occurs {count} times in {name} (at lines {', '.join(lines)}); "
                         "include more surrounding text to make it unique, or set replace_all")
-    after = before.replace(old_text, new_text) if replace_all else \
+    return before.replace(old_text, new_text) if replace_all else \
         before.replace(old_text, new_text, 1)
-    return target, name, before, after
+
+
+def _apply(ws: Workspace, where: Located, old_text: str, new_text: str,
+           replace_all: bool) -> tuple[str, str, str]:
+    """Work out the edit without writing: (name, old content, new content)."""
+    name = ws.display(where.path)
+    check_edit(old_text, new_text)
+    before = current_text(where, name)
+    if before is None:
+        raise ToolError(f"{name} does not exist; use write to create it")
+    return name, before, replace_text(before, name, old_text, new_text, replace_all)
+
+
+def _missing(ws: Workspace, path: str) -> ToolError:
+    return ToolError(f"{ws.display(ws.resolve(path))} does not exist; use write to create it")
 
 
 def make_edit_tool(ws: Workspace) -> FunctionTool:
     def preview(arguments: Mapping[str, Any]) -> str:
-        _, name, before, after = _apply(ws, str(arguments["path"]), str(arguments["old_text"]),
-                                        str(arguments["new_text"]),
-                                        bool(arguments.get("replace_all", False)))
-        return f"[dry-run] edit would change {name}; nothing was changed.\n" + \
-            unified_diff(before, after, name)
+        def diff(where: Located) -> str:
+            name, before, after = _apply(ws, where, str(arguments["old_text"]),
+                                         str(arguments["new_text"]),
+                                         bool(arguments.get("replace_all", False)))
+            return f"[dry-run] edit would change {name}; nothing was changed.\n" + \
+                unified_diff(before, after, name)
+
+        try:
+            return ws.beneath(str(arguments["path"]), diff)
+        except FileNotFoundError:
+            raise _missing(ws, str(arguments["path"])) from None
 
     @tool(name="edit", permission_subjects=ws.path_subjects, permission_key="path", preview=preview,
           permission_family="write")
@@ -80,8 +94,16 @@ def make_edit_tool(ws: Workspace) -> FunctionTool:
             replace_all: Replace every occurrence instead of requiring exactly one.
         """
         ws.gate.check(ctx.turn_id)
-        target, name, before, after = _apply(ws, path, old_text, new_text, replace_all)
-        atomic_write(target, after)
+
+        def change(where: Located) -> tuple[str, str]:
+            name, before, after = _apply(ws, where, old_text, new_text, replace_all)
+            atomic_write(where, after)
+            return name, before
+
+        try:
+            name, before = ws.beneath(path, change)
+        except FileNotFoundError:
+            raise _missing(ws, path) from None
         count = before.count(old_text) if replace_all else 1
         first = _line_of(before, before.index(old_text))
         plural = "s" if count > 1 else ""

@@ -27,21 +27,23 @@ def make_find_tool(ws: Workspace, *, max_results: int = MAX_RESULTS) -> Function
         """
         if not pattern.strip():
             raise ToolError("pattern must not be empty")
-        start = ws.resolve(path)
-        if not start.is_dir():
+        try:
+            start, is_dir = ws.kind(path)
+        except FileNotFoundError:
+            raise ToolError(f"{path} does not exist") from None
+        if not is_dir:
             raise ToolError(f"{ws.display(start)} is not a folder")
         body = glob_to_regex(pattern.lstrip("/"))
         # A pattern without '/' names files at any depth, like .gitignore and `find -name`.
         regex = re.compile(("^" if "/" in pattern else "^(?:.*/)?") + body + "$")
         found: list[str] = []
         more = False
-        for file in walk_files(ws, start, refused=ctx.refuses):
-            rel = file.relative_to(start).as_posix()
-            if regex.match(rel):
+        for file in walk_files(ws, path, refused=ctx.refuses):
+            if regex.match(file.rel):
                 if len(found) == max_results:
                     more = True
                     break
-                found.append(ws.display(file))
+                found.append(ws.display(file.path))
         if not found:
             return f"No files match {pattern!r} under {ws.display(start)}."
         if more:

@@ -1,20 +1,22 @@
 """``grep``: search file contents with a regular expression.
 
-Uses ripgrep when it is installed (fast on big trees) and a pure-Python walk otherwise; both
-respect .gitignore, skip .git and binary files, and print ``path:line: text``. The two engines
+Uses ripgrep when it is installed (fast on big trees) and bubblewrap can confine it to the
+workspace (ripgrep opens files by path name, so a folder swapped for a link during its walk would
+lead it outside; inside the sandbox there is no outside), and a pure-Python walk beneath the
+workspace otherwise (``_walk``). Both respect .gitignore, skip .git and binary files, and print ``path:line: text``. The two engines
 speak slightly different regex dialects (Rust's and Python's); the common subset is what models
 write anyway.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
-from steerable.coding._walk import glob_to_regex, walk_files
+from steerable.coding._sandbox import confine_reader
+from steerable.coding._walk import glob_to_regex, read_walked, walk_files
 from steerable.coding._workspace import Workspace
 from steerable.errors import ToolError
 from steerable.tools import FunctionTool, ToolContext, tool
@@ -32,28 +34,22 @@ def _clip(line: str) -> str:
     return line if len(line) <= MAX_LINE else line[:MAX_LINE] + " [...]"
 
 
-def _python_grep(ws: Workspace, start: Path, regex: re.Pattern[str], glob: str | None,
+def _python_grep(ws: Workspace, path: str, regex: re.Pattern[str], glob: str | None,
                  limit: int, ctx: ToolContext) -> tuple[list[str], bool]:
     name_filter = None
     if glob:
         body = glob_to_regex(glob)
         name_filter = re.compile(("^" if "/" in glob else "^(?:.*/)?") + body + "$")
     hits: list[str] = []
-    for file in walk_files(ws, start, refused=ctx.refuses):
+    for file in walk_files(ws, path, refused=ctx.refuses):
         if ctx.cancelled.is_set():
             break
-        rel = file.relative_to(start).as_posix() if file != start else file.name
-        if name_filter is not None and not name_filter.match(rel):
+        if name_filter is not None and not name_filter.match(file.rel):
             continue
-        try:
-            if file.stat().st_size > MAX_FILE_BYTES:
-                continue
-            data = file.read_bytes()
-        except OSError:
+        data = read_walked(ws, file, MAX_FILE_BYTES)
+        if data is None or b"\x00" in data[:8192]:
             continue
-        if b"\x00" in data[:8192]:
-            continue
-        shown = ws.display(file)
+        shown = ws.display(file.path)
         for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
             if regex.search(line):
                 if len(hits) == limit:
@@ -81,7 +77,11 @@ def _rg_grep(rg: str, ws: Workspace, start: Path, pattern: str, glob: str | None
     args += ["--regexp", pattern, "--", target]
     hits: list[str] = []
     more = False
-    with subprocess.Popen(args, cwd=ws.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    confined = confine_reader(args, ws.roots, ws.root)
+    if confined is None:
+        return _python_grep(ws, target, re.compile(pattern, re.IGNORECASE if ignore_case else 0),
+                            glob, limit, ctx)
+    with subprocess.Popen(confined, cwd=ws.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           stdin=subprocess.DEVNULL, text=True, errors="replace") as proc:
         assert proc.stdout is not None and proc.stderr is not None
         for raw in proc.stdout:
@@ -124,14 +124,15 @@ def make_grep_tool(ws: Workspace, *, use_ripgrep: bool = True,
             regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
         except re.error as exc:
             raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
-        start = ws.resolve(path)
-        if not start.exists():
-            raise ToolError(f"{ws.display(start)} does not exist")
+        try:
+            start, is_dir = ws.kind(path)
+        except FileNotFoundError:
+            raise ToolError(f"{path} does not exist") from None
         # rg file types match names only, so a glob with a folder in it goes to Python.
-        if rg is not None and os.path.isdir(start) and "/" not in (glob or ""):
+        if rg is not None and is_dir and "/" not in (glob or ""):
             hits, more = _rg_grep(rg, ws, start, pattern, glob, ignore_case, max_results, ctx)
         else:
-            hits, more = _python_grep(ws, start, regex, glob, max_results, ctx)
+            hits, more = _python_grep(ws, path, regex, glob, max_results, ctx)
         if not hits:
             return f"No matches for {pattern!r} under {ws.display(start)}."
         if more:

@@ -8,7 +8,9 @@ a tool that states the number leaves it only to be copied."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+from steerable.coding._beneath import Located, open_dir
 from steerable.coding._workspace import Workspace
 from steerable.errors import ToolError
 from steerable.tools import FunctionTool, ToolContext, tool
@@ -30,15 +32,16 @@ def _size(n: int) -> str:
     return f"{value:.1f} {unit}"
 
 
-def _lines(path: str, size: int) -> str:
+def _lines(dir_fd: int, name: str, size: int) -> str:
     """", N lines" for a text file small enough to count; "" otherwise."""
     if size > COUNT_LINES_UP_TO:
         return ""
     try:
-        with open(path, "rb") as f:
-            data = f.read(COUNT_LINES_UP_TO + 1)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
     except OSError:
         return ""
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(COUNT_LINES_UP_TO + 1)
     if b"\0" in data[:8192]:
         return ""  # binary
     n = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
@@ -67,33 +70,46 @@ def make_ls_tool(ws: Workspace, *, max_entries: int = MAX_ENTRIES) -> FunctionTo
         Args:
             path: Folder path, relative to the workspace root.
         """
-        target = ws.resolve(path)
-        name = ws.display(target)
-        if not target.exists():
-            raise ToolError(f"{name} does not exist")
-        if not target.is_dir():
-            raise ToolError(f"{name} is a file, not a folder; use read to see it")
-        with os.scandir(target) as it:
-            entries = sorted(
-                (e for e in it if not ctx.refuses(ws.display(target / e.name))),
-                key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
-        if not entries:
-            return f"{name} is empty."
-        rows, files, folders = [], [], 0
-        for entry in entries[:max_entries]:
-            if entry.is_symlink():
-                rows.append(f"{entry.name} -> {os.readlink(entry.path)}")
-            elif entry.is_dir():
-                rows.append(f"{entry.name}/")
-                folders += 1
+        def listing(where: Located) -> str:
+            name = ws.display(where.path)
+            try:
+                fd = open_dir(where)
+            except FileNotFoundError:
+                raise ToolError(f"{name} does not exist") from None
+            except NotADirectoryError:
+                raise ToolError(f"{name} is a file, not a folder; use read to see it") from None
+            try:
+                return _rows(fd, where.path)
+            finally:
+                os.close(fd)
+
+        def _rows(fd: int, folder: Path) -> str:
+            with os.scandir(fd) as it:
+                entries = sorted(
+                    (e for e in it if not ctx.refuses(ws.display(folder / e.name))),
+                    key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
+            if not entries:
+                return f"{ws.display(folder)} is empty."
+            rows, files, folders = [], [], 0
+            for entry in entries[:max_entries]:
+                if entry.is_symlink():
+                    rows.append(f"{entry.name} -> {os.readlink(entry.name, dir_fd=fd)}")
+                elif entry.is_dir(follow_symlinks=False):
+                    rows.append(f"{entry.name}/")
+                    folders += 1
+                else:
+                    size = entry.stat(follow_symlinks=False).st_size
+                    rows.append(f"{entry.name}  ({_size(size)}{_lines(fd, entry.name, size)})")
+                    files.append(entry.name)
+            if len(entries) > max_entries:
+                rows.append(f"[... {len(entries) - max_entries} more entries not shown]")
             else:
-                size = entry.stat().st_size
-                rows.append(f"{entry.name}  ({_size(size)}{_lines(entry.path, size)})")
-                files.append(entry.name)
-        if len(entries) > max_entries:
-            rows.append(f"[... {len(entries) - max_entries} more entries not shown]")
-        else:
-            rows.append(_summary(files, folders))
-        return "\n".join(rows)
+                rows.append(_summary(files, folders))
+            return "\n".join(rows)
+
+        try:
+            return ws.beneath(path, listing)
+        except FileNotFoundError:
+            raise ToolError(f"{ws.display(ws.resolve(path))} does not exist") from None
 
     return ls

@@ -4,16 +4,22 @@ A provider turns an ``LLMRequest`` into a stream of chunks. Text and reasoning a
 tool calls arrive whole (assembling streamed argument fragments is the provider's job); a
 ``RetryNotice`` tells the loop a transient failure is being retried; ``StreamEnd`` carries usage
 and the finish reason. Errors are raised as ``steerable.errors.ProviderError`` subclasses.
+
+The loop reads every provider through ``guard_secrets``, which regroups the text so that no
+secret is cut between two deltas (see ``steerable._secrets.StreamGuard``). A provider whose
+text was cut that way already (a replay of a recorded run) says so with ``text_guarded``.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from steerable._messages import Message, ToolCall, Usage
 from steerable._records import Record, record
+from steerable._secrets import StreamGuard
 
 __all__ = [
     "Chunk",
@@ -27,6 +33,8 @@ __all__ = [
     "ToolCallChunk",
     "ToolChoice",
     "ToolSpec",
+    "guard_secrets",
+    "text_guarded",
 ]
 
 
@@ -147,3 +155,51 @@ class Provider(Protocol):
     def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]: ...
 
     async def aclose(self) -> None: ...
+
+
+def text_guarded(provider: object) -> bool:
+    """Whether ``provider`` streams text already cut by ``guard_secrets`` (``text_guarded =
+    True`` on it), so reading it through the guard again must be skipped."""
+    return getattr(provider, "text_guarded", False) is True
+
+
+async def guard_secrets(stream: AsyncIterator[Chunk],
+                        secrets: Iterable[str]) -> AsyncGenerator[Chunk, None]:
+    """``stream`` with its text and reasoning regrouped so no secret of ``secrets`` (nor any
+    credential shape) is split between two deltas; held text comes out before ``StreamEnd``
+    (or at the end), and a ``RetryNotice`` voids it. Reasoning held back comes out when the
+    answer's text begins (and the other way round): the switch ends a block. A piece held back
+    whole still yields an empty ``TextDelta`` (which makes no event), so the loop's idle
+    watchdog sees the provider alive. Other chunks pass as they come."""
+    known = tuple(secrets)
+    text, thinking = StreamGuard(known), StreamGuard(known)
+
+    def flushed() -> list[Chunk]:
+        out: list[Chunk] = []
+        if held := thinking.flush():
+            out.append(ThinkingDelta(held))
+        if held := text.flush():
+            out.append(TextDelta(held))
+        return out
+
+    async with aclosing(stream):  # type: ignore[type-var]
+        async for chunk in stream:
+            if type(chunk) is TextDelta:
+                if held := thinking.flush():
+                    yield ThinkingDelta(held)
+                yield TextDelta(text.feed(chunk.text))
+            elif type(chunk) is ThinkingDelta:
+                if held := text.flush():
+                    yield TextDelta(held)
+                released = thinking.feed(chunk.text)
+                yield ThinkingDelta(released) if released else TextDelta("")
+            else:
+                if type(chunk) is RetryNotice:
+                    text.reset()
+                    thinking.reset()
+                elif type(chunk) is StreamEnd:
+                    for held_chunk in flushed():
+                        yield held_chunk
+                yield chunk
+    for held_chunk in flushed():
+        yield held_chunk

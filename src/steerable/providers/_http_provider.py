@@ -12,7 +12,7 @@ from functools import partial
 
 import httpx
 
-from steerable._secrets import Redactor
+from steerable._secrets import Redactor, remember_secret
 from steerable.errors import ProviderError
 from steerable.providers._base import Chunk, LLMRequest
 from steerable.providers._http import make_client
@@ -32,6 +32,7 @@ class HttpProvider:
         self._client: httpx.AsyncClient | None = None
 
     def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
+        remember_secret(self._api_key)  # a key given in code is blanked in every output too
         return with_retries(self.retry, partial(self._redacted_attempt, request))
 
     async def _redacted_attempt(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:

@@ -48,7 +48,7 @@ __all__ = [
 _CHECK_EVERY = 2.0
 # Keepers this process started: they outlive the call by design; held here so they are not
 # reported as leaked, and reaped (poll) when they end so no zombie stays.
-_KEEPERS: list[subprocess.Popen[bytes]] = []
+_KEEPERS: list[tuple[subprocess.Popen[bytes], Path]] = []
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +163,7 @@ def acquire(spec: ServerSpec, state_dir: Path) -> tuple[str, bool]:
     """The base URL of the shared server for ``spec``, started if none is running; and whether
     this call started it. Blocking: run it in a thread."""
     state_file = state_dir / f"{spec.key}.json"
-    _KEEPERS[:] = [k for k in _KEEPERS if k.poll() is None]
+    _KEEPERS[:] = [(k, d) for k, d in _KEEPERS if k.poll() is None]
     with _locked(state_dir, spec.key):
         state = _read_state(state_file)
         if state is not None and _alive(state.get("pid")) and healthy(str(state["base_url"])):
@@ -174,12 +174,16 @@ def acquire(spec: ServerSpec, state_dir: Path) -> tuple[str, bool]:
                 os.killpg(int(str(state["pid"])), signal.SIGTERM)
         state_file.unlink(missing_ok=True)
         keeper = _spawn(spec, state_dir)
-        _KEEPERS.append(keeper)
+        _KEEPERS.append((keeper, state_dir))
         return _wait_for_keeper(keeper, spec, state_dir), True
 
 
-def stop_all(state_dir: Path) -> list[str]:
-    """Stop every shared server (``python -m steerable.providers.local stop``)."""
+def stop_all(state_dir: Path, *, timeout: float = 10.0) -> list[str]:
+    """Stop every shared server (``python -m steerable.providers.local stop``).
+
+    Keepers this process started for ``state_dir`` are stopped even when their state file is
+    gone (a keeper whose server crashed is on its way out) and waited for, up to ``timeout``
+    each, so none is left running or unreaped when the call returns."""
     stopped = []
     for state_file in sorted(state_dir.glob("*.json")):
         state = _read_state(state_file)
@@ -187,6 +191,16 @@ def stop_all(state_dir: Path) -> list[str]:
             with contextlib.suppress(OSError):
                 os.kill(int(str(state["pid"])), signal.SIGTERM)
                 stopped.append(state_file.stem)
+    for keeper, folder in list(_KEEPERS):
+        if folder != state_dir:
+            continue
+        if keeper.poll() is None:
+            with contextlib.suppress(OSError):
+                keeper.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                keeper.wait(timeout)
+        if keeper.returncode is not None:
+            _KEEPERS.remove((keeper, folder))
     return stopped
 
 

@@ -1,8 +1,9 @@
 """How a replayed event is compared with the recorded one.
 
 Two runs of the same turn differ in a few fields by nature: times and durations (``time``,
-``duration``), the loop-wide ``seq`` (compared by position instead) and random ids (``turn_id``,
-``parent_turn_id``, ``child_turn_id``, ``request_id``). Ids are not ignored but mapped: the first
+``duration``), the loop-wide ``seq`` (compared by position instead, as is a message's
+``request_seq``) and random ids (``turn_id``, ``parent_turn_id``, ``child_turn_id``,
+``request_id``, ``message_id``, ``origin_id``). Ids are not ignored but mapped: the first
 time a replayed id appears where the recording has another, the pair is remembered, and every
 later appearance (in id fields and inside text, such as a spawn result naming its child) must
 agree with it. Everything else must be equal.
@@ -18,8 +19,9 @@ from steerable._events import EVENT_CLASSES, EventKind
 
 __all__ = ["IGNORED_FIELDS", "IdMap", "first_difference"]
 
-IGNORED_FIELDS = frozenset({"time", "seq", "duration"})
-_ID_FIELDS = ("turn_id", "parent_turn_id", "child_turn_id", "request_id")
+IGNORED_FIELDS = frozenset({"time", "seq", "duration", "request_seq"})
+_ID_FIELDS = ("turn_id", "parent_turn_id", "child_turn_id", "request_id", "message_id",
+              "origin_id")
 
 
 class IdMap:
@@ -102,7 +104,10 @@ def first_difference(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> 
 
 def first_request_difference(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> str | None:
     """None when two LLM requests agree, else where they first differ (message by message)."""
-    for key in ("model", "tools", "params", "tool_choice", "answer_schema"):
+    tools = _tool_difference(expected.get("tools") or [], actual.get("tools") or [])
+    if tools is not None:
+        return tools
+    for key in ("model", "params", "tool_choice", "answer_schema"):
         if key not in expected and key in ("tool_choice", "answer_schema"):
             continue  # recorded before requests carried them
         if expected.get(key) != actual.get(key):
@@ -113,4 +118,21 @@ def first_request_difference(expected: Mapping[str, Any], actual: Mapping[str, A
             return f"message {i}: recorded {_short(a)}, replayed {_short(b)}"
     if len(old) != len(new):
         return f"the recorded request has {len(old)} messages, the replayed one {len(new)}"
+    return None
+
+
+def _tool_difference(expected: list[Any], actual: list[Any]) -> str | None:
+    """Tools are compared whole; a recording made before they were (names only) is compared
+    by name."""
+    if all(isinstance(t, str) for t in expected):
+        actual = [t["name"] if isinstance(t, Mapping) else t for t in actual]
+    names = [t["name"] if isinstance(t, Mapping) else t for t in expected]
+    got = [t["name"] if isinstance(t, Mapping) else t for t in actual]
+    if names != got:
+        return f"tools: recorded {_short(names)}, replayed {_short(got)}"
+    for old, new in zip(expected, actual, strict=True):
+        if old != new:
+            fields = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+            return (f"tools: the definition of {old['name']!r} changed ({', '.join(fields)}): "
+                    f"recorded {_short(old)}, replayed {_short(new)}")
     return None

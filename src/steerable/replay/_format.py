@@ -65,12 +65,15 @@ _ERRORS: Mapping[str, type[ProviderError]] = {
 
 
 def request_to_json(request: LLMRequest) -> dict[str, Any]:
-    """What a replay compares: every message, the tools offered, what the model may do with
-    them (``tool_choice``, a reply schema), the model and parameters."""
+    """What a replay compares: every message, the tools offered (whole: name, description,
+    schema, read-only flag), what the model may do with them (``tool_choice``, a reply schema),
+    the model and parameters."""
     choice = request.tool_choice
     return {
         "model": request.model,
-        "tools": [t.name for t in request.tools],
+        "tools": json.loads(json.dumps([
+            {"name": t.name, "description": t.description, "parameters": dict(t.parameters),
+             "read_only": bool(t.read_only)} for t in request.tools], default=str)),
         "params": json.loads(json.dumps(dict(request.params), default=str)),
         "tool_choice": {"mode": choice.mode, "only": list(choice.only or ()) or None,
                         "max_tokens": choice.max_tokens, "reason": choice.reason},
@@ -198,7 +201,11 @@ def load_recording(path: str | Path) -> Recording:
     """
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        # Lines end at "\n" only: a value may hold U+2028, U+0085... which splitlines() would
+        # take for line ends, cutting a JSON line in two.
+        lines = path.read_text(encoding="utf-8").split("\n")
+        if lines and not lines[-1]:
+            lines.pop()
     except FileNotFoundError:
         raise RecordingError(f"no recording at {path}") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -17,7 +17,10 @@ __all__ = ["ReplayProvider", "ReplayTool"]
 
 
 class ReplayProvider:
-    """Answers each LLM call of one agent with the recorded stream, after checking the request."""
+    """Answers each LLM call of one agent with the recorded stream, after checking the request.
+    The recorded text was cut where the live loop cut it: the loop must not cut it again."""
+
+    text_guarded = True
 
     def __init__(self, player: Player, agent: str) -> None:
         self._player = player

@@ -25,6 +25,8 @@ from steerable.storage.redis_store import RedisUnavailableError
 __all__ = ["RedisClient", "SendResult", "StreamedEvent", "WorkerUnavailableError", "connect"]
 
 INBOX_MAXLEN = 100_000
+_FIRST_WAIT = 0.2
+"""Seconds a command waits for the holder's answer before it checks that the holder lives."""
 
 
 class WorkerUnavailableError(SteerableError, ConnectionError):
@@ -51,12 +53,13 @@ class StreamedEvent:
     data: dict[str, Any]
 
 
-def connect(url: str, *, timeout: float = 5.0, max_connections: int = 64) -> Any:
+def connect(url: str, *, timeout: float = 5.0, max_connections: int = 64,
+            name: str | None = None) -> Any:
     """An asyncio redis client for ``url``, with a clear error when redis-py is missing.
 
     Its pool is bounded and blocking: a burst of commands waits for a free connection instead
     of opening hundreds (Redis refuses clients past ``maxclients``, which follows the open
-    file limit)."""
+    file limit). ``name``: the client name each connection gives itself (``CLIENT SETNAME``)."""
     try:
         import redis.asyncio as aioredis
     except ModuleNotFoundError:
@@ -66,7 +69,7 @@ def connect(url: str, *, timeout: float = 5.0, max_connections: int = 64) -> Any
             from None
     pool = aioredis.BlockingConnectionPool.from_url(
         url, max_connections=max_connections, timeout=timeout,
-        socket_connect_timeout=timeout, health_check_interval=30)
+        socket_connect_timeout=timeout, health_check_interval=30, client_name=name)
     return aioredis.Redis.from_pool(pool)  # owns the pool: aclose() closes it
 
 
@@ -197,16 +200,38 @@ class RedisClient:
     async def _command(self, token: str, op: str, session_id: str,
                        args: dict[str, Any]) -> dict[str, Any]:
         worker = token.rsplit(":", 1)[0]
-        reply = self.keys.reply(secrets.token_hex(8))
+        reply = self.keys.reply(secrets.token_hex(16))
         command = {"op": op, "session": session_id, "args": args, "reply": reply}
         await self._redis.xadd(self.keys.control(worker), {"c": encode(command)},
                                maxlen=10_000, approximate=True)
-        got = await self._redis.blpop([reply], timeout=self.reply_timeout)
-        if got is None:
-            raise WorkerUnavailableError(
-                f"worker {worker} holding session {session_id!r} did not answer within "
-                f"{self.reply_timeout:g} s")
-        return decode(got[1])
+        deadline = time.monotonic() + self.reply_timeout
+        wait = _FIRST_WAIT  # a live worker answers within milliseconds
+        while (left := deadline - time.monotonic()) > 0:
+            got = await self._redis.blpop([reply], timeout=min(wait, left))
+            if got is not None:
+                return decode(got[1])
+            if not await self._alive(worker):
+                raise WorkerUnavailableError(
+                    f"worker {worker} holding session {session_id!r} is gone (its connections "
+                    "to Redis closed)")
+            wait = 1.0
+        raise WorkerUnavailableError(
+            f"worker {worker} holding session {session_id!r} did not answer within "
+            f"{self.reply_timeout:g} s")
+
+    async def _alive(self, worker: str) -> bool:
+        """Whether ``worker`` still has a connection to Redis: a killed process's sockets are
+        closed by its kernel at once, so a dead holder is known without waiting for its lease
+        (a stopped process, or one behind a cut network, still looks alive: the caller's
+        ``reply_timeout`` bounds that case)."""
+        import redis
+
+        try:
+            clients = await self._redis.client_list(_type="normal")
+        except redis.ResponseError:
+            return True  # CLIENT LIST not permitted (an ACL): wait for the timeout instead
+        name = self.keys.client_name(worker)
+        return any(c.get("name") == name for c in clients)
 
     # -- events -------------------------------------------------------------------------------
 

@@ -55,6 +55,11 @@ class Keys:
     def control(self, worker_id: str) -> str:
         return f"{self.prefix}w:{worker_id}:control"
 
+    def client_name(self, worker_id: str) -> str:
+        """The name of a worker's Redis connections: while one is open, the worker lives (a
+        dead process's connections close with it)."""
+        return f"{self.prefix}w:{worker_id}"
+
     def reply(self, request_id: str) -> str:
         return f"{self.prefix}reply:{request_id}"
 

@@ -32,6 +32,7 @@ from steerable._core._agent import BaseAgent
 from steerable._core._session import SessionStore
 from steerable._events import TurnStatus
 from steerable._loop import AgentLoop, TurnHandle
+from steerable._secrets import Redactor
 from steerable.scale._client import RedisClient, connect, unavailable_errors
 from steerable.scale._control import ControlHandler
 from steerable.scale._events import EventPublisher
@@ -71,8 +72,9 @@ class RedisWorker:
     every write to it is fenced by this worker's lease. ``lease`` sets the lease timing,
     ``max_sessions`` how many sessions this worker runs at once. Each session's events stream
     keeps about ``events_maxlen`` events (the replay window of a reconnecting follower) and
-    expires ``events_ttl`` seconds after its last event. Other keywords go to the
-    ``AgentLoop`` (``limits``, ``timeouts``, ``permissions``, ``record_events``); the loop is
+    expires ``events_ttl`` seconds after its last event; ``redact`` blanks secrets in them
+    (default: a ``Redactor()``: the environment's secrets and credential shapes). Other
+    keywords go to the ``AgentLoop`` (``limits``, ``timeouts``, ``permissions``, ``record_events``); the loop is
     ``worker.loop``, the client for posting and following events is ``worker.client``.
     """
 
@@ -80,7 +82,7 @@ class RedisWorker:
                  prefix: str = "steerable:", lease: LeaseTiming | None = None,
                  max_sessions: int = 64, worker_id: str | None = None,
                  events_maxlen: int = 2_000, events_ttl: int = 3_600,
-                 **loop_options: Any) -> None:
+                 redact: Callable[[str], str] | None = None, **loop_options: Any) -> None:
         import redis
 
         if max_sessions < 1:
@@ -98,14 +100,19 @@ class RedisWorker:
             self.loop = AgentLoop(agent, store=self.store, **loop_options)
         else:  # a factory: builds the loop around the fenced store (``steerable serve``)
             self.loop = agent(self.store)
-        self._redis = connect(url)
+        self._redis = connect(url, name=self.keys.client_name(self.worker_id))
         self.client = RedisClient(url, prefix=prefix, client=self._redis)
         self.leases = LeaseScripts(self._redis, self.keys, self.timing)
         self.scripts = Scripts(self._redis, self.keys)
         self.events_maxlen = events_maxlen
         self.events_ttl = events_ttl
+        self.redact = redact if redact is not None else Redactor()
+        """Applied to every string of an event before it goes to Redis."""
         self.running: dict[str, TurnHandle] = {}
         """The turn each held session runs now (read by the control handler)."""
+        self.turn_tokens: dict[str, str] = {}
+        """Top-level turn id -> the lease token it runs under (fences its events)."""
+        self._published: dict[str, asyncio.Event] = {}
         self._runners: dict[str, asyncio.Task[None]] = {}
         self._woken: set[str] = set()
         self._errors = unavailable_errors()
@@ -327,10 +334,13 @@ class RedisWorker:
             await self._retry(lambda: self.scripts.finish(session_id, token, []))
             return True
         self.running[session_id] = handle
+        self.turn_tokens[handle.turn_id] = token  # before its first event is published
+        self._published[handle.turn_id] = asyncio.Event()
         await self._retry(lambda: self.scripts.mark(session_id, token,
                                                     {**entry, "turn_id": handle.turn_id}))
         result = await handle
         self.running.pop(session_id, None)
+        await self._wait_published(handle.turn_id)
         if self._stopping and result.status is TurnStatus.ABORTED:
             await self._hand_session_over(session_id, token)
             return False
@@ -342,6 +352,25 @@ class RedisWorker:
         nexts += [self._entry(item.text, "follow_up") for item in result.unprocessed]
         await self._retry(lambda: self.scripts.finish(session_id, token, nexts))
         return True
+
+    def turn_published(self, turn_id: str) -> None:
+        """Called by the publisher once the turn's TURN_END is in its stream (or dropped)."""
+        self.turn_tokens.pop(turn_id, None)
+        published = self._published.pop(turn_id, None)
+        if published is not None:
+            published.set()
+
+    async def _wait_published(self, turn_id: str) -> None:
+        """Let the turn's events reach its stream before the session can be let go: the next
+        acquisition bumps the fence, after which they would be refused. Bounded by the lease
+        time (a TURN_END lost to a full subscription buffer must not hold the session)."""
+        published = self._published.get(turn_id)
+        if published is None:
+            return
+        try:
+            await asyncio.wait_for(published.wait(), self.timing.ttl)
+        except TimeoutError:
+            self.turn_published(turn_id)
 
     def _start(self, session_id: str, entry: dict[str, Any], *, resumed: bool) -> TurnHandle:
         """Resume the turn of a dead worker (or a cancelled turn, on request) from its

@@ -1,20 +1,18 @@
 """The HTTP API (SPEC 7) and the web page, as a Starlette app over a ``SessionRunner``.
 
-Guards, in the order a request meets them: the bearer token (when one is set; compared in
-constant time; the page's own files are public so a browser can load it, everything under
-``/v1`` and ``/healthz`` is not), the same-origin check on every request that changes
-something (a browser always sends ``Origin`` on a cross-site POST; no CORS headers are ever
-sent, so other sites cannot read answers either), the session id's shape (the store's own
-rule: no path tricks), then the body: at most ``MAX_BODY`` bytes of a JSON object whose
-fields have the right types. Every refusal is a 4xx with ``{"error": ...}`` and changes nothing.
+Guards, in the order a request meets them: ``AccessGuard`` (the bearer token when one is
+set, the page's own files being public; without a token only loopback host names, against DNS
+rebinding; an ``Origin`` only from the allow list; no CORS headers are ever sent, so other
+sites cannot read answers either), the session id's shape (the store's own rule: no path
+tricks), then the body: at most ``MAX_BODY`` bytes of a JSON object whose fields have the right
+types. Every refusal is a 4xx with ``{"error": ...}`` and changes nothing.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
@@ -26,19 +24,22 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from steerable._lanes import BUSY_POLICIES
 from steerable.errors import CheckpointError, SessionBusyError
+from steerable.server._guard import AccessGuard
 from steerable.server._runner import SessionRunner
+from steerable.server._undo_api import UndoAPI
 
 __all__ = ["MAX_BODY", "create_app"]
 
 MAX_BODY = 64 * 1024
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_PUBLIC = ("/", "/static/app.js", "/static/app.css", "/favicon.svg")
-_STATIC = {"app.js": "text/javascript", "app.css": "text/css"}
-_CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_MESSAGE_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+_PUBLIC = ("/", "/static/app.js", "/static/undo.js", "/static/messages.js", "/static/app.css",
+           "/favicon.svg")
+_STATIC = {"app.js": "text/javascript", "undo.js": "text/javascript",
+           "messages.js": "text/javascript", "app.css": "text/css"}
 
 
 class BadRequest(Exception):
@@ -51,48 +52,19 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-class _Guard:
-    """Token and same-origin checks for every request (plain ASGI: adds nothing to streams)."""
-
-    def __init__(self, app: ASGIApp, token: str | None) -> None:
-        self.app = app
-        self.token = token.encode() if token else None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            refusal = self._refuse(Request(scope))
-            if refusal is not None:
-                await refusal(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-    def _refuse(self, request: Request) -> Response | None:
-        if self.token is not None and request.url.path not in _PUBLIC:
-            scheme, _, value = request.headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(),
-                                                                     self.token):
-                return JSONResponse({"error": "missing or wrong bearer token"}, status_code=401,
-                                    headers={"WWW-Authenticate": "Bearer"})
-        if request.method in _CHANGES and not _same_origin(request):
-            return _error(403, "cross-site request refused (Origin does not match this server)")
-        return None
-
-
-def _same_origin(request: Request) -> bool:
-    if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
-        return False
-    origin = request.headers.get("origin")
-    if origin is None:
-        return True  # not a browser's cross-site request (curl, scripts)
-    return origin == f"{request.url.scheme}://{request.headers.get('host', '')}"
-
-
 def _session_id(request: Request) -> str:
     sid = request.path_params["session_id"]
     if not _SESSION_ID.match(sid):
         raise BadRequest(400, "invalid session id: 1-128 letters, digits, '.', '_' or '-', "
                               "starting with a letter or digit")
     return str(sid)
+
+
+def _message_id(request: Request) -> str:
+    mid = request.path_params["message_id"]
+    if not _MESSAGE_ID.match(mid):
+        raise BadRequest(400, "invalid message id: 1-128 letters, digits, '.', '_' or '-'")
+    return str(mid)
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -146,12 +118,20 @@ def _json_errors(handler: Handler) -> Handler:
             return _error(400, str(exc))
         except ConnectionError as exc:  # Redis, or the worker holding the session, is down
             return _error(503, str(exc))
+        except NotImplementedError as exc:
+            return _error(501, str(exc))
 
     return wrapped
 
 
-def create_app(runner: SessionRunner, *, token: str | None = None) -> Starlette:
-    """The server's app: JSON API, SSE and the web page over ``runner``."""
+def create_app(runner: SessionRunner, *, token: str | None = None,
+               undo: UndoAPI | None = None, allowed_hosts: Sequence[str] = (),
+               allowed_origins: Sequence[str] = ()) -> Starlette:
+    """The server's app: JSON API, SSE and the web page over ``runner``. ``token``: the bearer
+    token every API request needs (None: only loopback host names are served, plus
+    ``allowed_hosts``); ``allowed_origins``: other pages (``scheme://host[:port]``) that may
+    call the API from a browser. With ``undo``, the undo endpoints (``/changes``, ``/undo``,
+    ``/redo``) and ``restore_files`` on a hard abort."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -161,43 +141,46 @@ def create_app(runner: SessionRunner, *, token: str | None = None) -> Starlette:
         finally:
             await runner.aclose()
 
-    async def post_message(request: Request) -> Response:
-        sid = _session_id(request)
-        data = await _body(request)
-        text = _field(data, "text", str)
-        policy = _field(data, "policy", str, required=False, choices=BUSY_POLICIES)
-        sent = await runner.send(sid, text, policy)
-        return JSONResponse({"turn_id": sent.turn_id, "action": sent.action}, status_code=202)
+    async def not_found(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        return _error(status, "not found" if status == 404 else
+                      "method not allowed" if status == 405 else "error")
 
-    async def steer(request: Request) -> Response:
-        sid = _session_id(request)
-        text = _field(await _body(request), "text", str)
-        return JSONResponse({"ok": await runner.steer(sid, text)})
+    routes = [*_page_routes(), *_session_routes(runner), *_message_routes(runner),
+              *_control_routes(runner, undo), *_undo_routes(undo, _S)]
+    return Starlette(routes=routes, lifespan=lifespan,
+                     middleware=[Middleware(AccessGuard, token=token, public=_PUBLIC,
+                                            hosts=allowed_hosts, origins=allowed_origins)],
+                     exception_handlers={HTTPException: not_found})
 
-    async def follow_up(request: Request) -> Response:
-        sid = _session_id(request)
-        text = _field(await _body(request), "text", str)
-        return JSONResponse({"ok": await runner.follow_up(sid, text)})
 
-    async def interrupt(request: Request) -> Response:
-        sid = _session_id(request)
-        mode = _field(await _body(request), "mode", str, choices=frozenset({"graceful", "hard"}))
-        return JSONResponse({"ok": await runner.interrupt(sid, mode)})
+_S = "/v1/sessions/{session_id}"
 
-    async def cancel(request: Request) -> Response:
-        sid = _session_id(request)
-        modes = frozenset({"immediate", "after_model", "after_tools"})
-        mode = _field(await _body(request), "mode", str, choices=modes)
-        return JSONResponse({"ok": await runner.cancel(sid, mode)})
 
-    async def approval(request: Request) -> Response:
-        rid = request.path_params["request_id"]
-        if len(rid) > 200:
-            raise BadRequest(400, "request id too long")
-        data = await _body(request)
-        approved = _field(data, "approved", bool)
-        reason = _field(data, "reason", str, required=False) or ""
-        return JSONResponse({"ok": await runner.resolve_approval(rid, approved, reason)})
+def _page_routes() -> list[Route]:
+    """The web page's three files (public: they hold no data) and the health check."""
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    async def page(request: Request) -> Response:
+        return _asset("index.html", "text/html; charset=utf-8")
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in _STATIC:
+            raise HTTPException(404)
+        return _asset(name, _STATIC[name] + "; charset=utf-8")
+
+    async def favicon(request: Request) -> Response:
+        return _asset("favicon.svg", "image/svg+xml")
+
+    return [Route("/", page), Route("/static/{name}", static), Route("/favicon.svg", favicon),
+            Route("/healthz", healthz)]
+
+
+def _session_routes(runner: SessionRunner) -> list[Route]:
+    """Sessions: list, read, delete, follow their events (SSE)."""
 
     async def list_sessions(request: Request) -> Response:
         return JSONResponse({"sessions": await runner.list_sessions()})
@@ -226,44 +209,141 @@ def create_app(runner: SessionRunner, *, token: str | None = None) -> Starlette:
         # Closing the response (client gone) closes the generator, which detaches the client.
         return EventSourceResponse(frames(), ping=15, headers={"Cache-Control": "no-store"})
 
-    async def healthz(request: Request) -> Response:
+    return [Route("/v1/sessions", _json_errors(list_sessions)),
+            Route(_S, _json_errors(get_session), methods=["GET"]),
+            Route(_S, _json_errors(delete_session), methods=["DELETE"]),
+            Route(_S + "/events", _json_errors(events))]
+
+
+def _message_routes(runner: SessionRunner) -> list[Route]:
+    """Messages (SPEC 10): give one (each answer names its ``message_id``), list what waits,
+    withdraw or edit a message while it waits."""
+
+    async def post_message(request: Request) -> Response:
+        sid = _session_id(request)
+        data = await _body(request)
+        text = _field(data, "text", str)
+        policy = _field(data, "policy", str, required=False, choices=BUSY_POLICIES)
+        discard = _field(data, "discard_pending", bool, required=False) or False
+        sent = await runner.send(sid, text, policy, discard_pending=discard)
+        return JSONResponse(sent.json(), status_code=202)
+
+    async def steer(request: Request) -> Response:
+        sid = _session_id(request)
+        text = _field(await _body(request), "text", str)
+        return JSONResponse((await runner.steer(sid, text)).json())
+
+    async def follow_up(request: Request) -> Response:
+        sid = _session_id(request)
+        text = _field(await _body(request), "text", str)
+        return JSONResponse((await runner.follow_up(sid, text)).json())
+
+    async def queue(request: Request) -> Response:
+        return JSONResponse({"messages": await runner.queue(_session_id(request))})
+
+    async def revoke(request: Request) -> Response:
+        return JSONResponse({"ok": await runner.revoke(_message_id(request))})
+
+    async def edit(request: Request) -> Response:
+        mid = _message_id(request)
+        text = _field(await _body(request), "text", str)
+        return JSONResponse({"ok": await runner.edit(mid, text)})
+
+    return [Route(_S + "/messages", _json_errors(post_message), methods=["POST"]),
+            Route(_S + "/steer", _json_errors(steer), methods=["POST"]),
+            Route(_S + "/follow_up", _json_errors(follow_up), methods=["POST"]),
+            Route(_S + "/queue", _json_errors(queue), methods=["GET"]),
+            Route("/v1/messages/{message_id}", _json_errors(revoke), methods=["DELETE"]),
+            Route("/v1/messages/{message_id}", _json_errors(edit), methods=["PATCH"])]
+
+
+def _control_routes(runner: SessionRunner, undo: UndoAPI | None) -> list[Route]:
+    """Interrupt (a hard one may restore the files, with ``undo``), cancel, answer an
+    approval; resume or discard a pending turn."""
+
+    async def interrupt(request: Request) -> Response:
+        sid = _session_id(request)
+        data = await _body(request)
+        mode = _field(data, "mode", str, choices=frozenset({"graceful", "hard"}))
+        restore = _restore_files(undo, data, mode, sid)
+        ok = await runner.interrupt(sid, mode)
+        if restore is not None and not ok:
+            restore.cancel_restore(sid)
+        return JSONResponse({"ok": ok})
+
+    async def cancel(request: Request) -> Response:
+        sid = _session_id(request)
+        modes = frozenset({"immediate", "after_model", "after_tools"})
+        mode = _field(await _body(request), "mode", str, choices=modes)
+        return JSONResponse({"ok": await runner.cancel(sid, mode)})
+
+    async def approval(request: Request) -> Response:
+        rid = request.path_params["request_id"]
+        if len(rid) > 200:
+            raise BadRequest(400, "request id too long")
+        data = await _body(request)
+        approved = _field(data, "approved", bool)
+        reason = _field(data, "reason", str, required=False) or ""
+        return JSONResponse({"ok": await runner.resolve_approval(rid, approved, reason)})
+
+    async def resume(request: Request) -> Response:
+        sent = await runner.resume(_session_id(request))
+        return JSONResponse(sent.json(), status_code=202)
+
+    async def discard_pending(request: Request) -> Response:
+        await runner.discard_pending(_session_id(request))
         return JSONResponse({"ok": True})
 
-    async def page(request: Request) -> Response:
-        return _asset("index.html", "text/html; charset=utf-8")
+    return [Route(_S + "/interrupt", _json_errors(interrupt), methods=["POST"]),
+            Route(_S + "/cancel", _json_errors(cancel), methods=["POST"]),
+            Route("/v1/approvals/{request_id}", _json_errors(approval), methods=["POST"]),
+            Route(_S + "/resume", _json_errors(resume), methods=["POST"]),
+            Route(_S + "/pending_turn", _json_errors(discard_pending), methods=["DELETE"])]
 
-    async def static(request: Request) -> Response:
-        name = request.path_params["name"]
-        if name not in _STATIC:
-            raise HTTPException(404)
-        return _asset(name, _STATIC[name] + "; charset=utf-8")
 
-    async def favicon(request: Request) -> Response:
-        return _asset("favicon.svg", "image/svg+xml")
+def _restore_files(undo: UndoAPI | None, data: dict[str, Any], mode: str,
+                   sid: str) -> UndoAPI | None:
+    """A hard abort's ``restore_files``: arm it before the abort (its turn may end at once)."""
+    if not _field(data, "restore_files", bool, required=False):
+        return None
+    if undo is None:
+        raise BadRequest(400, "restore_files needs undo, which is off on this server")
+    if mode != "hard":
+        raise BadRequest(400, "restore_files goes with mode 'hard'")
+    undo.restore_when_aborted(sid)
+    return undo
 
-    async def not_found(request: Request, exc: Exception) -> Response:
-        status = exc.status_code if isinstance(exc, HTTPException) else 500
-        return _error(status, "not found" if status == 404 else
-                      "method not allowed" if status == 405 else "error")
 
-    s = "/v1/sessions/{session_id}"
-    routes = [
-        Route("/", page), Route("/static/{name}", static), Route("/favicon.svg", favicon),
-        Route("/healthz", healthz),
-        Route("/v1/sessions", _json_errors(list_sessions)),
-        Route(s, _json_errors(get_session), methods=["GET"]),
-        Route(s, _json_errors(delete_session), methods=["DELETE"]),
-        Route(s + "/messages", _json_errors(post_message), methods=["POST"]),
-        Route(s + "/events", _json_errors(events)),
-        Route(s + "/steer", _json_errors(steer), methods=["POST"]),
-        Route(s + "/follow_up", _json_errors(follow_up), methods=["POST"]),
-        Route(s + "/interrupt", _json_errors(interrupt), methods=["POST"]),
-        Route(s + "/cancel", _json_errors(cancel), methods=["POST"]),
-        Route("/v1/approvals/{request_id}", _json_errors(approval), methods=["POST"]),
-    ]
-    return Starlette(routes=routes, lifespan=lifespan,
-                     middleware=[Middleware(_Guard, token=token)],
-                     exception_handlers={HTTPException: not_found})
+def _undo_routes(undo: UndoAPI | None, prefix: str) -> list[Route]:
+    """``/changes``, ``/undo`` and ``/redo`` under ``prefix`` (404 when undo is off)."""
+
+    def api() -> UndoAPI:
+        if undo is None:
+            raise BadRequest(404, "undo is off on this server")
+        return undo
+
+    async def changes(request: Request) -> Response:
+        status, body = await api().changes(_session_id(request))
+        return JSONResponse(body, status_code=status)
+
+    async def undo_changes(request: Request) -> Response:
+        sid = _session_id(request)
+        data = await _body(request)
+        status, body = await api().undo(
+            sid, _field(data, "turn_id", str, required=False),
+            _field(data, "n", int, required=False),
+            bool(_field(data, "force", bool, required=False)))
+        return JSONResponse(body, status_code=status)
+
+    async def redo_changes(request: Request) -> Response:
+        sid = _session_id(request)
+        force = bool(_field(await _body(request), "force", bool, required=False))
+        status, body = await api().redo(sid, force)
+        return JSONResponse(body, status_code=status)
+
+    return [Route(prefix + "/changes", _json_errors(changes), methods=["GET"]),
+            Route(prefix + "/undo", _json_errors(undo_changes), methods=["POST"]),
+            Route(prefix + "/redo", _json_errors(redo_changes), methods=["POST"])]
 
 
 _ASSETS: dict[str, bytes] = {}

@@ -19,6 +19,7 @@ removed messages, or stale state lines pile up, the next save rewrites the file 
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from steerable._core._checkpoint import Checkpoint
 from steerable._messages import Message
+from steerable._secrets import redacted
 from steerable.errors import CheckpointError
 from steerable.storage._checkpoint_records import (
     CHECKPOINT_VERSION,
@@ -66,18 +68,26 @@ class _Written:
 # cost of a safe point).
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
-
-def _line(record: dict[str, object]) -> str:
-    return _encode(record) + "\n"
+_os_write = os.write  # the one place bytes reach a checkpoint file (tests inject failures here)
 
 
-def _message_line(message: Message) -> str:
-    return _encode({"v": SCHEMA_VERSION, "type": "message",
-                    "message": message_to_record(message)}) + "\n"
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` (a short write is followed by the rest), or raise."""
+    view = memoryview(data)
+    while view:
+        written = _os_write(fd, view)
+        if written <= 0:
+            raise OSError(errno.ENOSPC, "the checkpoint file took no more bytes")
+        view = view[written:]
 
 
 class CheckpointFiles:
-    """The checkpoint half of ``JSONLSessionStore`` (which owns paths and redaction)."""
+    """The checkpoint half of ``JSONLSessionStore`` (which owns paths and redaction).
+
+    A write is whole or undone: an append cut short (a full disk) is truncated back to where
+    it began, a rewrite cut short leaves the previous file, and the error goes up to the turn,
+    which reports it as an ERROR event (as the session file does). A resumer therefore never
+    reads a checkpoint whose last state line lies about what was done."""
 
     def __init__(self, path_of: Callable[[str], Path],
                  redact: Callable[[str], str] | None) -> None:
@@ -88,24 +98,42 @@ class CheckpointFiles:
     def path(self, session_id: str) -> Path:
         return self._path_of(session_id).with_suffix(SUFFIX)
 
+    def _line(self, record: dict[str, object]) -> str:
+        return _encode(redacted(record, self._redact)) + "\n"
+
+    def _message_line(self, message: Message) -> str:
+        return self._line({"v": SCHEMA_VERSION, "type": "message",
+                           "message": message_to_record(message)})
+
     # -- writing ------------------------------------------------------------------------------
 
     def save(self, cp: Checkpoint) -> None:
-        state = _line(checkpoint_to_record(cp, messages=False))
+        state = self._line(checkpoint_to_record(cp, messages=False))
         w = self._written.get(cp.session_id)
         if w is not None and self._can_append(w, cp):
-            text = "".join(_message_line(m) for m in cp.messages[w.count:]) + state
-            data = self._encode(text)
-            fd = os.open(w.path, os.O_WRONLY | os.O_APPEND)
-            try:
-                os.write(fd, data)
-            finally:
-                os.close(fd)
+            text = "".join(self._message_line(m) for m in cp.messages[w.count:]) + state
+            self._append(cp, w, text.encode("utf-8"))
             w.stale += len(state)
-            w.count, w.size = len(cp.messages), w.size + len(data)
-            w.last = cp.messages[-1] if cp.messages else None
             return
         self._rewrite(cp, self.path(cp.session_id), state)
+
+    def _append(self, cp: Checkpoint, w: _Written, data: bytes) -> None:
+        fd = os.open(w.path, os.O_WRONLY | os.O_APPEND)
+        try:
+            _write_all(fd, data)
+        except BaseException:
+            # Cut back to the last whole state (truncating frees space, so it works on a full
+            # disk); if even that fails, the next save rewrites the file whole.
+            try:
+                os.ftruncate(fd, w.size)
+            except OSError as undo:
+                log.error("could not undo a failed checkpoint write to %s: %s", w.path, undo)
+                self._written.pop(cp.session_id, None)
+            raise
+        finally:
+            os.close(fd)
+        w.count, w.size = len(cp.messages), w.size + len(data)
+        w.last = cp.messages[-1] if cp.messages else None
 
     def _can_append(self, w: _Written, cp: Checkpoint) -> bool:
         if w.origin != cp.origin_turn_id or w.count > len(cp.messages) or w.stale > _REWRITE_STALE:
@@ -120,23 +148,21 @@ class CheckpointFiles:
 
     def _rewrite(self, cp: Checkpoint, path: Path, state: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = "".join(_message_line(m) for m in cp.messages) + state
-        data = self._encode(text)
+        text = "".join(self._message_line(m) for m in cp.messages) + state
+        data = text.encode("utf-8")
         tmp = path.with_name(f".{path.name}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            os.write(fd, data)
-        finally:
+            _write_all(fd, data)
+        except BaseException:
             os.close(fd)
+            tmp.unlink(missing_ok=True)  # the previous checkpoint stays as it was
+            raise
+        os.close(fd)
         os.replace(tmp, path)
         self._written[cp.session_id] = _Written(
             cp.origin_turn_id, len(cp.messages), cp.messages[-1] if cp.messages else None,
             os.stat(path).st_ino, len(data), str(path))
-
-    def _encode(self, text: str) -> bytes:
-        if self._redact is not None:
-            text = self._redact(text)
-        return text.encode("utf-8")
 
     def delete(self, session_id: str) -> bool:
         self._written.pop(session_id, None)

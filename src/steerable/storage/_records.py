@@ -7,12 +7,13 @@ it); a reader decodes each version it knows and refuses newer ones with a clear 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from steerable._messages import Message, ToolCall
 
-__all__ = ["SCHEMA_VERSION", "RecordError", "message_from_record", "message_to_record"]
+__all__ = ["SCHEMA_VERSION", "RecordError", "message_from_record", "message_to_record",
+           "session_title"]
 
 SCHEMA_VERSION = 1
 
@@ -68,3 +69,12 @@ def message_from_record(raw: Any, version: int) -> Message:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise RecordError(f"bad message: {exc}") from None
+
+
+def session_title(messages: Sequence[Message], redact: Callable[[str], str] | None) -> str:
+    """A new session's title: its first user message on one line, at most 100 characters,
+    redacted before it is cut (a cut secret would no longer be recognised)."""
+    title = next((m.content for m in messages if m.role == "user"), "")
+    if redact is not None:
+        title = redact(title)
+    return " ".join(title.split())[:100]

@@ -47,6 +47,7 @@ from typing import IO, Any
 from steerable._core._checkpoint import Checkpoint
 from steerable._core._session import SessionInfo, TurnRecord
 from steerable._messages import Message
+from steerable._secrets import redacted
 from steerable.errors import ConfigurationError, SteerableError
 from steerable.storage._checkpoint_files import CheckpointFiles
 from steerable.storage._records import (
@@ -54,9 +55,10 @@ from steerable.storage._records import (
     RecordError,
     message_from_record,
     message_to_record,
+    session_title,
 )
 
-__all__ = ["JSONLSessionStore", "SessionFileError", "default_data_dir"]
+__all__ = ["JSONLSessionStore", "SessionFileError", "TurnMark", "default_data_dir"]
 
 log = logging.getLogger("steerable.storage")
 
@@ -84,6 +86,17 @@ def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("steerable", appauthor=False))
 
 
+@dataclass(frozen=True, slots=True)
+class TurnMark:
+    """A committed turn of a session file: its id, the index of its first message, when it
+    was saved and how it ended (a rewrite after compaction or a fork is one turn)."""
+
+    turn_id: str
+    start: int
+    time: float
+    status: str
+
+
 @dataclass(slots=True)
 class _Parsed:
     """A session file read back, assembled turn by turn: a turn's messages count only once
@@ -92,6 +105,7 @@ class _Parsed:
     messages: list[Message] = field(default_factory=list)
     header: dict[str, Any] = field(default_factory=dict)
     last_marker: dict[str, Any] | None = None
+    turns: list[TurnMark] = field(default_factory=list)
     dropped: int = 0
     torn: bool = False
     _pending: list[Message] = field(default_factory=list)
@@ -105,6 +119,8 @@ class _Parsed:
 
     def add_marker(self, record: dict[str, Any]) -> None:
         if record.get("turn") == self._pending_turn:
+            self.turns.append(TurnMark(str(record.get("turn")), len(self.messages),
+                                       float(record.get("time", 0.0)), str(record.get("status"))))
             self.messages.extend(self._pending)
         else:
             self.dropped += len(self._pending)
@@ -149,8 +165,9 @@ def _line(record: dict[str, Any]) -> str:
 class JSONLSessionStore:
     """Sessions as append-only JSON-lines files under ``directory`` (default: user data dir).
 
-    ``redact`` is applied to every line before it is written (the CLI uses it to blank API
-    keys that a tool might have printed).
+    ``redact`` is applied to every string of every record before it is encoded (the CLI uses
+    a ``Redactor`` to blank API keys that a tool might have printed): values, never the encoded
+    line, so a file always parses.
     """
 
     blocking = True
@@ -162,6 +179,9 @@ class JSONLSessionStore:
         self.directory = base.expanduser()
         self._redact = redact
         self._checkpoints = CheckpointFiles(self.path, redact)
+
+    def _line(self, record: dict[str, Any]) -> str:
+        return _line(redacted(record, self._redact))
 
     # -- paths --------------------------------------------------------------------------------
 
@@ -184,6 +204,15 @@ class JSONLSessionStore:
         except OSError as exc:
             raise SessionFileError(f"cannot read session file {path}: {exc.strerror}") from None
         return self._parse(data, path).messages
+
+    def turns(self, session_id: str) -> list[TurnMark]:
+        """The session's committed turns, in order (what rewinding by turn needs)."""
+        path = self.path(session_id)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return []
+        return self._parse(data, path).turns
 
     def header(self, session_id: str) -> dict[str, Any]:
         path = self.path(session_id)
@@ -315,22 +344,18 @@ class JSONLSessionStore:
             now = time.time()
             lines = []
             if size == 0:
-                title = next((m.content for m in messages if m.role == "user"), "")
-                lines.append(_line({"v": SCHEMA_VERSION, "type": "session",
-                                    "session_id": session_id, "created": now,
-                                    "title": " ".join(title.split())[:100]}))
+                lines.append(self._line({"v": SCHEMA_VERSION, "type": "session",
+                                         "session_id": session_id, "created": now,
+                                         "title": session_title(messages, self._redact)}))
             turn_id = turn.turn_id if turn is not None else f"append_{now:.6f}"
             for message in messages:
-                lines.append(_line({"v": SCHEMA_VERSION, "type": "message", "turn": turn_id,
+                lines.append(self._line({"v": SCHEMA_VERSION, "type": "message", "turn": turn_id,
                                     "message": message_to_record(message)}))
-            lines.append(_line({"v": SCHEMA_VERSION, "type": "turn", "turn": turn_id,
+            lines.append(self._line({"v": SCHEMA_VERSION, "type": "turn", "turn": turn_id,
                                 "status": turn.status if turn else "appended",
                                 "iterations": turn.iterations if turn else 0,
                                 "count": count + len(messages), "time": now}))
-            text = "".join(lines)
-            if self._redact is not None:
-                text = self._redact(text)
-            _write_or_undo(fh, size, text.encode("utf-8"))
+            _write_or_undo(fh, size, "".join(lines).encode("utf-8"))
         if is_new:
             self._sync_directory()
 
@@ -409,15 +434,13 @@ class JSONLSessionStore:
                                 "session_id": session_id, "created": now, "title": ""}
         head.update(v=SCHEMA_VERSION, session_id=session_id)
         turn_id = f"rewrite_{now:.6f}"
-        lines = [_line(head)]
-        lines += [_line({"v": SCHEMA_VERSION, "type": "message", "turn": turn_id,
+        lines = [self._line(head)]
+        lines += [self._line({"v": SCHEMA_VERSION, "type": "message", "turn": turn_id,
                          "message": message_to_record(m)}) for m in messages]
-        lines.append(_line({"v": SCHEMA_VERSION, "type": "turn", "turn": turn_id,
+        lines.append(self._line({"v": SCHEMA_VERSION, "type": "turn", "turn": turn_id,
                             "status": "rewritten", "iterations": 0, "count": len(messages),
                             "time": now}))
         text = "".join(lines)
-        if self._redact is not None:
-            text = self._redact(text)
         with target.open("wb") as fh:
             fh.write(text.encode("utf-8"))
             fh.flush()

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from steerable._core._checkpoint import Checkpoint
 from steerable._core._session import SessionInfo, TurnRecord
 from steerable._messages import Message
+from steerable._secrets import redacted
 from steerable.errors import ConfigurationError, SteerableError
 from steerable.storage._checkpoint_records import checkpoint_from_record, checkpoint_to_record
 from steerable.storage._ids import check_session_id
@@ -38,6 +39,7 @@ from steerable.storage._records import (
     RecordError,
     message_from_record,
     message_to_record,
+    session_title,
 )
 
 if TYPE_CHECKING:
@@ -111,9 +113,8 @@ return total
 """
 
 
-def _record(message: Message, turn_id: str) -> str:
-    return json.dumps({"v": SCHEMA_VERSION, "turn": turn_id, "message": message_to_record(message)},
-                      ensure_ascii=False, separators=(",", ":"))
+def _encode(record: object) -> str:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
 # KEYS: checkpoint, [guard]   ARGV: record, guard value
@@ -129,13 +130,16 @@ return 1
 class RedisSessionStore:
     """Sessions in the Redis at ``url`` (``redis://host:port/db``), or on a ``client`` you pass
     (a synchronous ``redis.Redis``). Needs the ``redis`` extra: ``pip install 'steerable[redis]'``.
+    ``redact`` (a ``Redactor``) is applied to every string of a message or checkpoint before it
+    is encoded.
     """
 
     blocking = True
     checkpoint_blocking = True
 
     def __init__(self, url: str | None = None, *, client: redis.Redis | None = None,
-                 prefix: str = DEFAULT_PREFIX, timeout: float = 5.0) -> None:
+                 prefix: str = DEFAULT_PREFIX, timeout: float = 5.0,
+                 redact: Callable[[str], str] | None = None) -> None:
         try:
             import redis as redis_lib
         except ModuleNotFoundError:
@@ -144,6 +148,7 @@ class RedisSessionStore:
         if (url is None) == (client is None):
             raise ConfigurationError("RedisSessionStore needs exactly one of url= or client=")
         self.url = url or "<client>"
+        self._redact = redact
         self.prefix = prefix
         self._errors: tuple[type[BaseException], ...] = (redis_lib.ConnectionError,
                                                           redis_lib.TimeoutError)
@@ -154,6 +159,10 @@ class RedisSessionStore:
         self._append = self._redis.register_script(_APPEND)
         self._replace = self._redis.register_script(_REPLACE)
         self._save_checkpoint = self._redis.register_script(_SAVE_CHECKPOINT)
+
+    def _record(self, message: Message, turn_id: str) -> str:
+        return _encode(redacted({"v": SCHEMA_VERSION, "turn": turn_id,
+                                 "message": message_to_record(message)}, self._redact))
 
     # -- keys ---------------------------------------------------------------------------------
 
@@ -215,12 +224,11 @@ class RedisSessionStore:
                      turn: TurnRecord | None, guard: tuple[str, str] | None) -> None:
         now = time.time()
         turn_id = turn.turn_id if turn is not None else f"append_{now:.6f}"
-        title = next((m.content for m in messages if m.role == "user"), "")
         keys = self._keys(session_id) + ([guard[0]] if guard else [])
-        args: list[Any] = [repr(now), " ".join(title.split())[:100], turn_id,
+        args: list[Any] = [repr(now), session_title(messages, self._redact), turn_id,
                            turn.status if turn else "appended", turn.iterations if turn else 0,
                            guard[1] if guard else ""]
-        args += [_record(m, turn_id) for m in messages]
+        args += [self._record(m, turn_id) for m in messages]
         self._run(f"append to session {session_id!r}", self._append, keys=keys, args=args)
 
     def replace(self, session_id: str, messages: Sequence[Message], *,
@@ -237,7 +245,7 @@ class RedisSessionStore:
         keys = self._keys(session_id) + ([guard[0]] if guard else [])
         args: list[Any] = [repr(now), turn_id, guard[1] if guard else "",
                            "" if base is None else str(base)]
-        args += [_record(m, turn_id) for m in messages]
+        args += [self._record(m, turn_id) for m in messages]
         self._run(f"replace session {session_id!r}", self._replace, keys=keys, args=args)
 
     def has_turn(self, session_id: str, turn_id: str) -> bool:
@@ -291,8 +299,7 @@ class RedisSessionStore:
         """Replace the session's checkpoint (one SET: atomic), fenced like ``append_guarded``
         when ``guard`` is given."""
         session_id = checkpoint.session_id
-        record = json.dumps(checkpoint_to_record(checkpoint), ensure_ascii=False,
-                            separators=(",", ":"))
+        record = _encode(redacted(checkpoint_to_record(checkpoint), self._redact))
         keys = [self.key(session_id, "checkpoint")] + ([guard[0]] if guard else [])
         self._run(f"save the checkpoint of session {session_id!r}", self._save_checkpoint,
                   keys=keys, args=[record, guard[1] if guard else ""])

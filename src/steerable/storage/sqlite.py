@@ -23,13 +23,14 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from steerable._core._checkpoint import Checkpoint
 from steerable._core._session import SessionInfo, TurnRecord
 from steerable._messages import Message
+from steerable._secrets import redacted
 from steerable.errors import ConfigurationError, SteerableError
 from steerable.storage._checkpoint_records import checkpoint_from_record, checkpoint_to_record
 from steerable.storage._ids import check_session_id
@@ -38,6 +39,7 @@ from steerable.storage._records import (
     RecordError,
     message_from_record,
     message_to_record,
+    session_title,
 )
 
 __all__ = ["SQLiteSessionStore", "SQLiteStoreError"]
@@ -63,8 +65,8 @@ class SQLiteStoreError(SteerableError):
     """A database this version cannot use safely; it is left untouched."""
 
 
-def _encode(message: Message) -> str:
-    return json.dumps(message_to_record(message), ensure_ascii=False, separators=(",", ":"))
+def _encode(record: object) -> str:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
 class SQLiteSessionStore:
@@ -72,14 +74,17 @@ class SQLiteSessionStore:
 
     Safe to share between threads and between processes on one machine (not over a network
     file system: SQLite's locks need a local disk). ``timeout`` is how long a writer waits for
-    another process's transaction before failing.
+    another process's transaction before failing. ``redact`` (a ``Redactor``) is applied to
+    every string of a message or checkpoint before it is encoded.
     """
 
     blocking = True
     checkpoint_blocking = True
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0,
+                 redact: Callable[[str], str] | None = None) -> None:
         self.path = Path(path).expanduser()
+        self._redact = redact
         self._timeout = timeout
         self._local = threading.local()
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -96,6 +101,9 @@ class SQLiteSessionStore:
                     if statement.strip():
                         db.execute(statement)
                 db.execute(f"PRAGMA user_version={_DB_VERSION}")
+
+    def _message(self, message: Message) -> str:
+        return _encode(redacted(message_to_record(message), self._redact))
 
     # -- connections --------------------------------------------------------------------------
 
@@ -155,15 +163,15 @@ class SQLiteSessionStore:
     def append(self, session_id: str, messages: Sequence[Message],
                turn: TurnRecord | None) -> None:
         check_session_id(session_id)
-        rows = [_encode(m) for m in messages]  # encode first: a bad message writes nothing
+        # Encode first: a bad message writes nothing.
+        rows = [self._message(m) for m in messages]
         now = time.time()
         turn_id = turn.turn_id if turn is not None else f"append_{now:.6f}"
         with self._connection() as db, self._write(db):
             count = self._count(db, session_id)
             if count is None:
-                title = next((m.content for m in messages if m.role == "user"), "")
                 db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, 0)",
-                           (session_id, now, now, " ".join(title.split())[:100]))
+                           (session_id, now, now, session_title(messages, self._redact)))
                 count = 0
             db.executemany("INSERT INTO messages VALUES (?, ?, ?, ?, ?)",
                            [(session_id, count + i, turn_id, SCHEMA_VERSION, raw)
@@ -185,7 +193,7 @@ class SQLiteSessionStore:
         """Rewrite the whole history in one transaction (after compression); messages after
         the first ``base`` stored ones (appended meanwhile) are kept after ``messages``."""
         check_session_id(session_id)
-        rows = [_encode(m) for m in messages]
+        rows = [self._message(m) for m in messages]
         now = time.time()
         turn_id = f"rewrite_{now:.6f}"
         with self._connection() as db, self._write(db):
@@ -247,8 +255,7 @@ class SQLiteSessionStore:
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Replace the session's checkpoint in one statement (atomic, like every write here)."""
         check_session_id(checkpoint.session_id)
-        record = json.dumps(checkpoint_to_record(checkpoint), ensure_ascii=False,
-                            separators=(",", ":"))
+        record = _encode(redacted(checkpoint_to_record(checkpoint), self._redact))
         with self._connection() as db, self._write(db):
             db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?)",
                        (checkpoint.session_id, record))

@@ -7,7 +7,9 @@ session concurrently, which the SDK allows.
 
 A server that goes away fails the calls in flight at once (a stdio process that dies closes the
 connection; a transport failure, such as an HTTP server refusing connections, ends the owner
-task, which ends the calls waiting on it) and is marked down for the rest of that turn: later
+task, which ends the calls waiting on it; over HTTP, a response stream cut off mid-way, which
+the SDK only logs and would leave the call waiting for its deadline, is seen by a watch on the
+HTTP client's transport) and is marked down for the rest of that turn: later
 calls in the same turn get an error result at once. A call cancelled by a hard abort or its
 deadline sends ``notifications/cancelled`` to the server and leaves the server suspect: the next
 call pings it first; no answer in the same turn marks it down, in a later turn restarts it. A
@@ -29,7 +31,7 @@ import httpx
 from mcp import ClientSession, McpError, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
 from steerable import ToolContext, ToolResult
 from steerable.errors import ConfigurationError, ToolError
@@ -102,7 +104,8 @@ class MCPServer:
     # -- connection ---------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _streams(self) -> AsyncIterator[tuple[Any, Any]]:
+    async def _streams(self, broken: asyncio.Future[BaseException]
+                       ) -> AsyncIterator[tuple[Any, Any]]:
         if self.command is not None:
             params = StdioServerParameters(command=self.command, args=self.args,
                                            env={**os.environ, **self.env}, cwd=self.cwd)
@@ -110,15 +113,24 @@ class MCPServer:
                 yield read, write
         else:
             assert self.url is not None
-            async with create_mcp_http_client(headers=self.headers) as http, \
-                    streamable_http_client(self.url, http_client=http) as (read, write, _):
+
+            def gone(exc: BaseException) -> None:
+                if not broken.done():
+                    broken.set_result(exc)
+
+            # The SDK's own client settings, with a transport that reports a cut-off stream.
+            http = httpx.AsyncClient(
+                headers=self.headers, transport=_Watched(httpx.AsyncHTTPTransport(), gone),
+                timeout=httpx.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT))
+            async with http, streamable_http_client(self.url, http_client=http) as (read, write,
+                                                                                  _):
                 yield read, write
 
     async def _own(self, ready: asyncio.Future[ClientSession], stop: asyncio.Event,
                    broken: asyncio.Future[BaseException]) -> None:
         ended: BaseException = ConnectionError("the connection to the server ended")
         try:
-            async with self._streams() as (read, write), \
+            async with self._streams(broken) as (read, write), \
                     ClientSession(read, write, message_handler=self._on_message) as session:
                 await session.initialize()
                 ready.set_result(session)
@@ -223,6 +235,10 @@ class MCPServer:
                                     "earlier in this turn); it will be restarted on the next turn")
                 log.info("restarting MCP server %s", self.name)
                 await self._close_owner()
+            if self._broken is not None and self._broken.done():
+                # The connection broke while no call was made (the server died between turns).
+                log.info("reconnecting to MCP server %s (the connection broke)", self.name)
+                await self._close_owner()
             if self._session is None:
                 await self._open()
             session = self._session
@@ -322,6 +338,48 @@ class MCPServer:
 
         # Sent from a task of its own: the caller is being cancelled and must not wait for it.
         self._own_task(send())
+
+
+class _Watched(httpx.AsyncBaseTransport):
+    """An HTTP transport that calls ``gone`` when a response body breaks off (the server died
+    or the network dropped), then lets the error go on to the SDK as before."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, gone: Any) -> None:
+        self._inner = inner
+        self._gone = gone
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            response = await self._inner.handle_async_request(request)
+        except _CUT_OFF as exc:
+            self._gone(exc)
+            raise
+        response.stream = _WatchedStream(response.stream, self._gone)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _WatchedStream(httpx.AsyncByteStream):
+    def __init__(self, inner: Any, gone: Any) -> None:
+        self._inner = inner
+        self._gone = gone
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._inner:
+                yield chunk
+        except _CUT_OFF as exc:
+            self._gone(exc)
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+_CUT_OFF = (httpx.NetworkError, httpx.RemoteProtocolError)
+"""Failures that mean the server is gone (a read timeout on an idle stream is not one)."""
 
 
 async def _end_connection(owner: asyncio.Task[None] | None, stop: asyncio.Event) -> None:

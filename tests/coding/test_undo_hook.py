@@ -1,0 +1,147 @@
+"""The snapshot hook on a real loop with the real coding tools: write, edit and bash are all
+covered (no tool knows about undo), read-only tools and dry runs take no snapshot, and a hard
+abort can put the aborted turn's files back."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from steerable import Agent, AgentLoop, EventKind, Reply, ScriptedProvider, TurnStatus
+from steerable.coding import (
+    SNAPSHOT_HOOK_PRIORITY,
+    SNAPSHOT_HOOK_TIMEOUT,
+    Sandbox,
+    SnapshotHook,
+    Snapshots,
+    coding_tools,
+)
+from tests.coding.undo_helpers import fingerprint
+
+
+def _loop(ws: Path, replies: list[Reply], hook: SnapshotHook, *,
+          dry_run: bool = False) -> AgentLoop:
+    agent = Agent(provider=ScriptedProvider(replies), dry_run=dry_run,
+                  tools=coding_tools(ws, sandbox=Sandbox(enabled=False)))
+    loop = AgentLoop(agent)
+    loop.register_hook(hook, priority=SNAPSHOT_HOOK_PRIORITY, timeout=SNAPSHOT_HOOK_TIMEOUT)
+    return loop
+
+
+def _workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "src" / "app.py").write_text("print('hello')\n")
+    (ws / "run.sh").write_text("#!/bin/sh\necho run\n")
+    os.chmod(ws / "run.sh", 0o755)
+    return ws
+
+
+async def test_a_turn_of_write_edit_and_bash_is_undone_byte_for_byte(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    snaps = Snapshots(ws, tmp_path / "data")
+    start = fingerprint(ws)
+    replies = [
+        Reply(tool_calls=[("read", {"path": "src/app.py"})]),
+        Reply(tool_calls=[("write", {"path": "notes/todo.md", "content": "- ship\n"})]),
+        Reply(tool_calls=[("edit", {"path": "src/app.py", "old_text": "hello",
+                                     "new_text": "bye"})]),
+        Reply(tool_calls=[("bash", {"command": "sed -i s/run/walk/ run.sh && chmod 600 run.sh"
+                                                " && mv src/app.py src/main.py && rm -f x"
+                                                " && mkdir -p out && ln -s ../run.sh out/r"})]),
+        Reply(text="done"),
+    ]
+    async with _loop(ws, replies, SnapshotHook(snaps)) as loop:
+        result = await loop.run_turn("change things", session_id="s1")
+    assert result.status is TurnStatus.COMPLETED
+    after = fingerprint(ws)
+    assert after != start
+    [step] = snaps.steps("s1")
+    assert step.turn_id == result.turn_id
+    assert set(step.files) >= {"notes/todo.md", "src/app.py", "src/main.py", "run.sh", "out/r"}
+    snaps.undo("s1")
+    assert fingerprint(ws) == start
+    snaps.redo("s1")
+    assert fingerprint(ws) == after
+
+
+async def test_read_only_tools_and_dry_runs_take_no_snapshot(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    snaps = Snapshots(ws, tmp_path / "data")
+    taken: list[str] = []
+    original = snaps.snapshot
+
+    def spy(session_id: str, turn_id: str, call_id: str, tool: str, phase: str = "before") -> str:
+        taken.append(f"{tool}:{phase}")
+        return original(session_id, turn_id, call_id, tool, phase)
+
+    snaps.snapshot = spy  # type: ignore[method-assign]
+    replies = [Reply(tool_calls=[("ls", {"path": "."})]),
+               Reply(tool_calls=[("grep", {"pattern": "hello"})]), Reply(text="ok")]
+    async with _loop(ws, replies, SnapshotHook(snaps)) as loop:
+        await loop.run_turn("look", session_id="s1")
+    replies = [Reply(tool_calls=[("write", {"path": "a", "content": "x"})]), Reply(text="ok")]
+    async with _loop(ws, replies, SnapshotHook(snaps), dry_run=True) as loop:
+        await loop.run_turn("pretend", session_id="s1")
+    assert taken == []
+    replies = [Reply(tool_calls=[("write", {"path": "a", "content": "x"})]), Reply(text="ok")]
+    async with _loop(ws, replies, SnapshotHook(snaps)) as loop:
+        await loop.run_turn("write", session_id="s1")
+    assert taken == ["write:before", "write:after"]
+
+
+async def _hard_abort_during_bash(ws: Path, hook: SnapshotHook, *, ask: bool) -> str:
+    replies = [
+        Reply(tool_calls=[("write", {"path": "made.txt", "content": "by the agent\n"})]),
+        Reply(tool_calls=[("bash", {"command": "echo changed > src/app.py; touch started; "
+                                                "sleep 30"})]),
+        Reply(text="never"),
+    ]
+    async with _loop(ws, replies, hook) as loop:
+        events = loop.subscribe(kinds=[EventKind.TOOL_EXEC_START])
+        handle = loop.start_turn("work", session_id="s1")
+        for _ in range(200):
+            if (ws / "started").exists():
+                break
+            await asyncio.sleep(0.02)
+        assert len(events.drain_nowait()) == 2
+        if ask:
+            hook.restore_when_aborted("s1")
+        assert loop.interrupt_hard("s1")
+        result = await handle
+        assert result.status is TurnStatus.ABORTED
+        # The observer restores after TURN_END, off the loop; this waits for it (or does it:
+        # whichever comes first does it, once).
+        await asyncio.to_thread(hook.restore_aborted, "s1", result.turn_id)
+    return result.turn_id
+
+
+async def test_a_hard_abort_can_put_the_turns_files_back(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    start = fingerprint(ws)
+    hook = SnapshotHook(Snapshots(ws, tmp_path / "data"))
+    turn_id = await _hard_abort_during_bash(ws, hook, ask=True)
+    assert turn_id in hook.restored
+    assert fingerprint(ws) == start
+
+
+async def test_a_hard_abort_keeps_files_unless_asked(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    snaps = Snapshots(ws, tmp_path / "data")
+    hook = SnapshotHook(snaps)
+    turn_id = await _hard_abort_during_bash(ws, hook, ask=False)
+    assert turn_id not in hook.restored
+    assert (ws / "made.txt").exists() and (ws / "src" / "app.py").read_text() == "changed\n"
+    snaps.undo("s1")  # the aborted call never reported back: undo compares with the tree now
+    assert not (ws / "made.txt").exists() and (ws / "src" / "app.py").read_text() == \
+        "print('hello')\n"
+
+
+async def test_restore_on_abort_applies_to_every_aborted_turn(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    start = fingerprint(ws)
+    hook = SnapshotHook(Snapshots(ws, tmp_path / "data"), restore_on_abort=True)
+    turn_id = await _hard_abort_during_bash(ws, hook, ask=False)
+    assert turn_id in hook.restored
+    assert fingerprint(ws) == start
