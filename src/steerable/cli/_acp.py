@@ -63,6 +63,9 @@ def acp_command(args: argparse.Namespace, settings: Settings) -> int:
             telemetry(app, settings)
 
             def make_agent(ws: Workspace, given: Sequence[Tool]) -> tuple[Any, Any]:
+                # One write gate for every session's folder: the tool policy closes it per
+                # turn id, and an ACP session's tools work in a Workspace of its own.
+                ws.gate = app.workspace.gate
                 extra = {t.name: t for t in given}
                 tools = [extra.pop(t.name, t) for t in workspace_tools(settings, ws)]
                 return coding_agents(settings, app.agent.provider, ws,

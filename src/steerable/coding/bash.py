@@ -28,7 +28,7 @@ from steerable.coding._workspace import Workspace
 from steerable.errors import ToolError
 from steerable.tools import FunctionTool, ToolContext, tool
 
-__all__ = ["DEFAULT_HIDDEN_ENV", "make_bash_tool", "scrubbed_env"]
+__all__ = ["DEFAULT_HIDDEN_ENV", "gated_command", "make_bash_tool", "scrubbed_env"]
 
 DEFAULT_TIMEOUT = 120.0
 MAX_TIMEOUT = 1800.0
@@ -131,6 +131,22 @@ async def _run(argv: list[str], cwd: str, env: dict[str, str], limit: float,
     return (None if note.startswith("timed out") else code), note
 
 
+def gated_command(box: Sandbox, ws: Workspace, turn_id: str, command: str,
+                  env: Mapping[str, str] | None) -> list[str]:
+    """The argv that runs ``command`` in ``ws`` for a call of ``turn_id``: in the sandbox with
+    the workspace writable, or read-only when the turn's write gate is closed (a request that
+    asks for no change); refused when the gate is closed and there is no sandbox to hold it."""
+    argv = ["/bin/bash", "-c", command]
+    roots = [ws.root, *ws.extra_roots]
+    why = ws.gate.refusal(turn_id)
+    if why is None:
+        return box.command(argv, roots, ws.root, env)
+    if box.enabled and bwrap_usable() is not None:
+        return box.command(argv, (), ws.root, env, read_only=roots)
+    raise ToolError(f"not run: {why}; without the sandbox (bubblewrap) a command cannot be "
+                    "kept from changing files")
+
+
 def make_bash_tool(ws: Workspace, *, default_timeout: float = DEFAULT_TIMEOUT,
                    max_output: int = MAX_OUTPUT,
                    hidden_env: Iterable[str] = DEFAULT_HIDDEN_ENV,
@@ -163,14 +179,7 @@ def make_bash_tool(ws: Workspace, *, default_timeout: float = DEFAULT_TIMEOUT,
         if box.enabled:
             await asyncio.to_thread(bwrap_usable)  # the one-time probe, off the event loop
         env = scrubbed_env(hidden)
-        if ws.gate.refusal(ctx.turn_id) is None:
-            argv = box.command(["/bin/bash", "-c", command], writable, ws.root, env)
-        elif box.enabled and bwrap_usable() is not None:
-            # A request that asks for no change: the command runs, with the workspace read-only.
-            argv = box.command(["/bin/bash", "-c", command], (), ws.root, env, read_only=writable)
-        else:
-            raise ToolError(f"not run: {ws.gate.refusal(ctx.turn_id)}; without the sandbox "
-                            "(bubblewrap) a command cannot be kept from changing files")
+        argv = gated_command(box, ws, ctx.turn_id, command, env)
         code, note = await _run(argv, str(ws.root), env, limit, out)
         body = cap_text(out.text(), max_output) or "(no output)"
         if not body.endswith("\n"):

@@ -109,6 +109,7 @@ def make_editor_write_tool(ws: Workspace, files: EditorFiles) -> FunctionTool:
             path: File path, relative to the workspace root.
             content: The complete new content of the file.
         """
+        ws.gate.check(ctx.turn_id)
         target = ws.resolve(path)
         name = ws.display(target)
         if target.is_dir():
@@ -148,6 +149,7 @@ def make_editor_edit_tool(ws: Workspace, files: EditorFiles) -> FunctionTool:
             new_text: The text to put in its place.
             replace_all: Replace every occurrence instead of requiring exactly one.
         """
+        ws.gate.check(ctx.turn_id)
         check_edit(old_text, new_text)
         target = ws.resolve(path)
         name = ws.display(target)

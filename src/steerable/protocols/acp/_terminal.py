@@ -24,7 +24,7 @@ from steerable.coding import Sandbox, Workspace
 from steerable.coding._sandbox import bwrap_usable
 from steerable.coding._shell import command_subjects
 from steerable.coding._text import cap_text
-from steerable.coding.bash import DEFAULT_TIMEOUT, MAX_OUTPUT, MAX_TIMEOUT
+from steerable.coding.bash import DEFAULT_TIMEOUT, MAX_OUTPUT, MAX_TIMEOUT, gated_command
 from steerable.errors import ToolError
 from steerable.tools import FunctionTool, ToolContext, tool
 
@@ -92,7 +92,6 @@ def make_editor_bash_tool(ws: Workspace, terms: EditorTerminals, *,
                           default_timeout: float = DEFAULT_TIMEOUT,
                           max_output: int = MAX_OUTPUT) -> FunctionTool:
     box = Sandbox() if sandbox is None else sandbox
-    writable = [ws.root, *ws.extra_roots]
 
     def preview(arguments: Mapping[str, Any]) -> str:
         return f"[dry-run] bash would run in {ws.root}; nothing was run:\n$ {arguments['command']}"
@@ -116,7 +115,7 @@ def make_editor_bash_tool(ws: Workspace, terms: EditorTerminals, *,
             raise ToolError(f"timeout must be between 0 and {MAX_TIMEOUT:g} seconds")
         if box.enabled:
             await asyncio.to_thread(bwrap_usable)  # the one-time probe, off the event loop
-        argv = box.command(["/bin/bash", "-c", command], writable, ws.root)
+        argv = gated_command(box, ws, ctx.turn_id, command, None)
         try:
             output, code, note = await _run(ctx=ctx, terms=terms, argv=argv, cwd=str(ws.root),
                                             limit=limit, max_output=max_output)
