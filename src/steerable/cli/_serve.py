@@ -53,6 +53,7 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
     from steerable.cli._app import build_app
     from steerable.cli._integrations import telemetry
     from steerable.cli._mcp import configured_tools
+    from steerable.cli._mcp_serve import mcp_endpoint
 
     redis_url = getattr(args, "redis", None) or os.environ.get(REDIS_ENV) or None
 
@@ -65,8 +66,10 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
             telemetry(app, settings)
             runner = (_redis_runner(app, redis_url, args) if redis_url
                       else LocalRunner(app.loop, app.redact))
+            routes, contexts = mcp_endpoint(runner)
             asgi = create_app(runner, token=token, undo=_undo_api(app, runner),
-                              allowed_hosts=args.allow_host, allowed_origins=args.allow_origin)
+                              allowed_hosts=args.allow_host, allowed_origins=args.allow_origin,
+                              extra_routes=routes, contexts=contexts)
             config = uvicorn.Config(asgi, host=args.host, port=args.port, log_level="warning",
                                     access_log=False, lifespan="on",
                                     timeout_graceful_shutdown=3)
