@@ -5,13 +5,9 @@ A turn with a tool (progress from its events), an approval, a steer, a cancel, t
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import re
-import signal
-import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -22,56 +18,18 @@ pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
 from mcp import Client, StdioServerParameters
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+from tests.protocols._serving import agent_args, env, served  # noqa: F401 (fixture)
+
 TOOLS = {"run", "steer", "cancel", "approve", "status"}
-
-
-def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.endswith("_API_KEY") and not k.startswith(("OPENAI_", "STEERABLE_"))}
-    env.update(PYTHONPATH=str(SRC), STEERABLE_DATA_DIR=str(tmp_path / "data"),
-               XDG_CONFIG_HOME=str(tmp_path / "config"), HOME=str(tmp_path / "home"))
-    return env
-
-
-def _agent_args(tmp_path: Path, script: list[dict[str, Any]]) -> list[str]:
-    path = tmp_path / "script.json"
-    path.write_text(json.dumps(script))
-    ws = tmp_path / "ws"
-    ws.mkdir(exist_ok=True)
-    (ws / "a.txt").write_text("hello from disk\n")
-    return ["--provider", "scripted", "--script", str(path), "--workspace", str(ws)]
 
 
 @asynccontextmanager
 async def stdio_agent(tmp_path: Path, script: list[dict[str, Any]]) -> AsyncIterator[Client]:
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "steerable", "mcp", "serve",
-                                      *_agent_args(tmp_path, script)], env=_env(tmp_path))
+                                      *agent_args(tmp_path, script)], env=env(tmp_path))
     async with Client(params) as client:
         yield client
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Any]:
-    """Start ``steerable serve`` with a script; yields a function that makes the process."""
-    procs: list[subprocess.Popen[str]] = []
-
-    def start(script: list[dict[str, Any]]) -> str:
-        proc = subprocess.Popen([sys.executable, "-m", "steerable", "serve", "--port", "0",
-                                 *_agent_args(tmp_path, script)], env=_env(tmp_path),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        procs.append(proc)
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("listening on http://127.0.0.1:"), (line, proc.stderr)
-        return line.split()[-1]
-
-    yield start
-    for proc in procs:
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=20)
-        assert "Traceback" not in err, err
 
 
 class Progress:
@@ -177,7 +135,7 @@ async def test_stdio_a_bad_call_is_an_error_result(tmp_path: Path) -> None:
         assert result.is_error
 
 
-async def test_http_on_steerable_serve(tmp_path: Path, served: Any) -> None:
+async def test_http_on_steerable_serve(tmp_path: Path, served: Any) -> None:  # noqa: F811
     url = served(READ + WRITE + CANCELLED)
     async with Client(url + "/mcp") as client:
         assert client.protocol_version == "2026-07-28"
@@ -186,7 +144,7 @@ async def test_http_on_steerable_serve(tmp_path: Path, served: Any) -> None:
         await _cancel(client)
 
 
-async def test_http_is_behind_the_servers_guard(tmp_path: Path, served: Any) -> None:
+async def test_http_is_behind_the_servers_guard(tmp_path: Path, served: Any) -> None:  # noqa: F811
     import httpx
 
     url = served([])
