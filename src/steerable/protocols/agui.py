@@ -73,6 +73,9 @@ __all__ = ["MAX_INPUT", "RunTranslator", "Runner", "agui_route", "parse_input"]
 
 MAX_INPUT = 1 << 20
 """Bytes a ``RunAgentInput`` may have (it carries the client's copy of the conversation)."""
+_PENDING = 4096
+"""Open interrupts remembered for a resume; past that the oldest are forgotten (their turns
+time out waiting, as an unanswered approval does)."""
 _THREAD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -334,6 +337,8 @@ class _Endpoint:
                 if translator.finished:
                     for rid, at in translator.interrupts.items():
                         self.pending[rid] = (translator.thread_id, at)
+                    while len(self.pending) > _PENDING:
+                        del self.pending[next(iter(self.pending))]
                     return
         finally:
             await _close(events)
