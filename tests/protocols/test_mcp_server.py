@@ -151,3 +151,27 @@ async def test_http_is_behind_the_servers_guard(tmp_path: Path, served: Any) -> 
     answer = httpx.post(url + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
                         headers={"Host": "evil.example"})
     assert answer.status_code in (400, 403, 421)  # the server's guard, before the SDK
+
+
+async def _busy(client: Client, sid: str) -> bool:
+    status = await client.call_tool("status", {"session_id": sid})
+    return not status.is_error and bool(_data(status)["busy"])  # error: no session (yet)
+
+
+async def test_stdio_cancelling_the_run_request_stops_its_turn(tmp_path: Path) -> None:
+    async with stdio_agent(tmp_path, [{"text": "too late", "delay": 30}]) as client:
+        run = asyncio.ensure_future(client.call_tool("run", {"prompt": "go",
+                                                             "session_id": "m4"}))
+        while not await _busy(client, "m4"):
+            await asyncio.sleep(0.05)
+        run.cancel()  # the client abandons the request: the SDK sends notifications/cancelled
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        for _ in range(200):  # well before the model's 30 s answer
+            if not await _busy(client, "m4"):
+                break
+            await asyncio.sleep(0.05)
+        assert not await _busy(client, "m4")
+        # The aborted first turn left nothing: the session is not saved.
+        gone = await client.call_tool("status", {"session_id": "m4"})
+        assert gone.is_error and "no session 'm4'" in gone.content[0].text
