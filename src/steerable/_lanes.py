@@ -23,8 +23,10 @@ from typing import Any, Literal, Protocol, get_args
 
 from steerable._core._agent import Agent
 from steerable._core._engine import Engine
+from steerable._core._queues import offer_steering
 from steerable._core._turn import TurnResult
 from steerable._events import FollowUpQueued, TurnStatus
+from steerable._receipts import MessageReceipt, MessageState
 from steerable.errors import SessionBusyError
 
 RECENT_RESULTS = 1024
@@ -58,7 +60,7 @@ class LaneHost(Protocol):
     _engine: Engine
 
     def start_turn(self, input: str, session_id: str | None = None, *,
-                   agent: Agent | None = None) -> Any: ...
+                   agent: Agent | None = None, receipt: MessageReceipt | None = None) -> Any: ...
 
 
 class QueuedTurn:
@@ -69,10 +71,10 @@ class QueuedTurn:
     those before it have ended. ``turn_id`` is known once that turn has started.
     """
 
-    def __init__(self, text: str, session_id: str, action: SendAction, agent: Agent | None,
+    def __init__(self, receipt: MessageReceipt, action: SendAction, agent: Agent | None,
                  *, urgent: bool = False) -> None:
-        self.text = text
-        self.session_id = session_id
+        self.receipt = receipt
+        self.session_id = receipt.session_id
         self.action: SendAction = action
         self.agent = agent
         self.urgent = urgent
@@ -84,6 +86,18 @@ class QueuedTurn:
     @property
     def turn_id(self) -> str | None:
         return self._turn_id
+
+    @property
+    def text(self) -> str:
+        return self.receipt.text
+
+    @property
+    def message_id(self) -> str:
+        return self.receipt.message_id
+
+    @property
+    def state(self) -> MessageState:
+        return self.receipt.state
 
     def done(self) -> bool:
         return self._future.done()
@@ -108,13 +122,26 @@ class QueuedTurn:
         return f"<QueuedTurn {self.action} session={self.session_id} turn={self._turn_id}>"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Lane:
     pending: deque[QueuedTurn] = field(default_factory=deque)
     runner: asyncio.Task[None] | None = None
     current: QueuedTurn | None = None
     """The queued message whose turn runs now."""
     idle: asyncio.Event = field(default_factory=asyncio.Event)
+
+    # -- MessageHolder: revoke and edit reach the messages waiting here --
+
+    def withdraw(self, receipt: MessageReceipt) -> bool:
+        for item in self.pending:
+            if item.receipt is receipt:
+                self.pending.remove(item)
+                item._fail(RuntimeError("the message was revoked before its turn started"))
+                return True
+        return False
+
+    def edited(self, receipt: MessageReceipt) -> None:
+        """Nothing to do: the queue holds the receipt, whose text changed."""
 
 
 class Lanes:
@@ -151,22 +178,18 @@ class Lanes:
         lane = self._lanes.setdefault(session_id, _Lane())
         engine = self._host._engine
         st = engine.active.get(session_id)
+        r = MessageReceipt("send", text, session_id)
         if st is None and lane.runner is None and not lane.pending and self._has_slot():
-            handle = self._host.start_turn(text, session_id, agent=agent)
+            handle = self._host.start_turn(text, session_id, agent=agent, receipt=r)
             self._run(session_id, lane, handle)
             return handle
         if policy == "reject" and (st is not None or lane.runner is not None or lane.pending):
             what = f"turn {st.turn_id} is running" if st is not None else "messages are queued"
+            engine.inbox.reject(r, f"the session is busy ({what}); policy 'reject'")
             raise SessionBusyError(f"session {session_id!r} is busy ({what}); the message was "
                                    "not queued (policy 'reject')")
-        if policy == "steer" and st is not None and engine.steer(st, text):
-            item = QueuedTurn(text, session_id, "steered", agent)
-            item._turn_id = st.turn_id
-            assert st.task is not None
-            st.task.add_done_callback(lambda t: item._finish(t.result()) if not t.cancelled()
-                                      and t.exception() is None else item._fail(
-                                          RuntimeError("the steered turn did not finish")))
-            return item
+        if policy == "steer" and st is not None and offer_steering(engine, st, r) is None:
+            return self._steered(r, st, agent)
         urgent = policy in ("interrupt", "rollback")
         action: SendAction = "queued"
         if urgent and st is not None:
@@ -176,16 +199,33 @@ class Lanes:
             else:
                 engine.interrupt_hard(st)
                 action = "rolled_back"
-        item = QueuedTurn(text, session_id, action, agent, urgent=urgent)
-        if urgent:
-            lane.pending.insert(sum(1 for q in lane.pending if q.urgent), item)
-        else:
-            lane.pending.append(item)
-            if st is not None and not st.finishing:
-                engine.emit(st, FollowUpQueued, text=text)
+        item = QueuedTurn(r, action, agent, urgent=urgent)
+        self._queue(session_id, lane, item, urgent=urgent, front=False)
+        if not urgent and st is not None and not st.finishing:
+            engine.emit(st, FollowUpQueued, text=text)
+        engine.inbox.enqueue(r, "waiting for a turn of its own")
         if lane.runner is None:
             self._run(session_id, lane, None)
         return item
+
+    def _steered(self, r: MessageReceipt, st: Any, agent: Agent | None) -> QueuedTurn:
+        item = QueuedTurn(r, "steered", agent)
+        item._turn_id = st.turn_id
+        assert st.task is not None
+        st.task.add_done_callback(lambda t: item._finish(t.result()) if not t.cancelled()
+                                  and t.exception() is None else item._fail(
+                                      RuntimeError("the steered turn did not finish")))
+        return item
+
+    @staticmethod
+    def _queue(session_id: str, lane: _Lane, item: QueuedTurn, *, urgent: bool,
+               front: bool) -> None:
+        """Messages that interrupted a turn run first, in order; then the rest, in order."""
+        item.receipt._holder = lane
+        if urgent or front:
+            lane.pending.insert(sum(1 for q in lane.pending if q.urgent), item)
+        else:
+            lane.pending.append(item)
 
     # -- the runner ---------------------------------------------------------------------------
 
@@ -218,12 +258,14 @@ class Lanes:
                     continue
                 item = lane.pending.popleft()
                 try:
-                    handle = self._host.start_turn(item.text, session_id, agent=item.agent)
+                    handle = self._host.start_turn(item.text, session_id, agent=item.agent,
+                                                   receipt=item.receipt)
                 except SessionBusyError:  # started elsewhere in between: wait for that one
                     lane.pending.appendleft(item)
                     await asyncio.sleep(0)
                     continue
                 except Exception as exc:  # e.g. the loop is closing: say so to the sender
+                    engine.inbox.reject(item.receipt, f"its turn could not start: {exc}")
                     item._fail(exc)
                     continue
                 item._started(handle)
@@ -258,8 +300,14 @@ class Lanes:
         if result.status not in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS):
             return
         at = sum(1 for q in lane.pending if q.urgent)
-        for text in reversed(result.follow_ups):
-            lane.pending.insert(at, QueuedTurn(text, session_id, "queued", None))
+        ids = result.follow_up_ids or ("",) * len(result.follow_ups)
+        inbox = self._host._engine.inbox
+        for text, origin in reversed(list(zip(result.follow_ups, ids, strict=True))):
+            r = MessageReceipt("send", text, session_id, origin_id=origin or None)
+            r._holder = lane
+            lane.pending.insert(at, QueuedTurn(r, "queued", None))
+        for item in list(lane.pending)[at:at + len(result.follow_ups)]:
+            inbox.enqueue(item.receipt, "a follow-up its turn handed back")
 
     # -- waiting and shutdown -----------------------------------------------------------------
 
@@ -283,15 +331,20 @@ class Lanes:
             return []
         dropped = list(lane.pending)
         lane.pending.clear()
+        inbox = self._host._engine.inbox
         for item in dropped:
+            inbox.settle(item.receipt, MessageState.REVOKED, "withdrawn by drop_queued")
             item._fail(RuntimeError("the message was withdrawn before its turn started"))
         return [item.text for item in dropped]
 
     def close(self) -> None:
         """Start no more turns; fail what waits (the loop is closing)."""
         self._closed = True
+        inbox = self._host._engine.inbox
         for lane in self._lanes.values():
             for item in lane.pending:
+                inbox.settle(item.receipt, MessageState.REJECTED,
+                             "the loop closed before its turn started")
                 item._fail(RuntimeError("the loop closed before this message's turn started"))
             lane.pending.clear()
 

@@ -21,10 +21,11 @@ from steerable._core._bus import Subscription
 from steerable._core._cancel import CancelHandle, CancelMode
 from steerable._core._checkpoint import Checkpoint
 from steerable._core._composite import CompositeAgent
-from steerable._core._durable import write_first_checkpoint
+from steerable._core._durable import restore, write_first_checkpoint
 from steerable._core._engine import Engine
 from steerable._core._hook_manager import Registration
 from steerable._core._permissions import Permissions
+from steerable._core._queues import follow_up, hold_restored, steer
 from steerable._core._resume import check_agent, check_no_checkpoint, checked_base
 from steerable._core._session import InMemorySessionStore, SessionStore
 from steerable._core._summarize import needs_summary, summarize_session
@@ -34,6 +35,7 @@ from steerable._events import ErrorEvent, EventKind, TurnPhase, TurnStatus
 from steerable._gateway import InProcessBus, serve_bus
 from steerable._lanes import BusyPolicy, Lanes, QueuedTurn, SendAction, check_policy
 from steerable._messages import Message
+from steerable._receipts import MessageInfo, MessageKind, MessageReceipt, MessageState
 from steerable._records import Record, record
 from steerable.errors import ConfigurationError, SessionBusyError
 
@@ -129,13 +131,26 @@ class TurnHandle:
         """The result of a finished turn; raises ``asyncio.InvalidStateError`` before that."""
         return self._task.result()
 
-    def inject_steering(self, text: str) -> bool:
-        _check_text("steering text", text)
-        return self._loop._call(self._loop._engine.steer, self._state, text)
+    @property
+    def message_id(self) -> str | None:
+        """The id of the message the turn was started with (None for a resumed turn that had
+        delivered it before its checkpoint)."""
+        r = self._state.input_receipt
+        return None if r is None else r.message_id
 
-    def inject_follow_up(self, text: str) -> bool:
+    @property
+    def state(self) -> MessageState:
+        """The state of that message: ``queued`` until the turn's first LLM request carries it."""
+        r = self._state.input_receipt
+        return MessageState.DELIVERED if r is None else r.state
+
+    def inject_steering(self, text: str) -> MessageReceipt:
+        _check_text("steering text", text)
+        return self._loop._call(steer, self._loop._engine, self._state, text)
+
+    def inject_follow_up(self, text: str) -> MessageReceipt:
         _check_text("follow-up text", text)
-        return self._loop._call(self._loop._engine.follow_up, self._state, text)
+        return self._loop._call(follow_up, self._loop._engine, self._state, text)
 
     def interrupt_graceful(self, hint: str | None = None) -> bool:
         return self._loop._call(self._loop._engine.interrupt_graceful, self._state, hint)
@@ -147,6 +162,7 @@ class TurnHandle:
     def action(self) -> SendAction:
         """What ``AgentLoop.send`` did with the message: a handle means a turn was started."""
         return "started"
+
     def cancel(self, mode: CancelMode = CancelMode.IMMEDIATE) -> CancelHandle:
         """Cancel this turn (see ``AgentLoop.cancel``); after it ended, a handle that did not
         contribute."""
@@ -330,7 +346,8 @@ class AgentLoop:
     # -- turns --------------------------------------------------------------------------------
 
     def start_turn(self, input: str, session_id: str | None = None, *,
-                   agent: BaseAgent | None = None, discard_checkpoint: bool = False) -> TurnHandle:
+                   agent: BaseAgent | None = None, discard_checkpoint: bool = False,
+                   receipt: MessageReceipt | None = None) -> TurnHandle:
         """Start a turn and return at once. Raises ``SessionBusyError`` if the session is busy,
         and ``ValueError`` (``CheckpointError``) if it has a pending checkpoint (a cancelled or
         crashed turn: ``resume`` it, or pass ``discard_checkpoint=True`` to drop it)."""
@@ -345,7 +362,14 @@ class AgentLoop:
             check_no_checkpoint(self._engine.store, sid, discard_checkpoint)
         st = TurnState(turn_id=_new_id("turn"), session_id=sid, input=input,
                        agent=agent or self.agent)
-        return self._launch(st)
+        r = receipt or MessageReceipt("send", input, sid)
+        r.turn_id = st.turn_id
+        r._holder = None  # the turn's input now: no longer revocable
+        st.input_receipt = r
+        handle = self._launch(st)
+        if r.message_id not in self._engine.inbox.live:  # (a message send queued is already)
+            self._engine.inbox.enqueue(r, "the input of a new turn")
+        return handle
 
     def _check_idle(self, sid: str) -> None:
         if self._closed:
@@ -417,6 +441,8 @@ class AgentLoop:
                        base_rewritten=cp.base_dropped > 0,
                        base_count=len(base) if cp.base_count is None else cp.base_count,
                        base_dropped=cp.base_dropped)
+        restore(self._engine, st, cp)  # now: a message for it is checkpointed on top of this
+        hold_restored(self._engine, st)
         return self._launch(st)
 
     async def _drive(self, st: TurnState) -> TurnResult:
@@ -543,15 +569,49 @@ class AgentLoop:
 
         return self._call(act)
 
-    def inject_steering(self, text: str, session_id: str | None = None) -> bool:
-        """Add a user message to the running turn; it reaches the model at the next checkpoint."""
-        _check_text("steering text", text)
-        return self._control(self._engine.steer, session_id, text)
+    def _message(self, put: Callable[[Engine, TurnState, str], MessageReceipt],
+                 kind: MessageKind, text: str, session_id: str | None) -> MessageReceipt:
+        def act() -> MessageReceipt:
+            st = self._resolve(session_id)
+            if st is None:
+                r = MessageReceipt(kind, text, session_id or "")
+                return self._engine.inbox.reject(r, "no turn is active")
+            return put(self._engine, st, text)
 
-    def inject_follow_up(self, text: str, session_id: str | None = None) -> bool:
+        return self._call(act)
+
+    def inject_steering(self, text: str, session_id: str | None = None) -> MessageReceipt:
+        """Add a user message to the running turn; it reaches the model at the next checkpoint.
+        The receipt is falsy when the turn cannot take it (none active, ending, queue full)."""
+        _check_text("steering text", text)
+        return self._message(steer, "steer", text, session_id)
+
+    def inject_follow_up(self, text: str, session_id: str | None = None) -> MessageReceipt:
         """Queue a message to run as a new turn after the running one (see TurnResult.follow_ups)."""
         _check_text("follow-up text", text)
-        return self._control(self._engine.follow_up, session_id, text)
+        return self._message(follow_up, "follow_up", text, session_id)
+
+    def queued_messages(self, session_id: str) -> list[MessageInfo]:
+        """The session's messages not yet terminal, in the order they were accepted: steering
+        and follow-ups of its running turn, messages ``send`` queued, a turn's input until its
+        first LLM request."""
+        _check_session_id(session_id)
+        return self._call(self._engine.inbox.queued, session_id)
+
+    def revoke_message(self, message_id: str) -> bool:
+        """Withdraw a queued message (it becomes ``revoked``); False once it is no longer
+        queued (delivered, handed back, or already taken into a turn's context)."""
+        if not isinstance(message_id, str):
+            raise TypeError(f"message_id must be a str, got {type(message_id).__name__}")
+        return self._call(self._engine.inbox.revoke, message_id)
+
+    def edit_message(self, message_id: str, text: str) -> bool:
+        """Change the text of a queued message (it keeps its id and place); False once it is
+        no longer queued."""
+        if not isinstance(message_id, str):
+            raise TypeError(f"message_id must be a str, got {type(message_id).__name__}")
+        _check_text("message text", text)
+        return self._call(self._engine.inbox.edit, message_id, text)
 
     def interrupt_graceful(self, session_id: str | None = None, hint: str | None = None) -> bool:
         """Skip tools not started, then one last call without tools; the turn ends interrupted."""

@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from steerable import Agent, AgentLoop, BaseAgent, TurnHandle, event_to_dict
 from steerable._hooks import ToolResultContext
+from steerable._receipts import MessageReceipt
 from steerable._secrets import Redactor, known_secrets, redacted
 from steerable.providers._base import Chunk, LLMRequest, Provider, guard_secrets, text_guarded
 from steerable.replay._errors import RecordingError
@@ -412,10 +413,11 @@ class Recorder:
         @functools.wraps(original)
         def start_turn(input: str, session_id: str | None = None, *,
                        agent: BaseAgent | None = None,
-                       discard_checkpoint: bool = False) -> TurnHandle:
+                       discard_checkpoint: bool = False,
+                       receipt: MessageReceipt | None = None) -> TurnHandle:
             if not self._on_loop_thread():
                 return self._on_loop(start_turn, input, session_id, agent=agent,  # type: ignore[no-any-return]
-                                     discard_checkpoint=discard_checkpoint)
+                                     discard_checkpoint=discard_checkpoint, receipt=receipt)
             if agent is not None:
                 for found in _agents([agent]):
                     if all(found is not a for a in self._agents):
@@ -426,7 +428,7 @@ class Recorder:
             by_send = self._in_send or sys._getframe(1).f_globals.get("__name__") == _LANES
             history = self._loop.session_messages(session_id) if session_id else []
             handle = original(input, session_id, agent=agent,
-                              discard_checkpoint=discard_checkpoint)
+                              discard_checkpoint=discard_checkpoint, receipt=receipt)
             self._write({"type": "turn", "after": after, "session_id": handle.session_id,
                          "input": input, "agent": (agent or self._loop.agent).name,
                          "history": messages_to_json(history), "by_send": by_send})

@@ -59,9 +59,11 @@ class ControlHandler:
         if session_id not in self.worker.running:
             return {"ok": False}  # no turn here now, as on one process
         if op == "steer":
-            return {"ok": self.loop.inject_steering(str(args["text"]), session_id)}
+            r = self.loop.inject_steering(str(args["text"]), session_id)
+            return {"ok": bool(r), "message_id": r.message_id}
         if op == "follow_up":
-            return {"ok": self.loop.inject_follow_up(str(args["text"]), session_id)}
+            r = self.loop.inject_follow_up(str(args["text"]), session_id)
+            return {"ok": bool(r), "message_id": r.message_id}
         if op == "interrupt":
             if args["mode"] == "hard":
                 return {"ok": self.loop.interrupt_hard(session_id)}

@@ -111,7 +111,7 @@ class LocalRunner:
         return Sent(sent.turn_id, sent.action)
 
     async def steer(self, session_id: str, text: str) -> bool:
-        return self.loop.inject_steering(text, session_id)
+        return bool(self.loop.inject_steering(text, session_id))
 
     async def follow_up(self, session_id: str, text: str) -> bool:
         if not self.loop.busy(session_id):
