@@ -220,6 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
     ms = mcp.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser, required=True)
     mlist = ms.add_parser("list", help="connect to each configured server and list its tools")
     mlist.add_argument("--json", action="store_true")
+    mserve = ms.add_parser("serve", help="serve the agent as an MCP server on stdin/stdout",
+                           description="Be an MCP server on stdin/stdout: tools run, steer, "
+                           "cancel, approve and status drive the agent (see the README).")
+    _serve_options(mserve)
 
     config = sub.add_parser("config", help="show the merged configuration")
     cs = config.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser,

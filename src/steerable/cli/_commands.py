@@ -46,6 +46,10 @@ def dispatch(args: argparse.Namespace) -> int:
         from steerable.cli._replay import replay_command
 
         return asyncio.run(replay_command(args.file, args.json))
+    if args.command == "mcp" and args.action == "serve":
+        from steerable.cli._mcp_serve import mcp_serve
+
+        return mcp_serve(args, settings)
     if args.command == "mcp":
         from steerable.cli._mcp import mcp_list
 
