@@ -94,7 +94,8 @@ async def test_an_approval_is_an_interrupt_the_next_run_resumes(served: Any) -> 
         assert interrupt.tool_call_id == next(
             e.tool_call_id for e in first if e.type is EventType.TOOL_CALL_START)
         steered = await client.post("/v1/sessions/t2/steer", json={"text": "be brief"})
-        assert steered.json() == {"ok": True}  # the turn still runs, waiting for the answer
+        # The turn still runs, waiting for the answer: the steer is queued for its next call.
+        assert steered.json()["ok"] is True and steered.json()["state"] == "queued"
         second = await stream(client, run_input("t2", resume=[{
             "interruptId": interrupt.id, "status": "resolved", "payload": {"approved": True}}]))
         again = await client.post("/v1/agui", json=run_input("t2", resume=[{

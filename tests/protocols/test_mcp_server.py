@@ -81,7 +81,8 @@ async def _approve_and_steer(client: Client, ws: Path) -> None:
     again = await client.call_tool("run", {"prompt": "more", "session_id": "m2"})
     assert again.is_error and "busy" in again.content[0].text  # steer a session at work
     steered = await client.call_tool("steer", {"session_id": "m2", "text": "and be brief"})
-    assert _data(steered) == {"ok": True}
+    assert _data(steered)["ok"] is True and _data(steered)["state"] == "queued"
+    assert _data(steered)["message_id"].startswith("msg_")
     approved = await client.call_tool("approve", {"request_id": asked.group(1),
                                                   "approved": True})
     assert _data(approved) == {"ok": True}
@@ -103,7 +104,8 @@ async def _cancel(client: Client) -> None:
     assert _data(result)["status"] == "aborted", result
     assert result.content[0].text == "the turn ended aborted"
     steer_after = await client.call_tool("steer", {"session_id": "m3", "text": "late"})
-    assert _data(steer_after) == {"ok": False}  # nothing runs any more
+    assert _data(steer_after)["ok"] is False  # nothing runs any more
+    assert _data(steer_after)["state"] == "rejected"
 
 
 READ = [{"tool_calls": [["read", {"path": "a.txt"}]]}, {"text": "it says hello"}]

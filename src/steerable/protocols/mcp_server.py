@@ -44,12 +44,25 @@ class _Sent(Protocol):
     def action(self) -> str: ...
 
 
+class _Taken(Protocol):
+    """A steer's answer: whether the turn took it, and the message's id and state (SPEC 10)."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    @property
+    def message_id(self) -> str | None: ...
+
+    @property
+    def state(self) -> str | None: ...
+
+
 class Runner(Protocol):
     """What the tools call: a subset of ``steerable.server.SessionRunner``."""
 
     async def send(self, session_id: str, text: str, policy: BusyPolicy | None) -> _Sent: ...
 
-    async def steer(self, session_id: str, text: str) -> bool: ...
+    async def steer(self, session_id: str, text: str) -> _Taken: ...
 
     async def cancel(self, session_id: str, mode: CancelName) -> bool: ...
 
@@ -165,10 +178,12 @@ def build_server(runner: Runner, *, name: str = "steerable") -> MCPServer:
         return await _run(runner, ctx, prompt, session_id)
 
     @server.tool()
-    async def steer(session_id: str, text: str) -> dict[str, bool]:
+    async def steer(session_id: str, text: str) -> dict[str, Any]:
         """Add `text` to the running turn of `session_id`; the model reads it at its next
-        step. `ok` is false when no turn is running."""
-        return {"ok": await _answer(runner.steer(session_id, text))}
+        step. `ok` is false when no turn is running; `message_id` and `state` follow the
+        message (queued until a model call carries it)."""
+        taken = await _answer(runner.steer(session_id, text))
+        return {"ok": taken.ok, "message_id": taken.message_id, "state": taken.state}
 
     @server.tool()
     async def cancel(session_id: str, mode: CancelName = "after_model") -> dict[str, bool]:
