@@ -6,7 +6,7 @@ import secrets
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +27,12 @@ from steerable.cli._undo_setup import snapshot_hook
 from steerable.coding import (
     SNAPSHOT_HOOK_PRIORITY,
     SNAPSHOT_HOOK_TIMEOUT,
+    Conventions,
     Sandbox,
     SnapshotHook,
     Workspace,
     coding_tools,
+    load_conventions,
 )
 from steerable.errors import ConfigurationError
 from steerable.providers import select_provider
@@ -86,6 +88,8 @@ class App:
     interactive_approvals: bool
     undo: SnapshotHook | None = None
     """Takes undo's snapshots (None: the ``undo`` setting is off)."""
+    conventions: Conventions = field(default_factory=Conventions)
+    """The project's AGENTS.md / CLAUDE.md files, in the instructions."""
 
     def agent_for(self, dry_run: bool) -> Agent:
         return self.dry_agent if dry_run else self.agent
@@ -146,6 +150,10 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
     instructions = BASE_INSTRUCTIONS
     if settings["instructions"]:
         instructions += "\n\n" + settings["instructions"]
+    # After the fixed part, so the prompt's prefix stays the same from one project to the next.
+    conventions = load_conventions(workspace)
+    if conventions.text:
+        instructions += "\n\n" + conventions.text
     common: dict[str, Any] = {"provider": provider, "name": "coder", "instructions": instructions,
                                   "tools": tools, "max_iterations": settings["max_iterations"],
                                   "model": settings["model"]}
@@ -181,4 +189,4 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
         else:
             loop.register_hook(DenyWithoutTerminal())
     return App(settings, workspace, store, loop, agent, dry_agent, session_id, redact,
-               interactive, undo)
+               interactive, undo, conventions)

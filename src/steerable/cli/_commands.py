@@ -101,6 +101,7 @@ def config_show(settings: Settings, as_json: bool) -> int:
     from steerable.cli._mcp import describe_servers
 
     servers = describe_servers(settings)
+    conventions = _conventions(settings)
     if as_json:
         print(json.dumps({"settings": settings.values, "sources": settings.sources,
                           "mcp_servers": servers,
@@ -108,7 +109,8 @@ def config_show(settings: Settings, as_json: bool) -> int:
                           "permissions": [{"action": a, "pattern": p, "source": s}
                                           for a, p, s in settings.rules],
                           "secrets": secrets, "environment": env_urls,
-                          "files": {"user": str(user_config_path()), "read": settings.files}},
+                          "files": {"user": str(user_config_path()), "read": settings.files},
+                          "project_instructions": conventions},
                          indent=2))
         return 0
     print(f"# user config: {user_config_path()}")
@@ -123,5 +125,26 @@ def config_show(settings: Settings, as_json: bool) -> int:
         print(f"mcp server {server['name']}: {where}    # {server['source']}")
     for name, shown in {**secrets, **env_urls}.items():
         print(f"{name} = {shown}    # environment")
+    for item in conventions["read"]:
+        how = f"imported by {item['imported_by']}" if item["imported_by"] else (
+            "applies everywhere" if item["scope"] == "." else f"applies under {item['scope']}/")
+        print(f"instructions {item['path']}    # {how}, {item['chars']} characters")
+    for item in conventions["skipped"]:
+        print(f"instructions skipped {item['path']}    # {item['why']}")
     sys.stdout.flush()
     return 0
+
+
+def _conventions(settings: Settings) -> dict[str, list[dict[str, object]]]:
+    """The project instructions a run in the configured workspace would read."""
+    from pathlib import Path
+
+    from steerable.coding import load_conventions
+
+    root = Path(settings["workspace"]).expanduser()
+    if not root.is_dir():
+        return {"read": [], "skipped": []}
+    found = load_conventions(root)
+    return {"read": [{"path": f.path, "scope": f.scope, "imported_by": f.imported_by,
+                      "chars": f.chars} for f in found.files],
+            "skipped": [{"path": p, "why": why} for p, why in found.skipped]}

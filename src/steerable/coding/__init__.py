@@ -6,6 +6,7 @@ find are read-only, so the loop runs them in parallel and asks nobody before run
 
 ``Snapshots`` and ``SnapshotHook`` give them undo: a snapshot of the workspace around every call
 that may change it (bash included), and undo, redo and rewind over those snapshots.
+``load_conventions`` reads the project's own instructions (AGENTS.md or CLAUDE.md files).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from steerable.coding._conventions import ConventionFile, Conventions, load_conventions
 from steerable.coding._sandbox import Sandbox, SandboxLimits
 from steerable.coding._undo import (
     NothingToUndoError,
@@ -38,6 +40,8 @@ from steerable.tools import FunctionTool
 __all__ = [
     "SNAPSHOT_HOOK_PRIORITY",
     "SNAPSHOT_HOOK_TIMEOUT",
+    "ConventionFile",
+    "Conventions",
     "NothingToUndoError",
     "Sandbox",
     "SandboxLimits",
@@ -50,6 +54,7 @@ __all__ = [
     "UndoResult",
     "Workspace",
     "coding_tools",
+    "load_conventions",
     "make_bash_tool",
     "make_edit_tool",
     "make_find_tool",
