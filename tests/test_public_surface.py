@@ -58,11 +58,12 @@ EXPORTS: dict[str, list[str]] = {
         "checkpoint_from_record", "checkpoint_to_record", "default_data_dir",
     ],
     "steerable.coding": [
-        "ConventionFile", "Conventions", "NothingToUndoError", "SNAPSHOT_HOOK_PRIORITY", "SNAPSHOT_HOOK_TIMEOUT", "Sandbox",
+        "CommandHookSpec", "CommandHooks", "ConventionFile", "Conventions", "HookConsent",
+        "HookSet", "NothingToUndoError", "SNAPSHOT_HOOK_PRIORITY", "SNAPSHOT_HOOK_TIMEOUT", "Sandbox",
         "SandboxLimits", "SnapshotHook", "SnapshotLimits", "SnapshotStoreError", "Snapshots", "StepInfo",
         "UndoConflictError", "UndoResult", "Workspace", "coding_tools", "make_bash_tool",
         "make_edit_tool", "make_find_tool", "make_grep_tool", "make_ls_tool", "make_read_tool",
-        "load_conventions", "make_write_tool", "remove_session_snapshots",
+        "load_conventions", "load_hook_settings", "make_write_tool", "remove_session_snapshots",
     ],
     "steerable.errors": [
         "CheckpointError", "ConfigurationError", "ContextOverflowError", "FatalProviderError",

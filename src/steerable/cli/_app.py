@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,12 +22,15 @@ from steerable import (
 )
 from steerable._secrets import Redactor
 from steerable.cli._args import UsageError
+from steerable.cli._hook_setup import command_hooks
 from steerable.cli._settings import Settings
 from steerable.cli._undo_setup import snapshot_hook
 from steerable.coding import (
     SNAPSHOT_HOOK_PRIORITY,
     SNAPSHOT_HOOK_TIMEOUT,
+    CommandHooks,
     Conventions,
+    HookSet,
     Sandbox,
     SnapshotHook,
     Workspace,
@@ -90,6 +93,8 @@ class App:
     """Takes undo's snapshots (None: the ``undo`` setting is off)."""
     conventions: Conventions = field(default_factory=Conventions)
     """The project's AGENTS.md / CLAUDE.md files, in the instructions."""
+    command_hooks: CommandHooks | None = None
+    """The command hooks of the settings files that run (None: none do)."""
 
     def agent_for(self, dry_run: bool) -> Agent:
         return self.dry_agent if dry_run else self.agent
@@ -135,12 +140,15 @@ def _session(store: JSONLSessionStore, requested: str | None) -> str:
 
 def build_app(settings: Settings, *, session: str | None, can_ask: bool,
               script: str | None = None, record_events: str | None = None,
-              extra_tools: Sequence[Tool] = (), ask_by_events: bool = False) -> App:
+              extra_tools: Sequence[Tool] = (), ask_by_events: bool = False,
+              ask_hooks: Callable[[HookSet], bool] | None = None) -> App:
     """``can_ask``: approvals may be asked on this terminal; ``ask_by_events``: they are asked
-    through APPROVAL_REQUESTED events and answered by a front end (the server's page)."""
+    through APPROVAL_REQUESTED events and answered by a front end (the server's page);
+    ``ask_hooks``: asks the user whether the project's command hooks may run."""
     workspace = _workspace(settings)
     redact = Redactor()
     store = make_store(settings, redact)
+    resumed = session not in (None, "new")
     session_id = _session(store, session)
     provider = select_provider(settings["provider"], model=settings["model"],
                                base_url=settings["base_url"], script=script)
@@ -175,6 +183,9 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
     undo = snapshot_hook(settings, workspace.root)
     if undo is not None:
         loop.register_hook(undo, priority=SNAPSHOT_HOOK_PRIORITY, timeout=SNAPSHOT_HOOK_TIMEOUT)
+    hooks = command_hooks(settings, workspace.root, loop, store, resumed=resumed, ask=ask_hooks)
+    if hooks is not None:  # each command has its own timeout; they run one after the other
+        loop.register_hook(hooks, timeout=sum(s.timeout for s in hooks.specs) + 5.0)
     interactive = False
     if not settings["yes"]:
         if ask_by_events:
@@ -189,4 +200,4 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
         else:
             loop.register_hook(DenyWithoutTerminal())
     return App(settings, workspace, store, loop, agent, dry_agent, session_id, redact,
-               interactive, undo, conventions)
+               interactive, undo, conventions, hooks)

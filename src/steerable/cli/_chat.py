@@ -377,13 +377,15 @@ async def _main(app: App) -> int:
 def chat(args: argparse.Namespace, settings: Settings) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("chat needs a terminal; use 'steerable run' in scripts and pipes")
+    from steerable.cli._hook_setup import ask_on_terminal
     from steerable.cli._integrations import recording, telemetry
     from steerable.cli._mcp import configured_tools
 
     async def go() -> int:
         async with configured_tools(settings) as mcp_tools:
             app = build_app(settings, session=args.session, can_ask=True, script=args.script,
-                            record_events=args.record_events, extra_tools=mcp_tools)
+                            record_events=args.record_events, extra_tools=mcp_tools,
+                            ask_hooks=ask_on_terminal)
             telemetry(app, settings)
             async with recording(app, args.record):
                 return await _main(app)

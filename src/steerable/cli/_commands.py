@@ -102,6 +102,9 @@ def config_show(settings: Settings, as_json: bool) -> int:
 
     servers = describe_servers(settings)
     conventions = _conventions(settings)
+    from steerable.cli._hook_setup import hooks_listing
+
+    hooks = hooks_listing(settings)
     if as_json:
         print(json.dumps({"settings": settings.values, "sources": settings.sources,
                           "mcp_servers": servers,
@@ -110,7 +113,7 @@ def config_show(settings: Settings, as_json: bool) -> int:
                                           for a, p, s in settings.rules],
                           "secrets": secrets, "environment": env_urls,
                           "files": {"user": str(user_config_path()), "read": settings.files},
-                          "project_instructions": conventions},
+                          "project_instructions": conventions, "command_hooks": hooks},
                          indent=2))
         return 0
     print(f"# user config: {user_config_path()}")
@@ -129,6 +132,10 @@ def config_show(settings: Settings, as_json: bool) -> int:
         how = f"imported by {item['imported_by']}" if item["imported_by"] else (
             "applies everywhere" if item["scope"] == "." else f"applies under {item['scope']}/")
         print(f"instructions {item['path']}    # {how}, {item['chars']} characters")
+    for hook in hooks:
+        on = f" {hook['matcher']}" if hook["matcher"] not in ("", "*") else ""
+        print(f"hook {hook['event']}{on}: {hook['command']}    # {hook['source']}, "
+              f"{hook['runs']}")
     for item in conventions["skipped"]:
         print(f"instructions skipped {item['path']}    # {item['why']}")
     sys.stdout.flush()

@@ -6,7 +6,8 @@ find are read-only, so the loop runs them in parallel and asks nobody before run
 
 ``Snapshots`` and ``SnapshotHook`` give them undo: a snapshot of the workspace around every call
 that may change it (bash included), and undo, redo and rewind over those snapshots.
-``load_conventions`` reads the project's own instructions (AGENTS.md or CLAUDE.md files).
+``load_conventions`` reads the project's own instructions (AGENTS.md or CLAUDE.md files);
+``load_hook_settings`` and ``CommandHooks`` run the command hooks of Claude Code settings files.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from steerable.coding._command_hooks import CommandHooks
 from steerable.coding._conventions import ConventionFile, Conventions, load_conventions
+from steerable.coding._hook_settings import (
+    CommandHookSpec,
+    HookConsent,
+    HookSet,
+    load_hook_settings,
+)
 from steerable.coding._sandbox import Sandbox, SandboxLimits
 from steerable.coding._undo import (
     NothingToUndoError,
@@ -40,8 +48,12 @@ from steerable.tools import FunctionTool
 __all__ = [
     "SNAPSHOT_HOOK_PRIORITY",
     "SNAPSHOT_HOOK_TIMEOUT",
+    "CommandHookSpec",
+    "CommandHooks",
     "ConventionFile",
     "Conventions",
+    "HookConsent",
+    "HookSet",
     "NothingToUndoError",
     "Sandbox",
     "SandboxLimits",
@@ -55,6 +67,7 @@ __all__ = [
     "Workspace",
     "coding_tools",
     "load_conventions",
+    "load_hook_settings",
     "make_bash_tool",
     "make_edit_tool",
     "make_find_tool",
