@@ -60,10 +60,11 @@ EXPORTS: dict[str, list[str]] = {
     "steerable.coding": [
         "CommandHookSpec", "CommandHooks", "ConventionFile", "Conventions", "HookConsent",
         "HookSet", "NothingToUndoError", "SNAPSHOT_HOOK_PRIORITY", "SNAPSHOT_HOOK_TIMEOUT", "Sandbox",
-        "SandboxLimits", "SnapshotHook", "SnapshotLimits", "SnapshotStoreError", "Snapshots", "StepInfo",
-        "UndoConflictError", "UndoResult", "Workspace", "coding_tools", "make_bash_tool",
-        "make_edit_tool", "make_find_tool", "make_grep_tool", "make_ls_tool", "make_read_tool",
-        "load_conventions", "load_hook_settings", "make_write_tool", "remove_session_snapshots",
+        "SandboxLimits", "Skill", "SlashCommand", "SnapshotHook", "SnapshotLimits", "SnapshotStoreError", "Snapshots", "StepInfo",
+        "UndoConflictError", "UndoResult", "Workspace", "coding_tools", "expand_command",
+        "find_commands", "find_skills", "make_bash_tool",
+        "make_edit_tool", "make_find_tool", "make_grep_tool", "make_ls_tool", "make_read_tool", "make_skill_tool",
+        "load_conventions", "load_hook_settings", "make_write_tool", "remove_session_snapshots", "skills_prompt",
     ],
     "steerable.errors": [
         "CheckpointError", "ConfigurationError", "ContextOverflowError", "FatalProviderError",

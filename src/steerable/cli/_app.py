@@ -23,7 +23,7 @@ from steerable import (
 from steerable._secrets import Redactor
 from steerable.cli._args import UsageError
 from steerable.cli._hook_setup import command_hooks
-from steerable.cli._settings import Settings
+from steerable.cli._settings import Settings, user_config_path
 from steerable.cli._undo_setup import snapshot_hook
 from steerable.coding import (
     SNAPSHOT_HOOK_PRIORITY,
@@ -32,10 +32,16 @@ from steerable.coding import (
     Conventions,
     HookSet,
     Sandbox,
+    Skill,
+    SlashCommand,
     SnapshotHook,
     Workspace,
     coding_tools,
+    find_commands,
+    find_skills,
     load_conventions,
+    make_skill_tool,
+    skills_prompt,
 )
 from steerable.errors import ConfigurationError
 from steerable.providers import select_provider
@@ -95,6 +101,9 @@ class App:
     """The project's AGENTS.md / CLAUDE.md files, in the instructions."""
     command_hooks: CommandHooks | None = None
     """The command hooks of the settings files that run (None: none do)."""
+    skills: list[Skill] = field(default_factory=list)
+    commands: list[SlashCommand] = field(default_factory=list)
+    """Custom slash commands (Markdown files)."""
 
     def agent_for(self, dry_run: bool) -> Agent:
         return self.dry_agent if dry_run else self.agent
@@ -162,6 +171,11 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
     conventions = load_conventions(workspace)
     if conventions.text:
         instructions += "\n\n" + conventions.text
+    config_dir = user_config_path().parent
+    skills = find_skills(workspace.root, [config_dir / "skills"])
+    if skills:
+        instructions += "\n\n" + skills_prompt(skills)
+        tools.append(make_skill_tool(skills))
     common: dict[str, Any] = {"provider": provider, "name": "coder", "instructions": instructions,
                                   "tools": tools, "max_iterations": settings["max_iterations"],
                                   "model": settings["model"]}
@@ -200,4 +214,5 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
         else:
             loop.register_hook(DenyWithoutTerminal())
     return App(settings, workspace, store, loop, agent, dry_agent, session_id, redact,
-               interactive, undo, conventions, hooks)
+               interactive, undo, conventions, hooks, skills,
+               find_commands(workspace.root, [config_dir / "commands"]))

@@ -31,6 +31,7 @@ from steerable.cli._approve import (
 from steerable.cli._args import UsageError
 from steerable.cli._run import on_ctrl_c, session_line
 from steerable.cli._settings import Settings
+from steerable.cli._slash import expand_slash, extra_help, slash_completer
 
 __all__ = ["chat", "describe_pending"]
 
@@ -143,6 +144,10 @@ class ChatSession:
         if text.startswith("/"):
             await self.command(text)
             return
+        self.message_line(text)
+
+    def message_line(self, text: str) -> None:
+        """A line that is a message: steers, follows up or starts a turn."""
         follow_up = text.startswith(">>")
         body = text[2:].strip() if follow_up else text
         if not body:
@@ -217,7 +222,7 @@ class ChatSession:
         if name in ("/quit", "/exit"):
             self.quit = True
         elif name == "/help":
-            self.say(HELP, "")
+            self.say("\n".join(filter(None, [HELP, extra_help(app.commands, app.skills)])), "")
         elif name == "/events":
             self.show_events = not self.show_events
             self.say(f"raw events {'on' if self.show_events else 'off'}")
@@ -247,6 +252,8 @@ class ChatSession:
             self.export(arg.split())
         elif name in ("/undo", "/redo"):
             await self.undo(name, arg.split())
+        elif (expanded := expand_slash(app.commands, text)) is not None:
+            self.message_line(expanded)  # sent as written, even if it starts with '/'
         else:
             self.say(f"unknown or incomplete command {text!r}; /help lists them", "yellow")
 
@@ -345,7 +352,10 @@ async def _main(app: App) -> int:
     from prompt_toolkit.patch_stdout import patch_stdout
 
     chat = ChatSession(app)
-    session: PromptSession[str] = PromptSession()
+    builtin = sorted({w.split()[0] for w in HELP.split() if w.startswith("/")} | {"/help"})
+    session: PromptSession[str] = PromptSession(
+        completer=slash_completer(builtin, app.commands),  # type: ignore[arg-type]
+        complete_while_typing=True)
     chat.invalidate = lambda: session.app.invalidate() if session.app.is_running else None
     with patch_stdout(raw=True):
         consumer = asyncio.ensure_future(chat.consume(chat.driver.events()))

@@ -85,8 +85,11 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             app = build_app(settings, session=args.session, can_ask=True, script=args.script,
                             record_events=args.record_events, extra_tools=mcp_tools)
             telemetry(app, settings)
+            from steerable.cli._slash import expand_slash
+
+            expanded = None if prompt is None else expand_slash(app.commands, prompt)
             async with recording(app, args.record):
-                return await run_prompt(app, prompt, as_json=args.json, debug=args.debug,
+                return await run_prompt(app, expanded or prompt, as_json=args.json, debug=args.debug,
                                         discard_pending=args.discard_pending)
 
     return asyncio.run(go())

@@ -23,12 +23,18 @@ __all__ = ["ask_on_terminal", "command_hooks", "describe_hooks", "hooks_listing"
 CONSENT_FILE = "hook-consent.json"
 
 
+def _shown(text: str) -> str:
+    """A project's text as printable characters: no escape sequence can redraw the question."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def describe_hooks(hooks: HookSet) -> str:
     lines = [f"This project has {len(hooks.project)} command hook(s) that would run on "
              "this machine:"]
     for h in hooks.project:
-        on = f" on {h.matcher}" if h.matcher not in ("", "*") else ""
-        lines.append(f"  {h.event}{on}: {h.command}    ({h.source}, timeout {h.timeout:g} s)")
+        on = f" on {_shown(h.matcher)}" if h.matcher not in ("", "*") else ""
+        lines.append(f"  {h.event}{on}: {_shown(h.command)}    ({h.source}, "
+                     f"timeout {h.timeout:g} s)")
     return "\n".join(lines)
 
 

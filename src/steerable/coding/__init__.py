@@ -7,7 +7,8 @@ find are read-only, so the loop runs them in parallel and asks nobody before run
 ``Snapshots`` and ``SnapshotHook`` give them undo: a snapshot of the workspace around every call
 that may change it (bash included), and undo, redo and rewind over those snapshots.
 ``load_conventions`` reads the project's own instructions (AGENTS.md or CLAUDE.md files);
-``load_hook_settings`` and ``CommandHooks`` run the command hooks of Claude Code settings files.
+``load_hook_settings`` and ``CommandHooks`` run the command hooks of Claude Code settings files;
+``find_skills`` and ``find_commands`` find SKILL.md skills and Markdown slash commands.
 """
 
 from __future__ import annotations
@@ -24,6 +25,15 @@ from steerable.coding._hook_settings import (
     load_hook_settings,
 )
 from steerable.coding._sandbox import Sandbox, SandboxLimits
+from steerable.coding._skills import (
+    Skill,
+    SlashCommand,
+    expand_command,
+    find_commands,
+    find_skills,
+    make_skill_tool,
+    skills_prompt,
+)
 from steerable.coding._undo import (
     NothingToUndoError,
     SnapshotLimits,
@@ -57,6 +67,8 @@ __all__ = [
     "NothingToUndoError",
     "Sandbox",
     "SandboxLimits",
+    "Skill",
+    "SlashCommand",
     "SnapshotHook",
     "SnapshotLimits",
     "SnapshotStoreError",
@@ -66,6 +78,9 @@ __all__ = [
     "UndoResult",
     "Workspace",
     "coding_tools",
+    "expand_command",
+    "find_commands",
+    "find_skills",
     "load_conventions",
     "load_hook_settings",
     "make_bash_tool",
@@ -74,8 +89,10 @@ __all__ = [
     "make_grep_tool",
     "make_ls_tool",
     "make_read_tool",
+    "make_skill_tool",
     "make_write_tool",
     "remove_session_snapshots",
+    "skills_prompt",
 ]
 
 
