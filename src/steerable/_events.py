@@ -76,6 +76,7 @@ class EventKind(enum.StrEnum):
     SUBTURN_RESULT_DELIVERED = "subturn_result_delivered"
     SUBTURN_ORPHAN = "subturn_orphan"
     ERROR = "error"
+    PLAN_UPDATED = "plan_updated"
 
 
 class TurnStatus(enum.StrEnum):
@@ -381,6 +382,16 @@ class SubturnOrphan(_Event):
 
 
 @record
+class PlanUpdated(_Event):
+    """The agent's plan changed (the coding agent's ``todo`` tool): the whole list, in order."""
+
+    kind: ClassVar[Literal[EventKind.PLAN_UPDATED]] = EventKind.PLAN_UPDATED
+    call_id: str
+    items: tuple[Mapping[str, str], ...]
+    """Each ``{"content": ..., "status": "pending" | "in_progress" | "done"}``."""
+
+
+@record
 class ErrorEvent(_Event):
     """Something failed; the turn may go on (see ``source``)."""
 
@@ -413,6 +424,7 @@ Event = (
     | SubturnEnd
     | SubturnResultDelivered
     | SubturnOrphan
+    | PlanUpdated
     | ErrorEvent
 )
 
@@ -423,7 +435,7 @@ EVENT_CLASSES: Mapping[EventKind, type[Event]] = {
         ToolExecStart, ToolExecProgress, ToolExecEnd, ToolExecSkipped, ApprovalRequested,
         ApprovalResolved, SteeringInjected, FollowUpQueued, InterruptReceived, ContextCompress,
         SessionSummarize, SubturnSpawn, SubturnEnd, SubturnResultDelivered, SubturnOrphan,
-        ErrorEvent,
+        PlanUpdated, ErrorEvent,
     )
 }  # fmt: skip
 

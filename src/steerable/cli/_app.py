@@ -41,6 +41,7 @@ from steerable.coding import (
     find_skills,
     load_conventions,
     make_skill_tool,
+    make_todo_tool,
     skills_prompt,
 )
 from steerable.errors import ConfigurationError
@@ -163,7 +164,7 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
                                base_url=settings["base_url"], script=script)
     sandbox = Sandbox(enabled=bool(settings["sandbox"]), network=bool(settings["sandbox_network"]))
     tools = [*coding_tools(workspace, bash_timeout=settings["bash_timeout"], sandbox=sandbox),
-             *extra_tools]
+             make_todo_tool(), *extra_tools]
     instructions = BASE_INSTRUCTIONS
     if settings["instructions"]:
         instructions += "\n\n" + settings["instructions"]

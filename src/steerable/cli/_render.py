@@ -30,11 +30,15 @@ from steerable.cli._app import Redactor
 __all__ = ["LiveRenderer", "TurnView", "describe_call", "status_line"]
 
 TAIL_LINES = 6
+_PLAN_MARKS = {"done": ("☑", "green strike"), "in_progress": ("◐", "bold yellow"),
+               "pending": ("☐", "")}
 
 
 def describe_call(name: str, arguments: Any, width: int = 70) -> str:
     """A one-line summary of a tool call: its main argument, shortened."""
     args = dict(arguments) if isinstance(arguments, dict) else {}
+    if name == "todo" and isinstance(args.get("items"), list):
+        return f"{len(args['items'])} steps"  # the plan itself is drawn from PLAN_UPDATED
     main = args.get("command") or args.get("path") or args.get("pattern")
     text = str(main) if main is not None else json.dumps(args, ensure_ascii=False)
     if name == "grep" and args.get("path") not in (None, "."):
@@ -163,8 +167,20 @@ class TurnView:
             return "interrupting: stopping the reply"
         return "interrupting: a summary once the model answers"
 
+    def _plan(self, event: Any) -> RenderableType:
+        """The agent's plan as a checklist: done struck through, the current step bold."""
+        done = sum(item["status"] == "done" for item in event.items)
+        out = Text(f"Plan ({done}/{len(event.items)} done)", style="bold")
+        for item in event.items:
+            mark, style = _PLAN_MARKS.get(item["status"], ("☐", ""))
+            out.append(f"\n  {mark} ", style=style)
+            out.append(self.redact(item["content"]), style=style)
+        return Padding(out, (0, 0, 0, 2 * self._depth(event)))
+
     def _notice(self, event: Any) -> list[RenderableType]:
         kind = event.kind
+        if kind is EventKind.PLAN_UPDATED:
+            return [self._plan(event)]
         if kind is EventKind.STEERING_INJECTED:
             return [Text(f"↳ steering delivered: {self.redact(event.text)}", style="cyan")]
         if kind is EventKind.FOLLOW_UP_QUEUED:

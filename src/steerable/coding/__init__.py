@@ -8,7 +8,8 @@ find are read-only, so the loop runs them in parallel and asks nobody before run
 that may change it (bash included), and undo, redo and rewind over those snapshots.
 ``load_conventions`` reads the project's own instructions (AGENTS.md or CLAUDE.md files);
 ``load_hook_settings`` and ``CommandHooks`` run the command hooks of Claude Code settings files;
-``find_skills`` and ``find_commands`` find SKILL.md skills and Markdown slash commands.
+``find_skills`` and ``find_commands`` find SKILL.md skills and Markdown slash commands;
+``make_todo_tool`` is the agent's plan, streamed as PLAN_UPDATED events.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from steerable.coding._skills import (
     make_skill_tool,
     skills_prompt,
 )
+from steerable.coding._todo import PLAN_STATUSES, make_todo_tool
 from steerable.coding._undo import (
     NothingToUndoError,
     SnapshotLimits,
@@ -56,6 +58,7 @@ from steerable.coding.write import make_write_tool
 from steerable.tools import FunctionTool
 
 __all__ = [
+    "PLAN_STATUSES",
     "SNAPSHOT_HOOK_PRIORITY",
     "SNAPSHOT_HOOK_TIMEOUT",
     "CommandHookSpec",
@@ -90,6 +93,7 @@ __all__ = [
     "make_ls_tool",
     "make_read_tool",
     "make_skill_tool",
+    "make_todo_tool",
     "make_write_tool",
     "remove_session_snapshots",
     "skills_prompt",
