@@ -27,7 +27,7 @@ PLAN = [{"content": "read the code", "status": "done"},
 
 
 def run_plan(env: dict[str, str], tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    steps = [{"tool_calls": [["todo", {"items": PLAN[:1] + [dict(PLAN[1], status="pending")]}]]},
+    steps = [{"tool_calls": [["todo", {"items": [*PLAN[:1], dict(PLAN[1], status="pending")]}]]},
              {"tool_calls": [["todo", {"items": PLAN}]]},
              {"text": "On it."}]
     (tmp_path / "s.json").write_text(json.dumps(steps))

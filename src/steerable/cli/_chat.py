@@ -29,6 +29,7 @@ from steerable.cli._approve import (
     uncoverable,
 )
 from steerable.cli._args import UsageError
+from steerable.cli._diff_view import coloured_diff
 from steerable.cli._run import on_ctrl_c, session_line
 from steerable.cli._settings import Settings
 from steerable.cli._slash import expand_slash, extra_help, slash_completer
@@ -125,7 +126,9 @@ class ChatSession:
             for block in self.view.handle(event):
                 self.console.print(block)
             if event.kind is EventKind.APPROVAL_REQUESTED and self.app.interactive_approvals:
-                self.say(describe_request(self.app, event.tool_name, event.arguments), "yellow")
+                self.console.print(coloured_diff(
+                    describe_request(self.app, event.tool_name, event.arguments), indent="",
+                    head_style="yellow"))
                 self.approvals.append(event)
             elif event.kind is EventKind.APPROVAL_RESOLVED:
                 self.approvals = deque(a for a in self.approvals

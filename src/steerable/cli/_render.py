@@ -26,6 +26,7 @@ from rich.text import Text
 from steerable import EventKind, event_to_dict
 from steerable._secrets import redacted
 from steerable.cli._app import Redactor
+from steerable.cli._diff_view import coloured_diff
 
 __all__ = ["LiveRenderer", "TurnView", "describe_call", "status_line"]
 
@@ -64,6 +65,8 @@ class _Card:
     depth: int
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
     partial: str = ""
+    diff: str = ""
+    """What an edit or write changed, shown under its line once it ends."""
 
     def feed(self, text: str) -> None:
         lines = (self.partial + text).split("\n")
@@ -126,7 +129,10 @@ class TurnView:
             self.cards[event.call_id] = _Card(event.tool_name, self.redact(
                 describe_call(event.tool_name, event.arguments)), time.monotonic(), depth)
         elif kind is EventKind.TOOL_EXEC_PROGRESS and event.call_id in self.cards:
-            self.cards[event.call_id].feed(self.redact(event.text))
+            card = self.cards[event.call_id]
+            card.feed(self.redact(event.text))
+            if isinstance(event.data.get("diff"), str):
+                card.diff = self.redact(event.data["diff"])
         elif kind is EventKind.TOOL_EXEC_END:
             out.append(self._ended(event))
         elif kind is EventKind.TOOL_EXEC_SKIPPED:
@@ -153,6 +159,11 @@ class TurnView:
                     style="dim" if not dry else "cyan")
         if event.is_error:
             text.append("\n  " + self.redact(first[:200]), style="red")
+            return text
+        # A dry run's preview carries its diff after the first line; a real change reported it.
+        diff = self.redact(event.content.partition("\n")[2]) if dry else (card.diff if card else "")
+        if diff.strip() and event.tool_name in ("edit", "write"):
+            return Group(text, coloured_diff(diff))
         return text
 
     def _interrupting(self, event: Any) -> str:
