@@ -148,6 +148,23 @@ def _session(store: JSONLSessionStore, requested: str | None) -> str:
     return requested
 
 
+def _instructions(settings: Settings,
+                  workspace: Workspace) -> tuple[str, Conventions, list[Skill]]:
+    """The coder's instructions: steerable's own, the configured ones, then the project's
+    AGENTS.md files and skills (after the fixed part, so the prompt's prefix stays the same
+    from one project to the next)."""
+    instructions = BASE_INSTRUCTIONS
+    if settings["instructions"]:
+        instructions += "\n\n" + settings["instructions"]
+    conventions = load_conventions(workspace)
+    if conventions.text:
+        instructions += "\n\n" + conventions.text
+    skills = find_skills(workspace.root, [user_config_path().parent / "skills"])
+    if skills:
+        instructions += "\n\n" + skills_prompt(skills)
+    return instructions, conventions, skills
+
+
 def build_app(settings: Settings, *, session: str | None, can_ask: bool,
               script: str | None = None, record_events: str | None = None,
               extra_tools: Sequence[Tool] = (), ask_by_events: bool = False,
@@ -158,24 +175,14 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
     workspace = _workspace(settings)
     redact = Redactor()
     store = make_store(settings, redact)
-    resumed = session not in (None, "new")
     session_id = _session(store, session)
     provider = select_provider(settings["provider"], model=settings["model"],
                                base_url=settings["base_url"], script=script)
     sandbox = Sandbox(enabled=bool(settings["sandbox"]), network=bool(settings["sandbox_network"]))
     tools = [*coding_tools(workspace, bash_timeout=settings["bash_timeout"], sandbox=sandbox),
              make_todo_tool(), *extra_tools]
-    instructions = BASE_INSTRUCTIONS
-    if settings["instructions"]:
-        instructions += "\n\n" + settings["instructions"]
-    # After the fixed part, so the prompt's prefix stays the same from one project to the next.
-    conventions = load_conventions(workspace)
-    if conventions.text:
-        instructions += "\n\n" + conventions.text
-    config_dir = user_config_path().parent
-    skills = find_skills(workspace.root, [config_dir / "skills"])
+    instructions, conventions, skills = _instructions(settings, workspace)
     if skills:
-        instructions += "\n\n" + skills_prompt(skills)
         tools.append(make_skill_tool(skills))
     common: dict[str, Any] = {"provider": provider, "name": "coder", "instructions": instructions,
                                   "tools": tools, "max_iterations": settings["max_iterations"],
@@ -198,9 +205,8 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
     undo = snapshot_hook(settings, workspace.root)
     if undo is not None:
         loop.register_hook(undo, priority=SNAPSHOT_HOOK_PRIORITY, timeout=SNAPSHOT_HOOK_TIMEOUT)
-    hooks = command_hooks(settings, workspace.root, loop, store, resumed=resumed, ask=ask_hooks)
-    if hooks is not None:  # each command has its own timeout; they run one after the other
-        loop.register_hook(hooks, timeout=sum(s.timeout for s in hooks.specs) + 5.0)
+    hooks = command_hooks(settings, workspace.root, loop, store,
+                          resumed=session not in (None, "new"), ask=ask_hooks)
     interactive = False
     if not settings["yes"]:
         if ask_by_events:
@@ -216,4 +222,4 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
             loop.register_hook(DenyWithoutTerminal())
     return App(settings, workspace, store, loop, agent, dry_agent, session_id, redact,
                interactive, undo, conventions, hooks, skills,
-               find_commands(workspace.root, [config_dir / "commands"]))
+               find_commands(workspace.root, [user_config_path().parent / "commands"]))

@@ -64,7 +64,7 @@ def _project_allowed(settings: Settings, root: Path, hooks: HookSet,
 
 def command_hooks(settings: Settings, root: Path, loop: AgentLoop, store: JSONLSessionStore, *,
                   resumed: bool, ask: Callable[[HookSet], bool] | None) -> CommandHooks | None:
-    """The hook to register for this session (None when no hook applies)."""
+    """The command hooks of this session, registered on ``loop`` (None when none applies)."""
     hooks = load_hook_settings(root, user_settings_paths(user_config_path().parent))
     specs = [*hooks.user, *(hooks.project if _project_allowed(settings, root, hooks, ask)
                             else ())]
@@ -74,9 +74,13 @@ def command_hooks(settings: Settings, root: Path, loop: AgentLoop, store: JSONLS
     def continue_with(session_id: str, text: str) -> None:
         loop.inject_follow_up(text, session_id)  # run after this turn, as its follow-up
 
-    return CommandHooks(specs, root, source="resume" if resumed else "startup",
-                        transcript=lambda sid: str(store.path(sid)), continue_with=continue_with,
-                        notice=lambda text: print(f"steerable: {text}", file=sys.stderr))
+    runner = CommandHooks(specs, root, source="resume" if resumed else "startup",
+                          transcript=lambda sid: str(store.path(sid)),
+                          continue_with=continue_with,
+                          notice=lambda text: print(f"steerable: {text}", file=sys.stderr))
+    # Each command has its own timeout and they run one after the other.
+    loop.register_hook(runner, timeout=sum(s.timeout for s in specs) + 5.0)
+    return runner
 
 
 def hooks_listing(settings: Settings) -> list[dict[str, object]]:
