@@ -71,7 +71,7 @@ def test_an_approval_question_shows_the_diff_in_colour(cli_env: dict[str, str],
     env["TERM"] = "xterm-256color"
     child = pexpect.spawn(sys.executable, ["-m", "steerable", "run", "change", "--provider",
                                            "scripted", "--script", script, "--workspace",
-                                           str(ws)], env=env, encoding="utf-8", timeout=30,
+                                           str(ws)], env=env, encoding="utf-8", timeout=60,
                           dimensions=(40, 160), cwd=str(ws))
     try:
         child.expect("edit wants to run:")

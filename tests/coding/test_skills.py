@@ -111,7 +111,7 @@ def test_chat_asks_about_project_hooks_once_and_help_lists_commands_and_skills(
     env = {**cli_env, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm"}
     args = ["-m", "steerable", "chat", "--provider", "scripted", "--script", str(script),
             "--workspace", str(root)]
-    child = pexpect.spawn(sys.executable, args, env=env, encoding="utf-8", timeout=30,
+    child = pexpect.spawn(sys.executable, args, env=env, encoding="utf-8", timeout=60,
                           dimensions=(40, 160), cwd=str(root))
     try:
         child.expect("1 command hook")
@@ -132,11 +132,14 @@ def test_chat_asks_about_project_hooks_once_and_help_lists_commands_and_skills(
     finally:
         child.close()
     assert marker.exists()
-    child = pexpect.spawn(sys.executable, args, env=env, encoding="utf-8", timeout=30,
+    child = pexpect.spawn(sys.executable, args, env=env, encoding="utf-8", timeout=60,
                           dimensions=(40, 160), cwd=str(root))
     try:
         index = child.expect([r"Run them in this project", "/help for keys"])
         assert index == 1  # the consent was remembered
+        # A line first: a Ctrl+D typed before the prompt reads the terminal raw would be lost.
+        child.sendline("/help")
+        child.expect("How to cut a release")
         child.sendcontrol("d")
         child.expect(pexpect.EOF)
     finally:
