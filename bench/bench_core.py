@@ -2,6 +2,7 @@
 
     python bench/bench_core.py            # all
     python bench/bench_core.py overhead   # one
+    STEERABLE_SRC=/other/tree/src python bench/bench_core.py overhead_floor   # compare trees
 
 Targets (2 cores, no GPU): per-iteration overhead <= 100 us and flat in history length; emit to
 8 subscribers <= 3 us; hard-abort latency <= 1 ms; four 0.2 s read-only tools <= 0.21 s wall;
@@ -50,6 +51,31 @@ async def overhead() -> None:
         runs = [await _run_iterations(n) for _ in range(7)]
         print(f"overhead per iteration, {n:>3} iterations: {statistics.median(runs) * 1e6:7.1f} us "
               f"(median of 7; one instant tool per iteration)")
+
+
+async def overhead_floor() -> None:
+    """The least of many runs: on a shared machine the floor moves far less than the median,
+    so two source trees can be told apart by a few microseconds (``STEERABLE_SRC=...``)."""
+    for n in (25, 200):
+        runs = [await _run_iterations(n) for _ in range(40)]
+        runs.sort()
+        print(f"overhead floor per iteration, {n:>3} iterations: min {runs[0] * 1e6:6.1f} us, "
+              f"10th percentile {runs[3] * 1e6:6.1f} us (40 runs)")
+
+
+async def overhead_split() -> None:
+    """A turn's cost split into its fixed part and its part per iteration (floors): the
+    message lifecycle costs once per turn (its input) and nothing per iteration when no
+    message moves."""
+    async def turn(n: int) -> float:
+        return await _run_iterations(n) * n
+
+    for _ in range(5):
+        await turn(5)
+    one = min([await turn(1) for _ in range(300)])
+    many = min([await turn(41) for _ in range(60)])
+    print(f"one-iteration turn {one * 1e6:6.1f} us; 41 iterations {many * 1e6:7.1f} us; "
+          f"per iteration {(many - one) / 40 * 1e6:5.2f} us (floors of 300 / 60 runs)")
 
 
 async def emit() -> None:
@@ -182,6 +208,8 @@ def import_time() -> None:
 
 SCENARIOS = {
     "overhead": overhead,
+    "overhead_floor": overhead_floor,
+    "overhead_split": overhead_split,
     "emit": emit,
     "abort": abort_latency,
     "parallel": parallel_tools,

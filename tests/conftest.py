@@ -23,7 +23,8 @@ def make_loop(script: Sequence[Any], tools: Sequence[Any] = (), **agent_kw: Any)
 
 
 def kinds(events: Sequence[Event], *, skip_state: bool = True) -> list[EventKind]:
-    skip = {EventKind.STATE_CHANGED, EventKind.LLM_DELTA} if skip_state else set()
+    skip = {EventKind.STATE_CHANGED, EventKind.LLM_DELTA, EventKind.MESSAGE_STATE} if skip_state \
+        else set()
     return [e.kind for e in events if e.kind not in skip]
 
 
@@ -70,3 +71,22 @@ def assert_history_consistent(messages: Sequence[Any]) -> None:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def message_fates(events: Sequence[Event]) -> dict[str, list[str]]:
+    """Each message's MESSAGE_STATE states, in order (``queued`` again marks an edit)."""
+    fates: dict[str, list[str]] = {}
+    for e in events:
+        if e.kind is EventKind.MESSAGE_STATE:
+            fates.setdefault(e.message_id, []).append(e.state.value)
+    return fates
+
+
+def assert_one_terminal_each(events: Sequence[Event]) -> dict[str, str]:
+    """Every message seen has exactly one terminal state, its last; returns id -> that state."""
+    out: dict[str, str] = {}
+    for mid, states in message_fates(events).items():
+        terminal = [s for s in states if s != "queued"]
+        assert len(terminal) == 1 and states[-1] == terminal[0], (mid, states)
+        out[mid] = terminal[0]
+    return out

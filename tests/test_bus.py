@@ -40,7 +40,7 @@ async def test_subscriber_that_never_reads_drops_and_counts() -> None:
     tiny = loop.subscribe(buffer=2)
     result = await loop.run_turn("go", session_id="s")
     assert result.status is TurnStatus.COMPLETED
-    assert [e.kind for e in tiny.drain_nowait()] == [K.TURN_START, K.STATE_CHANGED]
+    assert [e.kind for e in tiny.drain_nowait()] == [K.TURN_START, K.MESSAGE_STATE]
     assert tiny.dropped[K.LLM_DELTA] == 6 and tiny.dropped[K.TURN_END] == 1
     stats = loop.statistics()
     assert stats.dropped[K.LLM_DELTA] == 6

@@ -247,7 +247,7 @@ async def test_interrupts_with_nothing_running_return_false() -> None:
     await handle
     assert loop.interrupt_hard("s") is False  # cancel after completion
     assert handle.interrupt_hard() is False and handle.interrupt_graceful() is False
-    assert loop.inject_steering("too late", "s") is False
+    assert not loop.inject_steering("too late", "s")
 
 
 async def test_cancelling_run_turn_caller_aborts_the_turn() -> None:
@@ -293,7 +293,7 @@ async def test_interrupts_while_the_turn_is_saving_change_nothing() -> None:
     await asyncio.to_thread(saving.wait, 5)
     assert loop.interrupt_hard("s") is False
     assert loop.interrupt_graceful("s") is False
-    assert loop.inject_steering("too late", "s") is False
+    assert not loop.inject_steering("too late", "s")
     release.set()
     result = await handle
     assert result.status is TurnStatus.COMPLETED and result.text == "done"

@@ -53,7 +53,7 @@ async def test_control_methods_resolve_the_session() -> None:
         loop.interrupt_hard()
     assert loop.interrupt_hard("s2") is True
     assert (await h2).status is TurnStatus.ABORTED
-    assert loop.inject_steering("for s1") is True  # only one active now
+    assert loop.inject_steering("for s1")  # only one active now
     info = loop.active_turn("s1")
     assert info is not None and info.turn_id == h1.turn_id and info.steering_pending == 1
     assert info.phase in (TurnPhase.IDLE, TurnPhase.THINKING)

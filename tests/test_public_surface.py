@@ -30,7 +30,7 @@ EXPORTS: dict[str, list[str]] = {
         "InterruptMode", "InterruptPress", "InterruptReceived", "LLMDelta", "LLMRequest",
         "LLMRequestContext", "LLMRequestEvent", "LLMResponse", "LLMResponseContext",
         "LLMResponseEvent", "LLMRetry", "Limits", "LoopAgent", "LoopStatistics", "Message",
-        "OutboundReply", "ParallelAgent", "Permission", "PermissionRule", "Permissions", "PlanUpdated",
+        "MessageInfo", "MessageReceipt", "MessageState", "MessageStateEvent", "OutboundReply", "ParallelAgent", "Permission", "PermissionRule", "Permissions", "PlanUpdated",
         "Provider", "PushAck", "QueuedMessage", "QueuedTurn", "Reply", "ScriptedProvider",
         "SequentialAgent", "SessionBusyError", "SessionDriver", "SessionInfo", "SessionStore",
         "SessionSummarize", "SkipReason", "StateChanged", "SteeringInjected", "Subscription",
@@ -108,6 +108,8 @@ EVENT_FIELDS: dict[EventKind, tuple[str, tuple[str, ...]]] = {
     EventKind.SUBTURN_ORPHAN: ("SubturnOrphan", ("child_turn_id", "text")),
     EventKind.PLAN_UPDATED: ("PlanUpdated", ("call_id", "items")),
     EventKind.ERROR: ("ErrorEvent", ("message", "source")),
+    EventKind.MESSAGE_STATE: ("MessageStateEvent", (
+        "message_id", "state", "detail", "message_kind", "text", "origin_id", "request_seq")),
 }  # fmt: skip
 
 
@@ -137,6 +139,7 @@ def test_enums_are_exactly_these() -> None:
         "TOOL_EXEC_SKIPPED", "APPROVAL_REQUESTED", "APPROVAL_RESOLVED", "STEERING_INJECTED",
         "FOLLOW_UP_QUEUED", "INTERRUPT_RECEIVED", "CONTEXT_COMPRESS", "SESSION_SUMMARIZE",
         "SUBTURN_SPAWN", "SUBTURN_END", "SUBTURN_RESULT_DELIVERED", "SUBTURN_ORPHAN", "ERROR",
+        "MESSAGE_STATE",
         "PLAN_UPDATED",
     ]  # fmt: skip
     assert all(k.value == k.name.lower() for k in EventKind)

@@ -38,10 +38,10 @@ async def test_full_queues_refuse_with_an_error_on_the_turn() -> None:
     sub = loop.subscribe(buffer=10_000)
     handle = loop.start_turn("go", session_id="s")
     start = await wait_for(sub, K.TURN_START)
-    assert loop.inject_steering("one", "s") is True
-    assert loop.inject_steering("two", "s") is False
-    assert loop.inject_follow_up("later", "s") is True
-    assert loop.inject_follow_up("much later", "s") is False
+    assert loop.inject_steering("one", "s")
+    assert not loop.inject_steering("two", "s")
+    assert loop.inject_follow_up("later", "s")
+    assert not loop.inject_follow_up("much later", "s")
     gate.set()
     await handle
     errors = of(sub.drain_nowait(), K.ERROR)
@@ -63,7 +63,7 @@ async def test_no_follow_up_or_graceful_interrupt_for_a_turn_being_hard_aborted(
     assert (interrupted.mode, interrupted.hint, interrupted.turn_id) == (
         "graceful", "wrap it up", start.turn_id)
     loop.interrupt_hard("s")
-    assert turn.inject_follow_up("too late") is False
+    assert not turn.inject_follow_up("too late")
     assert (await handle).status is TurnStatus.ABORTED
     assert not of(sub.drain_nowait(), K.FOLLOW_UP_QUEUED)
     gate.set()

@@ -183,3 +183,52 @@ async def test_start_turn_refuses_an_empty_session_id() -> None:
     loop, _ = make(InMemorySessionStore(), [], Tools())
     with pytest.raises(ValueError, match="session_id must be a non-empty str"):
         loop.start_turn("go", session_id="")
+
+
+@pytest.mark.parametrize("kind", ["memory", "jsonl"])
+async def test_a_turn_resumed_stopped_and_resumed_again_on_a_session_with_earlier_turns(
+        tmp_path: Path, kind: str) -> None:
+    """The resume chain on a session that already had turns: killed before it read the
+    session (its first checkpoint knows no base), resumed, cancelled, resumed a second time.
+    Each resume must count the earlier turns as the base, never the empty session."""
+    earlier = [Message("user", "earlier"), Message("assistant", "ok")]
+    store: Any = InMemorySessionStore() if kind == "memory" else JSONLSessionStore(tmp_path)
+    store.append("s", earlier, None)
+    tools = Tools()
+    gate = tools.gates.setdefault("a1", asyncio.Event())
+
+    # A process that died as the turn started: only its first checkpoint is in the store.
+    doomed, _ = make(InMemorySessionStore(), [], tools)
+    doomed.store.append("s", earlier, None)
+    doomed.start_turn("the task", session_id="s")
+    first = doomed.checkpoint("s")
+    assert first is not None and first.base_count is None
+    doomed.interrupt_hard("s")
+    await doomed.aclose()
+    store.save_checkpoint(first)
+
+    second, _ = make(store, [calls(("act", "a1"))], tools)
+    sub = second.subscribe()
+    again = second.resume("s")
+    assert again is not None
+    await wait_for(sub, K.TOOL_EXEC_START)
+    steer = second.inject_steering("and mind the docs", "s")
+    second.cancel("s", mode=CancelMode.AFTER_TOOLS)
+    gate.set()
+    middle = await again
+    assert middle.status is TurnStatus.CANCELLED
+    cp = second.checkpoint("s")
+    assert cp is not None and cp.base_count == 2 and cp.steering_ids == (steer.message_id,)
+    await second.aclose()
+
+    third, provider = make(store, [Reply(text="finished")], tools)
+    last = await third.resume("s")  # type: ignore[misc]
+    assert last.status is TurnStatus.COMPLETED and last.resumed_from == middle.turn_id
+    sent = [m.content for m in provider.requests[0].messages if m.role == "user"]
+    assert sent == ["earlier", "the task", "and mind the docs"]
+    history = third.session_messages("s")
+    assert history[:2] == earlier
+    assert [m.content for m in history if m.role == "user"] == sent
+    assert history[-1].content == "finished" and third.checkpoint("s") is None
+    assert tools.names() == ["a1"]
+    await third.aclose()

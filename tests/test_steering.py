@@ -97,8 +97,8 @@ async def test_queues_are_bounded_and_refusal_is_reported() -> None:
     sub = loop.subscribe()
     handle = loop.start_turn("go", session_id="s")
     assert loop.inject_steering("a", "s") and loop.inject_steering("b", "s")
-    assert loop.inject_steering("c", "s") is False
-    assert loop.inject_follow_up("f1", "s") and loop.inject_follow_up("f2", "s") is False
+    assert not loop.inject_steering("c", "s")
+    assert loop.inject_follow_up("f1", "s") and not loop.inject_follow_up("f2", "s")
     await handle
     errors = [e.message for e in of(sub.drain_nowait(), K.ERROR)]
     assert any("steering queue full" in m for m in errors)
@@ -136,7 +136,7 @@ async def test_abort_returns_undelivered_and_rolled_back_steering() -> None:
 
 async def test_no_active_turn_means_steering_is_refused_not_kept() -> None:
     loop, provider, _ = make_loop([Reply(text="ok")])
-    assert loop.inject_steering("nobody listens") is False
-    assert loop.inject_follow_up("nobody") is False
+    assert not loop.inject_steering("nobody listens")
+    assert not loop.inject_follow_up("nobody")
     await loop.run_turn("go", session_id="s")
     assert all(m.content != "nobody listens" for m in provider.requests[0].messages)

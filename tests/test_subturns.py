@@ -327,7 +327,7 @@ async def test_steering_reaches_the_child_it_names() -> None:
     spawn = await wait_for(sub, K.SUBTURN_SPAWN)
     child_handle = loop.turn_handle(spawn.child_turn_id)
     assert child_handle is not None and child_handle.turn_id == spawn.child_turn_id
-    assert child_handle.inject_steering("also Y") is True
+    assert child_handle.inject_steering("also Y")
     gate.set()
     result = await handle
     assert of(sub.drain_nowait(), K.TOOL_EXEC_END)[0].content == "steered"

@@ -73,6 +73,7 @@ if TYPE_CHECKING:
         LLMRequestEvent,
         LLMResponseEvent,
         LLMRetry,
+        MessageStateEvent,
         PlanUpdated,
         SessionSummarize,
         SkipReason,
@@ -123,6 +124,11 @@ if TYPE_CHECKING:
         ToolCall,
         ToolResult,
         Usage,
+    )
+    from steerable._receipts import (
+        MessageInfo,
+        MessageReceipt,
+        MessageState,
     )
     from steerable._session_driver import (
         InterruptPress,
@@ -199,6 +205,10 @@ _WHERE: dict[str, str] = {
     "LoopAgent": "steerable._composites",
     "LoopStatistics": "steerable._loop",
     "Message": "steerable._messages",
+    "MessageInfo": "steerable._receipts",
+    "MessageReceipt": "steerable._receipts",
+    "MessageState": "steerable._receipts",
+    "MessageStateEvent": "steerable._events",
     "OutboundReply": "steerable._gateway",
     "ParallelAgent": "steerable._composites",
     "Permission": "steerable._core._permissions",
@@ -296,6 +306,10 @@ __all__ = [
     "LoopAgent",
     "LoopStatistics",
     "Message",
+    "MessageInfo",
+    "MessageReceipt",
+    "MessageState",
+    "MessageStateEvent",
     "OutboundReply",
     "ParallelAgent",
     "Permission",

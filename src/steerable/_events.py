@@ -14,6 +14,7 @@ from dataclasses import field
 from typing import Any, ClassVar, Literal
 
 from steerable._messages import ToolCall, Usage
+from steerable._receipts import MessageState
 from steerable._records import Record, record
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "LLMRequestEvent",
     "LLMResponseEvent",
     "LLMRetry",
+    "MessageStateEvent",
     "SessionSummarize",
     "SkipReason",
     "StateChanged",
@@ -76,6 +78,7 @@ class EventKind(enum.StrEnum):
     SUBTURN_RESULT_DELIVERED = "subturn_result_delivered"
     SUBTURN_ORPHAN = "subturn_orphan"
     ERROR = "error"
+    MESSAGE_STATE = "message_state"
     PLAN_UPDATED = "plan_updated"
 
 
@@ -312,6 +315,25 @@ class FollowUpQueued(_Event):
 
 
 @record
+class MessageStateEvent(_Event):
+    """A message given to the loop changed state (SPEC 10): accepted (``queued``), edited
+    (``queued`` again, ``detail`` says so), or one terminal state."""
+
+    kind: ClassVar[Literal[EventKind.MESSAGE_STATE]] = EventKind.MESSAGE_STATE
+    message_id: str
+    state: MessageState
+    detail: str = ""
+    """Why, or where: the reason of a refusal, the LLM request that delivered it."""
+    message_kind: str = ""
+    """``steer``, ``follow_up`` or ``send``."""
+    text: str = ""
+    origin_id: str | None = None
+    """The message this one re-runs (a follow-up its turn handed back)."""
+    request_seq: int | None = None
+    """For ``delivered``: the ``seq`` of the ``LLM_REQUEST`` whose context carried it."""
+
+
+@record
 class InterruptReceived(_Event):
     """The turn was asked to stop early."""
 
@@ -426,6 +448,7 @@ Event = (
     | SubturnOrphan
     | PlanUpdated
     | ErrorEvent
+    | MessageStateEvent
 )
 
 EVENT_CLASSES: Mapping[EventKind, type[Event]] = {
@@ -435,7 +458,7 @@ EVENT_CLASSES: Mapping[EventKind, type[Event]] = {
         ToolExecStart, ToolExecProgress, ToolExecEnd, ToolExecSkipped, ApprovalRequested,
         ApprovalResolved, SteeringInjected, FollowUpQueued, InterruptReceived, ContextCompress,
         SessionSummarize, SubturnSpawn, SubturnEnd, SubturnResultDelivered, SubturnOrphan,
-        PlanUpdated, ErrorEvent,
+        ErrorEvent, MessageStateEvent, PlanUpdated,
     )
 }  # fmt: skip
 

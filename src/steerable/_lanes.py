@@ -21,10 +21,14 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args
 
+from steerable._commands import Command, StartTurn
 from steerable._core._agent import Agent
+from steerable._core._durable import sync_held
 from steerable._core._engine import Engine
+from steerable._core._queues import offer_steering
 from steerable._core._turn import TurnResult
 from steerable._events import FollowUpQueued, TurnStatus
+from steerable._receipts import MessageReceipt, MessageState
 from steerable.errors import SessionBusyError
 
 RECENT_RESULTS = 1024
@@ -53,12 +57,13 @@ class _Handle(Protocol):
 
 
 class LaneHost(Protocol):
-    """What lanes need of the loop: its engine and a way to start a turn."""
+    """What lanes need of the loop: its engine, its agent, and the way commands (a turn to
+    start) come in."""
 
     _engine: Engine
+    agent: Any
 
-    def start_turn(self, input: str, session_id: str | None = None, *,
-                   agent: Agent | None = None) -> Any: ...
+    def submit(self, command: Command) -> Any: ...
 
 
 class QueuedTurn:
@@ -69,10 +74,10 @@ class QueuedTurn:
     those before it have ended. ``turn_id`` is known once that turn has started.
     """
 
-    def __init__(self, text: str, session_id: str, action: SendAction, agent: Agent | None,
+    def __init__(self, receipt: MessageReceipt, action: SendAction, agent: Agent | None,
                  *, urgent: bool = False) -> None:
-        self.text = text
-        self.session_id = session_id
+        self.receipt = receipt
+        self.session_id = receipt.session_id
         self.action: SendAction = action
         self.agent = agent
         self.urgent = urgent
@@ -84,6 +89,18 @@ class QueuedTurn:
     @property
     def turn_id(self) -> str | None:
         return self._turn_id
+
+    @property
+    def text(self) -> str:
+        return self.receipt.text
+
+    @property
+    def message_id(self) -> str:
+        return self.receipt.message_id
+
+    @property
+    def state(self) -> MessageState:
+        return self.receipt.state
 
     def done(self) -> bool:
         return self._future.done()
@@ -108,13 +125,29 @@ class QueuedTurn:
         return f"<QueuedTurn {self.action} session={self.session_id} turn={self._turn_id}>"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Lane:
+    owner: Lanes
+    session_id: str
     pending: deque[QueuedTurn] = field(default_factory=deque)
     runner: asyncio.Task[None] | None = None
     current: QueuedTurn | None = None
     """The queued message whose turn runs now."""
     idle: asyncio.Event = field(default_factory=asyncio.Event)
+
+    # -- MessageHolder: revoke and edit reach the messages waiting here --
+
+    def withdraw(self, receipt: MessageReceipt) -> bool:
+        for item in self.pending:
+            if item.receipt is receipt:
+                self.pending.remove(item)
+                item._fail(RuntimeError("the message was revoked before its turn started"))
+                self.owner._mirror(self.session_id, self)
+                return True
+        return False
+
+    def edited(self, receipt: MessageReceipt) -> None:
+        self.owner._mirror(self.session_id, self)
 
 
 class Lanes:
@@ -148,25 +181,23 @@ class Lanes:
              agent: Agent | None) -> Any:
         if self._closed:
             raise RuntimeError("this AgentLoop is closed")
-        lane = self._lanes.setdefault(session_id, _Lane())
+        lane = self._lanes.get(session_id)
+        if lane is None:
+            lane = self._lanes[session_id] = _Lane(self, session_id)
         engine = self._host._engine
         st = engine.active.get(session_id)
         if st is None and lane.runner is None and not lane.pending and self._has_slot():
-            handle = self._host.start_turn(text, session_id, agent=agent)
+            handle = self._host.submit(StartTurn(text, session_id, agent, by_lane=True))
             self._run(session_id, lane, handle)
             return handle
+        r = MessageReceipt("send", text, session_id)
         if policy == "reject" and (st is not None or lane.runner is not None or lane.pending):
             what = f"turn {st.turn_id} is running" if st is not None else "messages are queued"
+            engine.inbox.reject(r, f"the session is busy ({what}); policy 'reject'")
             raise SessionBusyError(f"session {session_id!r} is busy ({what}); the message was "
                                    "not queued (policy 'reject')")
-        if policy == "steer" and st is not None and engine.steer(st, text):
-            item = QueuedTurn(text, session_id, "steered", agent)
-            item._turn_id = st.turn_id
-            assert st.task is not None
-            st.task.add_done_callback(lambda t: item._finish(t.result()) if not t.cancelled()
-                                      and t.exception() is None else item._fail(
-                                          RuntimeError("the steered turn did not finish")))
-            return item
+        if policy == "steer" and st is not None and offer_steering(engine, st, r) is None:
+            return self._steered(r, st, agent)
         urgent = policy in ("interrupt", "rollback")
         action: SendAction = "queued"
         if urgent and st is not None:
@@ -176,16 +207,51 @@ class Lanes:
             else:
                 engine.interrupt_hard(st)
                 action = "rolled_back"
-        item = QueuedTurn(text, session_id, action, agent, urgent=urgent)
-        if urgent:
-            lane.pending.insert(sum(1 for q in lane.pending if q.urgent), item)
-        else:
-            lane.pending.append(item)
-            if st is not None and not st.finishing:
-                engine.emit(st, FollowUpQueued, text=text)
+        item = QueuedTurn(r, action, agent, urgent=urgent)
+        self._queue(session_id, lane, item, urgent=urgent, front=False)
+        self._mirror(session_id, lane)  # durable before acknowledged
+        if not urgent and st is not None and not st.finishing:
+            engine.emit(st, FollowUpQueued, text=text)
+        engine.inbox.enqueue(r, "waiting for a turn of its own")
         if lane.runner is None:
             self._run(session_id, lane, None)
         return item
+
+    def _steered(self, r: MessageReceipt, st: Any, agent: Agent | None) -> QueuedTurn:
+        item = QueuedTurn(r, "steered", agent)
+        item._turn_id = st.turn_id
+        assert st.task is not None
+        st.task.add_done_callback(lambda t: item._finish(t.result()) if not t.cancelled()
+                                  and t.exception() is None else item._fail(
+                                      RuntimeError("the steered turn did not finish")))
+        return item
+
+    def _mirror(self, session_id: str, lane: _Lane, *, sync: bool = True) -> None:
+        """The engine's view of what the lane holds (``Engine.waiting``, each turn's
+        ``held``), and with ``sync`` the store's: written before the change is acknowledged."""
+        engine = self._host._engine
+        receipts = [item.receipt for item in lane.pending]
+        held = engine.waiting.get(session_id)
+        if held is None:
+            held = engine.waiting[session_id] = []
+        held[:] = receipts
+        st = engine.active.get(session_id)
+        if st is not None:
+            st.held = held
+        if sync:
+            sync_held(engine, session_id, self._host.agent)
+        if not held:
+            del engine.waiting[session_id]
+
+    @staticmethod
+    def _queue(session_id: str, lane: _Lane, item: QueuedTurn, *, urgent: bool,
+               front: bool) -> None:
+        """Messages that interrupted a turn run first, in order; then the rest, in order."""
+        item.receipt._holder = lane
+        if urgent or front:
+            lane.pending.insert(sum(1 for q in lane.pending if q.urgent), item)
+        else:
+            lane.pending.append(item)
 
     # -- the runner ---------------------------------------------------------------------------
 
@@ -217,14 +283,20 @@ class Lanes:
                     await self._wait_slot()
                     continue
                 item = lane.pending.popleft()
+                self._mirror(session_id, lane, sync=False)  # the turn's first checkpoint
                 try:
-                    handle = self._host.start_turn(item.text, session_id, agent=item.agent)
+                    handle = self._host.submit(StartTurn(
+                        item.text, session_id, item.agent, by_lane=True,
+                        message_id=item.message_id))
                 except SessionBusyError:  # started elsewhere in between: wait for that one
                     lane.pending.appendleft(item)
+                    self._mirror(session_id, lane, sync=False)
                     await asyncio.sleep(0)
                     continue
-                except Exception as exc:  # e.g. the loop is closing: say so to the sender
+                except Exception as exc:  # a pending checkpoint, the loop closing: say so
+                    engine.inbox.reject(item.receipt, f"its turn could not start: {exc}")
                     item._fail(exc)
+                    self._mirror(session_id, lane)  # and out of the checkpoint that held it
                     continue
                 item._started(handle)
                 lane.current = item
@@ -258,8 +330,16 @@ class Lanes:
         if result.status not in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS):
             return
         at = sum(1 for q in lane.pending if q.urgent)
-        for text in reversed(result.follow_ups):
-            lane.pending.insert(at, QueuedTurn(text, session_id, "queued", None))
+        ids = result.follow_up_ids or ("",) * len(result.follow_ups)
+        inbox = self._host._engine.inbox
+        for text, origin in reversed(list(zip(result.follow_ups, ids, strict=True))):
+            r = MessageReceipt("send", text, session_id, origin_id=origin or None)
+            r._holder = lane
+            lane.pending.insert(at, QueuedTurn(r, "queued", None))
+        for item in list(lane.pending)[at:at + len(result.follow_ups)]:
+            inbox.enqueue(item.receipt, "a follow-up its turn handed back")
+        if result.follow_ups:
+            self._mirror(session_id, lane)
 
     # -- waiting and shutdown -----------------------------------------------------------------
 
@@ -283,17 +363,24 @@ class Lanes:
             return []
         dropped = list(lane.pending)
         lane.pending.clear()
+        self._mirror(session_id, lane)
+        inbox = self._host._engine.inbox
         for item in dropped:
+            inbox.settle(item.receipt, MessageState.REVOKED, "withdrawn by drop_queued")
             item._fail(RuntimeError("the message was withdrawn before its turn started"))
         return [item.text for item in dropped]
 
     def close(self) -> None:
         """Start no more turns; fail what waits (the loop is closing)."""
         self._closed = True
-        for lane in self._lanes.values():
+        inbox = self._host._engine.inbox
+        for session_id, lane in self._lanes.items():
             for item in lane.pending:
+                inbox.settle(item.receipt, MessageState.REJECTED,
+                             "the loop closed before its turn started")
                 item._fail(RuntimeError("the loop closed before this message's turn started"))
             lane.pending.clear()
+            self._mirror(session_id, lane)
 
     async def aclose(self, grace: float) -> None:
         """Stop the runners (after ``close`` and after the turns have ended)."""

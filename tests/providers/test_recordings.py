@@ -81,7 +81,10 @@ async def _record(path: Path, provider: Any) -> None:
 
 
 def _events(path: Path) -> list[dict[str, Any]]:
-    return [{k: v for k, v in e.items() if k not in IGNORED} for e in load_recording(path).events]
+    # The fixtures predate MESSAGE_STATE (and so also check that such recordings replay):
+    # the provider's run is compared without those events.
+    return [{k: v for k, v in e.items() if k not in IGNORED} for e in load_recording(path).events
+            if e["kind"] != "message_state"]
 
 
 @pytest.mark.parametrize("name", sorted(EXCHANGES))

@@ -28,7 +28,8 @@ from steerable.replay import (
     replay,
 )
 
-IGNORED = {"time", "seq", "duration", "turn_id", "parent_turn_id", "child_turn_id", "request_id"}
+IGNORED = {"time", "seq", "duration", "turn_id", "parent_turn_id", "child_turn_id", "request_id",
+           "message_id", "origin_id", "request_seq"}
 
 
 def _comparable(events: list[Any]) -> list[dict[str, Any]]:

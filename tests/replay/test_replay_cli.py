@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-IGNORED = {"time", "seq", "duration", "turn_id", "parent_turn_id", "request_id"}
+IGNORED = {"time", "seq", "duration", "turn_id", "parent_turn_id", "request_id", "message_id",
+           "origin_id", "request_seq"}
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ from typing import Any
 from steerable import Agent, AgentLoop, EventKind, Reply, ScriptedProvider, event_to_dict
 from steerable.replay import Recorder, load_recording, replay
 
-IGNORED = {"time", "seq", "duration", "turn_id", "parent_turn_id", "child_turn_id", "request_id"}
+IGNORED = {"time", "seq", "duration", "turn_id", "parent_turn_id", "child_turn_id", "request_id",
+           "message_id", "origin_id", "request_seq"}
 
 
 def _comparable(events: list[Any]) -> list[dict[str, Any]]:

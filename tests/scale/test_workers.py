@@ -103,6 +103,27 @@ async def test_busy_policies_give_the_answers_of_one_process(workers: Workers,
     assert not await client.steer("nobody runs", "s3")
 
 
+async def test_a_steer_acknowledged_just_before_kill_9_is_delivered_once(
+        workers: Workers, client: RedisClient, redis_url: str) -> None:
+    """"steered" means written: the worker that took over resumes the turn with the steer."""
+    workers.start("a", "b")
+    await client.send("tool:3.0:z", "sz")
+    await events_until(client, "sz", lambda e: e["kind"] == "tool_exec_start")
+    victim = Workers.name_of(await client.holder("sz"))
+    cursor = await _cursor(client, "sz")
+    assert await client.steer("mind the edge case", "sz")
+    workers.kill(victim)  # before the turn's next safe point: only the steer's own write has it
+    events = await events_until(client, "sz", ended(), last_id=cursor, timeout=30)
+    assert events[-1]["status"] == "completed"
+    steered = [e for e in events if e["kind"] == "message_state"
+               and e["text"] == "mind the edge case"]
+    assert [e["state"] for e in steered][-1:] == ["delivered"]
+    assert len({e["message_id"] for e in steered}) == 1
+    assert len([e for e in steered if e["state"] == "delivered"]) == 1
+    await released(client, "sz")
+    assert contents(redis_url, "sz").count("user:mind the edge case") == 1
+
+
 async def _cursor(client: RedisClient, session_id: str) -> str:
     """The id of the session's newest event, to follow only what comes next."""
     last = await client._redis.xrevrange(client.keys.events(session_id), count=1)

@@ -144,6 +144,11 @@ class EventBus:
         self._seq += 1
         return self._seq
 
+    @property
+    def last_seq(self) -> int:
+        """The seq of the event numbered last (0 before any)."""
+        return self._seq
+
     def listens(self, kind: EventKind) -> bool:
         """Whether any subscription wants events of ``kind``."""
         return bool(self._by_kind[kind])

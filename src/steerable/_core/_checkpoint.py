@@ -53,6 +53,20 @@ class Checkpoint(Record):
     steering: tuple[str, ...] = ()
     follow_ups: tuple[str, ...] = ()
     injected_steering: tuple[str, ...] = ()
+    input_id: str = ""
+    """The message id of the turn's input ("" when it had none, or in an older checkpoint)."""
+    steering_ids: tuple[str, ...] = ()
+    """Message ids of ``steering``, ``follow_ups`` and ``injected_steering``, position by
+    position (empty in a checkpoint written before messages had ids: new ones are made)."""
+    follow_up_ids: tuple[str, ...] = ()
+    injected_ids: tuple[str, ...] = ()
+    held: tuple[str, ...] = ()
+    """Messages waiting for turns of their own after this one (queued by ``send`` behind it):
+    a resumed turn hands them back as follow-ups."""
+    held_ids: tuple[str, ...] = ()
+    carrying: tuple[str, ...] = ()
+    """Ids of the messages taken into the context but not yet sent to the model: the resumed
+    turn's next LLM request delivers them."""
     base_count: int | None = 0
     """Messages the session held when the turn began (resume checks it still does); None in
     the first checkpoint, written as the turn starts, before it has read the session."""

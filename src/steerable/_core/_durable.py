@@ -14,6 +14,9 @@ correct, only less durable.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import os
+import threading
 import time
 from typing import Any
 
@@ -23,9 +26,11 @@ from steerable._core._engine import Engine
 from steerable._core._turn_state import CancelStop, TurnState
 from steerable._history import MessageView
 from steerable._messages import Message
+from steerable._receipts import MessageKind, MessageReceipt, MessageState
 
-__all__ = ["capture", "drop_checkpoint", "restore", "safe_point", "settle_writes",
-           "write_checkpoint", "write_first_checkpoint"]
+__all__ = ["capture", "persist_now", "release", "restore", "safe_point",
+           "settle_writes", "stage_now", "successor", "sync_held", "write_checkpoint",
+           "write_first_checkpoint"]
 
 
 def capture(st: TurnState, stage: Stage, cancel_mode: CancelMode | None = None, *,
@@ -42,9 +47,18 @@ def capture(st: TurnState, stage: Stage, cancel_mode: CancelMode | None = None, 
         stage=stage, iteration=st.iteration, messages=MessageView.of(st.new),
         results=tuple(st.batch_results.values()) if stage == "tools" else (),
         # (the queues are empty nearly always: no tuple() call for them then)
-        steering=tuple(st.steering) if st.steering else (),
-        follow_ups=tuple(st.follow_ups) if st.follow_ups else (),
-        injected_steering=tuple(st.injected_steering) if st.injected_steering else (),
+        steering=tuple(r.text for r in st.steering) if st.steering else (),
+        steering_ids=tuple(r.message_id for r in st.steering) if st.steering else (),
+        follow_ups=tuple(r.text for r in st.follow_ups) if st.follow_ups else (),
+        follow_up_ids=tuple(r.message_id for r in st.follow_ups) if st.follow_ups else (),
+        injected_steering=tuple(r.text for r in st.injected_steering)
+        if st.injected_steering else (),
+        injected_ids=tuple(r.message_id for r in st.injected_steering)
+        if st.injected_steering else (),
+        carrying=tuple(r.message_id for r in st.carrying) if st.carrying else (),
+        held=tuple(r.text for r in st.held) if st.held else (),
+        held_ids=tuple(r.message_id for r in st.held) if st.held else (),
+        input_id="" if st.input_receipt is None else st.input_receipt.message_id,
         base_count=None if first else st.base_count, base_dropped=st.base_dropped,
         last_had_tools=st.last_had_tools, tools_run=MessageView.of(st.tools_run),
         usage_in=st.usage_in, usage_out=st.usage_out,
@@ -57,10 +71,11 @@ async def write_checkpoint(engine: Engine, st: TurnState, stage: Stage,
                            cancel_mode: CancelMode | None = None) -> None:
     if not st.durable:
         return
-    store: Any = engine.store
+    store = engine.checkpoints
+    assert store is not None  # st.durable says the store keeps checkpoints
     if not store.checkpoint_blocking:
         st.checkpoint_seq += 1
-        failure = _save(engine, capture(st, stage, cancel_mode))
+        failure = _save(engine, st, capture(st, stage, cancel_mode))
     else:
         # Parallel tools end together: one write at a time, each capturing the state when it
         # starts, so the last write on disk is the newest state.
@@ -68,7 +83,9 @@ async def write_checkpoint(engine: Engine, st: TurnState, stage: Stage,
             await asyncio.shield(st.checkpoint_saving)
         st.checkpoint_seq += 1
         cp = capture(st, stage, cancel_mode)
-        saving = asyncio.ensure_future(asyncio.to_thread(_save, engine, cp))
+        if st.checkpoint_lock is None:
+            st.checkpoint_lock = threading.Lock()
+        saving = asyncio.ensure_future(asyncio.to_thread(_save, engine, st, cp))
         st.checkpoint_saving = saving
         # Shielded: a hard abort does not tear a write; ``settle_writes`` waits for it.
         failure = await asyncio.shield(saving)
@@ -88,16 +105,137 @@ def write_first_checkpoint(engine: Engine, st: TurnState) -> None:
         cp = capture(st, "model", first=True)
     finally:
         st.new = []  # run_turn adds the input again once it has read the session
-    failure = _save(engine, cp)
+    failure = _save(engine, st, cp)
     if failure is not None:
         engine.error(st, f"writing the checkpoint of session {st.session_id!r} failed: "
                      f"{failure}; the turn goes on without it", "checkpoint")
 
 
-def _save(engine: Engine, cp: Checkpoint) -> str | None:
-    """Write ``cp``; returns what went wrong instead of raising (it may run in a thread)."""
+def stage_now(st: TurnState) -> Stage:
+    last = st.new[-1]
+    return "tools" if last.role == "assistant" and last.tool_calls else "model"
+
+
+def persist_now(engine: Engine, st: TurnState) -> None:
+    """Write the turn's checkpoint now, from the loop's thread, before returning: a message
+    the turn took in (or a revoke or an edit of one) is in the store before it is
+    acknowledged. Between safe points the turn's state is still consistent: the next thing
+    it does is call the model, or run the last response's tool calls."""
+    if not st.durable or st.finishing:
+        return
+    if not st.new:  # not running yet: the first checkpoint's shape, as write_first_checkpoint
+        write_first_checkpoint(engine, st)
+        return
+    store = engine.checkpoints
+    assert store is not None
+    if store.checkpoint_blocking and st.checkpoint_lock is None:
+        st.checkpoint_lock = threading.Lock()
+    st.checkpoint_seq += 1
+    failure = _save(engine, st, capture(st, stage_now(st)))
+    if failure is not None:
+        engine.error(st, f"writing the checkpoint of session {st.session_id!r} failed: "
+                     f"{failure}; the message is held in memory only", "checkpoint")
+
+
+def successor(session_id: str, agent: Any, held: list[MessageReceipt]) -> Checkpoint:
+    """The checkpoint of the turn the first held message will start: what the store keeps
+    between a turn and the next one a lane runs, so a crash in between loses none of them.
+    It has the shape of a turn's first checkpoint (it has not read the session)."""
+    first, rest = held[0], held[1:]
+    now = time.time()
+    turn_id = f"turn_{os.urandom(6).hex()}"
+    return Checkpoint(
+        session_id=session_id, turn_id=turn_id, origin_turn_id=turn_id, agent=agent.name,
+        tools=tuple(sorted(agent.tools_by_name)), input=first.text, stage="model",
+        iteration=0, messages=(Message("user", first.text),), input_id=first.message_id,
+        held=tuple(r.text for r in rest), held_ids=tuple(r.message_id for r in rest),
+        base_count=None, seq=1, created=now, updated=now)
+
+
+async def release(engine: Engine, st: TurnState) -> None:
+    """As a turn ends: drop its checkpoint, or, when messages are held behind it, replace it
+    by their successor's (never dropped first: a crash in between would lose them)."""
+    if not st.durable:
+        return
+    await settle_writes(st)
+    store = engine.checkpoints
+    assert store is not None
     try:
-        engine.store.save_checkpoint(cp)  # type: ignore[attr-defined]
+        if not st.held:
+            if store.checkpoint_blocking:
+                await asyncio.shield(asyncio.to_thread(store.delete_checkpoint, st.session_id))
+            else:
+                store.delete_checkpoint(st.session_id)
+    except Exception as exc:
+        engine.error(st, f"deleting the checkpoint of session {st.session_id!r} failed: {exc}; "
+                     "the next turn will ask to discard it", "checkpoint")
+    try:
+        if st.held:  # (also when one came in while the delete ran)
+            cp = successor(st.session_id, st.agent, st.held)
+            if store.checkpoint_blocking:
+                await asyncio.shield(asyncio.to_thread(store.save_checkpoint, cp))
+            else:
+                store.save_checkpoint(cp)
+            engine.successors[st.session_id] = st.agent
+    except Exception as exc:
+        engine.error(st, f"writing the checkpoint of session {st.session_id!r} failed: {exc}; "
+                     "the messages queued behind the turn are held in memory only",
+                     "checkpoint")
+    finally:
+        st.released = True
+
+
+def sync_held(engine: Engine, session_id: str, agent: Any) -> None:
+    """A session's held messages changed (queued, revoked, edited, taken): the store follows
+    before the call that changed them returns. ``agent`` runs them when no turn is left."""
+    st = engine.active.get(session_id)
+    if st is not None and not st.finishing:
+        persist_now(engine, st)
+        return
+    store = engine.checkpoints
+    if store is None or (st is not None and not st.released):
+        return  # a turn is ending: its ``release`` writes what it holds then
+    held = engine.waiting.get(session_id) or []
+    try:
+        if session_id in engine.successors:
+            if held:
+                store.save_checkpoint(successor(session_id, engine.successors[session_id], held))
+            else:
+                store.delete_checkpoint(session_id)
+                del engine.successors[session_id]
+            return
+        cp = store.load_checkpoint(session_id)
+        if cp is None:
+            if held:
+                store.save_checkpoint(successor(session_id, agent, held))
+                engine.successors[session_id] = agent
+        elif held or cp.held_ids:  # a turn waiting for resume keeps what waits behind it
+            store.save_checkpoint(dataclasses.replace(
+                cp, held=tuple(r.text for r in held),
+                held_ids=tuple(r.message_id for r in held), updated=time.time()))
+    except Exception as exc:
+        engine.error(st, f"writing the checkpoint of session {session_id!r} failed: {exc}; "
+                     "the queued messages are held in memory only", "checkpoint")
+
+
+def _save(engine: Engine, st: TurnState, cp: Checkpoint) -> str | None:
+    """Write ``cp``; returns what went wrong instead of raising (it may run in a thread).
+
+    A store written from threads gets one write at a time, and a write older than the one it
+    holds is dropped: a message's write from the loop's thread (``persist_now``) is never
+    overwritten by a safe point's write that captured the turn before the message came."""
+    store = engine.checkpoints
+    assert store is not None
+    lock = st.checkpoint_lock
+    try:
+        if lock is None:
+            store.save_checkpoint(cp)
+        else:
+            with lock:
+                if cp.seq <= st.checkpoint_written:
+                    return None
+                store.save_checkpoint(cp)
+                st.checkpoint_written = cp.seq
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
@@ -122,30 +260,59 @@ async def safe_point(engine: Engine, st: TurnState, point: SafePoint, stage: Sta
         await write_checkpoint(engine, st, stage)
 
 
-async def drop_checkpoint(engine: Engine, st: TurnState) -> None:
-    if not st.durable:
-        return
-    await settle_writes(st)
-    store: Any = engine.store
-    try:
-        if store.checkpoint_blocking:
-            await asyncio.shield(asyncio.to_thread(store.delete_checkpoint, st.session_id))
-        else:
-            store.delete_checkpoint(st.session_id)
-    except Exception as exc:
-        engine.error(st, f"deleting the checkpoint of session {st.session_id!r} failed: {exc}; "
-                     "the next turn will ask to discard it", "checkpoint")
-
-
-def restore(st: TurnState, cp: Checkpoint) -> None:
-    """Put the checkpoint's state back into a fresh TurnState (the base is set by the caller)."""
+def restore(engine: Engine, st: TurnState, cp: Checkpoint) -> None:
+    """Put the checkpoint's state back into a fresh TurnState (the base is set by the caller),
+    and its queued messages back into the inbox under the ids they were acknowledged with."""
     st.new = list(cp.messages)
     st.iteration = cp.iteration
-    st.steering.extend(cp.steering)
-    st.follow_ups.extend(cp.follow_ups)
-    st.injected_steering = list(cp.injected_steering)
     st.last_had_tools = cp.last_had_tools
     st.tools_run = list(cp.tools_run)
     st.usage_in, st.usage_out = cp.usage_in, cp.usage_out
     st.checkpoint_seq = cp.seq
     st.batch_results = {m.tool_call_id or "": m for m in cp.results}
+    _restore_queues(engine, st, cp)
+    if cp.input_id and (cp.iteration == 0 or cp.input_id in cp.carrying):
+        r = _receipt(engine, st, "send", cp.input, cp.input_id)
+        st.input_receipt = r
+        st.carrying.append(r)
+    carrying = frozenset(cp.carrying)
+    st.carrying += [r for r in st.injected_steering if r.message_id in carrying]
+
+
+def _receipt(engine: Engine, st: TurnState, kind: MessageKind, text: str,
+             message_id: str | None) -> MessageReceipt:
+    """The receipt of a message the checkpoint holds: the one its caller has, when this
+    process accepted it (a cancelled turn resumed here), else a new one under its id."""
+    r = engine.inbox.live.get(message_id) if message_id else None
+    if r is None:
+        r = MessageReceipt(kind, text, st.session_id, message_id=message_id or None)
+        engine.inbox.adopt(r)
+    r.turn_id, r.parent_turn_id = st.turn_id, st.parent_turn_id
+    return r
+
+
+def _restore_queues(engine: Engine, st: TurnState, cp: Checkpoint) -> None:
+    def made(kind: MessageKind, texts: tuple[str, ...],
+             ids: tuple[str, ...]) -> list[MessageReceipt]:
+        if len(ids) != len(texts):  # an older checkpoint: new ids
+            ids = ("",) * len(texts)
+        return [_receipt(engine, st, kind, t, i) for t, i in zip(texts, ids, strict=True)]
+
+    st.steering = made("steer", cp.steering, cp.steering_ids)
+    # Messages queued behind the turn by a lane that is gone: after it, as its follow-ups.
+    here = {r.message_id for r in engine.waiting.get(st.session_id, ())}
+    held = [(t, i) for t, i in zip(cp.held, cp.held_ids, strict=False) if i not in here]
+    st.follow_ups = [*made("follow_up", cp.follow_ups, cp.follow_up_ids),
+                     *made("send", tuple(t for t, _ in held), tuple(i for _, i in held))]
+    ids = cp.injected_ids if len(cp.injected_ids) == len(cp.injected_steering) \
+        else ("",) * len(cp.injected_steering)
+    # Delivered already (unless carried): kept only to be handed back by a rollback.
+    st.injected_steering = [
+        MessageReceipt("steer", t, st.session_id, turn_id=st.turn_id, message_id=i or None)
+        for t, i in zip(cp.injected_steering, ids, strict=True)]
+    carried = frozenset(cp.carrying)
+    for i, r in enumerate(st.injected_steering):
+        if r.message_id in carried:
+            st.injected_steering[i] = _receipt(engine, st, "steer", r.text, r.message_id)
+        else:
+            r.state = MessageState.DELIVERED

@@ -18,6 +18,7 @@ from steerable._core._bus import EventBus
 from steerable._core._cancel import CancelHandle, CancelMode
 from steerable._core._checkpoint import CheckpointStore
 from steerable._core._hook_manager import HookManager
+from steerable._core._inbox import Inbox
 from steerable._core._permissions import Permissions
 from steerable._core._reaper import Reaper
 from steerable._core._session import SessionStore, TurnRecord
@@ -28,7 +29,6 @@ from steerable._events import (
     ErrorEvent,
     ErrorSource,
     Event,
-    FollowUpQueued,
     InterruptReceived,
     StateChanged,
     TurnPhase,
@@ -57,8 +57,19 @@ class Engine:
         self.limits = limits
         self.timeouts = timeouts
         self.permissions = permissions
-        self.durable = checkpoints and isinstance(store, CheckpointStore)
+        self.checkpoints: CheckpointStore | None = (
+            store if checkpoints and isinstance(store, CheckpointStore) else None)
+        """The store's checkpoint side, when top-level turns write checkpoints."""
+        self.durable = self.checkpoints is not None
         """True when top-level turns write checkpoints (the store keeps them, not turned off)."""
+        self.inbox = Inbox(self.bus)
+        """Every message given to the loop that is not yet terminal (SPEC 10)."""
+        self.waiting: dict[str, list[Any]] = {}
+        """Per session, the receipts a lane holds for turns of their own (its queue, in
+        order): each top-level turn's ``held`` is this list."""
+        self.successors: dict[str, Any] = {}
+        """Sessions whose checkpoint is the successor (``_durable.release``) this process
+        wrote for its lanes' messages, and the agent it names: the next turn replaces it."""
         self.turns: dict[str, TurnState] = {}
         """Every running turn, top-level and sub-turn, by turn id."""
         self.active: dict[str, TurnState] = {}
@@ -145,27 +156,6 @@ class Engine:
 
     # -- control ------------------------------------------------------------------------------
     # These run on the loop's thread (the AgentLoop marshals calls from other threads).
-
-    def steer(self, st: TurnState, text: str) -> bool:
-        if st.finishing or st.interrupt is Interrupt.HARD:
-            return False
-        if len(st.steering) >= self.limits.steering_queue:
-            self.error(st, f"steering queue full ({self.limits.steering_queue} messages); "
-                       "message refused", "queue")
-            return False
-        st.steering.append(text)
-        return True
-
-    def follow_up(self, st: TurnState, text: str) -> bool:
-        if st.finishing or st.interrupt is Interrupt.HARD:
-            return False
-        if len(st.follow_ups) >= self.limits.follow_up_queue:
-            self.error(st, f"follow-up queue full ({self.limits.follow_up_queue} messages); "
-                       "message refused", "queue")
-            return False
-        st.follow_ups.append(text)
-        self.emit(st, FollowUpQueued, text=text)
-        return True
 
     def interrupt_graceful(self, st: TurnState, hint: str | None) -> bool:
         if st.finishing or st.final_call or st.interrupt is not Interrupt.NONE:

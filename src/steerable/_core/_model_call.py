@@ -15,6 +15,7 @@ from typing import Any
 from steerable._core._compaction import compress, estimate_tokens
 from steerable._core._engine import Engine
 from steerable._core._hook_chain import decisions, ignored
+from steerable._core._queues import deliver
 from steerable._core._turn_state import Interrupt, TurnState
 from steerable._core._watchdog import IdleWatchdog
 from steerable._events import (
@@ -255,6 +256,8 @@ async def call_model(
         engine.emit(st, LLMRequestEvent, iteration=st.iteration, model=request.model,
                     message_count=len(request.messages),
                     tools=tuple(t.name for t in request.tools))
+        if st.carrying:  # messages taken in since the last request: this one delivers them
+            deliver(engine, st, engine.bus.last_seq, "in the context of an LLM request")
         started = time.monotonic()
         try:
             response = await _stream_once(engine, st, request)

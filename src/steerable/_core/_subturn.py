@@ -27,6 +27,7 @@ from collections.abc import Generator
 from typing import Any
 
 from steerable._core._engine import Engine
+from steerable._core._queues import follow_up, steer
 from steerable._core._turn_state import Interrupt, TurnState
 from steerable._events import (
     SubturnEnd,
@@ -37,6 +38,7 @@ from steerable._events import (
     TurnStatus,
 )
 from steerable._messages import Message
+from steerable._receipts import MessageReceipt
 from steerable._records import Record, record
 from steerable.errors import SubturnError, SubturnLimitError
 
@@ -251,11 +253,11 @@ class SubturnHandle:
     def done(self) -> bool:
         return self._task.done()
 
-    def inject_steering(self, text: str) -> bool:
-        return self._engine.steer(self._state, text)
+    def inject_steering(self, text: str) -> MessageReceipt:
+        return steer(self._engine, self._state, text)
 
-    def inject_follow_up(self, text: str) -> bool:
-        return self._engine.follow_up(self._state, text)
+    def inject_follow_up(self, text: str) -> MessageReceipt:
+        return follow_up(self._engine, self._state, text)
 
     def interrupt_graceful(self, hint: str | None = None) -> bool:
         return self._engine.interrupt_graceful(self._state, hint)

@@ -13,10 +13,17 @@ import time
 
 from steerable._core._cancel import CancelMode, SafePoint
 from steerable._core._composite import CompositeAgent, run_composite
-from steerable._core._durable import drop_checkpoint, restore, safe_point, settle_writes
+from steerable._core._durable import (
+    release,
+    safe_point,
+    settle_writes,
+    stage_now,
+    write_checkpoint,
+)
 from steerable._core._engine import Engine
 from steerable._core._interrupt_text import fallback_summary, is_echo
 from steerable._core._model_call import call_model
+from steerable._core._queues import deliver, drain_steering, settle
 from steerable._core._subturn import close_results, deliver_results, wait_children
 from steerable._core._tool_exec import close_cancelled, execute_tools, skip_calls
 from steerable._core._turn_state import (
@@ -27,9 +34,7 @@ from steerable._core._turn_state import (
     TurnState,
 )
 from steerable._events import (
-    FollowUpQueued,
     InterruptReceived,
-    SteeringInjected,
     TurnEnd,
     TurnPhase,
     TurnStart,
@@ -58,6 +63,9 @@ class TurnResult(Record):
     text: str
     iterations: int
     follow_ups: tuple[str, ...] = ()
+    follow_up_ids: tuple[str, ...] = ()
+    """The message ids of ``follow_ups``, position by position (each is ``returned``: a driver
+    that runs one gives it a new message whose ``origin_id`` is this id)."""
     unprocessed: tuple[QueuedMessage, ...] = ()
     error: BaseException | None = None
     messages: tuple[Message, ...] = ()
@@ -71,16 +79,6 @@ class TurnResult(Record):
     """For a resumed turn: the id of the turn whose checkpoint it continued."""
 
 
-def _drain_steering(engine: Engine, st: TurnState) -> bool:
-    drained = bool(st.steering)
-    while st.steering:
-        text = st.steering.pop(0)
-        st.new.append(Message("user", text))
-        st.injected_steering.append(text)
-        engine.emit(st, SteeringInjected, text=text)
-    return drained
-
-
 async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) -> TurnStatus:
     max_iter = st.agent.max_iterations
     if resume_tools:  # a checkpoint taken while the last response's tools were running
@@ -89,7 +87,7 @@ async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) ->
         graceful = st.interrupt is Interrupt.GRACEFUL
         last = graceful or st.iteration + 1 >= max_iter
         if not graceful:
-            drained = _drain_steering(engine, st)  # checkpoint: before every LLM call
+            drained = drain_steering(engine, st)  # checkpoint: before every LLM call
             # Saved before the first call and when steering changed the context; otherwise
             # the checkpoint after the last tool already holds this state.
             await safe_point(engine, st, SafePoint.BEFORE_MODEL, "model",
@@ -152,15 +150,19 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
         if not st.holds_slot and engine.slots.limit is not None:
             await engine.slots.take()  # Limits.active_turns: wait for a free slot
             st.holds_slot = took_slot = True
-        if st.resume is not None:  # resume() loaded and checked the base already
-            restore(st, st.resume)
+        if st.resume is not None:  # resume() loaded, checked and restored it already
             status = await _iterate(engine, st, resume_tools=st.resume.stage == "tools")
         else:
             if not st.ephemeral:
                 st.base = await engine.history(st.session_id)
                 st.base_count = len(st.base)
             st.new.append(Message("user", st.input))
+            if st.input_receipt is not None:
+                st.carrying.append(st.input_receipt)
             if isinstance(st.agent, CompositeAgent):
+                # Its children call the model, each with its own input: the composite's input
+                # is delivered as it hands it to them.
+                deliver(engine, st, None, "handed to the composite agent's children")
                 status = await run_composite(engine, st)
             else:
                 status = await _iterate(engine, st)
@@ -210,9 +212,12 @@ async def _store_outcome(engine: Engine, st: TurnState, status: TurnStatus,
     first (``resume`` recognises a checkpoint whose turn is already in the history)."""
     if status is TurnStatus.CANCELLED and st.durable:
         await settle_writes(st)  # the checkpoint stays: resume continues from it
+        if st.held:  # with what waits behind it now (it ran after them after the last write)
+            await write_checkpoint(engine, st, stage_now(st), st.cancel.requested)
+        st.released = True
         return None
     if rollback:
-        await drop_checkpoint(engine, st)
+        await release(engine, st)
     try:
         if not st.ephemeral:
             await engine.save(st, status.value, rollback)
@@ -220,7 +225,7 @@ async def _store_outcome(engine: Engine, st: TurnState, status: TurnStatus,
         engine.error(st, f"saving session {st.session_id!r} failed: {exc}", "store")
         return exc  # and its checkpoint stays, so nothing of the turn is lost
     if not rollback:
-        await drop_checkpoint(engine, st)
+        await release(engine, st)
     return None
 
 
@@ -233,20 +238,7 @@ async def _finish(engine: Engine, st: TurnState, status: TurnStatus,
         if status is TurnStatus.ABORTED:
             engine.set_phase(st, TurnPhase.ABORTING)
         engine.set_phase(st, TurnPhase.DONE)
-    follow_ups: tuple[str, ...] = ()
-    unprocessed: list[QueuedMessage] = []
-    if status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS):
-        # Steering the model never saw (the budget ran out) becomes a follow-up.
-        for text in st.steering:
-            st.follow_ups.append(text)
-            engine.emit(st, FollowUpQueued, text=text)
-        st.steering.clear()
-        follow_ups = tuple(st.follow_ups)
-    else:
-        if rollback:  # delivered steering is rolled back with the turn: hand it back too
-            unprocessed += [QueuedMessage("steering", t) for t in st.injected_steering]
-        unprocessed += [QueuedMessage("steering", t) for t in st.steering]
-        unprocessed += [QueuedMessage("follow_up", t) for t in st.follow_ups]
+    follow_ups, unprocessed = settle(engine, st, status, rollback)
     text = _final_text(st) if not rollback else ""
     failure = await _store_outcome(engine, st, status, rollback)
     if failure is not None and error is None:
@@ -256,7 +248,8 @@ async def _finish(engine: Engine, st: TurnState, status: TurnStatus,
     duration = time.monotonic() - st.started
     result = TurnResult(
         turn_id=st.turn_id, session_id=st.session_id, status=status, text=text,
-        iterations=st.iteration, follow_ups=follow_ups, unprocessed=tuple(unprocessed),
+        iterations=st.iteration, follow_ups=tuple(r.text for r in follow_ups),
+        follow_up_ids=tuple(r.message_id for r in follow_ups), unprocessed=tuple(unprocessed),
         error=error, messages=tuple(st.new), tools_run=tuple(st.tools_run), usage=usage,
         duration=duration, parent_turn_id=st.parent_turn_id,
         checkpoint_id=f"{st.origin_turn_id}.{st.checkpoint_seq}"

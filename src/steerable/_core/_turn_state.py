@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any
 from steerable._core._cancel import CancelMode, CancelState
 from steerable._events import SkipReason, TurnPhase
 from steerable._messages import Message
+from steerable._receipts import MessageReceipt
 from steerable._records import Record, record
 from steerable.errors import IllegalTransitionError
 
@@ -56,6 +58,9 @@ class QueuedMessage(Record):
 
     kind: str  # "steering" | "follow_up"
     text: str
+    message_id: str = ""
+    """The message's id (its receipt's ``message_id``): its state is ``returned``, or
+    ``delivered`` for steering a hard abort rolled back."""
 
 
 @dataclass(slots=True)
@@ -78,9 +83,18 @@ class TurnState:
     of them (``MessageView``), so a change other than an append must assign a new list."""
     # Lists, not deques: a deque allocates a 64-slot block (~760 bytes) as it is made, and
     # these queues are empty in nearly every turn (1.5 KB of the ~10 KB a live turn holds).
-    steering: list[str] = field(default_factory=list)
-    follow_ups: list[str] = field(default_factory=list)
-    injected_steering: list[str] = field(default_factory=list)
+    steering: list[MessageReceipt] = field(default_factory=list)
+    follow_ups: list[MessageReceipt] = field(default_factory=list)
+    injected_steering: list[MessageReceipt] = field(default_factory=list)
+    carrying: list[MessageReceipt] = field(default_factory=list)
+    """Messages taken into the context since the last LLM request: delivered by the next."""
+    held: list[MessageReceipt] = field(default_factory=list)
+    """Messages waiting for turns of their own after this one (a session's lane: the list is
+    the lane's, shared). The turn's checkpoints keep them; see ``_durable.hand_on``."""
+    input_receipt: MessageReceipt | None = None
+    """The receipt of the message the turn was started with (None for a sub-turn's input)."""
+    queues: Any = None
+    """The ``_queues.TurnQueues`` holder of the queues (made when a message first arrives)."""
     interrupt: Interrupt = Interrupt.NONE
     hint: str | None = None
     final_call: bool = False
@@ -142,6 +156,12 @@ class TurnState:
     checkpoint_tools: tuple[str, ...] | None = None
     """The agent's tool names, sorted, for its checkpoints (computed once per turn)."""
     checkpoint_saving: asyncio.Future[Any] | None = None
+    checkpoint_lock: threading.Lock | None = None
+    """Stores that write from a thread: one write at a time, never an older over a newer."""
+    released: bool = False
+    """True once the turn's checkpoint was dropped or handed on (``_durable.release``)."""
+    checkpoint_written: int = 0
+    """The highest ``checkpoint_seq`` the store holds (see ``_durable._save``)."""
 
     def stop_reason(self) -> SkipReason | None:
         """Why tools not yet started must be skipped now, or None to go on."""

@@ -48,7 +48,8 @@ from steerable.errors import ConfigurationError
 from steerable.providers import select_provider
 from steerable.storage import JSONLSessionStore
 
-__all__ = ["App", "Redactor", "build_app", "new_session_id"]
+__all__ = ["App", "ProjectSetup", "Redactor", "build_app", "coding_agents", "new_session_id",
+           "project_setup", "workspace_tools"]
 
 # Written for small local models as much as for big ones: short rules, nothing that invites a
 # report of changes (a small model asked to "say what you changed" claims changes it never made).
@@ -148,8 +149,16 @@ def _session(store: JSONLSessionStore, requested: str | None) -> str:
     return requested
 
 
-def _instructions(settings: Settings,
-                  workspace: Workspace) -> tuple[str, Conventions, list[Skill]]:
+@dataclass(frozen=True)
+class ProjectSetup:
+    """What the workspace adds to the coder: its instructions and skills."""
+
+    instructions: str
+    conventions: Conventions
+    skills: list[Skill]
+
+
+def project_setup(settings: Settings, workspace: Workspace) -> ProjectSetup:
     """The coder's instructions: steerable's own, the configured ones, then the project's
     AGENTS.md files and skills (after the fixed part, so the prompt's prefix stays the same
     from one project to the next)."""
@@ -162,31 +171,19 @@ def _instructions(settings: Settings,
     skills = find_skills(workspace.root, [user_config_path().parent / "skills"])
     if skills:
         instructions += "\n\n" + skills_prompt(skills)
-    return instructions, conventions, skills
+    return ProjectSetup(instructions, conventions, skills)
 
 
-def build_app(settings: Settings, *, session: str | None, can_ask: bool,
-              script: str | None = None, record_events: str | None = None,
-              extra_tools: Sequence[Tool] = (), ask_by_events: bool = False,
-              ask_hooks: Callable[[HookSet], bool] | None = None) -> App:
-    """``can_ask``: approvals may be asked on this terminal; ``ask_by_events``: they are asked
-    through APPROVAL_REQUESTED events and answered by a front end (the server's page);
-    ``ask_hooks``: asks the user whether the project's command hooks may run."""
-    workspace = _workspace(settings)
-    redact = Redactor()
-    store = make_store(settings, redact)
-    session_id = _session(store, session)
-    provider = select_provider(settings["provider"], model=settings["model"],
-                               base_url=settings["base_url"], script=script)
-    sandbox = Sandbox(enabled=bool(settings["sandbox"]), network=bool(settings["sandbox_network"]))
-    tools = [*coding_tools(workspace, bash_timeout=settings["bash_timeout"], sandbox=sandbox),
-             make_todo_tool(), *extra_tools]
-    instructions, conventions, skills = _instructions(settings, workspace)
-    if skills:
-        tools.append(make_skill_tool(skills))
-    common: dict[str, Any] = {"provider": provider, "name": "coder", "instructions": instructions,
-                                  "tools": tools, "max_iterations": settings["max_iterations"],
-                                  "model": settings["model"]}
+def coding_agents(settings: Settings, provider: Any, workspace: Workspace,
+                  tools: Sequence[Tool], project: ProjectSetup | None = None) -> tuple[Agent, Agent]:
+    """The coding agent over ``tools`` (plus ``skill`` when the workspace has skills) and its
+    dry-run twin (the same agent when the settings ask for a dry run already)."""
+    project = project or project_setup(settings, workspace)
+    if project.skills:
+        tools = [*tools, make_skill_tool(project.skills)]
+    common: dict[str, Any] = {"provider": provider, "name": "coder",
+                              "instructions": project.instructions, "tools": list(tools), "max_iterations": settings["max_iterations"],
+                              "model": settings["model"]}
     if settings["explorer"]:
         common["subagents"] = [Agent(
             name="explorer", provider=provider, model=settings["model"],
@@ -195,21 +192,54 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
             tools=[t for t in tools if t.read_only], max_iterations=settings["max_iterations"])]
     agent = Agent(dry_run=bool(settings["dry_run"]), **common)
     dry_agent = Agent(dry_run=True, **common) if not settings["dry_run"] else agent
+    return agent, dry_agent
+
+
+def workspace_tools(settings: Settings, workspace: Workspace) -> list[Tool]:
+    """The coding tools of ``workspace``, bash sandboxed as the settings say."""
+    sandbox = Sandbox(enabled=bool(settings["sandbox"]), network=bool(settings["sandbox_network"]))
+    return [*coding_tools(workspace, bash_timeout=settings["bash_timeout"], sandbox=sandbox),
+            make_todo_tool()]
+
+
+def build_app(settings: Settings, *, session: str | None, can_ask: bool,
+              script: str | None = None, record_events: str | None = None,
+              extra_tools: Sequence[Tool] = (), ask_by_events: bool = False,
+              approver: Any = None, checkpoints: bool = True, snapshots: bool = True,
+              ask_hooks: Callable[[HookSet], bool] | None = None) -> App:
+    """``can_ask``: approvals may be asked on this terminal; ``ask_by_events``: they are asked
+    through APPROVAL_REQUESTED events and answered by a front end (the server's page);
+    ``approver``: a hook that asks instead (an editor, over ACP). ``checkpoints=False``: a
+    cancelled turn is saved as it stands instead of leaving a checkpoint to resume.
+    ``snapshots=False``: no undo snapshots of the settings' workspace (ACP sessions each work
+    in a folder of their own). ``ask_hooks``: asks the user whether the project's command hooks
+    may run."""
+    workspace = _workspace(settings)
+    redact = Redactor()
+    store = make_store(settings, redact)
+    session_id = _session(store, session)
+    provider = select_provider(settings["provider"], model=settings["model"],
+                               base_url=settings["base_url"], script=script)
+    project = project_setup(settings, workspace)
+    agent, dry_agent = coding_agents(settings, provider, workspace,
+                                     [*workspace_tools(settings, workspace), *extra_tools], project)
     try:
         permissions = Permissions([(action, pattern) for action, pattern, _ in settings.rules])
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     loop = AgentLoop(agent, store=store, permissions=permissions,
                      timeouts=Timeouts(approval=HUMAN_APPROVAL_TIMEOUT),
-                     record_events=record_events)
-    undo = snapshot_hook(settings, workspace.root)
+                     record_events=record_events, checkpoints=checkpoints)
+    undo = snapshot_hook(settings, workspace.root) if snapshots else None
     if undo is not None:
         loop.register_hook(undo, priority=SNAPSHOT_HOOK_PRIORITY, timeout=SNAPSHOT_HOOK_TIMEOUT)
     hooks = command_hooks(settings, workspace.root, loop, store,
                           resumed=session not in (None, "new"), ask=ask_hooks)
     interactive = False
     if not settings["yes"]:
-        if ask_by_events:
+        if approver is not None:
+            loop.register_hook(approver)
+        elif ask_by_events:
             from steerable import HumanApprover
 
             loop.register_hook(HumanApprover())
@@ -221,5 +251,5 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
         else:
             loop.register_hook(DenyWithoutTerminal())
     return App(settings, workspace, store, loop, agent, dry_agent, session_id, redact,
-               interactive, undo, conventions, hooks, skills,
+               interactive, undo, project.conventions, hooks, project.skills,
                find_commands(workspace.root, [user_config_path().parent / "commands"]))

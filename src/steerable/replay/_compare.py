@@ -1,8 +1,9 @@
 """How a replayed event is compared with the recorded one.
 
 Two runs of the same turn differ in a few fields by nature: times and durations (``time``,
-``duration``), the loop-wide ``seq`` (compared by position instead) and random ids (``turn_id``,
-``parent_turn_id``, ``child_turn_id``, ``request_id``). Ids are not ignored but mapped: the first
+``duration``), the loop-wide ``seq`` (compared by position instead, as is a message's
+``request_seq``) and random ids (``turn_id``, ``parent_turn_id``, ``child_turn_id``,
+``request_id``, ``message_id``, ``origin_id``). Ids are not ignored but mapped: the first
 time a replayed id appears where the recording has another, the pair is remembered, and every
 later appearance (in id fields and inside text, such as a spawn result naming its child) must
 agree with it. Everything else must be equal.
@@ -15,8 +16,9 @@ from typing import Any
 
 __all__ = ["IGNORED_FIELDS", "IdMap", "first_difference"]
 
-IGNORED_FIELDS = frozenset({"time", "seq", "duration"})
-_ID_FIELDS = ("turn_id", "parent_turn_id", "child_turn_id", "request_id")
+IGNORED_FIELDS = frozenset({"time", "seq", "duration", "request_seq"})
+_ID_FIELDS = ("turn_id", "parent_turn_id", "child_turn_id", "request_id", "message_id",
+              "origin_id")
 
 
 class IdMap:

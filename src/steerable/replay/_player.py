@@ -29,6 +29,7 @@ from steerable import (
     AgentLoop,
     CancelMode,
     Event,
+    EventKind,
     HookAction,
     HookDecision,
     HumanApprover,
@@ -108,6 +109,10 @@ class Player:
                  stall_timeout: float) -> None:
         self.recording = recording
         self._events = recording.events
+        # A recording made before messages had a lifecycle has no MESSAGE_STATE events: the
+        # replay's are passed over, and left out of the positions controls are made at.
+        self._legacy = not any(e["kind"] == "message_state" for e in self._events)
+        self._passed_over = 0
         self._live_tools = {t.name: t for t in tools}
         self._hooks = list(hooks)
         self._stall = stall_timeout
@@ -282,11 +287,14 @@ class Player:
         await asyncio.get_running_loop().create_future()
 
     def _emitted(self) -> int:
-        return self.loop.statistics().events_emitted - self._base
+        return self.loop.statistics().events_emitted - self._base - self._passed_over
 
     # -- the driver ---------------------------------------------------------------------------
 
     def _check(self, event: Event) -> None:
+        if self._legacy and event.kind is EventKind.MESSAGE_STATE:
+            self._passed_over += 1
+            return
         actual = event_to_dict(event)
         i = self._matched
         if i >= len(self._events):
@@ -371,9 +379,9 @@ class Player:
     def _control(self, entry: Mapping[str, Any]) -> None:
         action, sid, loop = str(entry["action"]), entry.get("session_id"), self.loop
         if action == "inject_steering":
-            done = loop.inject_steering(entry["text"], session_id=sid)
+            done = bool(loop.inject_steering(entry["text"], session_id=sid))
         elif action == "inject_follow_up":
-            done = loop.inject_follow_up(entry["text"], session_id=sid)
+            done = bool(loop.inject_follow_up(entry["text"], session_id=sid))
         elif action == "interrupt_graceful":
             done = loop.interrupt_graceful(session_id=sid, hint=entry.get("hint"))
         elif action == "interrupt_hard":
@@ -384,6 +392,10 @@ class Player:
                                else CancelMode(mode)) is not None
         elif action == "send":
             done = self._send(entry)
+        elif action in ("revoke_message", "edit_message"):
+            message = self._ids.replayed_id(str(entry["message_id"])) or str(entry["message_id"])
+            done = loop.revoke_message(message) if action == "revoke_message" \
+                else loop.edit_message(message, str(entry["text"]))
         elif action == "resolve_approval":
             request = self._ids.replayed_id(str(entry["request_id"])) or str(entry["request_id"])
             done = loop.resolve_approval(request, bool(entry["approved"]),

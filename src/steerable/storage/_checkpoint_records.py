@@ -4,6 +4,8 @@
      "agent": ..., "tools": [...], "input": ..., "stage": "model" | "tools", "iteration": N,
      "messages": [<message record>...], "results": [<message record>...],
      "steering": [...], "follow_ups": [...], "injected_steering": [...],
+     "input_id": ..., "steering_ids": [...], "follow_up_ids": [...], "injected_ids": [...],
+     "carrying": [...], "held": [...], "held_ids": [...] (each present only when not empty),
      "tools_run": ["read", ["bash", 3], ...] (run-length coded), "base_count": N | null, "base_dropped": N, "last_had_tools": bool, "tools_run": [...],
      "usage_in": N, "usage_out": N, "cancel_mode": null | "after_model" | "after_tools",
      "seq": N, "created": t, "updated": t}
@@ -35,6 +37,8 @@ __all__ = ["CHECKPOINT_VERSION", "checkpoint_from_record", "checkpoint_to_record
 CHECKPOINT_VERSION = 1
 
 _STR_LISTS = ("tools", "steering", "follow_ups", "injected_steering")
+_ID_LISTS = ("steering_ids", "follow_up_ids", "injected_ids", "carrying", "held", "held_ids")
+"""Messages and their ids (added in the same version: absent means none, as in older files)."""
 _INTS = ("iteration", "base_dropped", "usage_in", "usage_out", "seq")
 
 
@@ -49,6 +53,12 @@ def checkpoint_to_record(cp: Checkpoint, *, messages: bool = True) -> dict[str, 
     }
     for name in _STR_LISTS:
         out[name] = list(getattr(cp, name))
+    for name in _ID_LISTS:  # written only when there is one: a safe point stays short
+        ids = getattr(cp, name)
+        if ids:
+            out[name] = list(ids)
+    if cp.input_id:
+        out["input_id"] = cp.input_id
     out["tools_run"] = _runs(cp.tools_run)
     for name in _INTS:
         out[name] = getattr(cp, name)
@@ -94,7 +104,8 @@ def _from_v1(raw: Mapping[str, Any], messages: Sequence[Message] | None) -> Chec
     mode = raw.get("cancel_mode")
     if mode not in (None, "after_model", "after_tools"):
         raise RecordError(f"unknown cancel_mode {mode!r}")
-    fields: dict[str, Any] = {name: tuple(str(x) for x in raw.get(name, ())) for name in _STR_LISTS}
+    fields: dict[str, Any] = {name: tuple(str(x) for x in raw.get(name, ()))
+                              for name in (*_STR_LISTS, *_ID_LISTS)}
     for name in _INTS:
         value = raw.get(name, 0)
         if isinstance(value, bool) or not isinstance(value, int):
@@ -110,7 +121,8 @@ def _from_v1(raw: Mapping[str, Any], messages: Sequence[Message] | None) -> Chec
         results=tuple(message_from_record(m, SCHEMA_VERSION) for m in raw.get("results", ())),
         last_had_tools=bool(raw.get("last_had_tools", False)), cancel_mode=mode,
         created=float(raw.get("created", 0.0)), updated=float(raw.get("updated", 0.0)),
-        base_count=base_count, tools_run=_unruns(raw.get("tools_run", ())), **fields,
+        base_count=base_count, tools_run=_unruns(raw.get("tools_run", ())),
+        input_id=str(raw.get("input_id", "")), **fields,
     )
 
 
