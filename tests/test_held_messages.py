@@ -111,3 +111,22 @@ async def test_sync_held_keeps_the_store_in_step_with_what_a_lane_holds() -> Non
     cp = store.load_checkpoint("s")
     assert cp is not None and cp.input_id == a.message_id and cp.held == ()
     await loop.aclose()
+
+
+async def test_revoking_or_editing_a_held_message_rewrites_the_checkpoint() -> None:
+    store = Saves()
+    loop = AgentLoop(agent([Reply(tool_calls=[("step", {})]), Reply(text="1"), Reply(text="2")]),
+                     store=store)
+    loop.send("first", "s")
+    gone = loop.send("second", "s", "follow_up")
+    kept = loop.send("third", "s", "follow_up")
+    assert loop.revoke_message(gone.message_id)
+    cp = store.load_checkpoint("s")
+    assert cp is not None and cp.input == "first" and cp.held_ids == (kept.message_id,)
+    assert loop.edit_message(kept.message_id, "third!")
+    cp = store.load_checkpoint("s")
+    assert cp is not None and cp.held == ("third!",)
+    await loop.wait_session("s")
+    assert [m.content for m in loop.session_messages("s") if m.role == "user"] == [
+        "first", "third!"]
+    await loop.aclose()

@@ -399,3 +399,55 @@ async def test_a_resumed_turn_keeps_its_creation_time_and_its_input_message() ->
     await resumed
     assert resumed.state is S.DELIVERED
     await again.aclose()
+
+
+async def test_bad_input_to_the_message_calls_says_what_is_wrong() -> None:
+    loop, _, _ = make_loop([Reply(text="x", delay=0.05)])
+    handle = loop.start_turn("go", session_id="s")
+    with pytest.raises(ValueError, match=r"^steering text must not be empty$"):
+        handle.inject_steering("  ")
+    with pytest.raises(ValueError, match=r"^follow-up text must not be empty$"):
+        handle.inject_follow_up("")
+    with pytest.raises(TypeError, match=r"^mode must be a CancelMode, got 'now'$"):
+        handle.cancel("now")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^message text must not be empty$"):
+        loop.edit_message("msg_x", " ")
+    with pytest.raises(TypeError, match=r"^message_id must be a str, got int$"):
+        loop.revoke_message(5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^session_id must be a non-empty str, got ''$"):
+        loop.queued_messages("")
+    assert loop.queued("nobody") == [] and loop.busy("s") and not loop.busy("nobody")
+    await handle
+    assert not loop.busy("s")
+    await loop.aclose()
+
+
+async def test_reject_refuses_beside_a_turn_started_outside_send() -> None:
+    from steerable import SessionBusyError
+
+    loop, _, sub = make_loop([Reply(text="a", delay=0.05), Reply(text="b")])
+    handle = loop.start_turn("a", session_id="s")
+    with pytest.raises(SessionBusyError, match="is running"):
+        loop.send("no", "s", "reject")
+    urgent = loop.send("now", "s", "interrupt")
+    await handle
+    await loop.wait_session("s")
+    queued_events = of(sub.drain_nowait(), K.FOLLOW_UP_QUEUED)
+    assert queued_events == []  # an interrupting message is no follow-up of the turn
+    assert urgent.state is S.DELIVERED
+    await loop.aclose()
+
+
+async def test_a_composite_turn_delivers_its_input_to_its_children() -> None:
+    from steerable import SequentialAgent
+
+    kid = Agent(name="kid", provider=ScriptedProvider([Reply(text="k")]))
+    loop = AgentLoop(SequentialAgent(name="seq", agents=[kid]))
+    sub = loop.subscribe(kinds=[K.MESSAGE_STATE])
+    handle = loop.start_turn("go", session_id="s")
+    await handle
+    assert [(e.state.value, e.detail) for e in sub.drain_nowait()] == [
+        ("queued", "the input of a new turn"),
+        ("delivered", "handed to the composite agent's children")]
+    assert handle.state is S.DELIVERED
+    await loop.aclose()
