@@ -30,7 +30,7 @@ EXPORTS: dict[str, list[str]] = {
         "InterruptMode", "InterruptPress", "InterruptReceived", "LLMDelta", "LLMRequest",
         "LLMRequestContext", "LLMRequestEvent", "LLMResponse", "LLMResponseContext",
         "LLMResponseEvent", "LLMRetry", "Limits", "LoopAgent", "LoopStatistics", "Message",
-        "MessageInfo", "MessageReceipt", "MessageState", "MessageStateEvent", "OutboundReply", "ParallelAgent", "Permission", "PermissionRule", "Permissions",
+        "MessageInfo", "MessageReceipt", "MessageState", "MessageStateEvent", "OutboundReply", "ParallelAgent", "Permission", "PermissionRule", "Permissions", "PlanUpdated",
         "Provider", "PushAck", "QueuedMessage", "QueuedTurn", "Reply", "ScriptedProvider",
         "SequentialAgent", "SessionBusyError", "SessionDriver", "SessionInfo", "SessionStore",
         "SessionSummarize", "SkipReason", "StateChanged", "SteeringInjected", "Subscription",
@@ -58,11 +58,13 @@ EXPORTS: dict[str, list[str]] = {
         "checkpoint_from_record", "checkpoint_to_record", "default_data_dir",
     ],
     "steerable.coding": [
-        "NothingToUndoError", "SNAPSHOT_HOOK_PRIORITY", "SNAPSHOT_HOOK_TIMEOUT", "Sandbox",
-        "SandboxLimits", "SnapshotHook", "SnapshotLimits", "SnapshotStoreError", "Snapshots", "StepInfo",
-        "UndoConflictError", "UndoResult", "Workspace", "coding_tools", "make_bash_tool",
-        "make_edit_tool", "make_find_tool", "make_grep_tool", "make_ls_tool", "make_read_tool",
-        "make_write_tool", "remove_session_snapshots",
+        "CommandHookSpec", "CommandHooks", "ConventionFile", "Conventions", "HookConsent",
+        "HookSet", "NothingToUndoError", "PLAN_STATUSES", "SNAPSHOT_HOOK_PRIORITY", "SNAPSHOT_HOOK_TIMEOUT", "Sandbox",
+        "SandboxLimits", "Skill", "SlashCommand", "SnapshotHook", "SnapshotLimits", "SnapshotStoreError", "Snapshots", "StepInfo",
+        "UndoConflictError", "UndoResult", "Workspace", "coding_tools", "expand_command",
+        "find_commands", "find_skills", "make_bash_tool",
+        "make_edit_tool", "make_find_tool", "make_grep_tool", "make_ls_tool", "make_read_tool", "make_skill_tool", "make_todo_tool",
+        "load_conventions", "load_hook_settings", "make_write_tool", "remove_session_snapshots", "skills_prompt",
     ],
     "steerable.errors": [
         "CheckpointError", "ConfigurationError", "ContextOverflowError", "FatalProviderError",
@@ -104,6 +106,7 @@ EVENT_FIELDS: dict[EventKind, tuple[str, tuple[str, ...]]] = {
     EventKind.SUBTURN_END: ("SubturnEnd", ("child_turn_id", "status", "text")),
     EventKind.SUBTURN_RESULT_DELIVERED: ("SubturnResultDelivered", ("child_turn_id", "text")),
     EventKind.SUBTURN_ORPHAN: ("SubturnOrphan", ("child_turn_id", "text")),
+    EventKind.PLAN_UPDATED: ("PlanUpdated", ("call_id", "items")),
     EventKind.ERROR: ("ErrorEvent", ("message", "source")),
     EventKind.MESSAGE_STATE: ("MessageStateEvent", (
         "message_id", "state", "detail", "message_kind", "text", "origin_id", "request_seq")),
@@ -137,6 +140,7 @@ def test_enums_are_exactly_these() -> None:
         "FOLLOW_UP_QUEUED", "INTERRUPT_RECEIVED", "CONTEXT_COMPRESS", "SESSION_SUMMARIZE",
         "SUBTURN_SPAWN", "SUBTURN_END", "SUBTURN_RESULT_DELIVERED", "SUBTURN_ORPHAN", "ERROR",
         "MESSAGE_STATE",
+        "PLAN_UPDATED",
     ]  # fmt: skip
     assert all(k.value == k.name.lower() for k in EventKind)
     assert [s.name for s in TurnStatus] == [

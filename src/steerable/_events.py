@@ -79,6 +79,7 @@ class EventKind(enum.StrEnum):
     SUBTURN_ORPHAN = "subturn_orphan"
     ERROR = "error"
     MESSAGE_STATE = "message_state"
+    PLAN_UPDATED = "plan_updated"
 
 
 class TurnStatus(enum.StrEnum):
@@ -403,6 +404,16 @@ class SubturnOrphan(_Event):
 
 
 @record
+class PlanUpdated(_Event):
+    """The agent's plan changed (the coding agent's ``todo`` tool): the whole list, in order."""
+
+    kind: ClassVar[Literal[EventKind.PLAN_UPDATED]] = EventKind.PLAN_UPDATED
+    call_id: str
+    items: tuple[Mapping[str, str], ...]
+    """Each ``{"content": ..., "status": "pending" | "in_progress" | "done"}``."""
+
+
+@record
 class ErrorEvent(_Event):
     """Something failed; the turn may go on (see ``source``)."""
 
@@ -435,6 +446,7 @@ Event = (
     | SubturnEnd
     | SubturnResultDelivered
     | SubturnOrphan
+    | PlanUpdated
     | ErrorEvent
     | MessageStateEvent
 )
@@ -446,7 +458,7 @@ EVENT_CLASSES: Mapping[EventKind, type[Event]] = {
         ToolExecStart, ToolExecProgress, ToolExecEnd, ToolExecSkipped, ApprovalRequested,
         ApprovalResolved, SteeringInjected, FollowUpQueued, InterruptReceived, ContextCompress,
         SessionSummarize, SubturnSpawn, SubturnEnd, SubturnResultDelivered, SubturnOrphan,
-        ErrorEvent, MessageStateEvent,
+        ErrorEvent, MessageStateEvent, PlanUpdated,
     )
 }  # fmt: skip
 

@@ -26,15 +26,20 @@ from rich.text import Text
 from steerable import EventKind, event_to_dict
 from steerable._secrets import redacted
 from steerable.cli._app import Redactor
+from steerable.cli._diff_view import coloured_diff
 
 __all__ = ["LiveRenderer", "TurnView", "describe_call", "status_line"]
 
 TAIL_LINES = 6
+_PLAN_MARKS = {"done": ("☑", "green strike"), "in_progress": ("◐", "bold yellow"),
+               "pending": ("☐", "")}
 
 
 def describe_call(name: str, arguments: Any, width: int = 70) -> str:
     """A one-line summary of a tool call: its main argument, shortened."""
     args = dict(arguments) if isinstance(arguments, dict) else {}
+    if name == "todo" and isinstance(args.get("items"), list):
+        return f"{len(args['items'])} steps"  # the plan itself is drawn from PLAN_UPDATED
     main = args.get("command") or args.get("path") or args.get("pattern")
     text = str(main) if main is not None else json.dumps(args, ensure_ascii=False)
     if name == "grep" and args.get("path") not in (None, "."):
@@ -60,6 +65,8 @@ class _Card:
     depth: int
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
     partial: str = ""
+    diff: str = ""
+    """What an edit or write changed, shown under its line once it ends."""
 
     def feed(self, text: str) -> None:
         lines = (self.partial + text).split("\n")
@@ -122,7 +129,10 @@ class TurnView:
             self.cards[event.call_id] = _Card(event.tool_name, self.redact(
                 describe_call(event.tool_name, event.arguments)), time.monotonic(), depth)
         elif kind is EventKind.TOOL_EXEC_PROGRESS and event.call_id in self.cards:
-            self.cards[event.call_id].feed(self.redact(event.text))
+            card = self.cards[event.call_id]
+            card.feed(self.redact(event.text))
+            if isinstance(event.data.get("diff"), str):
+                card.diff = self.redact(event.data["diff"])
         elif kind is EventKind.TOOL_EXEC_END:
             out.append(self._ended(event))
         elif kind is EventKind.TOOL_EXEC_SKIPPED:
@@ -149,6 +159,11 @@ class TurnView:
                     style="dim" if not dry else "cyan")
         if event.is_error:
             text.append("\n  " + self.redact(first[:200]), style="red")
+            return text
+        # A dry run's preview carries its diff after the first line; a real change reported it.
+        diff = self.redact(event.content.partition("\n")[2]) if dry else (card.diff if card else "")
+        if diff.strip() and event.tool_name in ("edit", "write"):
+            return Group(text, coloured_diff(diff))
         return text
 
     def _interrupting(self, event: Any) -> str:
@@ -163,8 +178,20 @@ class TurnView:
             return "interrupting: stopping the reply"
         return "interrupting: a summary once the model answers"
 
+    def _plan(self, event: Any) -> RenderableType:
+        """The agent's plan as a checklist: done struck through, the current step bold."""
+        done = sum(item["status"] == "done" for item in event.items)
+        out = Text(f"Plan ({done}/{len(event.items)} done)", style="bold")
+        for item in event.items:
+            mark, style = _PLAN_MARKS.get(item["status"], ("☐", ""))
+            out.append(f"\n  {mark} ", style=style)
+            out.append(self.redact(item["content"]), style=style)
+        return Padding(out, (0, 0, 0, 2 * self._depth(event)))
+
     def _notice(self, event: Any) -> list[RenderableType]:
         kind = event.kind
+        if kind is EventKind.PLAN_UPDATED:
+            return [self._plan(event)]
         if kind is EventKind.STEERING_INJECTED:
             return [Text(f"↳ steering delivered: {self.redact(event.text)}", style="cyan")]
         if kind is EventKind.FOLLOW_UP_QUEUED:

@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from steerable.coding._beneath import Located
-from steerable.coding._text import unified_diff
+from steerable.coding._text import MAX_SHOWN_DIFF, cap_text, unified_diff
 from steerable.coding._workspace import Workspace
 from steerable.coding.write import atomic_write, current_text
 from steerable.errors import ToolError
-from steerable.tools import FunctionTool, tool
+from steerable.tools import FunctionTool, ToolContext, tool
 
 __all__ = ["check_edit", "make_edit_tool", "replace_text"]
 
@@ -83,7 +83,8 @@ def make_edit_tool(ws: Workspace) -> FunctionTool:
 
     @tool(name="edit", permission_subjects=ws.path_subjects, permission_key="path", preview=preview,
           permission_family="write")
-    def edit(path: str, old_text: str, new_text: str, replace_all: bool = False) -> str:
+    def edit(path: str, old_text: str, new_text: str, ctx: ToolContext,
+             replace_all: bool = False) -> str:
         """Replace exact text in a file. old_text must match exactly once unless replace_all.
 
         Args:
@@ -92,15 +93,16 @@ def make_edit_tool(ws: Workspace) -> FunctionTool:
             new_text: The text to put in its place.
             replace_all: Replace every occurrence instead of requiring exactly one.
         """
-        def change(where: Located) -> tuple[str, str]:
+        def change(where: Located) -> tuple[str, str, str]:
             name, before, after = _apply(ws, where, old_text, new_text, replace_all)
             atomic_write(where, after)
-            return name, before
+            return name, before, after
 
         try:
-            name, before = ws.beneath(path, change)
+            name, before, after = ws.beneath(path, change)
         except FileNotFoundError:
             raise _missing(ws, path) from None
+        ctx.progress("", diff=cap_text(unified_diff(before, after, name), MAX_SHOWN_DIFF))
         count = before.count(old_text) if replace_all else 1
         first = _line_of(before, before.index(old_text))
         plural = "s" if count > 1 else ""

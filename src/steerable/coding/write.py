@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from steerable.coding._beneath import Located, entry_stat, open_regular
-from steerable.coding._text import decode_text, unified_diff
+from steerable.coding._text import MAX_SHOWN_DIFF, cap_text, decode_text, unified_diff
 from steerable.coding._workspace import Workspace
 from steerable.errors import ToolError
-from steerable.tools import FunctionTool, tool
+from steerable.tools import FunctionTool, ToolContext, tool
 
 __all__ = ["atomic_write", "current_text", "make_write_tool"]
 
@@ -81,26 +81,29 @@ def make_write_tool(ws: Workspace) -> FunctionTool:
             return f"[dry-run] write would create {name}; nothing was changed.\n{body}"
 
     @tool(name="write", permission_subjects=ws.path_subjects, permission_key="path", preview=preview)
-    def write(path: str, content: str) -> str:
+    def write(path: str, content: str, ctx: ToolContext) -> str:
         """Write a whole file in the workspace, creating it (and its folders) or replacing it.
 
         Args:
             path: File path, relative to the workspace root.
             content: The complete new content of the file.
         """
-        def replace(where: Located) -> tuple[str, bool]:
+        def replace(where: Located) -> tuple[str, str | None]:
             name = ws.display(where.path)
-            existed = current_text(where, name) is not None
+            before = current_text(where, name)
             atomic_write(where, content)
-            return name, existed
+            return name, before
 
         try:
-            name, existed = ws.beneath(path, replace, create_dirs=True)
+            name, before = ws.beneath(path, replace, create_dirs=True)
         except FileNotFoundError:  # missing folders are made: another process removed one
             raise ToolError(f"{path}: a folder on the way was removed while writing; nothing "
                             "was written") from None
+        # The change as a diff, for the person watching (a progress event: the model's answer
+        # stays short).
+        ctx.progress("", diff=cap_text(unified_diff(before or "", content, name), MAX_SHOWN_DIFF))
         lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
-        verb = "Overwrote" if existed else "Created"
+        verb = "Overwrote" if before is not None else "Created"
         size = len(content.encode("utf-8"))
         return (f"{verb} {name} ({lines} line{'' if lines == 1 else 's'}, "
                 f"{size} byte{'' if size == 1 else 's'}).")
