@@ -38,5 +38,8 @@ def coloured_diff(text: str, *, indent: str = "  ", max_lines: int = MAX_DIFF_LI
             elif line.startswith("\\"):
                 style = "dim"
         out.append(f"{indent}{line}\n", style=style)
-    out.rstrip()
+    # Only the last newline goes: rstrip() would also eat a context line that is one space
+    # (an empty line of the file), and the diff would lose a line.
+    if out.plain.endswith("\n"):
+        out.right_crop(1)
     return out
