@@ -33,7 +33,7 @@ from steerable.coding import (
     coding_tools,
 )
 from steerable.errors import ConfigurationError
-from steerable.providers import select_provider
+from steerable.providers import FallbackProvider, Provider, select_provider
 from steerable.storage import JSONLSessionStore
 
 __all__ = ["App", "Redactor", "build_app", "coding_agents", "new_session_id", "workspace_tools"]
@@ -129,6 +129,20 @@ def _session(store: JSONLSessionStore, requested: str | None) -> str:
     return requested
 
 
+def make_provider(settings: Settings, script: str | None = None) -> Provider:
+    """The provider the settings ask for, behind a ``FallbackProvider`` when they list
+    fallbacks (each built now, so a missing key or package is said before the run starts)."""
+    provider = select_provider(settings["provider"], model=settings["model"],
+                               base_url=settings["base_url"], script=script)
+    entries = settings["fallback"]
+    if not entries:
+        return provider
+    others = [select_provider(e["provider"], model=e.get("model"), base_url=e.get("base_url"))
+              for e in entries]
+    windows = [settings["context_window"], *(e.get("context_window") for e in entries)]
+    return FallbackProvider([provider, *others], context_windows=windows)
+
+
 def coding_agents(settings: Settings, provider: Any, workspace: Workspace,
                   tools: Sequence[Tool]) -> tuple[Agent, Agent]:
     """The coding agent over ``tools`` and its dry-run twin (the same agent when the settings
@@ -170,8 +184,7 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
     redact = Redactor()
     store = make_store(settings, redact)
     session_id = _session(store, session)
-    provider = select_provider(settings["provider"], model=settings["model"],
-                               base_url=settings["base_url"], script=script)
+    provider = make_provider(settings, script)
     agent, dry_agent = coding_agents(settings, provider, workspace,
                                      [*workspace_tools(settings, workspace), *extra_tools])
     try:
