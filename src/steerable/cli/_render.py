@@ -139,6 +139,9 @@ class TurnView:
             self.activity, self.asked_at = "writing", None
         elif kind is EventKind.TOOL_CALL_DELTA:
             self._wrote(event, depth)
+        elif kind is EventKind.LLM_RETRY:
+            self._written(event.turn_id)  # the call starts over: what was written is void
+            out += self._notice(event)
         elif kind is EventKind.LLM_REQUEST:
             self.activity, self.asked_at = "thinking", time.monotonic()
         elif kind is EventKind.APPROVAL_REQUESTED:

@@ -8,7 +8,8 @@ event naming both providers).
 
 Once a provider has streamed any part of its reply, its failure is final: the loop has shown
 that part to the user, and another model would write a different reply after it. The error
-goes up unchanged and the turn ends as it would without a fallback.
+goes up unchanged and the turn ends as it would without a fallback. Pieces of tool arguments
+alone do not count (as for retries): the switch's ``RetryNotice`` voids them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 
 from steerable.errors import ConfigurationError, ContextOverflowError, RetryableProviderError
-from steerable.providers._base import Chunk, LLMRequest, Provider, RetryNotice
+from steerable.providers._base import Chunk, LLMRequest, Provider, RetryNotice, ToolArgsDelta
 
 __all__ = ["FallbackProvider"]
 
@@ -89,7 +90,7 @@ class FallbackProvider:
                             attempt += 1
                             yield RetryNotice(attempt, chunk.reason, chunk.delay)
                             continue
-                        streamed = True
+                        streamed = streamed or type(chunk) is not ToolArgsDelta
                         yield chunk
                 return
             except (RetryableProviderError, ContextOverflowError) as exc:
