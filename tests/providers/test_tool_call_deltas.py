@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import itertools
 import json
 import re
 import time
@@ -167,7 +168,7 @@ def test_guarded_argument_pieces_never_hold_a_secret_whole(
     args = json.dumps({"content": before + secret + after}, ensure_ascii=ascii_only)
     forms = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
     bounds = sorted({min(c, len(args)) for c in cuts} | {0, len(args)})
-    pieces = [args[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    pieces = [args[a:b] for a, b in itertools.pairwise(bounds)]
 
     async def chunks() -> Any:
         yield TextDelta("writing ")

@@ -110,7 +110,7 @@ class FallbackProvider:
         for p in self.providers:
             try:
                 await p.aclose()
-            except Exception as exc:  # noqa: BLE001 - the others must still be closed
+            except Exception as exc:
                 failure = failure or exc
         if failure is not None:
             raise failure
