@@ -249,3 +249,44 @@ def test_line_count_is_right_however_an_escape_is_cut(split: int) -> None:
     for i in range(0, len(body), split):
         view.handle(ToolCallDelta(seq=i, arguments_delta=body[i:i + split], **base))
     assert view.writing["t", 0].lines == 7
+
+
+async def test_the_files_a_run_writes_never_hold_a_split_argument_secret(
+        server, retry, monkeypatch, tmp_path):
+    from steerable import Agent, AgentLoop
+    from steerable.replay import Recorder
+
+    monkeypatch.setenv("DEPLOY_TOKEN", SECRET)
+    args = json.dumps({"path": ".env", "content": f"TOKEN={SECRET}\n"})
+    at = args.index(SECRET)
+    pieces = [args[:at + 2], args[at + 2:at + 11], args[at + 11:]]
+    fragments = [{"index": 0, "id": "c1", "type": "function",
+                  "function": {"name": "write", "arguments": ""}}]
+    fragments += [{"index": 0, "function": {"arguments": p}} for p in pieces]
+    server.add(stream(openai_frames(tool_fragments=fragments, finish="tool_calls")),
+               stream(openai_frames(["ok"])))
+    provider = openai(server, retry)
+    log, recording = tmp_path / "events.jsonl", tmp_path / "run.jsonl"
+    loop = AgentLoop(Agent(provider=provider, tools=[write]), record_events=log)
+    async with Recorder(loop, recording):
+        await loop.run_turn("save it", session_id="s")
+    await loop.aclose()
+    await provider.aclose()
+    for path in (log, recording):
+        text = path.read_text()
+        assert SECRET not in text
+        pieces_shown = [p for line in text.splitlines() for p in _argument_pieces(json.loads(line))]
+        streamed = "".join(pieces_shown)
+        assert streamed and SECRET not in streamed and "[redacted]" in streamed, path.name
+
+
+def _argument_pieces(value: Any) -> list[str]:
+    """The argument pieces in a line: events' ``arguments_delta``, recorded ``tool_args``."""
+    if isinstance(value, list):
+        return [p for v in value for p in _argument_pieces(v)]
+    if not isinstance(value, dict):
+        return []
+    own = [value["arguments_delta"]] if value.get("kind") == "tool_call_delta" else []
+    if value.get("t") == "tool_args":
+        own.append(value["text"])
+    return own + [p for v in value.values() for p in _argument_pieces(v)]
