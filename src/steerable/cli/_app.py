@@ -36,7 +36,8 @@ from steerable.errors import ConfigurationError
 from steerable.providers import FallbackProvider, Provider, select_provider
 from steerable.storage import JSONLSessionStore
 
-__all__ = ["App", "Redactor", "build_app", "coding_agents", "new_session_id", "workspace_tools"]
+__all__ = ["App", "Redactor", "build_app", "coding_agents", "make_provider", "new_session_id",
+           "workspace_tools"]
 
 # Written for small local models as much as for big ones: short rules, nothing that invites a
 # report of changes (a small model asked to "say what you changed" claims changes it never made).
