@@ -18,13 +18,20 @@ import psutil
 import pytest
 
 GRACE = 2.0  # seconds for children being stopped or reaped (asyncio reaps in a thread) to go
-_ME = psutil.Process()
 _after_setup: dict[str, set[int]] = {}
 _session_start: set[int] = set()
 
 
 def _children() -> dict[int, psutil.Process]:
-    return {p.pid: p for p in _ME.children(recursive=True)}
+    # This process, asked each time: a test run forked from another (mutmut's runners) must
+    # not count its siblings, its parent's other children, as its own.
+    # A child can end while psutil walks the tree (it reads each one's start time): ask again.
+    for _ in range(10):
+        try:
+            return {p.pid: p for p in psutil.Process().children(recursive=True)}
+        except psutil.NoSuchProcess:
+            time.sleep(0.01)
+    return {p.pid: p for p in psutil.Process().children(recursive=True)}
 
 
 def _describe(proc: psutil.Process) -> str:

@@ -185,13 +185,20 @@ class _Run:
 
     def _resume(self) -> None:
         if self.loop.active_turn(SID) is None and self.loop.checkpoint(SID) is not None:
-            handle = self.loop.resume(SID)
+            try:
+                handle = self.loop.resume(SID)
+            except SessionBusyError:  # the checkpoint holds what its lane is about to run
+                self.tally.actions["resume_refused"] += 1
+                return
             if handle is not None:
                 self.tally.actions["resumed"] += 1
 
-    async def _crash(self) -> None:
+    async def _crash(self, *, clean: bool = False) -> None:
         """What a kill -9 now leaves: the store. The old loop is abandoned (its events after
-        this moment never happened); a new loop over a copy of the store resumes."""
+        this moment never happened); a new loop over a copy of the store resumes. ``clean``:
+        the loop is closed first (a restart), and its events up to the end count."""
+        if clean:
+            await self.loop.aclose()
         old_store = self.loop.store
         assert isinstance(old_store, InMemorySessionStore)
         store = InMemorySessionStore()
@@ -199,7 +206,7 @@ class _Run:
         store._checkpoints = dict(old_store._checkpoints)
         cp = store._checkpoints.get(SID)
         stored = set() if cp is None else {
-            cp.input_id, *cp.steering_ids, *cp.follow_up_ids, *cp.carrying}
+            cp.input_id, *cp.steering_ids, *cp.follow_up_ids, *cp.carrying, *cp.held_ids}
         settled = self._check(final=False)
         carried: dict[str, Any] = {}
         for mid, r in self.receipts.items():
@@ -207,10 +214,6 @@ class _Run:
                 continue
             if mid in stored:
                 carried[mid] = None
-            elif self.kinds[mid] == "send" and mid != (cp.input_id if cp else None):
-                # A message ``send`` queued behind the turn is held by its lane, in memory
-                # only: counted apart, not as durable.
-                self.tally.actions["lane_only_at_crash"] += 1
             elif r is not None and r.state is MessageState.QUEUED:
                 self.tally.lost += 1
                 self.tally.wrong.append(f"seed {self.seed}: {mid} acknowledged, not in the store")
@@ -218,12 +221,19 @@ class _Run:
         for turn in list(old._engine.active.values()):  # the process is gone: nothing more
             old._engine.interrupt_hard(turn)
         await old.aclose()
-        self.tally.crashes += 1
+        self.tally.crashes += not clean
         self.receipts = carried
         self.loop = self._new_loop(store)
         self._resume()
 
     # -- the end and the checks ---------------------------------------------------------------
+
+    async def close_now(self) -> None:
+        """The loop closes with work under way (what waits is refused, what runs aborts; a
+        cancelled turn's checkpoint keeps its messages), and a new one takes over the store."""
+        self.tally.actions["closed_busy"] += 1
+        await self._crash(clean=True)
+        await self.finish()
 
     async def finish(self) -> None:
         loop = self.loop
@@ -288,7 +298,10 @@ async def scenario(seed: int) -> Tally:
         for _ in range(run.rng.randint(4, 16)):
             await run.act()
             await _yield(run.rng, 6)
-        await run.finish()
+        if run.rng.random() < 0.15:
+            await run.close_now()
+        else:
+            await run.finish()
     finally:
         await run.loop.aclose()
     return run.tally

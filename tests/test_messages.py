@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -265,3 +266,188 @@ async def test_a_cancelled_turn_keeps_its_queued_steer_and_resume_delivers_it_on
     sent = [m.content for m in provider.requests[0].messages]
     assert sent.count("after the cancel") == 1
     await again.aclose()
+
+
+async def test_each_transition_says_why_in_its_detail() -> None:
+    tools, gate = gated()
+    loop = AgentLoop(Agent(provider=ScriptedProvider(
+        [Reply(tool_calls=[("step", {"name": "a"})]), Reply(text="done"), Reply(text="next")]),
+        tools=tools), limits=Limits(steering_queue=1))
+    sub = loop.subscribe(kinds=[K.MESSAGE_STATE])
+    handle = loop.send("go", "s")
+    await asyncio.sleep(0.01)
+    s1 = loop.inject_steering("one", "s")
+    full = loop.inject_steering("two", "s")
+    f1 = loop.inject_follow_up("later", "s")
+    queued = loop.send("queued", "s", "follow_up")
+    loop.edit_message(queued.message_id, "queued!")
+    gate.set()
+    result = await handle
+    await loop.wait_session("s")
+    nobody = loop.inject_steering("anyone?")
+    details = [(e.message_id, e.state.value, e.detail) for e in sub.drain_nowait()]
+    turn = handle.turn_id
+    assert details[:6] == [
+        (handle.message_id, "queued", "the input of a new turn"),
+        (handle.message_id, "delivered", "in the context of an LLM request"),
+        (s1.message_id, "queued", "steering"),
+        (full.message_id, "rejected", "steering queue full (1 messages)"),
+        (f1.message_id, "queued", "follow_up"),
+        (queued.message_id, "queued", "waiting for a turn of its own"),
+    ]
+    assert (queued.message_id, "queued", "edited") in details
+    assert (f1.message_id, "returned",
+            f"turn {turn} ended (completed) before it was delivered") in details
+    rerun = [d for d in details if d[2] == "a follow-up its turn handed back"]
+    assert len(rerun) == 1 and result.follow_up_ids == (f1.message_id,)
+    assert details[-1] == (nobody.message_id, "rejected", "no turn is active")
+    assert nobody.session_id == "" and nobody.kind == "steer" and nobody.turn_id is None
+    assert (s1.kind, f1.kind, s1.session_id, s1.turn_id, s1.parent_turn_id) == (
+        "steer", "follow_up", "s", turn, None)
+    await loop.aclose()
+
+
+async def test_a_childs_steer_receipt_names_the_child_and_its_parent() -> None:
+    from steerable import ToolContext
+
+    child = Agent(name="kid", provider=ScriptedProvider([Reply(text="kid done", delay=0.2)]))
+    receipts: list[Any] = []
+
+    @tool(read_only=True)
+    async def boss(ctx: ToolContext) -> str:
+        """Start a child and steer it."""
+        handle = ctx.spawn_subturn("kid", "job", deliver=False)
+        receipts.append(handle.inject_steering("mind the tests"))
+        receipts.append(handle.inject_follow_up("and then this"))
+        return (await handle).text
+
+    main = Agent(name="main", subagents=[child], tools=[boss],
+                 provider=ScriptedProvider([Reply(tool_calls=[("boss", {})]), Reply(text="ok")]))
+    loop = AgentLoop(main)
+    handle = loop.start_turn("go", session_id="s")
+    await handle
+    steer_r, follow_r = receipts
+    assert steer_r.kind == "steer" and follow_r.kind == "follow_up"
+    assert steer_r.parent_turn_id == handle.turn_id == follow_r.parent_turn_id
+    assert steer_r.turn_id == follow_r.turn_id != handle.turn_id
+    assert steer_r.state is S.DELIVERED and follow_r.state is S.RETURNED
+    await loop.aclose()
+
+
+async def test_messages_that_interrupt_run_first_in_order_then_the_rest() -> None:
+    loop, provider, _ = make_loop([Reply(text="a", delay=0.1), Reply(text="c"), Reply(text="d"),
+                                   Reply(text="b")])
+    loop.send("a", "s")
+    b = loop.send("b", "s", "follow_up")
+    c = loop.send("c", "s", "interrupt")
+    d = loop.send("d", "s", "interrupt")
+    assert [m.text for m in loop.queued_messages("s")] == ["a", "b", "c", "d"]
+    assert loop.queued("s") == ["c", "d", "b"]
+    await loop.wait_session("s")
+    assert [r.messages[-1].content for r in provider.requests][1:] == ["c", "d", "b"]
+    assert (b.action, c.action, d.action) == ("queued", "interrupted", "interrupted")
+    assert c.state is S.DELIVERED
+    await loop.aclose()
+
+
+async def test_dropped_and_closed_messages_say_so() -> None:
+    loop, _, sub = make_loop([Reply(text="a", delay=0.2)])
+    loop.send("a", "s")
+    dropped = loop.send("b", "s", "follow_up")
+    assert loop.drop_queued("s") == ["b"]
+    with pytest.raises(RuntimeError, match="withdrawn before its turn started"):
+        await dropped
+    closed = loop.send("c", "s", "follow_up")
+    await loop.aclose()
+    with pytest.raises(RuntimeError, match="loop closed"):
+        await closed
+    details = {e.message_id: (e.state.value, e.detail) for e in of(sub.drain_nowait(),
+               K.MESSAGE_STATE) if e.state is not S.QUEUED}
+    assert details[dropped.message_id] == ("revoked", "withdrawn by drop_queued")
+    assert details[closed.message_id] == ("rejected", "the loop closed before its turn started")
+
+
+async def test_reject_says_what_keeps_the_session_busy() -> None:
+    from steerable import SessionBusyError
+
+    loop, _, _ = make_loop([Reply(text="a", delay=0.1)])
+    handle = loop.send("a", "s")
+    with pytest.raises(SessionBusyError, match=f"turn {handle.turn_id} is running"):
+        loop.send("b", "s", "reject")
+    await handle
+    await loop.aclose()
+
+
+async def test_a_resumed_turn_keeps_its_creation_time_and_its_input_message() -> None:
+    from steerable import InMemorySessionStore
+
+    store = InMemorySessionStore()
+    loop = AgentLoop(Agent(name="a", provider=ScriptedProvider([Reply(text="x")])), store=store)
+    first = loop.start_turn("go", session_id="s")
+    cp = loop.checkpoint("s")
+    assert cp is not None and cp.created > 0 and cp.input_id == first.message_id
+    loop.cancel("s", CancelMode.AFTER_MODEL)  # before its first call: stopped at once
+    await first
+    kept = loop.checkpoint("s")
+    assert kept is not None and kept.created == cp.created and kept.iteration == 0
+    await loop.aclose()
+    again = AgentLoop(Agent(name="a", provider=ScriptedProvider([Reply(text="y")])),
+                      store=store)
+    resumed = again.resume("s")
+    assert resumed is not None and resumed.message_id == first.message_id
+    assert [(m.kind, m.text) for m in again.queued_messages("s")] == [("send", "go")]
+    await resumed
+    assert resumed.state is S.DELIVERED
+    await again.aclose()
+
+
+async def test_bad_input_to_the_message_calls_says_what_is_wrong() -> None:
+    loop, _, _ = make_loop([Reply(text="x", delay=0.05)])
+    handle = loop.start_turn("go", session_id="s")
+    with pytest.raises(ValueError, match=r"^steering text must not be empty$"):
+        handle.inject_steering("  ")
+    with pytest.raises(ValueError, match=r"^follow-up text must not be empty$"):
+        handle.inject_follow_up("")
+    with pytest.raises(TypeError, match=r"^mode must be a CancelMode, got 'now'$"):
+        handle.cancel("now")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^message text must not be empty$"):
+        loop.edit_message("msg_x", " ")
+    with pytest.raises(TypeError, match=r"^message_id must be a str, got int$"):
+        loop.revoke_message(5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^session_id must be a non-empty str, got ''$"):
+        loop.queued_messages("")
+    assert loop.queued("nobody") == [] and loop.busy("s") and not loop.busy("nobody")
+    await handle
+    assert not loop.busy("s")
+    await loop.aclose()
+
+
+async def test_reject_refuses_beside_a_turn_started_outside_send() -> None:
+    from steerable import SessionBusyError
+
+    loop, _, sub = make_loop([Reply(text="a", delay=0.05), Reply(text="b")])
+    handle = loop.start_turn("a", session_id="s")
+    with pytest.raises(SessionBusyError, match="is running"):
+        loop.send("no", "s", "reject")
+    urgent = loop.send("now", "s", "interrupt")
+    await handle
+    await loop.wait_session("s")
+    queued_events = of(sub.drain_nowait(), K.FOLLOW_UP_QUEUED)
+    assert queued_events == []  # an interrupting message is no follow-up of the turn
+    assert urgent.state is S.DELIVERED
+    await loop.aclose()
+
+
+async def test_a_composite_turn_delivers_its_input_to_its_children() -> None:
+    from steerable import SequentialAgent
+
+    kid = Agent(name="kid", provider=ScriptedProvider([Reply(text="k")]))
+    loop = AgentLoop(SequentialAgent(name="seq", agents=[kid]))
+    sub = loop.subscribe(kinds=[K.MESSAGE_STATE])
+    handle = loop.start_turn("go", session_id="s")
+    await handle
+    assert [(e.state.value, e.detail) for e in sub.drain_nowait()] == [
+        ("queued", "the input of a new turn"),
+        ("delivered", "handed to the composite agent's children")]
+    assert handle.state is S.DELIVERED
+    await loop.aclose()

@@ -21,7 +21,9 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args
 
+from steerable._commands import Command, StartTurn
 from steerable._core._agent import Agent
+from steerable._core._durable import sync_held
 from steerable._core._engine import Engine
 from steerable._core._queues import offer_steering
 from steerable._core._turn import TurnResult
@@ -55,12 +57,13 @@ class _Handle(Protocol):
 
 
 class LaneHost(Protocol):
-    """What lanes need of the loop: its engine and a way to start a turn."""
+    """What lanes need of the loop: its engine, its agent, and the way commands (a turn to
+    start) come in."""
 
     _engine: Engine
+    agent: Any
 
-    def start_turn(self, input: str, session_id: str | None = None, *,
-                   agent: Agent | None = None, receipt: MessageReceipt | None = None) -> Any: ...
+    def submit(self, command: Command) -> Any: ...
 
 
 class QueuedTurn:
@@ -124,6 +127,8 @@ class QueuedTurn:
 
 @dataclass(slots=True, eq=False)
 class _Lane:
+    owner: Lanes
+    session_id: str
     pending: deque[QueuedTurn] = field(default_factory=deque)
     runner: asyncio.Task[None] | None = None
     current: QueuedTurn | None = None
@@ -137,11 +142,12 @@ class _Lane:
             if item.receipt is receipt:
                 self.pending.remove(item)
                 item._fail(RuntimeError("the message was revoked before its turn started"))
+                self.owner._mirror(self.session_id, self)
                 return True
         return False
 
     def edited(self, receipt: MessageReceipt) -> None:
-        """Nothing to do: the queue holds the receipt, whose text changed."""
+        self.owner._mirror(self.session_id, self)
 
 
 class Lanes:
@@ -175,14 +181,16 @@ class Lanes:
              agent: Agent | None) -> Any:
         if self._closed:
             raise RuntimeError("this AgentLoop is closed")
-        lane = self._lanes.setdefault(session_id, _Lane())
+        lane = self._lanes.get(session_id)
+        if lane is None:
+            lane = self._lanes[session_id] = _Lane(self, session_id)
         engine = self._host._engine
         st = engine.active.get(session_id)
-        r = MessageReceipt("send", text, session_id)
         if st is None and lane.runner is None and not lane.pending and self._has_slot():
-            handle = self._host.start_turn(text, session_id, agent=agent, receipt=r)
+            handle = self._host.submit(StartTurn(text, session_id, agent, by_lane=True))
             self._run(session_id, lane, handle)
             return handle
+        r = MessageReceipt("send", text, session_id)
         if policy == "reject" and (st is not None or lane.runner is not None or lane.pending):
             what = f"turn {st.turn_id} is running" if st is not None else "messages are queued"
             engine.inbox.reject(r, f"the session is busy ({what}); policy 'reject'")
@@ -201,6 +209,7 @@ class Lanes:
                 action = "rolled_back"
         item = QueuedTurn(r, action, agent, urgent=urgent)
         self._queue(session_id, lane, item, urgent=urgent, front=False)
+        self._mirror(session_id, lane)  # durable before acknowledged
         if not urgent and st is not None and not st.finishing:
             engine.emit(st, FollowUpQueued, text=text)
         engine.inbox.enqueue(r, "waiting for a turn of its own")
@@ -216,6 +225,23 @@ class Lanes:
                                   and t.exception() is None else item._fail(
                                       RuntimeError("the steered turn did not finish")))
         return item
+
+    def _mirror(self, session_id: str, lane: _Lane, *, sync: bool = True) -> None:
+        """The engine's view of what the lane holds (``Engine.waiting``, each turn's
+        ``held``), and with ``sync`` the store's: written before the change is acknowledged."""
+        engine = self._host._engine
+        receipts = [item.receipt for item in lane.pending]
+        held = engine.waiting.get(session_id)
+        if held is None:
+            held = engine.waiting[session_id] = []
+        held[:] = receipts
+        st = engine.active.get(session_id)
+        if st is not None:
+            st.held = held
+        if sync:
+            sync_held(engine, session_id, self._host.agent)
+        if not held:
+            del engine.waiting[session_id]
 
     @staticmethod
     def _queue(session_id: str, lane: _Lane, item: QueuedTurn, *, urgent: bool,
@@ -257,16 +283,20 @@ class Lanes:
                     await self._wait_slot()
                     continue
                 item = lane.pending.popleft()
+                self._mirror(session_id, lane, sync=False)  # the turn's first checkpoint
                 try:
-                    handle = self._host.start_turn(item.text, session_id, agent=item.agent,
-                                                   receipt=item.receipt)
+                    handle = self._host.submit(StartTurn(
+                        item.text, session_id, item.agent, by_lane=True,
+                        message_id=item.message_id))
                 except SessionBusyError:  # started elsewhere in between: wait for that one
                     lane.pending.appendleft(item)
+                    self._mirror(session_id, lane, sync=False)
                     await asyncio.sleep(0)
                     continue
-                except Exception as exc:  # e.g. the loop is closing: say so to the sender
+                except Exception as exc:  # a pending checkpoint, the loop closing: say so
                     engine.inbox.reject(item.receipt, f"its turn could not start: {exc}")
                     item._fail(exc)
+                    self._mirror(session_id, lane)  # and out of the checkpoint that held it
                     continue
                 item._started(handle)
                 lane.current = item
@@ -308,6 +338,8 @@ class Lanes:
             lane.pending.insert(at, QueuedTurn(r, "queued", None))
         for item in list(lane.pending)[at:at + len(result.follow_ups)]:
             inbox.enqueue(item.receipt, "a follow-up its turn handed back")
+        if result.follow_ups:
+            self._mirror(session_id, lane)
 
     # -- waiting and shutdown -----------------------------------------------------------------
 
@@ -331,6 +363,7 @@ class Lanes:
             return []
         dropped = list(lane.pending)
         lane.pending.clear()
+        self._mirror(session_id, lane)
         inbox = self._host._engine.inbox
         for item in dropped:
             inbox.settle(item.receipt, MessageState.REVOKED, "withdrawn by drop_queued")
@@ -341,12 +374,13 @@ class Lanes:
         """Start no more turns; fail what waits (the loop is closing)."""
         self._closed = True
         inbox = self._host._engine.inbox
-        for lane in self._lanes.values():
+        for session_id, lane in self._lanes.items():
             for item in lane.pending:
                 inbox.settle(item.receipt, MessageState.REJECTED,
                              "the loop closed before its turn started")
                 item._fail(RuntimeError("the loop closed before this message's turn started"))
             lane.pending.clear()
+            self._mirror(session_id, lane)
 
     async def aclose(self, grace: float) -> None:
         """Stop the runners (after ``close`` and after the turns have ended)."""

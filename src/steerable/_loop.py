@@ -8,14 +8,29 @@ hook or tool: off the loop's thread they are marshalled onto it and wait for the
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
 import os
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from steerable._background import Summaries
+from steerable._binding import call_on
+from steerable._commands import (
+    AnswerApproval,
+    Cancel,
+    Command,
+    Edit,
+    FollowUp,
+    Interrupt,
+    Resume,
+    Revoke,
+    Send,
+    StartTurn,
+    Steer,
+)
 from steerable._config import Limits, Timeouts
+from steerable._controls import CONTROLS, resolve
 from steerable._core._agent import Agent, BaseAgent
 from steerable._core._bus import Subscription
 from steerable._core._cancel import CancelHandle, CancelMode
@@ -25,162 +40,38 @@ from steerable._core._durable import restore, write_first_checkpoint
 from steerable._core._engine import Engine
 from steerable._core._hook_manager import Registration
 from steerable._core._permissions import Permissions
-from steerable._core._queues import follow_up, hold_restored, steer
+from steerable._core._queues import hold_restored
 from steerable._core._resume import check_agent, check_no_checkpoint, checked_base
 from steerable._core._session import InMemorySessionStore, SessionStore
-from steerable._core._summarize import needs_summary, summarize_session
 from steerable._core._turn import TurnResult, begin_turn, run_turn
 from steerable._core._turn_state import TurnState
-from steerable._events import ErrorEvent, EventKind, TurnPhase, TurnStatus
+from steerable._events import EventKind
 from steerable._gateway import InProcessBus, serve_bus
-from steerable._lanes import BusyPolicy, Lanes, QueuedTurn, SendAction, check_policy
+from steerable._handle import (
+    LoopStatistics,
+    TurnHandle,
+    TurnInfo,
+    check_mode,
+    check_session_id,
+    check_text,
+    turn_info,
+)
+from steerable._lanes import BusyPolicy, Lanes, QueuedTurn, check_policy
 from steerable._messages import Message
-from steerable._receipts import MessageInfo, MessageKind, MessageReceipt, MessageState
-from steerable._records import Record, record
+from steerable._observers import Observers
+from steerable._receipts import MessageInfo, MessageReceipt
 from steerable.errors import ConfigurationError, SessionBusyError
 
-__all__ = ["AgentLoop", "LoopStatistics", "TurnHandle", "TurnInfo"]
+__all__ = ["AgentLoop", "Interceptor", "LoopStatistics", "TurnHandle", "TurnInfo"]
 
 T = TypeVar("T")
+Interceptor = Callable[..., Any]
+"""``interceptor(command, *, proceed) -> answer`` (see ``AgentLoop.intercept_commands``)."""
 _RECORD_ENV = "STEERABLE_EVENT_LOG"
 
 
 def _new_id(prefix: str) -> str:
     return f"{prefix}_{os.urandom(6).hex()}"  # what secrets.token_hex does, without its import
-
-
-def _check_mode(mode: object) -> None:
-    if not isinstance(mode, CancelMode):
-        raise TypeError(f"mode must be a CancelMode, got {mode!r}")
-
-
-def _check_session_id(session_id: object) -> None:
-    if not isinstance(session_id, str) or not session_id:
-        raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
-
-
-def _check_text(what: str, text: object) -> str:
-    if not isinstance(text, str):
-        raise TypeError(f"{what} must be a str, got {type(text).__name__}")
-    if not text.strip():
-        raise ValueError(f"{what} must not be empty")
-    return text
-
-
-@record(kw_only=False)
-class TurnInfo(Record):
-    """A snapshot of a running turn (``AgentLoop.active_turn``)."""
-
-    turn_id: str
-    session_id: str
-    parent_turn_id: str | None
-    phase: TurnPhase
-    iteration: int
-    started: float
-    steering_pending: int
-    follow_ups_pending: int
-    agent: str = ""
-    children: tuple[TurnInfo, ...] = ()
-    """The turn's running sub-turns, each with its own children: the turn tree."""
-
-
-def _turn_info(st: TurnState) -> TurnInfo:
-    return TurnInfo(st.turn_id, st.session_id, st.parent_turn_id, st.phase, st.iteration,
-                    st.started, len(st.steering), len(st.follow_ups), st.agent.name,
-                    tuple(_turn_info(c) for c in list(st.children.values())))
-
-
-@record(kw_only=False)
-class LoopStatistics(Record):
-    """Counters of an AgentLoop (``AgentLoop.statistics``)."""
-
-    events_emitted: int
-    dropped: Mapping[EventKind, int]
-    """Events lost to full subscriber buffers, per kind, across all subscriptions."""
-    subscribers: int
-    active_turns: int
-    turns_started: int
-    turns_finished: int
-
-
-def _wake(waiter: asyncio.Future[None], _task: object) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
-
-
-class TurnHandle:
-    """A running turn. Await it for the ``TurnResult``; awaiting never cancels the turn."""
-
-    def __init__(self, loop: AgentLoop, state: TurnState, task: asyncio.Task[TurnResult]) -> None:
-        self._loop = loop
-        self._state = state
-        self._task = task
-
-    @property
-    def turn_id(self) -> str:
-        return self._state.turn_id
-
-    @property
-    def session_id(self) -> str:
-        return self._state.session_id
-
-    def done(self) -> bool:
-        return self._task.done()
-
-    def result(self) -> TurnResult:
-        """The result of a finished turn; raises ``asyncio.InvalidStateError`` before that."""
-        return self._task.result()
-
-    @property
-    def message_id(self) -> str | None:
-        """The id of the message the turn was started with (None for a resumed turn that had
-        delivered it before its checkpoint)."""
-        r = self._state.input_receipt
-        return None if r is None else r.message_id
-
-    @property
-    def state(self) -> MessageState:
-        """The state of that message: ``queued`` until the turn's first LLM request carries it."""
-        r = self._state.input_receipt
-        return MessageState.DELIVERED if r is None else r.state
-
-    def inject_steering(self, text: str) -> MessageReceipt:
-        _check_text("steering text", text)
-        return self._loop._call(steer, self._loop._engine, self._state, text)
-
-    def inject_follow_up(self, text: str) -> MessageReceipt:
-        _check_text("follow-up text", text)
-        return self._loop._call(follow_up, self._loop._engine, self._state, text)
-
-    def interrupt_graceful(self, hint: str | None = None) -> bool:
-        return self._loop._call(self._loop._engine.interrupt_graceful, self._state, hint)
-
-    def interrupt_hard(self) -> bool:
-        return self._loop._call(self._loop._engine.interrupt_hard, self._state)
-
-    @property
-    def action(self) -> SendAction:
-        """What ``AgentLoop.send`` did with the message: a handle means a turn was started."""
-        return "started"
-
-    def cancel(self, mode: CancelMode = CancelMode.IMMEDIATE) -> CancelHandle:
-        """Cancel this turn (see ``AgentLoop.cancel``); after it ended, a handle that did not
-        contribute."""
-        _check_mode(mode)
-        return self._loop._call(self._loop._engine.cancel, self._state, mode)
-
-    def __await__(self) -> Generator[Any, None, TurnResult]:
-        # What asyncio.shield does, with one future and one callback instead of two of each:
-        # cancelling the awaiting task cancels ``waiter`` only, never the turn.
-        task = self._task
-        if not task.done():
-            waiter = task.get_loop().create_future()
-            task.add_done_callback(functools.partial(_wake, waiter))
-            yield from waiter
-        return task.result()
-
-    def __repr__(self) -> str:
-        return f"<TurnHandle {self.turn_id} session={self.session_id} done={self.done()}>"
 
 
 class AgentLoop:
@@ -237,18 +128,18 @@ class AgentLoop:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._observers: dict[Registration, tuple[Subscription, asyncio.Task[None] | None]] = {}
         self._turns_started = 0
         self._turns_finished = 0
-        self._summarizing: set[str] = set()
-        self._background: set[asyncio.Task[bool]] = set()
-        """Summaries under way: owned here, cancelled by aclose."""
+        self._summaries = Summaries(self._engine)
         record = record_events if record_events is not None else os.environ.get(_RECORD_ENV)
-        # A path, made a Path by the recorder (imported only then: pathlib and the recorder are
-        # not needed to run turns, and cost the core's import ~4 ms).
-        self._record_path = os.fspath(record) if record else None
-        self._recorder: asyncio.Task[None] | None = None
+        self._observers = Observers(self._engine, os.fspath(record) if record else None)
         self._lanes = Lanes(self)
+        self._interceptors: list[Interceptor] = []
+        # The one table of verbs: a command class (``_commands``) and what runs it.
+        self._handlers: dict[type[Command], Callable[[Any], Any]] = {
+            StartTurn: self._start, Resume: self._resume, Send: self._send,
+            **{cls: functools.partial(run, self._engine) for cls, run in CONTROLS.items()},
+        }
 
     # -- binding ------------------------------------------------------------------------------
 
@@ -257,49 +148,14 @@ class AgentLoop:
         if self._loop is None:
             self._loop = loop
             self._engine.bus.bind(loop)
-            if self._record_path is not None:
-                sub = self._engine.bus.subscribe(None, buffer=65536)
-                from steerable._recorder import record_events
-
-                self._recorder = loop.create_task(record_events(sub, self._record_path))
-            for reg, (sub, task) in list(self._observers.items()):
-                if task is None:
-                    self._observers[reg] = (sub, loop.create_task(self._observe(reg, sub)))
+            self._observers.start(loop)
         elif loop is not self._loop:
             raise RuntimeError("this AgentLoop is bound to another asyncio event loop")
         return loop
 
     def _call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn`` on the loop's thread and return its answer."""
-        loop = self._loop
-        if loop is None:
-            return fn(*args)  # nothing has run yet: there is no other thread to race with
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            return fn(*args)
-        if loop.is_closed() or not loop.is_running():
-            raise RuntimeError("the AgentLoop's event loop is not running")
-        answer: concurrent.futures.Future[T] = concurrent.futures.Future()
-
-        def run() -> None:
-            try:
-                answer.set_result(fn(*args))
-            except BaseException as exc:
-                answer.set_exception(exc)
-
-        loop.call_soon_threadsafe(run)
-        # Wait as long as the loop lives (its answer needs it), never a fixed time: a loop that
-        # stops or closes before running ``run`` fails the call at once instead of after 30 s.
-        while True:
-            try:
-                return answer.result(timeout=0.05)
-            except concurrent.futures.TimeoutError:
-                if not answer.done() and (loop.is_closed() or not loop.is_running()):
-                    raise RuntimeError(
-                        "the AgentLoop's event loop stopped before it could answer") from None
+        return call_on(self._loop, fn, *args)
 
     # -- events and hooks ---------------------------------------------------------------------
 
@@ -314,12 +170,7 @@ class AgentLoop:
         attribute when it has one (the others then cost it nothing)."""
         reg = self._call(self._engine.hooks.register, hook, priority, timeout)
         if "on_event" in reg.points:
-            kinds = getattr(hook, "event_kinds", None)
-            sub = self._call(self._engine.bus.subscribe, kinds, 4096)
-            task = None
-            if self._loop is not None:
-                task = self._loop.create_task(self._observe(reg, sub))
-            self._observers[reg] = (sub, task)
+            self._call(self._observers.add, reg, hook)
 
         def unregister() -> bool:
             return self._call(self._unregister, reg)
@@ -327,48 +178,43 @@ class AgentLoop:
         return unregister
 
     def _unregister(self, reg: Registration) -> bool:
-        observed = self._observers.pop(reg, None)
-        if observed is not None:
-            sub, task = observed
-            sub.close()
-            if task is not None:
-                task.cancel()
+        self._observers.remove(reg)
         return self._engine.hooks.unregister(reg)
-
-    async def _observe(self, reg: Registration, sub: Subscription) -> None:
-        # Observers read a subscription in their own task, so they can never slow a turn.
-        async for event in sub:
-            # An observer that fails on the report of its own failure must not loop forever.
-            quiet = isinstance(event, ErrorEvent) and event.source == "observer"
-            await self._engine.hooks.call(reg, "on_event", event, self._engine.timeouts.hook,
-                                          source=None if quiet else "observer")
 
     # -- turns --------------------------------------------------------------------------------
 
     def start_turn(self, input: str, session_id: str | None = None, *,
-                   agent: BaseAgent | None = None, discard_checkpoint: bool = False,
-                   receipt: MessageReceipt | None = None) -> TurnHandle:
+                   agent: BaseAgent | None = None, discard_checkpoint: bool = False) -> TurnHandle:
         """Start a turn and return at once. Raises ``SessionBusyError`` if the session is busy,
         and ``ValueError`` (``CheckpointError``) if it has a pending checkpoint (a cancelled or
         crashed turn: ``resume`` it, or pass ``discard_checkpoint=True`` to drop it)."""
-        _check_text("turn input", input)
+        check_text("turn input", input)
         if session_id is not None:
-            _check_session_id(session_id)
+            check_session_id(session_id)
         if agent is not None and not isinstance(agent, BaseAgent):
             raise TypeError(f"agent must be an agent, got {type(agent).__name__}")
-        sid = session_id or _new_id("session")
+        handle: TurnHandle = self.submit(StartTurn(input, session_id, agent, discard_checkpoint))
+        return handle
+
+    def _start(self, cmd: StartTurn) -> TurnHandle:
+        sid = cmd.session_id or _new_id("session")
         self._check_idle(sid)
-        if session_id is not None and self._engine.durable:
-            check_no_checkpoint(self._engine.store, sid, discard_checkpoint)
-        st = TurnState(turn_id=_new_id("turn"), session_id=sid, input=input,
-                       agent=agent or self.agent)
-        r = receipt or MessageReceipt("send", input, sid)
+        # The checkpoint the last turn handed on to the messages queued behind it is replaced
+        # by this turn's first one, which holds them too.
+        if cmd.session_id is not None and self._engine.durable \
+                and self._engine.successors.pop(sid, None) is None:
+            check_no_checkpoint(self._engine.store, sid, cmd.discard_checkpoint)
+        st = TurnState(turn_id=_new_id("turn"), session_id=sid, input=cmd.input,
+                       agent=cmd.agent or self.agent)
+        inbox = self._engine.inbox
+        queued = inbox.live.get(cmd.message_id) if cmd.message_id else None
+        r = queued or MessageReceipt("send", cmd.input, sid, message_id=cmd.message_id)
         r.turn_id = st.turn_id
         r._holder = None  # the turn's input now: no longer revocable
         st.input_receipt = r
         handle = self._launch(st)
-        if r.message_id not in self._engine.inbox.live:  # (a message send queued is already)
-            self._engine.inbox.enqueue(r, "the input of a new turn")
+        if queued is None:
+            inbox.enqueue(r, "the input of a new turn")
         return handle
 
     def _check_idle(self, sid: str) -> None:
@@ -388,6 +234,9 @@ class AgentLoop:
         # Composite turns run children, not a model loop: they stop at boundaries, keep no
         # checkpoint, and a cancelled one is saved like an interrupted one.
         st.durable = self._engine.durable and not isinstance(st.agent, CompositeAgent)
+        held = self._engine.waiting.get(st.session_id)
+        if held is not None:  # messages its session's lane holds: in its checkpoints too
+            st.held = held
         self._engine.active[st.session_id] = st
         self._engine.turns[st.turn_id] = st
         self._turns_started += 1
@@ -407,10 +256,8 @@ class AgentLoop:
         stopped), or None. Raises ``CheckpointError`` when its file cannot be read."""
         if not isinstance(session_id, str):
             raise TypeError(f"session_id must be a str, got {type(session_id).__name__}")
-        if not self._engine.durable:
-            return None
-        cp: Checkpoint | None = self._engine.store.load_checkpoint(session_id)  # type: ignore[attr-defined]
-        return cp
+        store = self._engine.checkpoints
+        return None if store is None else store.load_checkpoint(session_id)
 
     def resume(self, session_id: str, *, agent: BaseAgent | None = None,
                force: bool = False) -> TurnHandle | None:
@@ -424,16 +271,26 @@ class AgentLoop:
         """
         if agent is not None and not isinstance(agent, BaseAgent):
             raise TypeError(f"agent must be an agent, got {type(agent).__name__}")
+        handle: TurnHandle | None = self.submit(Resume(session_id, agent, force))
+        return handle
+
+    def _resume(self, cmd: Resume) -> TurnHandle | None:
+        session_id, agent = cmd.session_id, cmd.agent
         self._check_idle(session_id)
+        if session_id in self._engine.successors:
+            raise SessionBusyError(
+                f"session {session_id!r} has messages queued by send about to run; its "
+                "checkpoint holds them until then (wait_session, or drop_queued)")
         cp = self.checkpoint(session_id)
         if cp is None:
             return None
         agent = agent or self.agent
-        if not force:
+        if not cmd.force:
             check_agent(cp, agent)
         base = self._engine.store.load(session_id)
         if not checked_base(cp, base):
-            self._engine.store.delete_checkpoint(session_id)  # type: ignore[attr-defined]
+            assert self._engine.checkpoints is not None  # it gave the checkpoint
+            self._engine.checkpoints.delete_checkpoint(session_id)
             return None
         st = TurnState(turn_id=_new_id("turn"), session_id=session_id, input=cp.input,
                        agent=agent, resume=cp, origin_turn_id=cp.origin_turn_id,
@@ -453,27 +310,9 @@ class AgentLoop:
             if self._engine.active.get(st.session_id) is st:
                 del self._engine.active[st.session_id]
             self._turns_finished += 1
-        self._maybe_summarize(st, result)
+        if not self._closed:
+            self._summaries.maybe_start(st, result)
         return result
-
-    def _maybe_summarize(self, st: TurnState, result: TurnResult) -> None:
-        policy = st.agent.summary if isinstance(st.agent, Agent) else None
-        if policy is None or self._closed or result.status in (TurnStatus.ABORTED, TurnStatus.ERROR):
-            return
-        if st.session_id in self._summarizing:
-            return
-        # The estimate uses what the turn already holds: no store read on the hot path.
-        if not needs_summary([*st.base, *st.new], policy):
-            return
-        self._summarizing.add(st.session_id)
-        task = asyncio.get_running_loop().create_task(summarize_session(self._engine, st, policy))
-        self._background.add(task)
-
-        def done(t: asyncio.Task[bool]) -> None:
-            self._background.discard(t)
-            self._summarizing.discard(st.session_id)
-
-        task.add_done_callback(done)
 
     async def run_turn(self, input: str, session_id: str | None = None, *,
                        agent: BaseAgent | None = None,
@@ -501,14 +340,20 @@ class AgentLoop:
         one turn at a time per session, each after the turn before has been saved; the
         follow-ups a turn hands back run before them.
         """
-        _check_text("message text", text)
-        _check_session_id(session_id)  # here too: a queued message reaches start_turn later
-        chosen = self.busy_policy if policy is None else check_policy(policy)
+        check_text("message text", text)
+        check_session_id(session_id)  # here too: a queued message reaches start_turn later
+        if policy is not None:
+            check_policy(policy)
         if agent is not None and not isinstance(agent, Agent):
             raise TypeError(f"agent must be an Agent, got {type(agent).__name__}")
         self._bind_if_running()
-        sent: TurnHandle | QueuedTurn = self._call(self._lanes.send, text, session_id, chosen,
-                                                   agent)
+        sent: TurnHandle | QueuedTurn = self.submit(Send(text, session_id, policy, agent))
+        return sent
+
+    def _send(self, cmd: Send) -> TurnHandle | QueuedTurn:
+        policy = self.busy_policy if cmd.policy is None else check_policy(cmd.policy)
+        sent: TurnHandle | QueuedTurn = self._lanes.send(cmd.text, cmd.session_id, policy,
+                                                         cmd.agent)
         return sent
 
     def busy(self, session_id: str) -> bool:
@@ -550,52 +395,24 @@ class AgentLoop:
 
     # -- control ------------------------------------------------------------------------------
 
-    def _resolve(self, session_id: str | None) -> TurnState | None:
-        active = self._engine.active
-        if session_id is not None:
-            return active.get(session_id)
-        if not active:
-            return None
-        if len(active) > 1:
-            raise ValueError(
-                f"{len(active)} turns are active (sessions {sorted(active)}); pass session_id"
-            )
-        return next(iter(active.values()))
-
-    def _control(self, method: Callable[..., bool], session_id: str | None, *args: Any) -> bool:
-        def act() -> bool:
-            st = self._resolve(session_id)
-            return False if st is None else method(st, *args)
-
-        return self._call(act)
-
-    def _message(self, put: Callable[[Engine, TurnState, str], MessageReceipt],
-                 kind: MessageKind, text: str, session_id: str | None) -> MessageReceipt:
-        def act() -> MessageReceipt:
-            st = self._resolve(session_id)
-            if st is None:
-                r = MessageReceipt(kind, text, session_id or "")
-                return self._engine.inbox.reject(r, "no turn is active")
-            return put(self._engine, st, text)
-
-        return self._call(act)
-
     def inject_steering(self, text: str, session_id: str | None = None) -> MessageReceipt:
         """Add a user message to the running turn; it reaches the model at the next checkpoint.
         The receipt is falsy when the turn cannot take it (none active, ending, queue full)."""
-        _check_text("steering text", text)
-        return self._message(steer, "steer", text, session_id)
+        check_text("steering text", text)
+        receipt: MessageReceipt = self.submit(Steer(text, session_id))
+        return receipt
 
     def inject_follow_up(self, text: str, session_id: str | None = None) -> MessageReceipt:
         """Queue a message to run as a new turn after the running one (see TurnResult.follow_ups)."""
-        _check_text("follow-up text", text)
-        return self._message(follow_up, "follow_up", text, session_id)
+        check_text("follow-up text", text)
+        receipt: MessageReceipt = self.submit(FollowUp(text, session_id))
+        return receipt
 
     def queued_messages(self, session_id: str) -> list[MessageInfo]:
         """The session's messages not yet terminal, in the order they were accepted: steering
         and follow-ups of its running turn, messages ``send`` queued, a turn's input until its
         first LLM request."""
-        _check_session_id(session_id)
+        check_session_id(session_id)
         return self._call(self._engine.inbox.queued, session_id)
 
     def revoke_message(self, message_id: str) -> bool:
@@ -603,25 +420,25 @@ class AgentLoop:
         queued (delivered, handed back, or already taken into a turn's context)."""
         if not isinstance(message_id, str):
             raise TypeError(f"message_id must be a str, got {type(message_id).__name__}")
-        return self._call(self._engine.inbox.revoke, message_id)
+        return bool(self.submit(Revoke(message_id)))
 
     def edit_message(self, message_id: str, text: str) -> bool:
         """Change the text of a queued message (it keeps its id and place); False once it is
         no longer queued."""
         if not isinstance(message_id, str):
             raise TypeError(f"message_id must be a str, got {type(message_id).__name__}")
-        _check_text("message text", text)
-        return self._call(self._engine.inbox.edit, message_id, text)
+        check_text("message text", text)
+        return bool(self.submit(Edit(message_id, text)))
 
     def interrupt_graceful(self, session_id: str | None = None, hint: str | None = None) -> bool:
         """Skip tools not started, then one last call without tools; the turn ends interrupted."""
         if hint is not None and not isinstance(hint, str):
             raise TypeError(f"hint must be a str or None, got {type(hint).__name__}")
-        return self._control(self._engine.interrupt_graceful, session_id, hint)
+        return bool(self.submit(Interrupt(session_id, hint=hint)))
 
     def interrupt_hard(self, session_id: str | None = None) -> bool:
         """Cancel the LLM call and every tool now, roll the session back; the turn ends aborted."""
-        return self._control(self._engine.interrupt_hard, session_id)
+        return bool(self.submit(Interrupt(session_id, hard=True)))
 
     def cancel(self, session_id: str | None = None,
                mode: CancelMode = CancelMode.IMMEDIATE) -> CancelHandle | None:
@@ -629,13 +446,9 @@ class AgentLoop:
         ``interrupt_hard``; ``AFTER_MODEL`` and ``AFTER_TOOLS`` stop it at a safe point with
         status ``cancelled``, keeping its checkpoint for ``resume``. Repeated cancels combine,
         the strongest wins. ``await handle.wait()``; ``handle.contributed``."""
-        _check_mode(mode)
-
-        def act() -> CancelHandle | None:
-            st = self._resolve(session_id)
-            return None if st is None else self._engine.cancel(st, mode)
-
-        return self._call(act)
+        check_mode(mode)
+        handle: CancelHandle | None = self.submit(Cancel(session_id, mode=mode))
+        return handle
 
     def resolve_approval(self, request_id: str, approved: bool, reason: str = "") -> bool:
         """Answer an APPROVAL_REQUESTED; False when no such request is open."""
@@ -645,13 +458,45 @@ class AgentLoop:
             raise TypeError(f"approved must be a bool, got {type(approved).__name__}")
         if not isinstance(reason, str):
             raise TypeError(f"reason must be a str, got {type(reason).__name__}")
-        return self._call(self._engine.broker.resolve, request_id, approved, reason)
+        return bool(self.submit(AnswerApproval(request_id, approved, reason)))
+
+    # -- the one way in -----------------------------------------------------------------------
+
+    def submit(self, command: Command) -> Any:
+        """Run an inbound command (``steerable._commands``) on the loop's thread and return its
+        answer: what the method that builds it returns. Every message and control enters the
+        loop here, past the interceptors (``intercept_commands``)."""
+        return self._call(self._run_command, command)
+
+    def intercept_commands(self, interceptor: Interceptor) -> Callable[[], None]:
+        """Wrap every command: ``interceptor(command, proceed)`` runs on the loop's thread and
+        returns the answer (normally ``proceed(command)``'s). Returns a function that removes
+        it. The event recorder sees what comes in this way."""
+        self._interceptors.append(interceptor)
+
+        def remove() -> None:
+            if interceptor in self._interceptors:
+                self._interceptors.remove(interceptor)
+
+        return remove
+
+    def _run_command(self, command: Command) -> Any:
+        proceed: Callable[[Command], Any] = self._dispatch
+        for interceptor in reversed(self._interceptors):
+            proceed = functools.partial(interceptor, proceed=proceed)
+        return proceed(command)
+
+    def _dispatch(self, command: Command) -> Any:
+        handler = self._handlers.get(type(command))
+        if handler is None:
+            raise TypeError(f"not a command: {command!r}")
+        return handler(command)
 
     def active_turn(self, session_id: str | None = None) -> TurnInfo | None:
         """The session's running top-level turn, with its running sub-turns in ``children``."""
         def info() -> TurnInfo | None:
-            st = self._resolve(session_id)
-            return None if st is None else _turn_info(st)
+            st = resolve(self._engine, session_id)
+            return None if st is None else turn_info(st)
 
         return self._call(info)
 
@@ -696,8 +541,8 @@ class AgentLoop:
         """Wait until no turn runs and no background summary is under way (a turn's end may
         start a summary, so this waits until both are done together)."""
         subturns = self._engine.subturn_tasks
-        while self._tasks or self._background or subturns:
-            await asyncio.wait([*self._tasks, *self._background, *subturns])
+        while self._tasks or self._summaries.tasks or subturns:
+            await asyncio.wait([*self._tasks, *self._summaries.tasks, *subturns])
 
     # -- shutdown -----------------------------------------------------------------------------
 
@@ -717,14 +562,12 @@ class AgentLoop:
         if running:
             await asyncio.wait(running, timeout=grace)
         await self._lanes.aclose(grace)
-        for task in list(self._background):
+        for task in list(self._summaries.tasks):
             task.cancel()
-        if self._background:
-            await asyncio.wait(list(self._background), timeout=grace)
+        if self._summaries.tasks:
+            await asyncio.wait(list(self._summaries.tasks), timeout=grace)
         self._engine.bus.close()
-        waiting: list[asyncio.Task[Any]] = [t for _, t in self._observers.values() if t is not None]
-        if self._recorder is not None:
-            waiting.append(self._recorder)
+        waiting = self._observers.tasks()
         if waiting:
             _, late = await asyncio.wait(waiting, timeout=grace)
             for task in late:

@@ -4,6 +4,8 @@
 
 MODE ``mid_tool``: the model asks for step 1, 2, 3 (mutating); step 2 hangs.
 MODE ``mid_stream``: step 1 runs, then the second LLM response hangs after streaming a delta.
+MODE ``send_jsonl`` / ``send_sqlite``: a message ``send`` starts a turn whose tool hangs; two
+more are sent with the ``follow_up`` policy (``acked send ID`` each, ``acked all``, the kill).
 MODE ``steer_jsonl`` / ``steer_sqlite``: as ``mid_tool``, and once step 2 runs a steer and a
 follow-up are given to the turn; ``acked steer ID`` / ``acked follow_up ID`` is logged as
 soon as each call has returned (the test kills the process right after).
@@ -81,6 +83,9 @@ async def main(data_dir: str, logfile: str, mode: str) -> None:
     if mode.startswith("steer"):
         await steer_then_die(data_dir, mode, record)
         return
+    if mode.startswith("send"):
+        await send_then_die(data_dir, mode, record)
+        return
     loop = AgentLoop(Agent(name="crash", provider=provider, tools=tools),
                      store=JSONLSessionStore(data_dir))
     await loop.run_turn("do the steps", session_id="s")
@@ -117,6 +122,29 @@ async def steer_then_die(data_dir: str, mode: str, record: Any) -> None:
     later = loop.inject_follow_up("and then this", "s")
     record(f"acked follow_up {later.message_id}")
     await handle  # never ends: the test kills the process
+
+
+
+async def send_then_die(data_dir: str, mode: str, record: Any) -> None:
+    running = asyncio.Event()
+
+    @tool
+    async def step(n: int) -> str:
+        """Do step n."""
+        running.set()
+        await asyncio.Event().wait()
+        return f"step {n} done"
+
+    provider = ScriptedProvider([Reply(tool_calls=[("step", {"n": 1})])])
+    loop = AgentLoop(Agent(name="crash", provider=provider, tools=[step]),
+                     store=store_for(data_dir, mode))
+    loop.send("first", "s")
+    await running.wait()
+    for text in ("second", "third"):
+        sent = loop.send(text, "s", "follow_up")
+        record(f"acked send {sent.message_id}")
+    record("acked all")
+    await asyncio.Event().wait()  # the test kills the process
 
 
 if __name__ == "__main__":

@@ -120,3 +120,33 @@ async def test_an_acknowledged_steer_survives_kill_9_and_is_delivered_once(
     assert history.count("change of plan") == 1
     assert loop.checkpoint("s") is None
     await loop.aclose()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("store", ["jsonl", "sqlite"])
+async def test_messages_send_queued_behind_a_turn_survive_kill_9(tmp_path: Path,
+                                                                 store: str) -> None:
+    """Queued by ``send`` behind a running turn, acknowledged, then the process dies: the
+    resumed turn hands them back as follow-ups, in order, under their ids; run through
+    ``send`` again they are new messages linked to them."""
+    lines = run_until(tmp_path, f"send_{store}", "acked all")
+    ids = [x.split()[-1] for x in lines if x.startswith("acked send")]
+    from tests.durable.crash_worker import store_for
+
+    provider = ScriptedProvider([Reply(text="first done"), Reply(text="second done"),
+                                 Reply(text="third done")])
+    loop = AgentLoop(Agent(name="crash", provider=provider, tools=make_tools(lambda _: None)),
+                     store=store_for(str(tmp_path / "data"), f"send_{store}"))
+    sub = loop.subscribe()
+    handle = loop.resume("s")
+    assert handle is not None
+    result = await handle
+    assert result.follow_ups == ("second", "third") and result.follow_up_ids == tuple(ids)
+    for text, origin in zip(result.follow_ups, result.follow_up_ids, strict=True):
+        again = loop.send(text, "s", "follow_up")
+        assert again.message_id != origin
+    await loop.wait_session("s")
+    assert [m.content for m in loop.session_messages("s") if m.role == "user"] == [
+        "first", "second", "third"]
+    assert assert_one_terminal_each(sub.drain_nowait())[ids[0]] == "returned"
+    await loop.aclose()

@@ -60,6 +60,10 @@ class Checkpoint(Record):
     position (empty in a checkpoint written before messages had ids: new ones are made)."""
     follow_up_ids: tuple[str, ...] = ()
     injected_ids: tuple[str, ...] = ()
+    held: tuple[str, ...] = ()
+    """Messages waiting for turns of their own after this one (queued by ``send`` behind it):
+    a resumed turn hands them back as follow-ups."""
+    held_ids: tuple[str, ...] = ()
     carrying: tuple[str, ...] = ()
     """Ids of the messages taken into the context but not yet sent to the model: the resumed
     turn's next LLM request delivers them."""

@@ -14,8 +14,11 @@ correct, only less durable.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import os
 import threading
 import time
+from typing import Any
 
 from steerable._core._cancel import CancelMode, SafePoint
 from steerable._core._checkpoint import Checkpoint, Stage
@@ -25,8 +28,9 @@ from steerable._history import MessageView
 from steerable._messages import Message
 from steerable._receipts import MessageKind, MessageReceipt, MessageState
 
-__all__ = ["capture", "drop_checkpoint", "persist_now", "restore", "safe_point",
-           "settle_writes", "write_checkpoint", "write_first_checkpoint"]
+__all__ = ["capture", "persist_now", "release", "restore", "safe_point",
+           "settle_writes", "stage_now", "successor", "sync_held", "write_checkpoint",
+           "write_first_checkpoint"]
 
 
 def capture(st: TurnState, stage: Stage, cancel_mode: CancelMode | None = None, *,
@@ -52,6 +56,8 @@ def capture(st: TurnState, stage: Stage, cancel_mode: CancelMode | None = None, 
         injected_ids=tuple(r.message_id for r in st.injected_steering)
         if st.injected_steering else (),
         carrying=tuple(r.message_id for r in st.carrying) if st.carrying else (),
+        held=tuple(r.text for r in st.held) if st.held else (),
+        held_ids=tuple(r.message_id for r in st.held) if st.held else (),
         input_id="" if st.input_receipt is None else st.input_receipt.message_id,
         base_count=None if first else st.base_count, base_dropped=st.base_dropped,
         last_had_tools=st.last_had_tools, tools_run=MessageView.of(st.tools_run),
@@ -105,7 +111,7 @@ def write_first_checkpoint(engine: Engine, st: TurnState) -> None:
                      f"{failure}; the turn goes on without it", "checkpoint")
 
 
-def _stage_now(st: TurnState) -> Stage:
+def stage_now(st: TurnState) -> Stage:
     last = st.new[-1]
     return "tools" if last.role == "assistant" and last.tool_calls else "model"
 
@@ -125,10 +131,91 @@ def persist_now(engine: Engine, st: TurnState) -> None:
     if store.checkpoint_blocking and st.checkpoint_lock is None:
         st.checkpoint_lock = threading.Lock()
     st.checkpoint_seq += 1
-    failure = _save(engine, st, capture(st, _stage_now(st)))
+    failure = _save(engine, st, capture(st, stage_now(st)))
     if failure is not None:
         engine.error(st, f"writing the checkpoint of session {st.session_id!r} failed: "
                      f"{failure}; the message is held in memory only", "checkpoint")
+
+
+def successor(session_id: str, agent: Any, held: list[MessageReceipt]) -> Checkpoint:
+    """The checkpoint of the turn the first held message will start: what the store keeps
+    between a turn and the next one a lane runs, so a crash in between loses none of them.
+    It has the shape of a turn's first checkpoint (it has not read the session)."""
+    first, rest = held[0], held[1:]
+    now = time.time()
+    turn_id = f"turn_{os.urandom(6).hex()}"
+    return Checkpoint(
+        session_id=session_id, turn_id=turn_id, origin_turn_id=turn_id, agent=agent.name,
+        tools=tuple(sorted(agent.tools_by_name)), input=first.text, stage="model",
+        iteration=0, messages=(Message("user", first.text),), input_id=first.message_id,
+        held=tuple(r.text for r in rest), held_ids=tuple(r.message_id for r in rest),
+        base_count=None, seq=1, created=now, updated=now)
+
+
+async def release(engine: Engine, st: TurnState) -> None:
+    """As a turn ends: drop its checkpoint, or, when messages are held behind it, replace it
+    by their successor's (never dropped first: a crash in between would lose them)."""
+    if not st.durable:
+        return
+    await settle_writes(st)
+    store = engine.checkpoints
+    assert store is not None
+    try:
+        if not st.held:
+            if store.checkpoint_blocking:
+                await asyncio.shield(asyncio.to_thread(store.delete_checkpoint, st.session_id))
+            else:
+                store.delete_checkpoint(st.session_id)
+    except Exception as exc:
+        engine.error(st, f"deleting the checkpoint of session {st.session_id!r} failed: {exc}; "
+                     "the next turn will ask to discard it", "checkpoint")
+    try:
+        if st.held:  # (also when one came in while the delete ran)
+            cp = successor(st.session_id, st.agent, st.held)
+            if store.checkpoint_blocking:
+                await asyncio.shield(asyncio.to_thread(store.save_checkpoint, cp))
+            else:
+                store.save_checkpoint(cp)
+            engine.successors[st.session_id] = st.agent
+    except Exception as exc:
+        engine.error(st, f"writing the checkpoint of session {st.session_id!r} failed: {exc}; "
+                     "the messages queued behind the turn are held in memory only",
+                     "checkpoint")
+    finally:
+        st.released = True
+
+
+def sync_held(engine: Engine, session_id: str, agent: Any) -> None:
+    """A session's held messages changed (queued, revoked, edited, taken): the store follows
+    before the call that changed them returns. ``agent`` runs them when no turn is left."""
+    st = engine.active.get(session_id)
+    if st is not None and not st.finishing:
+        persist_now(engine, st)
+        return
+    store = engine.checkpoints
+    if store is None or (st is not None and not st.released):
+        return  # a turn is ending: its ``release`` writes what it holds then
+    held = engine.waiting.get(session_id) or []
+    try:
+        if session_id in engine.successors:
+            if held:
+                store.save_checkpoint(successor(session_id, engine.successors[session_id], held))
+            else:
+                store.delete_checkpoint(session_id)
+                del engine.successors[session_id]
+            return
+        cp = store.load_checkpoint(session_id)
+        if cp is None:
+            if held:
+                store.save_checkpoint(successor(session_id, agent, held))
+                engine.successors[session_id] = agent
+        elif held or cp.held_ids:  # a turn waiting for resume keeps what waits behind it
+            store.save_checkpoint(dataclasses.replace(
+                cp, held=tuple(r.text for r in held),
+                held_ids=tuple(r.message_id for r in held), updated=time.time()))
+    except Exception as exc:
+        engine.error(st, f"writing the checkpoint of session {session_id!r} failed: {exc}; "
+                     "the queued messages are held in memory only", "checkpoint")
 
 
 def _save(engine: Engine, st: TurnState, cp: Checkpoint) -> str | None:
@@ -173,22 +260,6 @@ async def safe_point(engine: Engine, st: TurnState, point: SafePoint, stage: Sta
         await write_checkpoint(engine, st, stage)
 
 
-async def drop_checkpoint(engine: Engine, st: TurnState) -> None:
-    if not st.durable:
-        return
-    await settle_writes(st)
-    store = engine.checkpoints
-    assert store is not None
-    try:
-        if store.checkpoint_blocking:
-            await asyncio.shield(asyncio.to_thread(store.delete_checkpoint, st.session_id))
-        else:
-            store.delete_checkpoint(st.session_id)
-    except Exception as exc:
-        engine.error(st, f"deleting the checkpoint of session {st.session_id!r} failed: {exc}; "
-                     "the next turn will ask to discard it", "checkpoint")
-
-
 def restore(engine: Engine, st: TurnState, cp: Checkpoint) -> None:
     """Put the checkpoint's state back into a fresh TurnState (the base is set by the caller),
     and its queued messages back into the inbox under the ids they were acknowledged with."""
@@ -228,7 +299,11 @@ def _restore_queues(engine: Engine, st: TurnState, cp: Checkpoint) -> None:
         return [_receipt(engine, st, kind, t, i) for t, i in zip(texts, ids, strict=True)]
 
     st.steering = made("steer", cp.steering, cp.steering_ids)
-    st.follow_ups = made("follow_up", cp.follow_ups, cp.follow_up_ids)
+    # Messages queued behind the turn by a lane that is gone: after it, as its follow-ups.
+    here = {r.message_id for r in engine.waiting.get(st.session_id, ())}
+    held = [(t, i) for t, i in zip(cp.held, cp.held_ids, strict=False) if i not in here]
+    st.follow_ups = [*made("follow_up", cp.follow_ups, cp.follow_up_ids),
+                     *made("send", tuple(t for t, _ in held), tuple(i for _, i in held))]
     ids = cp.injected_ids if len(cp.injected_ids) == len(cp.injected_steering) \
         else ("",) * len(cp.injected_steering)
     # Delivered already (unless carried): kept only to be handed back by a rollback.

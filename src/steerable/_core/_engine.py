@@ -64,6 +64,12 @@ class Engine:
         """True when top-level turns write checkpoints (the store keeps them, not turned off)."""
         self.inbox = Inbox(self.bus)
         """Every message given to the loop that is not yet terminal (SPEC 10)."""
+        self.waiting: dict[str, list[Any]] = {}
+        """Per session, the receipts a lane holds for turns of their own (its queue, in
+        order): each top-level turn's ``held`` is this list."""
+        self.successors: dict[str, Any] = {}
+        """Sessions whose checkpoint is the successor (``_durable.release``) this process
+        wrote for its lanes' messages, and the agent it names: the next turn replaces it."""
         self.turns: dict[str, TurnState] = {}
         """Every running turn, top-level and sub-turn, by turn id."""
         self.active: dict[str, TurnState] = {}

@@ -13,7 +13,13 @@ import time
 
 from steerable._core._cancel import CancelMode, SafePoint
 from steerable._core._composite import CompositeAgent, run_composite
-from steerable._core._durable import drop_checkpoint, safe_point, settle_writes
+from steerable._core._durable import (
+    release,
+    safe_point,
+    settle_writes,
+    stage_now,
+    write_checkpoint,
+)
 from steerable._core._engine import Engine
 from steerable._core._interrupt_text import fallback_summary, is_echo
 from steerable._core._model_call import call_model
@@ -206,9 +212,12 @@ async def _store_outcome(engine: Engine, st: TurnState, status: TurnStatus,
     first (``resume`` recognises a checkpoint whose turn is already in the history)."""
     if status is TurnStatus.CANCELLED and st.durable:
         await settle_writes(st)  # the checkpoint stays: resume continues from it
+        if st.held:  # with what waits behind it now (it ran after them after the last write)
+            await write_checkpoint(engine, st, stage_now(st), st.cancel.requested)
+        st.released = True
         return None
     if rollback:
-        await drop_checkpoint(engine, st)
+        await release(engine, st)
     try:
         if not st.ephemeral:
             await engine.save(st, status.value, rollback)
@@ -216,7 +225,7 @@ async def _store_outcome(engine: Engine, st: TurnState, status: TurnStatus,
         engine.error(st, f"saving session {st.session_id!r} failed: {exc}", "store")
         return exc  # and its checkpoint stays, so nothing of the turn is lost
     if not rollback:
-        await drop_checkpoint(engine, st)
+        await release(engine, st)
     return None
 
 

@@ -88,6 +88,9 @@ class TurnState:
     injected_steering: list[MessageReceipt] = field(default_factory=list)
     carrying: list[MessageReceipt] = field(default_factory=list)
     """Messages taken into the context since the last LLM request: delivered by the next."""
+    held: list[MessageReceipt] = field(default_factory=list)
+    """Messages waiting for turns of their own after this one (a session's lane: the list is
+    the lane's, shared). The turn's checkpoints keep them; see ``_durable.hand_on``."""
     input_receipt: MessageReceipt | None = None
     """The receipt of the message the turn was started with (None for a sub-turn's input)."""
     queues: Any = None
@@ -155,6 +158,8 @@ class TurnState:
     checkpoint_saving: asyncio.Future[Any] | None = None
     checkpoint_lock: threading.Lock | None = None
     """Stores that write from a thread: one write at a time, never an older over a newer."""
+    released: bool = False
+    """True once the turn's checkpoint was dropped or handed on (``_durable.release``)."""
     checkpoint_written: int = 0
     """The highest ``checkpoint_seq`` the store holds (see ``_durable._save``)."""
 

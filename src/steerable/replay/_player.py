@@ -393,6 +393,10 @@ class Player:
                                else CancelMode(mode)) is not None
         elif action == "send":
             done = self._send(entry)
+        elif action in ("revoke_message", "edit_message"):
+            message = self._ids.replayed_id(str(entry["message_id"])) or str(entry["message_id"])
+            done = loop.revoke_message(message) if action == "revoke_message" \
+                else loop.edit_message(message, str(entry["text"]))
         elif action == "resolve_approval":
             request = self._ids.replayed_id(str(entry["request_id"])) or str(entry["request_id"])
             done = loop.resolve_approval(request, bool(entry["approved"]),

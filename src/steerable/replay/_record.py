@@ -2,29 +2,38 @@
 
 The recorder stands between the loop and the outside world at exactly the places where the
 outside world gets in: each agent's provider (what the model streamed back), the tools (their
-raw results, through an ``after_tool`` hook that runs before every other), the control methods
-(steering, follow-ups, interrupts, approval answers, turn starts, each with its position in the
-event stream) and the events themselves. It uses only the loop's public API: providers are
-wrapped and control methods shadowed on this one loop instance while recording, and put back
-when it stops.
+raw results, through an ``after_tool`` hook that runs before every other), the inbound
+commands (steering, follow-ups, interrupts, approval answers, sends, turn starts, each with its
+position in the event stream, seen through ``AgentLoop.intercept_commands``) and the events
+themselves. Providers are wrapped while recording, and put back when it stops.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
 import json
-import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import aclosing
 from pathlib import Path
 from typing import IO, Any
 
-from steerable import Agent, AgentLoop, BaseAgent, TurnHandle, event_to_dict
+from steerable import Agent, AgentLoop, BaseAgent, event_to_dict
+from steerable._commands import (
+    AnswerApproval,
+    Cancel,
+    Command,
+    Edit,
+    FollowUp,
+    Interrupt,
+    Resume,
+    Revoke,
+    Send,
+    StartTurn,
+    Steer,
+)
 from steerable._hooks import ToolResultContext
-from steerable._receipts import MessageReceipt
 from steerable._secrets import Redactor, known_secrets, redacted
 from steerable.providers._base import Chunk, LLMRequest, Provider, guard_secrets, text_guarded
 from steerable.replay._errors import RecordingError
@@ -43,27 +52,6 @@ __all__ = ["Recorder"]
 # Above any priority a user would pick: the recorder must see a tool's result before a hook
 # changes it, because a replay runs those hooks again on the recorded result.
 _FIRST = 2**62
-_LANES = "steerable._lanes"
-_CONTROLS = ("inject_steering", "inject_follow_up", "interrupt_graceful", "interrupt_hard",
-             "cancel")
-# The positional parameters of each control method, to record its arguments by name.
-_LOOP_PARAMS: dict[str, tuple[str, ...]] = {
-    "inject_steering": ("text", "session_id"),
-    "inject_follow_up": ("text", "session_id"),
-    "interrupt_graceful": ("session_id", "hint"),
-    "interrupt_hard": ("session_id",),
-    "cancel": ("session_id", "mode"),
-    "resolve_approval": ("request_id", "approved", "reason"),
-}
-_HANDLE_PARAMS: dict[str, tuple[str, ...]] = {
-    "inject_steering": ("text",),
-    "inject_follow_up": ("text",),
-    "interrupt_graceful": ("hint",),
-    "interrupt_hard": (),
-    "cancel": ("mode",),
-}
-
-
 def _discard(fn: Callable[[], object]) -> None:
     fn()
 
@@ -194,7 +182,6 @@ class Recorder:
         self._base = 0
         self._undo: list[Callable[[], None]] = []
         self._task: asyncio.Task[None] | None = None
-        self._in_send = False
         self._sessions: dict[str, None] = {}
         """The sessions of the recorded turns, in order: their histories end the file."""
 
@@ -229,10 +216,7 @@ class Recorder:
             self._wrap_provider(agent)
         unregister = self._loop.register_hook(_ToolTap(self), priority=_FIRST)
         self._undo.append(functools.partial(_discard, unregister))
-        self._shadow_loop()
-        self._shadow_start_turn()
-        self._shadow_send()
-        self._shadow_resume()
+        self._undo.append(self._loop.intercept_commands(self._intercept))
         sub = self._loop.subscribe(None, buffer=1 << 20)
         self._undo.append(sub.close)
         self._task = asyncio.get_running_loop().create_task(self._write_events(sub))
@@ -301,140 +285,68 @@ class Recorder:
             return None
         return None if info is None else info.session_id
 
-    def _describe_loop_call(self, name: str, args: tuple[Any, ...],
-                            kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The control's target session and payload, whatever way its arguments were passed."""
-        params = _LOOP_PARAMS[name]
-        bound = dict(zip(params, args, strict=False)) | kwargs
-        if name != "resolve_approval" and bound.get("session_id") is None:
-            bound["session_id"] = self._active_session()
-        return bound
-
-    def _shadow(self, target: Any, name: str,
-                describe: Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]) -> None:
-        original = getattr(target, name)
-
-        @functools.wraps(original)
-        def recorded(*args: Any, **kwargs: Any) -> Any:
-            if not self._on_loop_thread():
-                return self._on_loop(recorded, *args, **kwargs)
-            after = self._position()
-            described = describe(args, kwargs)
-            changed = original(*args, **kwargs)
-            if changed:  # a refused control (False, or no CancelHandle) did nothing to replay
-                mode = described.get("mode")
-                if mode is not None:
-                    described["mode"] = getattr(mode, "name", mode)
-                self._write({"type": "control", "after": after, "action": name, **described})
-            return changed
-
-        setattr(target, name, recorded)
-        self._undo.append(lambda: target.__dict__.pop(name, None))
-
-    def _on_loop_thread(self) -> bool:
-        aio = self._aio
-        return aio is None or threading.get_ident() == self._thread or not aio.is_running()
-
-    def _on_loop(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run a control on the loop's thread, so its recorded position is exact."""
-        assert self._aio is not None
-        answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
-
-        def run() -> None:
-            try:
-                answer.set_result(fn(*args, **kwargs))
-            except BaseException as exc:
-                answer.set_exception(exc)
-
-        self._aio.call_soon_threadsafe(run)
-        return answer.result(timeout=30)
-
-    def _shadow_loop(self) -> None:
-        for name in (*_CONTROLS, "resolve_approval"):
-            self._shadow(self._loop, name,
-                         functools.partial(self._describe_loop_call, name))
-
-    def _shadow_handle(self, handle: TurnHandle) -> None:
-        for name in _CONTROLS:
-            params = _HANDLE_PARAMS[name]
-
-            def describe(args: tuple[Any, ...], kwargs: dict[str, Any],
-                         params: tuple[str, ...] = params) -> dict[str, Any]:
-                return dict(zip(params, args, strict=False)) | kwargs | {
-                    "session_id": handle.session_id}
-
-            self._shadow(handle, name, describe)
-
-    def _shadow_send(self) -> None:
-        original = self._loop.send
-
-        @functools.wraps(original)
-        def send(text: str, session_id: str, policy: Any = None, *,
-                 agent: Agent | None = None) -> Any:
-            if not self._on_loop_thread():
-                return self._on_loop(send, text, session_id, policy, agent=agent)
-            if agent is not None and all(agent is not a for a in self._agents):
-                self._add_agent(agent)
-            after = self._position()
-            history = self._loop.session_messages(session_id)
-            self._in_send = True
-            try:
-                sent = original(text, session_id, policy, agent=agent)
-            finally:
-                self._in_send = False
-            self._write({"type": "control", "after": after, "action": "send", "text": text,
-                         "session_id": session_id, "policy": policy,
-                         "agent": None if agent is None else agent.name,
-                         "history": messages_to_json(history)})
-            return sent
-
-        self._loop.send = send  # type: ignore[method-assign]
-        self._undo.append(lambda: self._loop.__dict__.pop("send", None))
-
-    def _shadow_resume(self) -> None:
-        original = self._loop.resume
-
-        @functools.wraps(original)
-        def resume(*args: Any, **kwargs: Any) -> Any:
-            handle = original(*args, **kwargs)
-            if handle is not None:
+    def _intercept(self, command: Command, *, proceed: Callable[[Command], Any]) -> Any:
+        """Every command that enters the loop: written with its position in the event
+        stream (and, for turns and sends, the history before it), so a replay makes it at
+        the same point. Runs on the loop's thread (``AgentLoop.submit``)."""
+        agent = getattr(command, "agent", None)
+        if agent is not None:
+            self._add_agent(agent)
+        after = self._position()
+        if isinstance(command, StartTurn | Send):
+            sid = command.session_id
+            history = self._loop.session_messages(sid) if sid else []
+            answer = proceed(command)
+            if isinstance(command, StartTurn):
+                self._write({"type": "turn", "after": after, "session_id": answer.session_id,
+                             "input": command.input, "agent": (agent or self._loop.agent).name,
+                             "history": messages_to_json(history),
+                             # Turns the loop's lanes start are started again by the replayed
+                             # ``send``: marked so.
+                             "by_send": command.by_lane})
+                self._sessions[answer.session_id] = None
+            else:
+                self._write({"type": "control", "after": after, "action": "send",
+                             "text": command.text, "session_id": sid, "policy": command.policy,
+                             "agent": None if agent is None else agent.name,
+                             "history": messages_to_json(history)})
+            return answer
+        described = self._describe(command)
+        answer = proceed(command)
+        if isinstance(command, Resume):
+            if answer is not None:
                 # A resumed turn starts from a checkpoint the replay does not have: say so in
                 # the file, so that replaying it fails with that reason, not a puzzling diff.
                 self._write({"type": "unsupported", "what": "loop.resume",
-                             "session_id": handle.session_id, "after": self._position()})
-            return handle
+                             "session_id": answer.session_id, "after": self._position()})
+        elif described is not None and answer:  # a refused control did nothing to replay
+            self._write({"type": "control", "after": after, **described})
+        return answer
 
-        self._loop.resume = resume  # type: ignore[method-assign]
-        self._undo.append(lambda: self._loop.__dict__.pop("resume", None))
-
-    def _shadow_start_turn(self) -> None:
-        original = self._loop.start_turn
-
-        @functools.wraps(original)
-        def start_turn(input: str, session_id: str | None = None, *,
-                       agent: BaseAgent | None = None,
-                       discard_checkpoint: bool = False,
-                       receipt: MessageReceipt | None = None) -> TurnHandle:
-            if not self._on_loop_thread():
-                return self._on_loop(start_turn, input, session_id, agent=agent,  # type: ignore[no-any-return]
-                                     discard_checkpoint=discard_checkpoint, receipt=receipt)
-            if agent is not None:
-                for found in _agents([agent]):
-                    if all(found is not a for a in self._agents):
-                        self._add_agent(found)
-            after = self._position()
-            # Turns the loop's own lanes start (for a message given to ``send``, or a follow-up
-            # a sent turn handed back) are started again by the replayed ``send``: marked so.
-            by_send = self._in_send or sys._getframe(1).f_globals.get("__name__") == _LANES
-            history = self._loop.session_messages(session_id) if session_id else []
-            handle = original(input, session_id, agent=agent,
-                              discard_checkpoint=discard_checkpoint, receipt=receipt)
-            self._write({"type": "turn", "after": after, "session_id": handle.session_id,
-                         "input": input, "agent": (agent or self._loop.agent).name,
-                         "history": messages_to_json(history), "by_send": by_send})
-            self._sessions[handle.session_id] = None
-            self._shadow_handle(handle)
-            return handle
-
-        self._loop.start_turn = start_turn  # type: ignore[method-assign]
-        self._undo.append(lambda: self._loop.__dict__.pop("start_turn", None))
+    def _describe(self, command: Command) -> dict[str, Any] | None:
+        """A control as the recording names it (the loop method a replay calls); None for
+        one aimed at a sub-turn (a replay cannot name it)."""
+        if isinstance(command, AnswerApproval):
+            return {"action": "resolve_approval", "request_id": command.request_id,
+                    "approved": command.approved, "reason": command.reason}
+        if isinstance(command, Revoke | Edit):
+            out = {"action": f"{command.verb}_message", "message_id": command.message_id}
+            return out | ({"text": command.text} if isinstance(command, Edit) else {})
+        sid = getattr(command, "session_id", None)
+        if sid is None:
+            sid = self._active_session()
+        turn_id = getattr(command, "turn_id", None)
+        if turn_id is not None:
+            top = None if sid is None else self._loop.active_turn(sid)
+            if top is None or top.turn_id != turn_id:
+                return None
+        if isinstance(command, Steer | FollowUp):
+            action = "inject_steering" if isinstance(command, Steer) else "inject_follow_up"
+            return {"action": action, "text": command.text, "session_id": sid}
+        if isinstance(command, Interrupt):
+            if command.hard:
+                return {"action": "interrupt_hard", "session_id": sid}
+            return {"action": "interrupt_graceful", "session_id": sid, "hint": command.hint}
+        if isinstance(command, Cancel):
+            return {"action": "cancel", "session_id": sid, "mode": command.mode.name}
+        return None

@@ -13,6 +13,9 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from steerable._commands import Command, Interrupt, from_wire
+from steerable._core._cancel import CancelHandle
+from steerable._receipts import MessageReceipt
 from steerable.scale._protocol import decode, encode
 
 if TYPE_CHECKING:
@@ -48,40 +51,29 @@ class ControlHandler:
                     pipe.xdel(key, entry_id)
                     await pipe.execute()
 
-    async def handle(self, command: dict[str, Any]) -> dict[str, Any]:
-        op, session_id, args = command["op"], command["session"], command["args"]
+    async def handle(self, wire: dict[str, Any]) -> dict[str, Any]:
+        op, session_id, args = wire["op"], wire["session"], wire["args"]
+        command: Command
         if op == "message":
             return await self._message(session_id, args["entry"])
         if op == "approval":
-            return {"ok": self.loop.resolve_approval(str(args["request_id"]),
-                                                     bool(args["approved"]),
-                                                     str(args.get("reason", "")))}
-        if session_id not in self.worker.running:
+            command = from_wire(op, {k: args[k] for k in ("request_id", "approved", "reason")
+                                     if k in args})
+        elif session_id not in self.worker.running:
             return {"ok": False}  # no turn here now, as on one process
-        if op == "steer":
-            r = self.loop.inject_steering(str(args["text"]), session_id)
-            return {"ok": bool(r), "message_id": r.message_id}
-        if op == "follow_up":
-            r = self.loop.inject_follow_up(str(args["text"]), session_id)
-            return {"ok": bool(r), "message_id": r.message_id}
-        if op == "interrupt":
-            if args["mode"] == "hard":
-                return {"ok": self.loop.interrupt_hard(session_id)}
-            return {"ok": self.loop.interrupt_graceful(session_id)}
-        if op == "cancel":
-            return self._cancel(session_id, str(args["mode"]))
-        raise ValueError(f"unknown command {op!r}")
+        elif op == "interrupt":
+            command = Interrupt(session_id, hard=args["mode"] == "hard")
+        else:  # the loop's own commands, by the verbs of its one table
+            command = from_wire(op, {"session_id": session_id, **args})
+        return self._answer(self.loop.submit(command))
 
-    def _cancel(self, session_id: str, mode: str) -> dict[str, Any]:
-        cancel = getattr(self.loop, "cancel", None)
-        if cancel is None:
-            if mode == "immediate":  # IMMEDIATE is a hard abort
-                return {"ok": self.loop.interrupt_hard(session_id)}
-            return {"error": f"cancel mode {mode!r} needs a loop with cancel modes"}
-        from steerable import CancelMode  # type: ignore[attr-defined,unused-ignore]
-
-        handle = cancel(session_id, CancelMode[mode.upper()])
-        return {"ok": handle is not None and bool(handle.contributed)}
+    @staticmethod
+    def _answer(answer: Any) -> dict[str, Any]:
+        if isinstance(answer, MessageReceipt):
+            return {"ok": bool(answer), "message_id": answer.message_id}
+        if isinstance(answer, CancelHandle):
+            return {"ok": answer.contributed}
+        return {"ok": bool(answer)}
 
     async def _message(self, session_id: str, entry: dict[str, Any]) -> dict[str, Any]:
         w = self.worker

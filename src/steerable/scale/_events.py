@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from steerable._events import Event, EventKind, event_to_dict
 from steerable._secrets import redacted
+from steerable._top_session import TopSessions
 from steerable.scale._protocol import encode
 
 if TYPE_CHECKING:
@@ -53,9 +54,9 @@ class EventPublisher:
         self.worker = worker
         self._sub = worker.loop.subscribe(buffer=65_536)
         self._give_up_at: float | None = None
-        self._root: dict[str, tuple[str, str]] = {}
-        """turn id -> (the session whose stream its events go to, the top-level turn): a
-        sub-turn's are its parent's."""
+        self._place = TopSessions().place
+        """(the session whose stream an event goes to, its top-level turn): a sub-turn's are
+        its parent's (one rule with the server's hub)."""
         self._append = worker._redis.register_script(_APPEND)
 
     def close(self, grace: float = 2.0) -> None:
@@ -63,17 +64,6 @@ class EventPublisher:
         (a worker stopping while Redis is down must not wait for it forever)."""
         self._give_up_at = time.monotonic() + grace
         self._sub.close()
-
-    def _place(self, event: Event) -> tuple[str, str]:
-        """(session stream, top-level turn id) of ``event``."""
-        if event.kind is EventKind.TURN_START:
-            parent = event.parent_turn_id
-            top = (event.session_id, event.turn_id)
-            self._root[event.turn_id] = self._root.get(parent, top) if parent else top
-        place = self._root.get(event.turn_id, (event.session_id, event.turn_id))
-        if event.kind is EventKind.TURN_END:
-            self._root.pop(event.turn_id, None)
-        return place
 
     async def run(self) -> None:
         async for first in self._sub:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from steerable._core._bus import Subscription
 from steerable._events import Event, EventKind, event_to_dict
 from steerable._secrets import redacted
+from steerable._top_session import TopSessions
 
 __all__ = ["EventHub", "HubClient", "SSEItem"]
 
@@ -51,7 +52,8 @@ class EventHub:
         self._client_buffer = client_buffer
         self._max_sessions = sessions
         self._channels: dict[str, _Channel] = {}
-        self._turn_session: dict[str, str] = {}
+        self._route = TopSessions()
+        """The session whose channel an event goes to (sub-turns: their top-level one)."""
         self.dropped = 0
         """Events lost to SSE clients that did not keep up, over all clients."""
 
@@ -69,16 +71,6 @@ class EventHub:
             if not channel.clients:
                 del self._channels[sid]
                 return
-
-    def _route(self, event: Event) -> str:
-        sid = event.session_id
-        if event.parent_turn_id is not None:
-            sid = self._turn_session.get(event.parent_turn_id, sid)
-        if event.kind is EventKind.TURN_START:
-            self._turn_session[event.turn_id] = sid
-        elif event.kind is EventKind.TURN_END:
-            self._turn_session.pop(event.turn_id, None)
-        return sid
 
     def publish(self, event: Event) -> None:
         sid = self._route(event)

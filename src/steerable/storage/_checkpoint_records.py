@@ -5,7 +5,7 @@
      "messages": [<message record>...], "results": [<message record>...],
      "steering": [...], "follow_ups": [...], "injected_steering": [...],
      "input_id": ..., "steering_ids": [...], "follow_up_ids": [...], "injected_ids": [...],
-     "carrying": [...] (message ids, each present only when not empty),
+     "carrying": [...], "held": [...], "held_ids": [...] (each present only when not empty),
      "tools_run": ["read", ["bash", 3], ...] (run-length coded), "base_count": N | null, "base_dropped": N, "last_had_tools": bool, "tools_run": [...],
      "usage_in": N, "usage_out": N, "cancel_mode": null | "after_model" | "after_tools",
      "seq": N, "created": t, "updated": t}
@@ -37,8 +37,8 @@ __all__ = ["CHECKPOINT_VERSION", "checkpoint_from_record", "checkpoint_to_record
 CHECKPOINT_VERSION = 1
 
 _STR_LISTS = ("tools", "steering", "follow_ups", "injected_steering")
-_ID_LISTS = ("steering_ids", "follow_up_ids", "injected_ids", "carrying")
-"""Message ids (added in the same version: absent means none, as in older files)."""
+_ID_LISTS = ("steering_ids", "follow_up_ids", "injected_ids", "carrying", "held", "held_ids")
+"""Messages and their ids (added in the same version: absent means none, as in older files)."""
 _INTS = ("iteration", "base_dropped", "usage_in", "usage_out", "seq")
 
 

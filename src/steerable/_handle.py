@@ -1,0 +1,171 @@
+"""What the loop hands out: ``TurnHandle`` (a running turn), ``TurnInfo``, ``LoopStatistics``,
+and the argument checks its public methods share.
+
+A ``TurnHandle`` acts on its turn by submitting commands (``steerable._commands``) to the loop
+that made it, like every other inbound action; it reads its turn's state only to answer
+questions about it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Generator, Mapping
+from typing import Any, Protocol
+
+from steerable._commands import Cancel, Command, FollowUp, Interrupt, Steer
+from steerable._core._cancel import CancelHandle, CancelMode
+from steerable._core._turn import TurnResult
+from steerable._core._turn_state import TurnState
+from steerable._events import EventKind, TurnPhase
+from steerable._lanes import SendAction
+from steerable._receipts import MessageReceipt, MessageState
+from steerable._records import Record, record
+
+__all__ = ["LoopStatistics", "TurnHandle", "TurnInfo", "check_mode", "check_session_id",
+           "check_text", "turn_info"]
+
+
+def check_mode(mode: object) -> None:
+    if not isinstance(mode, CancelMode):
+        raise TypeError(f"mode must be a CancelMode, got {mode!r}")
+
+
+def check_session_id(session_id: object) -> None:
+    if not isinstance(session_id, str) or not session_id:
+        raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
+
+
+def check_text(what: str, text: object) -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"{what} must be a str, got {type(text).__name__}")
+    if not text.strip():
+        raise ValueError(f"{what} must not be empty")
+    return text
+
+
+@record(kw_only=False)
+class TurnInfo(Record):
+    """A snapshot of a running turn (``AgentLoop.active_turn``)."""
+
+    turn_id: str
+    session_id: str
+    parent_turn_id: str | None
+    phase: TurnPhase
+    iteration: int
+    started: float
+    steering_pending: int
+    follow_ups_pending: int
+    agent: str = ""
+    children: tuple[TurnInfo, ...] = ()
+    """The turn's running sub-turns, each with its own children: the turn tree."""
+
+
+def turn_info(st: TurnState) -> TurnInfo:
+    return TurnInfo(st.turn_id, st.session_id, st.parent_turn_id, st.phase, st.iteration,
+                    st.started, len(st.steering), len(st.follow_ups), st.agent.name,
+                    tuple(turn_info(c) for c in list(st.children.values())))
+
+
+@record(kw_only=False)
+class LoopStatistics(Record):
+    """Counters of an AgentLoop (``AgentLoop.statistics``)."""
+
+    events_emitted: int
+    dropped: Mapping[EventKind, int]
+    """Events lost to full subscriber buffers, per kind, across all subscriptions."""
+    subscribers: int
+    active_turns: int
+    turns_started: int
+    turns_finished: int
+
+
+class _Submits(Protocol):
+    def submit(self, command: Command) -> Any: ...
+
+
+def _wake(waiter: asyncio.Future[None], _task: object) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+class TurnHandle:
+    """A running turn. Await it for the ``TurnResult``; awaiting never cancels the turn."""
+
+    def __init__(self, loop: _Submits, state: TurnState, task: asyncio.Task[TurnResult]) -> None:
+        self._loop = loop
+        self._state = state
+        self._task = task
+
+    @property
+    def turn_id(self) -> str:
+        return self._state.turn_id
+
+    @property
+    def session_id(self) -> str:
+        return self._state.session_id
+
+    def done(self) -> bool:
+        return self._task.done()
+
+    def result(self) -> TurnResult:
+        """The result of a finished turn; raises ``asyncio.InvalidStateError`` before that."""
+        return self._task.result()
+
+    @property
+    def message_id(self) -> str | None:
+        """The id of the message the turn was started with (None for a resumed turn that had
+        delivered it before its checkpoint)."""
+        r = self._state.input_receipt
+        return None if r is None else r.message_id
+
+    @property
+    def state(self) -> MessageState:
+        """The state of that message: ``queued`` until the turn's first LLM request carries it."""
+        r = self._state.input_receipt
+        return MessageState.DELIVERED if r is None else r.state
+
+    def inject_steering(self, text: str) -> MessageReceipt:
+        check_text("steering text", text)
+        answer: MessageReceipt = self._loop.submit(Steer(text, self.session_id, self.turn_id))
+        return answer
+
+    def inject_follow_up(self, text: str) -> MessageReceipt:
+        check_text("follow-up text", text)
+        answer: MessageReceipt = self._loop.submit(
+            FollowUp(text, self.session_id, self.turn_id))
+        return answer
+
+    def interrupt_graceful(self, hint: str | None = None) -> bool:
+        return bool(self._loop.submit(Interrupt(self.session_id, self.turn_id, hint=hint)))
+
+    def interrupt_hard(self) -> bool:
+        return bool(self._loop.submit(Interrupt(self.session_id, self.turn_id, hard=True)))
+
+    @property
+    def action(self) -> SendAction:
+        """What ``AgentLoop.send`` did with the message: a handle means a turn was started."""
+        return "started"
+
+    def cancel(self, mode: CancelMode = CancelMode.IMMEDIATE) -> CancelHandle:
+        """Cancel this turn (see ``AgentLoop.cancel``); after it ended, a handle that did not
+        contribute."""
+        check_mode(mode)
+        handle: CancelHandle | None = self._loop.submit(
+            Cancel(self.session_id, self.turn_id, mode))
+        if handle is None:  # the turn has ended: nothing to change
+            return self._state.cancel.request(mode, self.turn_id, False)
+        return handle
+
+    def __await__(self) -> Generator[Any, None, TurnResult]:
+        # What asyncio.shield does, with one future and one callback instead of two of each:
+        # cancelling the awaiting task cancels ``waiter`` only, never the turn.
+        task = self._task
+        if not task.done():
+            waiter = task.get_loop().create_future()
+            task.add_done_callback(functools.partial(_wake, waiter))
+            yield from waiter
+        return task.result()
+
+    def __repr__(self) -> str:
+        return f"<TurnHandle {self.turn_id} session={self.session_id} done={self.done()}>"

@@ -1,0 +1,67 @@
+"""The loop's readers of events that are not turns: ``on_event`` observers and the event log.
+
+Each reads its own subscription in its own task, so none of them can slow a turn. Tasks start
+when the loop binds to its asyncio event loop (observers registered before that wait for it),
+and end when the bus closes (``aclose``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from steerable._core._bus import Subscription
+from steerable._core._engine import Engine
+from steerable._core._hook_manager import Registration
+from steerable._events import ErrorEvent
+
+__all__ = ["Observers"]
+
+
+class Observers:
+    def __init__(self, engine: Engine, record_path: str | None) -> None:
+        self._engine = engine
+        self._record_path = record_path
+        self._recorder: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reading: dict[Registration, tuple[Subscription, asyncio.Task[None] | None]] = {}
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The loop is bound: the event log and the observers waiting for it start."""
+        self._loop = loop
+        if self._record_path is not None:
+            sub = self._engine.bus.subscribe(None, buffer=65536)
+            # Imported only now: pathlib and the recorder cost the core's import ~4 ms.
+            from steerable._recorder import record_events
+
+            self._recorder = loop.create_task(record_events(sub, self._record_path))
+        for reg, (sub, task) in list(self._reading.items()):
+            if task is None:
+                self._reading[reg] = (sub, loop.create_task(self._observe(reg, sub)))
+
+    def add(self, reg: Registration, hook: Any) -> None:
+        kinds = getattr(hook, "event_kinds", None)
+        sub = self._engine.bus.subscribe(kinds, 4096)
+        task = None if self._loop is None else self._loop.create_task(self._observe(reg, sub))
+        self._reading[reg] = (sub, task)
+
+    def remove(self, reg: Registration) -> None:
+        observed = self._reading.pop(reg, None)
+        if observed is not None:
+            sub, task = observed
+            sub.close()
+            if task is not None:
+                task.cancel()
+
+    def tasks(self) -> list[asyncio.Task[Any]]:
+        out: list[asyncio.Task[Any]] = [t for _, t in self._reading.values() if t is not None]
+        if self._recorder is not None:
+            out.append(self._recorder)
+        return out
+
+    async def _observe(self, reg: Registration, sub: Subscription) -> None:
+        async for event in sub:
+            # An observer that fails on the report of its own failure must not loop forever.
+            quiet = isinstance(event, ErrorEvent) and event.source == "observer"
+            await self._engine.hooks.call(reg, "on_event", event, self._engine.timeouts.hook,
+                                          source=None if quiet else "observer")

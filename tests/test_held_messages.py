@@ -1,0 +1,132 @@
+"""Messages ``send`` queues behind a turn live in the store: the turn's checkpoint holds them,
+and between two turns the successor checkpoint does (``_durable.release`` / ``sync_held``)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from steerable import (
+    Agent,
+    AgentLoop,
+    Checkpoint,
+    InMemorySessionStore,
+    Message,
+    MessageReceipt,
+    Reply,
+    ScriptedProvider,
+    tool,
+)
+from steerable._core._durable import successor, sync_held
+
+
+class Saves(InMemorySessionStore):
+    """Keeps every checkpoint written, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.saved: list[Checkpoint] = []
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        self.saved.append(checkpoint)
+        super().save_checkpoint(checkpoint)
+
+
+def agent(script: list[Any]) -> Agent:
+    @tool
+    async def step() -> str:
+        """A step."""
+        await asyncio.sleep(0.01)
+        return "done"
+
+    return Agent(name="held", provider=ScriptedProvider(script), tools=[step])
+
+
+async def test_a_turn_with_messages_behind_it_hands_its_checkpoint_on_to_them() -> None:
+    store = Saves()
+    loop = AgentLoop(agent([Reply(tool_calls=[("step", {})]), Reply(text="1"), Reply(text="2"),
+                            Reply(text="3")]), store=store)
+    loop.send("first", "s")
+    second = loop.send("second", "s", "follow_up")
+    third = loop.send("third", "s", "follow_up")
+    held = [cp for cp in store.saved if cp.input == "first"][-1]
+    assert held.held == ("second", "third")
+    assert held.held_ids == (second.message_id, third.message_id)
+    await loop.wait_session("s")
+    handed = [cp for cp in store.saved if cp.input == "second" and cp.held == ("third",)]
+    assert handed, "the first turn's checkpoint was not handed on"
+    cp = handed[0]
+    assert (cp.agent, cp.tools, cp.stage, cp.iteration, cp.base_count, cp.seq) == (
+        "held", ("step",), "model", 0, None, 1)
+    assert cp.input_id == second.message_id and cp.held_ids == (third.message_id,)
+    assert list(cp.messages) == [Message("user", "second")]
+    assert cp.turn_id == cp.origin_turn_id and cp.turn_id.startswith("turn_")
+    assert store.load_checkpoint("s") is None  # all ran: nothing pending
+    assert [m.content for m in loop.session_messages("s") if m.role == "user"] == [
+        "first", "second", "third"]
+    await loop.aclose()
+
+    # What a process that died right then would resume: the second message's turn, with the
+    # third handed back as its follow-up.
+    again = InMemorySessionStore()
+    again.save_checkpoint(cp)
+    later = AgentLoop(agent([Reply(text="2")]), store=again)
+    result = await later.resume("s")  # type: ignore[misc]
+    assert result.text == "2" and result.follow_ups == ("third",)
+    assert result.follow_up_ids == (third.message_id,)
+    await later.aclose()
+
+
+async def test_sync_held_keeps_the_store_in_step_with_what_a_lane_holds() -> None:
+    store = InMemorySessionStore()
+    loop = AgentLoop(agent([]), store=store)
+    engine = loop._engine
+    a = MessageReceipt("send", "a", "s")
+    b = MessageReceipt("send", "b", "s")
+    engine.waiting["s"] = [a, b]
+    sync_held(engine, "s", loop.agent)  # no turn, no checkpoint: a successor holds them
+    cp = store.load_checkpoint("s")
+    assert cp is not None and (cp.input_id, cp.held_ids) == (a.message_id, (b.message_id,))
+    assert cp.agent == "held" and engine.successors["s"] is loop.agent
+    engine.waiting["s"] = [b]
+    sync_held(engine, "s", loop.agent)
+    cp = store.load_checkpoint("s")
+    assert cp is not None and (cp.input_id, cp.held) == (b.message_id, ())
+    engine.waiting["s"] = []
+    sync_held(engine, "s", loop.agent)  # nothing held: the successor goes
+    assert store.load_checkpoint("s") is None and "s" not in engine.successors
+    sync_held(engine, "s", loop.agent)  # and nothing is written for nothing
+    assert store.load_checkpoint("s") is None
+
+    # A turn waiting for resume keeps what waits behind it, and lets it go.
+    pending = successor("s", loop.agent, [a])
+    store.save_checkpoint(pending)
+    engine.waiting["s"] = [b]
+    sync_held(engine, "s", loop.agent)
+    cp = store.load_checkpoint("s")
+    assert cp is not None and cp.input_id == a.message_id and cp.held_ids == (b.message_id,)
+    assert "s" not in engine.successors
+    engine.waiting["s"] = []
+    sync_held(engine, "s", loop.agent)
+    cp = store.load_checkpoint("s")
+    assert cp is not None and cp.input_id == a.message_id and cp.held == ()
+    await loop.aclose()
+
+
+async def test_revoking_or_editing_a_held_message_rewrites_the_checkpoint() -> None:
+    store = Saves()
+    loop = AgentLoop(agent([Reply(tool_calls=[("step", {})]), Reply(text="1"), Reply(text="2")]),
+                     store=store)
+    loop.send("first", "s")
+    gone = loop.send("second", "s", "follow_up")
+    kept = loop.send("third", "s", "follow_up")
+    assert loop.revoke_message(gone.message_id)
+    cp = store.load_checkpoint("s")
+    assert cp is not None and cp.input == "first" and cp.held_ids == (kept.message_id,)
+    assert loop.edit_message(kept.message_id, "third!")
+    cp = store.load_checkpoint("s")
+    assert cp is not None and cp.held == ("third!",)
+    await loop.wait_session("s")
+    assert [m.content for m in loop.session_messages("s") if m.role == "user"] == [
+        "first", "third!"]
+    await loop.aclose()
