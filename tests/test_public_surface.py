@@ -25,7 +25,7 @@ EXPORTS: dict[str, list[str]] = {
         "Agent", "AgentLoop", "ApprovalRequested", "ApprovalResolved", "BaseAgent", "BaseTool",
         "BusyPolicy", "CancelHandle", "CancelMode", "Checkpoint", "CompressContext",
         "CompressReason", "ContextCompress", "ErrorEvent", "ErrorSource", "Event", "EventKind",
-        "ExitState", "FollowUpQueued", "FunctionTool", "Hook", "HookAction", "HookDecision",
+        "ExitState", "FallbackProvider", "FollowUpQueued", "FunctionTool", "Hook", "HookAction", "HookDecision",
         "HookResult", "HumanApprover", "InMemorySessionStore", "InProcessBus", "InboundMessage",
         "InterruptMode", "InterruptPress", "InterruptReceived", "LLMDelta", "LLMRequest",
         "LLMRequestContext", "LLMRequestEvent", "LLMResponse", "LLMResponseContext",
@@ -35,16 +35,16 @@ EXPORTS: dict[str, list[str]] = {
         "SequentialAgent", "SessionBusyError", "SessionDriver", "SessionInfo", "SessionStore",
         "SessionSummarize", "SkipReason", "StateChanged", "SteeringInjected", "Subscription",
         "SubturnEnd", "SubturnHandle", "SubturnOrphan", "SubturnResultDelivered", "SubturnSpawn",
-        "SummaryPolicy", "Timeouts", "Tool", "ToolCall", "ToolCallContext", "ToolContext",
+        "SummaryPolicy", "Timeouts", "Tool", "ToolCall", "ToolCallContext", "ToolCallDelta", "ToolContext",
         "ToolExecEnd", "ToolExecProgress", "ToolExecSkipped", "ToolExecStart", "ToolResult",
         "ToolResultContext", "TurnEnd", "TurnHandle", "TurnInfo", "TurnInput", "TurnLoop",
         "TurnPhase", "TurnRecord", "TurnResult", "TurnStart", "TurnStatus", "Usage", "__version__",
         "event_to_dict", "tool",
     ],
     "steerable.providers": [
-        "PROVIDER_NAMES", "Chunk", "LLMRequest", "LLMResponse", "Provider", "ProviderTimeouts",
+        "PROVIDER_NAMES", "Chunk", "FallbackProvider", "LLMRequest", "LLMResponse", "Provider", "ProviderTimeouts",
         "Reply", "RetryNotice", "RetryPolicy", "ScriptStep", "ScriptedProvider", "StreamEnd",
-        "TextDelta", "ThinkingDelta", "ToolCallChunk", "ToolSpec", "choose_provider_name",
+        "TextDelta", "ThinkingDelta", "ToolArgsDelta", "ToolCallChunk", "ToolSpec", "choose_provider_name",
         "load_script", "select_provider",
     ],
     "steerable.tools": [
@@ -87,6 +87,8 @@ EVENT_FIELDS: dict[EventKind, tuple[str, tuple[str, ...]]] = {
     EventKind.LLM_RESPONSE: ("LLMResponseEvent", (
         "iteration", "text", "tool_calls", "usage", "finish_reason", "duration")),
     EventKind.LLM_RETRY: ("LLMRetry", ("iteration", "attempt", "reason", "delay")),
+    EventKind.TOOL_CALL_DELTA: ("ToolCallDelta", ("iteration", "call_index", "tool_name",
+                                                  "arguments_delta")),
     EventKind.TOOL_EXEC_START: ("ToolExecStart", ("iteration", "call_id", "tool_name", "arguments")),
     EventKind.TOOL_EXEC_PROGRESS: ("ToolExecProgress", ("call_id", "tool_name", "text", "data")),
     EventKind.TOOL_EXEC_END: ("ToolExecEnd", (
@@ -135,7 +137,7 @@ def test_every_kind_has_one_exported_event_class_with_these_fields() -> None:
 def test_enums_are_exactly_these() -> None:
     assert [k.name for k in EventKind] == [
         "TURN_START", "TURN_END", "STATE_CHANGED", "LLM_REQUEST", "LLM_DELTA", "LLM_RESPONSE",
-        "LLM_RETRY", "TOOL_EXEC_START", "TOOL_EXEC_PROGRESS", "TOOL_EXEC_END",
+        "LLM_RETRY", "TOOL_CALL_DELTA", "TOOL_EXEC_START", "TOOL_EXEC_PROGRESS", "TOOL_EXEC_END",
         "TOOL_EXEC_SKIPPED", "APPROVAL_REQUESTED", "APPROVAL_RESOLVED", "STEERING_INJECTED",
         "FOLLOW_UP_QUEUED", "INTERRUPT_RECEIVED", "CONTEXT_COMPRESS", "SESSION_SUMMARIZE",
         "SUBTURN_SPAWN", "SUBTURN_END", "SUBTURN_RESULT_DELIVERED", "SUBTURN_ORPHAN", "ERROR",

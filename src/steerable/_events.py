@@ -42,6 +42,7 @@ __all__ = [
     "SubturnOrphan",
     "SubturnResultDelivered",
     "SubturnSpawn",
+    "ToolCallDelta",
     "ToolExecEnd",
     "ToolExecProgress",
     "ToolExecSkipped",
@@ -62,6 +63,7 @@ class EventKind(enum.StrEnum):
     LLM_DELTA = "llm_delta"
     LLM_RESPONSE = "llm_response"
     LLM_RETRY = "llm_retry"
+    TOOL_CALL_DELTA = "tool_call_delta"
     TOOL_EXEC_START = "tool_exec_start"
     TOOL_EXEC_PROGRESS = "tool_exec_progress"
     TOOL_EXEC_END = "tool_exec_end"
@@ -225,6 +227,20 @@ class LLMRetry(_Event):
     """The attempt about to be made (2 for the first retry)."""
     reason: str
     delay: float
+
+
+@record
+class ToolCallDelta(_Event):
+    """A piece of a tool call's arguments while the model writes it (raw JSON text; the
+    pieces of one call, joined, are its arguments as the model wrote them). The parsed call
+    comes whole in ``LLM_RESPONSE``; a call whose provider sends it whole has no deltas."""
+
+    kind: ClassVar[Literal[EventKind.TOOL_CALL_DELTA]] = EventKind.TOOL_CALL_DELTA
+    iteration: int
+    call_index: int
+    """The call's position in the reply (0 for the first call)."""
+    tool_name: str
+    arguments_delta: str
 
 
 @record
@@ -431,6 +447,7 @@ Event = (
     | LLMDelta
     | LLMResponseEvent
     | LLMRetry
+    | ToolCallDelta
     | ToolExecStart
     | ToolExecProgress
     | ToolExecEnd
@@ -455,8 +472,8 @@ EVENT_CLASSES: Mapping[EventKind, type[Event]] = {
     cls.kind: cls
     for cls in (
         TurnStart, TurnEnd, StateChanged, LLMRequestEvent, LLMDelta, LLMResponseEvent, LLMRetry,
-        ToolExecStart, ToolExecProgress, ToolExecEnd, ToolExecSkipped, ApprovalRequested,
-        ApprovalResolved, SteeringInjected, FollowUpQueued, InterruptReceived, ContextCompress,
+        ToolCallDelta, ToolExecStart, ToolExecProgress, ToolExecEnd, ToolExecSkipped,
+        ApprovalRequested, ApprovalResolved, SteeringInjected, FollowUpQueued, InterruptReceived, ContextCompress,
         SessionSummarize, SubturnSpawn, SubturnEnd, SubturnResultDelivered, SubturnOrphan,
         ErrorEvent, MessageStateEvent, PlanUpdated,
     )

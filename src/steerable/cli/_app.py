@@ -45,11 +45,11 @@ from steerable.coding import (
     skills_prompt,
 )
 from steerable.errors import ConfigurationError
-from steerable.providers import select_provider
+from steerable.providers import FallbackProvider, Provider, select_provider
 from steerable.storage import JSONLSessionStore
 
-__all__ = ["App", "ProjectSetup", "Redactor", "build_app", "coding_agents", "new_session_id",
-           "project_setup", "workspace_tools"]
+__all__ = ["App", "ProjectSetup", "Redactor", "build_app", "coding_agents", "make_provider",
+           "new_session_id", "project_setup", "workspace_tools"]
 
 # Written for small local models as much as for big ones: short rules, nothing that invites a
 # report of changes (a small model asked to "say what you changed" claims changes it never made).
@@ -149,6 +149,20 @@ def _session(store: JSONLSessionStore, requested: str | None) -> str:
     return requested
 
 
+def make_provider(settings: Settings, script: str | None = None) -> Provider:
+    """The provider the settings ask for, behind a ``FallbackProvider`` when they list
+    fallbacks (each built now, so a missing key or package is said before the run starts)."""
+    provider = select_provider(settings["provider"], model=settings["model"],
+                               base_url=settings["base_url"], script=script)
+    entries = settings["fallback"]
+    if not entries:
+        return provider
+    others = [select_provider(e["provider"], model=e.get("model"), base_url=e.get("base_url"))
+              for e in entries]
+    windows = [settings["context_window"], *(e.get("context_window") for e in entries)]
+    return FallbackProvider([provider, *others], context_windows=windows)
+
+
 @dataclass(frozen=True)
 class ProjectSetup:
     """What the workspace adds to the coder: its instructions and skills."""
@@ -218,8 +232,7 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
     redact = Redactor()
     store = make_store(settings, redact)
     session_id = _session(store, session)
-    provider = select_provider(settings["provider"], model=settings["model"],
-                               base_url=settings["base_url"], script=script)
+    provider = make_provider(settings, script)
     project = project_setup(settings, workspace)
     agent, dry_agent = coding_agents(settings, provider, workspace,
                                      [*workspace_tools(settings, workspace), *extra_tools], project)

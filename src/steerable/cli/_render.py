@@ -12,6 +12,7 @@ a live region and an editable prompt cannot share the bottom of the screen.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ __all__ = ["LiveRenderer", "TurnView", "describe_call", "status_line"]
 TAIL_LINES = 6
 _PLAN_MARKS = {"done": ("☑", "green strike"), "in_progress": ("◐", "bold yellow"),
                "pending": ("☐", "")}
+_HEAD = 400  # how much of a call's arguments is kept to find its path or command
+_MAIN_ARG = re.compile(r'"(?:path|command|pattern)"\s*:\s*"((?:[^"\\]|\\.){1,200})"')
 
 
 def describe_call(name: str, arguments: Any, width: int = 70) -> str:
@@ -74,6 +77,35 @@ class _Card:
         self.tail.extend(line for line in lines)
 
 
+@dataclass
+class _Writing:
+    """A tool call the model is writing (from its ``TOOL_CALL_DELTA`` events)."""
+
+    name: str
+    started: float
+    depth: int
+    size: int = 0
+    """Characters of arguments so far."""
+    lines: int = 0
+    """Escaped newlines (``\\n``) in the arguments so far: about the lines of a file's text."""
+    head: str = ""
+    last: str = ""
+
+    def feed(self, text: str) -> None:
+        self.size += len(text)
+        self.lines += (self.last + text).count("\\n") - self.last.count("\\n")
+        self.last = text[-1:]
+        if len(self.head) < _HEAD:
+            self.head += text[: _HEAD - len(self.head)]
+
+    def describe(self, now: float) -> str:
+        found = _MAIN_ARG.search(self.head)
+        target = f" {found.group(1)}" if found else ""
+        size = f"{self.size / 1000:.1f} kB" if self.size >= 1000 else f"{self.size} B"
+        lines = f", {self.lines} line{'s' if self.lines != 1 else ''}" if self.lines else ""
+        return f"writing {self.name or 'a tool call'}{target}: {size}{lines} ({now - self.started:.0f}s)"
+
+
 class TurnView:
     """The state of the turns being shown, updated event by event."""
 
@@ -94,6 +126,8 @@ class TurnView:
         """When the model was asked, until its first token: the wait a spinner covers."""
         self.approval: str | None = None
         """The tool call waiting for the user's approval, if any."""
+        self.writing: dict[tuple[str, int], _Writing] = {}
+        """Tool calls the model is writing, per (turn, call index), until its reply ends."""
 
     def _depth(self, event: Any) -> int:
         if event.turn_id not in self.depth:
@@ -110,6 +144,11 @@ class TurnView:
         if kind is EventKind.LLM_DELTA and not event.thinking:
             self.streams[event.turn_id] = self.streams.get(event.turn_id, "") + event.text
             self.activity, self.asked_at = "writing", None
+        elif kind is EventKind.TOOL_CALL_DELTA:
+            self._wrote(event, depth)
+        elif kind is EventKind.LLM_RETRY:
+            self._written(event.turn_id)  # the call starts over: what was written is void
+            out += self._notice(event)
         elif kind is EventKind.LLM_REQUEST:
             self.activity, self.asked_at = "thinking", time.monotonic()
         elif kind is EventKind.APPROVAL_REQUESTED:
@@ -119,6 +158,7 @@ class TurnView:
         elif kind is EventKind.LLM_RESPONSE:
             self.asked_at = None
             self.streams.pop(event.turn_id, None)
+            self._written(event.turn_id)
             if event.usage is not None:
                 t = self.tokens.setdefault(event.turn_id, [0, 0])
                 t[0] += event.usage.input_tokens
@@ -141,6 +181,19 @@ class TurnView:
         else:
             out += self._notice(event)
         return [Padding(block, (0, 0, 0, 2 * depth)) if depth else block for block in out]
+
+    def _wrote(self, event: Any, depth: int) -> None:
+        key = (event.turn_id, event.call_index)
+        call = self.writing.get(key)
+        if call is None:
+            call = self.writing[key] = _Writing(event.tool_name, time.monotonic(), depth)
+        call.name = event.tool_name or call.name
+        call.feed(event.arguments_delta)
+        self.activity, self.asked_at = "writing", None
+
+    def _written(self, turn_id: str) -> None:
+        for key in [k for k in self.writing if k[0] == turn_id]:
+            del self.writing[key]
 
     def _ended(self, event: Any) -> RenderableType:
         card = self.cards.pop(event.call_id, None)
@@ -223,6 +276,7 @@ class TurnView:
                      else "saved to the session (the turn had ended)")
             return [Text(f"↳ result of {who} {where}", style="magenta")]
         if kind is EventKind.TURN_END:
+            self._written(event.turn_id)  # a reply cut short (an abort) leaves no LLM_RESPONSE
             used = self.tokens.pop(event.turn_id, None)
             tokens = (used[0], used[1]) if used else None
             style = "green" if event.status.value == "completed" else "yellow"
@@ -243,8 +297,9 @@ class TurnView:
         return ""
 
     def live(self) -> RenderableType:
-        """The in-flight part: streamed text as markdown, then one card per running tool; a
-        spinner line while the turn waits for the model's first token or for an approval."""
+        """The in-flight part: streamed text as markdown, a line per tool call being written
+        (its size growing), then one card per running tool; a spinner line while the turn
+        waits for the model's first token or for an approval."""
         parts: list[RenderableType] = []
         if waiting := self.waiting():
             frame = self.spinner.render(time.monotonic())
@@ -256,6 +311,9 @@ class TurnView:
                 shown = Markdown(self.redact(text))
                 parts.append(Padding(shown, (0, 0, 0, 2 * depth)) if depth else shown)
         now = time.monotonic()
+        for call in self.writing.values():
+            line = Text("✎ " + self.redact(call.describe(now)), style="dim")
+            parts.append(Padding(line, (0, 0, 0, 2 * call.depth)) if call.depth else line)
         for card in self.cards.values():
             head = Text.assemble(" ", (card.name, "bold"), " ", card.summary,
                                  (f"  {now - card.started:.1f}s", "dim"))
@@ -277,6 +335,8 @@ class TurnView:
             card = next(reversed(self.cards.values()))
             last = card.partial or (card.tail[-1] if card.tail else "")
             return f"{card.name}: {card.summary} ({now - card.started:.0f}s)  {last[:60]}"
+        if self.writing:
+            return self.redact(next(reversed(self.writing.values())).describe(now))
         stream = next(reversed(self.streams.values()), "")
         if self.activity == "writing" and stream:
             return "writing: " + " ".join(stream[-70:].split())
