@@ -25,6 +25,12 @@ _session_start: set[int] = set()
 def _children() -> dict[int, psutil.Process]:
     # This process, asked each time: a test run forked from another (mutmut's runners) must
     # not count its siblings, its parent's other children, as its own.
+    # A child can end while psutil walks the tree (it reads each one's start time): ask again.
+    for _ in range(10):
+        try:
+            return {p.pid: p for p in psutil.Process().children(recursive=True)}
+        except psutil.NoSuchProcess:
+            time.sleep(0.01)
     return {p.pid: p for p in psutil.Process().children(recursive=True)}
 
 

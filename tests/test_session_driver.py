@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from steerable import (
     Agent,
     AgentLoop,
+    CancelMode,
     EventKind,
     HumanApprover,
     InboundMessage,
@@ -14,12 +17,14 @@ from steerable import (
     OutboundReply,
     Reply,
     ScriptedProvider,
+    SessionBusyError,
     SessionDriver,
     TurnStatus,
     tool,
 )
+from steerable.errors import CheckpointError
 from tests.conftest import wait_for
-from tests.test_send import echo, gated, make
+from tests.test_send import contents, echo, gated, make
 
 K = EventKind
 
@@ -214,4 +219,48 @@ async def test_run_bus_answers_failed_when_a_pending_checkpoint_refuses_a_queued
     assert replies["2"].action == "failed" and "checkpoint" in (replies["2"].error or "").lower()
     bus.close()
     await runner
+    await loop.aclose()
+
+
+async def test_resume_runs_the_pending_turn_then_the_follow_ups_it_hands_back() -> None:
+    tools, gate = gated()
+    loop, _ = make([Reply(tool_calls=[("work", {"step": "a"})]), echo, echo], tools)
+    results: list[TurnStatus] = []
+    driver = SessionDriver(loop, "s", on_result=lambda r: results.append(r.status))
+    assert driver.pending() is None and driver.resume() is None and not driver.discard()
+    sub = loop.subscribe(buffer=1000)
+    first = driver.send("go")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    assert loop.inject_follow_up("and then this", "s")
+    with pytest.raises(SessionBusyError):
+        driver.discard()  # the running turn's checkpoint is its own
+    loop.cancel("s", CancelMode.AFTER_TOOLS)
+    gate.set()
+    assert (await first).status is TurnStatus.CANCELLED
+    pending = driver.pending()
+    assert pending is not None and pending.follow_ups == ("and then this",)
+    handle = driver.resume()
+    assert handle is not None and handle.turn_id != pending.turn_id
+    await driver.wait_idle()
+    assert driver.pending() is None
+    assert contents(loop, "s") == ["go", "re: go", "and then this", "re: and then this"]
+    assert results == [TurnStatus.CANCELLED, TurnStatus.COMPLETED, TurnStatus.COMPLETED]
+    await loop.aclose()
+
+
+async def test_discard_drops_the_pending_turn_and_the_session_takes_messages_again() -> None:
+    tools, gate = gated()
+    loop, _ = make([Reply(tool_calls=[("work", {"step": "a"})]), echo], tools)
+    driver = SessionDriver(loop, "s")
+    sub = loop.subscribe(buffer=1000)
+    first = driver.send("doomed")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    loop.cancel("s", CancelMode.AFTER_TOOLS)
+    gate.set()
+    await first
+    with pytest.raises(CheckpointError):
+        driver.send("refused")
+    assert driver.discard() and driver.pending() is None and not driver.discard()
+    await driver.send("fresh")
+    assert contents(loop, "s") == ["fresh", "re: fresh"]
     await loop.aclose()

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-PEER_SCENARIOS = ["overhead", "cancel", "concurrent", "import_time"]
+PEER_SCENARIOS = ["overhead", "cancel", "concurrent", "import_time", "steer_latency",
+                  "steer_share", "steer_races", "steer_races_stopped"]
 OWN_SCENARIOS = ["history", "long_turn", "concurrent_10k", "concurrent_10k_gc_tuned"]
 
 # the figure(s) worth a column, per scenario: (label, JSON path)
@@ -60,6 +61,29 @@ FIGURES: dict[str, list[tuple[str, Any]]] = {
         ("import pydantic_ai", "import_time_ms"), ("import agents", "import_time_ms"),
         ("import langgraph.prebuilt", "import_time_ms"),
         ("import langchain.agents", "import_time_ms")))],
+    # bench/peer/steering.py
+    "steer_latency": [("tool running: steer to the request carrying it, ms",
+                       ("tool_steer_to_request_ms",)),
+                      ("tool running: from the tool's end, ms", ("tool_after_step_ms",)),
+                      ("model answering: steer to the request carrying it, ms",
+                       ("model_steer_to_request_ms",)),
+                      ("model answering: from the answer's end, ms", ("model_after_step_ms",)),
+                      ("the steer call itself (until acknowledged), µs",
+                       ("tool_steer_call_us",)),
+                      ("JSONL store: the steer call, µs", ("jsonl_tool_steer_call_us",)),
+                      ("JSONL store: from the tool's end, ms", ("jsonl_tool_after_step_ms",)),
+                      ("steers missed", lambda row: row.get("tool_missed", 0)
+                       + row.get("model_missed", 0) if "tool_missed" in row else None)],
+    "steer_share": [("steers", ("steers",)),
+                    ("% in the very next request", lambda row: 100 * row["honoured_share"]
+                     if row.get("honoured_share") is not None else None)],
+    "steer_races": [("messages", ("messages",)), ("lost", ("lost",)),
+                    ("duplicated", ("duplicated",)), ("out of order", ("out_of_order_requests",)),
+                    ("refused, then sent as a new run", ("refused_then_rerun",))],
+    "steer_races_stopped": [("stops", ("stops",)), ("lost", ("lost",)),
+                            ("duplicated", ("duplicated",)),
+                            ("handed back, then sent again", ("handed_back_then_resent",)),
+                            ("lost, documented calls only", ("documented_calls_only", "lost"))],
     "history": [("CPU µs/iter, 0 prior turns", ("cpu_us_per_iter_no_history",)),
                 ("CPU µs/iter, 10k prior turns", ("cpu_us_per_iter_10k_turns",)),
                 ("CPU ratio", ("cpu_ratio",)), ("wall ratio", ("wall_ratio",))],

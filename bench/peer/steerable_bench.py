@@ -22,11 +22,13 @@ import itertools
 import os
 import statistics
 import sys
+import tempfile
 import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as C
+import steering as S
 
 from steerable import (
     Agent,
@@ -39,6 +41,7 @@ from steerable import (
     tool,
 )
 from steerable.providers import StreamEnd, TextDelta, ToolCallChunk
+from steerable.storage import JSONLSessionStore
 
 PEER = "steerable"
 FEATURE, _, _CLIENTS = os.environ.get("STEERABLE_BENCH_FEATURE", "bare").partition(":")
@@ -386,10 +389,123 @@ async def s_long_turn() -> dict[str, Any]:
     return out
 
 
+# ------------------------------------------------------------------ steering (bench/peer/steering.py)
+class _BrainProvider:
+    """The fake model of the steering scenarios: asks the shared brain, answers in one chunk."""
+
+    def __init__(self, brain: S.Brain) -> None:
+        self.brain = brain
+        self.ids = itertools.count(1)
+
+    async def stream(self, request: Any) -> Any:
+        msgs = request.messages
+        texts = [m.content for m in msgs if m.role == "user"]
+        decision = await self.brain.decide(texts, msgs[-1].role == "user")
+        if isinstance(decision, str):
+            yield TextDelta(decision)
+            yield StreamEnd(None, "stop")
+        else:
+            yield ToolCallChunk(ToolCall(f"w{next(self.ids)}", "work", {"us": decision[1]}))
+            yield StreamEnd(None, "tool_calls")
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _SteerRuntime:
+    """``inject_steering`` into the session's running turn (the library's steering call)."""
+
+    durable_in: str | None = None
+    """None: each loop has its own in-memory store; a folder: a JSONL store of its own in it."""
+
+    def __init__(self, brain: S.Brain) -> None:
+        @tool(read_only=True)
+        async def work(us: int) -> str:
+            """Works for ``us`` microseconds."""
+            return await brain.work(us)
+
+        self.loop = AgentLoop(Agent(name="bench", instructions="x", provider=_BrainProvider(brain),
+                                    tools=[work], max_iterations=100_000),
+                              store=None if self.durable_in is None else
+                              JSONLSessionStore(tempfile.mkdtemp(dir=self.durable_in)))
+        self.handle: Any = None
+
+    def start(self, prompt: str) -> None:
+        self.handle = self.loop.start_turn(prompt, session_id="b")
+
+    def stop(self) -> None:
+        self.loop.interrupt_graceful("b")
+
+    def returned(self) -> list[str]:
+        """The steering the turn hands back undelivered (``TurnResult.unprocessed``)."""
+        handle, self.handle = self.handle, None
+        if handle is None or not handle.done():
+            return []
+        return [q.text for q in handle.result().unprocessed if q.kind == "steering"]
+
+    def steer(self, text: str) -> bool:
+        return self.loop.inject_steering(text, "b")
+
+    @property
+    def running(self) -> bool:
+        return self.loop.busy("b")
+
+    async def wait(self) -> None:
+        await self.loop.wait_session("b")
+
+
+def _send(rt: Any) -> tuple[Any, Any]:
+    """The races go through ``AgentLoop.send`` (policy ``steer``): a message that finds the turn
+    ending is queued for the next turn, never refused or dropped."""
+    loop = rt.loop
+
+    def send(text: str) -> None:
+        loop.send(text, "b", policy="steer")
+
+    return send, rt.wait
+
+
+async def s_steer_latency() -> dict[str, Any]:
+    """As every runtime, then the same with sessions in JSONL files (``jsonl_``): a steer is
+    written to the turn's checkpoint file before the call that accepted it returns."""
+    out = await S.run_steer_latency(_SteerRuntime)
+    out["mechanism"] = "AgentLoop.inject_steering()"
+    with tempfile.TemporaryDirectory() as folder:
+        class _Durable(_SteerRuntime):
+            durable_in = folder
+
+        durable = await S.run_steer_latency(_Durable)
+    for key in ("tool_steer_call_us", "tool_after_step_ms", "model_steer_call_us",
+                "model_after_step_ms"):
+        out[f"jsonl_{key}"] = durable[key]
+    return out
+
+
+async def s_steer_share() -> dict[str, Any]:
+    out = await S.run_steer_share(_SteerRuntime)
+    out["mechanism"] = "AgentLoop.inject_steering()"
+    return out
+
+
+async def s_steer_races() -> dict[str, Any]:
+    out = await S.run_steer_races(_SteerRuntime, _send)
+    out["mechanism"] = "AgentLoop.send(policy='steer')"
+    return out
+
+
+async def s_steer_races_stopped() -> dict[str, Any]:
+    out = await S.run_steer_races(_SteerRuntime, stop_share=0.1)
+    out["mechanism"] = ("inject_steering(); stop: interrupt_graceful(); handed back: "
+                        "TurnResult.unprocessed")
+    return out
+
+
 SCENARIOS = {"overhead": s_overhead, "scaling": s_scaling, "parallel_tools": s_parallel,
              "cancel": s_cancel, "concurrent": s_concurrent, "concurrent_10k": s_concurrent_10k,
              "concurrent_10k_gc_tuned": s_concurrent_10k_gc_tuned,
-             "history": s_history, "long_turn": s_long_turn}
+             "history": s_history, "long_turn": s_long_turn,
+             "steer_latency": s_steer_latency, "steer_share": s_steer_share,
+             "steer_races": s_steer_races, "steer_races_stopped": s_steer_races_stopped}
 
 if __name__ == "__main__":
     C.main(

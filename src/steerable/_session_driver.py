@@ -5,23 +5,26 @@ here once: messages go through ``AgentLoop.send`` (which runs follow-ups in orde
 interrupt request (Ctrl+C, a Stop button) is graceful and a second one on the same turn, or
 within ``double_press`` seconds, aborts at once and withdraws the messages queued behind it;
 open approval requests are tracked from the events and answered here (an interrupt denies
-them, so a turn waiting for a person can stop).
+them, so a turn waiting for a person can stop); a pending turn (cancelled, or cut off when its
+process stopped) is resumed or discarded here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from steerable._core._agent import Agent
 from steerable._core._bus import Subscription
+from steerable._core._checkpoint import Checkpoint, CheckpointStore
 from steerable._core._turn import TurnResult
-from steerable._events import ApprovalRequested, Event, EventKind
+from steerable._events import ApprovalRequested, Event, EventKind, TurnStatus
 from steerable._lanes import BusyPolicy, QueuedTurn
 from steerable._loop import AgentLoop, TurnHandle
+from steerable.errors import SessionBusyError
 
 __all__ = ["InterruptPress", "SessionDriver"]
 
@@ -71,10 +74,13 @@ class SessionDriver:
         """Send ``text`` to the session (see ``AgentLoop.send``)."""
         sent = self.loop.send(text, self.session_id, policy, agent=self.agent)
         if self.on_result is not None:
-            task = asyncio.get_running_loop().create_task(self._report(sent))
-            self._waiters.add(task)
-            task.add_done_callback(self._waiters.discard)
+            self._watch(self._report(sent))
         return sent
+
+    def _watch(self, job: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(job)
+        self._waiters.add(task)  # awaited by wait_idle
+        task.add_done_callback(self._waiters.discard)
 
     async def _report(self, sent: TurnHandle | QueuedTurn) -> None:
         try:
@@ -92,6 +98,42 @@ class SessionDriver:
         if self._waiters:
             await asyncio.wait(list(self._waiters))
         return result
+
+    # -- the pending turn ---------------------------------------------------------------------
+
+    def pending(self) -> Checkpoint | None:
+        """The session's pending turn: a cancelled turn, or one whose process stopped (see
+        ``AgentLoop.checkpoint``); None when it has none."""
+        return self.loop.checkpoint(self.session_id)
+
+    def resume(self) -> TurnHandle | None:
+        """Continue the pending turn (``AgentLoop.resume``); None when there is none. It runs
+        outside ``send``, so the follow-ups it hands back are sent here when it ends (after
+        the messages sent while it ran)."""
+        handle = self.loop.resume(self.session_id, agent=self.agent)
+        if handle is not None:
+            self._watch(self._after_resume(handle))
+        return handle
+
+    async def _after_resume(self, handle: TurnHandle) -> None:
+        result = await handle
+        if result.status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS):
+            for text in result.follow_ups:
+                self.send(text, "follow_up")
+        if self.on_result is not None:
+            self.on_result(result)
+
+    def discard(self) -> bool:
+        """Drop the pending turn (an unreadable one too); False when there was none. Refused
+        with ``SessionBusyError`` while the session is busy: a running turn's checkpoint is
+        its own."""
+        if self.loop.busy(self.session_id):
+            raise SessionBusyError(f"session {self.session_id!r} is busy; its pending turn, if "
+                                   "any, is the running one")
+        store = self.loop.store
+        if not isinstance(store, CheckpointStore):
+            return False
+        return store.delete_checkpoint(self.session_id)
 
     # -- interrupts ---------------------------------------------------------------------------
 

@@ -173,3 +173,50 @@ def test_chat_always_on_a_line_no_rule_can_cover_says_so(cli_env, tmp_path: Path
     finally:
         child.close()
     assert (ws / "log.txt").read_text() == "one\none\n"
+
+
+def test_chat_lists_edits_and_withdraws_queued_messages(cli_env, tmp_path: Path) -> None:
+    ws = tmp_path / "project"
+    ws.mkdir()
+    wait_for = "echo waiting; while [ ! -f {0} ]; do sleep 0.05; done; echo got {0}"
+    steps = [{"tool_calls": [["bash", {"command": wait_for.format("go1")}]]},
+             {"text": "Steered answer."}, {"text": "Follow-up answer."}]
+    child = _spawn(cli_env, tmp_path, ws, steps, "chat", "--yes")
+    try:
+        child.expect("/help for keys")
+        child.sendline("/queue")
+        child.expect("nothing is queued")
+        child.sendline("start the job")
+        child.expect("waiting")
+        child.sendline("check the tests")
+        child.expect("steering sent: check the tests")
+        child.sendline(">> write docs")
+        child.expect("follow-up queued: write docs")
+        child.sendline(">> and a changelog")
+        child.expect("follow-up queued: and a changelog")
+        child.sendline("/queue")
+        child.expect("1. \\[message\\] check the tests · queued")
+        child.expect("2. \\[message\\] write docs · queued")
+        child.expect("3. \\[message\\] and a changelog · queued")
+        child.sendline("/edit 1 check the tests twice")
+        child.expect("message 1 now reads: check the tests twice")
+        child.sendline("/revoke 3")
+        child.expect("message 3 withdrawn")
+        child.sendline("/revoke 9")
+        child.expect("no message 9 in the last /queue listing")
+        (ws / "go1").write_text("")
+        child.expect("steering delivered: check the tests twice")
+        child.expect("Steered answer.")
+        child.expect("Follow-up answer.")
+        child.expect("completed · 1 iteration")
+        child.sendline("/revoke 1")
+        child.expect("too late: message 1 no longer waits")
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    sessions = list((Path(cli_env["STEERABLE_DATA_DIR"]) / "sessions").glob("*.jsonl"))
+    saved = [json.loads(x) for x in sessions[0].read_text().splitlines()]
+    contents = [r["message"]["content"] for r in saved if r["type"] == "message"]
+    assert "check the tests twice" in contents and "write docs" in contents
+    assert "and a changelog" not in contents and "check the tests" not in contents

@@ -198,8 +198,11 @@ async def test_python_grep_respects_gitignore_and_skips_binary(ws: Workspace, to
     assert res.is_error and "invalid regular expression" in res.content
 
 
-@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep is not installed")
 async def test_ripgrep_and_python_grep_agree(ws: Workspace) -> None:
+    if shutil.which("rg") is None:
+        if os.environ.get("STEERABLE_REQUIRE_RG") == "1":
+            pytest.fail("STEERABLE_REQUIRE_RG=1 but ripgrep (rg) is missing")
+        pytest.skip("ripgrep is not installed")
     _tree(ws.root)
     with_rg = {t.name: t for t in coding_tools(ws, use_ripgrep=True)}["grep"]
     without = {t.name: t for t in coding_tools(ws, use_ripgrep=False)}["grep"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,6 +15,7 @@ from steerable.coding import (
     Snapshots,
     SnapshotStoreError,
     UndoConflictError,
+    _snap_scan,
     remove_session_snapshots,
 )
 from steerable.coding._snap_scan import RACY_NS
@@ -190,12 +192,17 @@ def test_big_binary_files_round_trip_in_pieces(root: Path, tmp_path: Path) -> No
     assert (root / "data.bin").read_bytes() == blob
 
 
-def test_settled_files_come_from_the_index_and_changes_are_still_seen(root: Path,
-                                                                       tmp_path: Path) -> None:
+def test_settled_files_come_from_the_index_and_changes_are_still_seen(
+        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for i in range(30):
         (root / f"f{i}.txt").write_text(f"{i}\n")
+    written = time.time_ns()
     snaps = Snapshots(root, tmp_path / "data")
+    # The first snapshot's clock is the moment of the writes, however loaded the machine is:
+    # every file is inside the racy window, so its signature must not be trusted yet.
+    monkeypatch.setattr(_snap_scan, "time", SimpleNamespace(time_ns=lambda: written))
     first = snaps.snapshot("s", "t0", "c0", "bash")
+    monkeypatch.undo()
     settle()
     reads: list[str] = []
     original = snaps.objects.put_file

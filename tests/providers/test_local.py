@@ -175,7 +175,10 @@ def _private(fake_server: str, gguf: Path, retry: RetryPolicy,
                               environ={}, retry=retry, **options)
 
 
-async def test_a_private_server_answers_and_is_stopped_with_its_log(fake_server, gguf, retry):
+async def test_a_private_server_answers_and_is_stopped_with_its_log(fake_server, gguf, retry,
+                                                                 tmp_path, monkeypatch):
+    # A private temp folder: other processes' servers leave their logs in the shared one.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     before = set(Path(tempfile.gettempdir()).glob("steerable-llama-*.log"))
     p = _private(fake_server, gguf, retry)
     result, _ = await run_turn(p, "ping")  # run_turn closes the provider

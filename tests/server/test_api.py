@@ -100,17 +100,21 @@ async def test_control_endpoints(tmp_path: Path) -> None:
               Reply(tool_calls=[("work", {"step": "b"})]), Reply(tool_calls=[("work", {"step": "c"})])]
     async with serving(tmp_path, script, gate_tools(gate, {})) as s:
         c = s.client
-        # nothing runs: every control says ok=false
-        for path, body in [("steer", {"text": "x"}), ("follow_up", {"text": "x"}),
-                           ("interrupt", {"mode": "graceful"}), ("interrupt", {"mode": "hard"}),
+        # nothing runs: every control says ok=false; a refused message still has an id
+        for path in ("steer", "follow_up"):
+            got = (await c.post(f"/v1/sessions/s/{path}", json={"text": "x"})).json()
+            assert got["ok"] is False and got["state"] == "rejected", path
+            assert got["message_id"].startswith("msg_") and got["detail"] == "no turn is active"
+        for path, body in [("interrupt", {"mode": "graceful"}), ("interrupt", {"mode": "hard"}),
                            ("cancel", {"mode": "immediate"})]:
             r = await c.post(f"/v1/sessions/s/{path}", json=body)
             assert (r.status_code, r.json()) == (200, {"ok": False}), path
         await c.post("/v1/sessions/s/messages", json={"text": "go"})
         await wait_kind(s, "s", "tool_exec_start")
-        assert (await c.post("/v1/sessions/s/steer", json={"text": "look"})).json() == {"ok": True}
-        assert (await c.post("/v1/sessions/s/follow_up", json={"text": "later"})).json() == \
-            {"ok": True}
+        for path, text in (("steer", "look"), ("follow_up", "later")):
+            got = (await c.post(f"/v1/sessions/s/{path}", json={"text": text})).json()
+            assert got["ok"] is True and got["state"] == "queued", path
+            assert got["message_id"].startswith("msg_")
         assert (await c.post("/v1/sessions/s/interrupt", json={"mode": "graceful"})).json() == \
             {"ok": True}
         assert (await c.post("/v1/sessions/s/interrupt", json={"mode": "graceful"})).json() == \

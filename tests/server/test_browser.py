@@ -217,3 +217,82 @@ async def test_sub_turns_are_shown_nested(tmp_path: Path, browser: Any) -> None:
         assert await parent_card.locator(".badge").inner_text() == "done"
         assert await nested.locator(".subturn-head .badge").inner_text() == "completed"
         assert page.errors == []
+
+
+async def test_a_cancelled_turn_is_resumed_or_discarded_from_the_page(tmp_path: Path,
+                                                                     browser: Any) -> None:
+    gate = asyncio.Event()
+    script = [Reply(tool_calls=[("work", {"step": "a"})]), Reply(text="Finished after all."),
+              Reply(tool_calls=[("work", {"step": "b"})]),
+              lambda request: Reply(text=f"New: {request.messages[-1].content}")]
+    async with serving(tmp_path, script, gate_tools(gate, {})) as s:
+        page = await open_page(browser, s.url)
+        await send(page, "build it")
+        await page.wait_for_selector(".card .badge >> text=running")
+        sid = await page.inner_text("#session-id")
+        r = await s.client.post(f"/v1/sessions/{sid}/cancel", json={"mode": "after_tools"})
+        assert r.json() == {"ok": True}
+        gate.set()
+        await page.wait_for_selector(".turn-end >> text=cancelled")
+        bar = page.locator("#pending")
+        await bar.wait_for(state="visible")
+        assert "cancelled (after_tools) after 1 model call" in await bar.inner_text()
+        await page.reload()  # a reload finds it again (the session has no history yet)
+        await bar.wait_for(state="visible")
+        await page.click("#pending-resume")
+        await page.wait_for_selector(".msg.user .tag >> text=resumed")
+        await page.wait_for_selector(".msg.assistant >> text=Finished after all.")
+        await bar.wait_for(state="hidden")
+        await s.loop.wait_session(sid)
+        gate.clear()
+        await send(page, "once more")
+        await page.wait_for_selector(".card .badge >> text=running")
+        r = await s.client.post(f"/v1/sessions/{sid}/cancel", json={"mode": "after_tools"})
+        gate.set()
+        await bar.wait_for(state="visible")
+        await page.click("#pending-discard")
+        await page.wait_for_selector("text=the unfinished turn was discarded")
+        await bar.wait_for(state="hidden")
+        await send(page, "something else")
+        await page.wait_for_selector(".msg.assistant >> text=New: something else")
+        await s.loop.wait_session(sid)
+        users = [m.content for m in s.loop.session_messages(sid) if m.role == "user"]
+        assert users == ["build it", "something else"]
+        assert page.errors == []
+
+
+async def test_queued_messages_are_shown_edited_and_withdrawn(tmp_path: Path,
+                                                             browser: Any) -> None:
+    gate = asyncio.Event()
+    script = [Reply(tool_calls=[("work", {"step": "build"})]),
+              lambda request: Reply(text=f"Steered by: {request.messages[-1].content}")]
+    async with serving(tmp_path, script, gate_tools(gate, {})) as s:
+        page = await open_page(browser, s.url)
+        await send(page, "build it")
+        await page.wait_for_selector(".card .badge >> text=running")
+        await send(page, "use the fast path")
+        await page.check("#as-followup")
+        await send(page, "then write docs")
+        items = page.locator("#queue-list .queued")
+        await page.wait_for_selector("#queue-list .queued >> nth=1")
+        assert await page.inner_text("#queue-count") == "2 messages wait"
+        assert await items.nth(0).locator(".q-text").inner_text() == "use the fast path"
+        assert await items.nth(0).locator(".badge").inner_text() == "queued"
+        assert await items.nth(1).locator(".q-text").inner_text() == "then write docs"
+        await items.nth(0).locator("button >> text=Edit").click()
+        await page.fill(".queue-edit", "use the slow path")
+        await page.click(".queued button >> text=Save")
+        await page.wait_for_selector(".queued .q-text >> text=use the slow path")
+        await items.nth(1).locator("button >> text=Withdraw").click()
+        await page.wait_for_selector(".note >> text=withdrawn: then write docs")
+        await page.wait_for_selector("#queue-list .queued >> nth=1", state="detached")
+        assert await page.inner_text("#queue-count") == "1 message waits"
+        gate.set()
+        await page.wait_for_selector(".msg.user.steer >> text=use the slow path")
+        await page.wait_for_selector(".msg.assistant >> text=Steered by: use the slow path")
+        await page.locator("#queue").wait_for(state="hidden")
+        sid = await page.inner_text("#session-id")
+        await s.loop.wait_session(sid)
+        users = [m.content for m in s.loop.session_messages(sid) if m.role == "user"]
+        assert users == ["build it", "use the slow path"]  # the withdrawn one never ran
+        assert page.errors == []

@@ -18,6 +18,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import harness as C
+import steering as S
 
 warnings.filterwarnings("ignore")  # create_react_agent deprecation warning
 
@@ -33,12 +34,12 @@ AGENT_KIND = os.environ.get("PEERBENCH_LG_AGENT", "create_react_agent")
 PEER = "langgraph" if AGENT_KIND == "create_react_agent" else "langgraph+langchain.create_agent"
 
 
-def build(model, tools):
+def build(model, tools, checkpointer=None):
     if AGENT_KIND == "create_agent":
         from langchain.agents import create_agent
 
-        return create_agent(model, tools, system_prompt="x")
-    return create_react_agent(model, tools, prompt="x")
+        return create_agent(model, tools, system_prompt="x", checkpointer=checkpointer)
+    return create_react_agent(model, tools, prompt="x", checkpointer=checkpointer)
 
 
 class FakeChat(BaseChatModel):
@@ -184,10 +185,119 @@ async def s_concurrent() -> dict:
     return out
 
 
+# ------------------------------------------------------------------ steering (bench/peer/steering.py)
+class SteerRuntime:
+    """LangGraph has no call that gives a running graph a message. What its users do: stream
+    the run (``astream``, updates) with a checkpointer; a message that arrives is kept and the
+    run is stopped at the next boundary where that is safe (after the tools node: a model
+    answer's tool calls must get their results first), then re-run on the same thread with the
+    kept messages as input (the checkpointer holds what went before)."""
+
+    def __init__(self, brain: S.Brain) -> None:
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        ids = iter(range(1 << 30))
+
+        @tool
+        async def work(us: int) -> str:
+            """Works for ``us`` microseconds."""
+            return await brain.work(us)
+
+        async def script(messages):
+            texts = [m.content for m in messages if isinstance(m, HumanMessage)]
+            decision = await brain.decide(texts, isinstance(messages[-1], HumanMessage))
+            if isinstance(decision, str):
+                return text(decision)
+            return calls(("work", {"us": decision[1]}, f"w{next(ids)}"))
+
+        self.graph = build(FakeChat(script=script), [work], checkpointer=InMemorySaver())
+        self.config = {"configurable": {"thread_id": "b"}, "recursion_limit": 1_000_000}
+        self.pending: list[str] = []
+        self.left: list[str] = []
+        self.task: asyncio.Task | None = None
+        self.inner: asyncio.Task | None = None
+
+    def start(self, prompt: str) -> None:
+        self.task = asyncio.ensure_future(self._run([prompt]))
+
+    async def _consume(self, inputs: list[str]) -> None:
+        stream = self.graph.astream({"messages": [HumanMessage(t) for t in inputs]},
+                                    self.config, stream_mode="updates")
+        try:
+            async for update in stream:
+                if self.pending and "tools" in update:
+                    break  # the tools' results are saved: re-run with the new messages
+        finally:
+            await stream.aclose()
+
+    async def _run(self, inputs: list[str]) -> None:
+        while inputs:
+            self.inner = asyncio.ensure_future(self._consume(inputs))
+            await asyncio.wait([self.inner])
+            if self.inner.cancelled():  # stopped: the messages kept are the caller's again
+                self.left, self.pending = self.pending, []
+                return
+            self.inner.result()
+            inputs, self.pending = self.pending, []  # no await between this and the end
+
+    def stop(self) -> None:
+        """No stop that keeps the work done: cancel the task (the checkpointer keeps the
+        finished steps)."""
+        if self.inner is not None:
+            self.inner.cancel()
+
+    def returned(self) -> list[str]:
+        left, self.left = self.left, []
+        return left
+
+    def steer(self, text: str) -> bool:
+        if not self.running:
+            return False
+        self.pending.append(text)
+        return True
+
+    @property
+    def running(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+    async def wait(self) -> None:
+        if self.task is not None:
+            await self.task
+
+
+_MECHANISM = "astream with a checkpointer; stop after the tools node; re-run with the messages"
+
+
+async def s_steer_latency() -> dict:
+    out = await S.run_steer_latency(SteerRuntime)
+    out["mechanism"] = _MECHANISM
+    return out
+
+
+async def s_steer_share() -> dict:
+    out = await S.run_steer_share(SteerRuntime)
+    out["mechanism"] = _MECHANISM
+    return out
+
+
+async def s_steer_races() -> dict:
+    out = await S.run_steer_races(SteerRuntime)
+    out["mechanism"] = _MECHANISM
+    return out
+
+
+async def s_steer_races_stopped() -> dict:
+    out = await S.run_steer_races(SteerRuntime, stop_share=0.1)
+    out["mechanism"] = _MECHANISM + "; stop: Task.cancel(); the kept messages are the driver's"
+    return out
+
+
 if __name__ == "__main__":
     C.main(
         PEER,
-        {"overhead": s_overhead, "scaling": s_scaling, "parallel_tools": s_parallel, "cancel": s_cancel, "concurrent": s_concurrent},
+        {"overhead": s_overhead, "scaling": s_scaling, "parallel_tools": s_parallel, "cancel": s_cancel, "concurrent": s_concurrent,
+         "steer_latency": s_steer_latency, "steer_share": s_steer_share, "steer_races": s_steer_races,
+         "steer_races_stopped": s_steer_races_stopped},
         {"import langchain.agents": "import langchain.agents"} if AGENT_KIND == "create_agent" else {
             "import langgraph.prebuilt": "import langgraph.prebuilt",
             "import langgraph": "import langgraph",

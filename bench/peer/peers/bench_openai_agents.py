@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import contextlib
 
 import harness as C
+import steering as S
 from agents import Agent, RunConfig, Runner, function_tool, set_tracing_disabled
 from agents.items import ModelResponse
 from agents.models.interface import Model
@@ -241,11 +242,118 @@ async def s_concurrent_agent_per_run() -> dict:
     return out
 
 
+# ------------------------------------------------------------------ steering (bench/peer/steering.py)
+class SteerRuntime:
+    """The SDK has no call that gives a running run a message. What its users do: run it
+    streamed; when a message arrives keep it and ``cancel(mode="after_turn")`` (the model's
+    answer and its tool calls finish, no further model call starts), then run again with
+    ``result.to_input_list()`` plus the kept messages."""
+
+    def __init__(self, brain: S.Brain) -> None:
+        ids = iter(range(1 << 30))
+
+        @function_tool
+        async def work(us: int) -> str:
+            """Works for ``us`` microseconds."""
+            return await brain.work(us)
+
+        def field(item, key):
+            return item.get(key) if isinstance(item, dict) else getattr(item, key, None)
+
+        async def script(input):
+            texts = [field(i, "content") for i in input if field(i, "role") == "user"]
+            decision = await brain.decide(texts, field(input[-1], "role") == "user")
+            if isinstance(decision, str):
+                return [text(decision)]
+            return [call("work", {"us": decision[1]}, f"w{next(ids)}")]
+
+        self.agent = Agent(name="a", instructions="x", model=FakeModel(script), tools=[work])
+        self.history: list = []
+        self.pending: list[str] = []
+        self.left: list[str] = []
+        self.stopped = False
+        self.result = None
+        self.task: asyncio.Task | None = None
+
+    def start(self, prompt: str) -> None:
+        self.stopped = False
+        self.task = asyncio.ensure_future(self._run([prompt]))
+
+    def stop(self) -> None:
+        self.stopped = True
+        if self.result is not None:
+            self.result.cancel(mode="immediate")
+
+    def returned(self) -> list[str]:
+        left, self.left = self.left, []
+        return left
+
+    async def _run(self, inputs: list[str]) -> None:
+        while inputs:
+            self.result = Runner.run_streamed(
+                self.agent, self.history + [{"role": "user", "content": t} for t in inputs],
+                max_turns=1_000_000, run_config=RUN_CONFIG)
+            if self.pending:  # arrived while the run was being set up
+                self.result.cancel(mode="after_turn")
+            async for _ in self.result.stream_events():
+                pass
+            self.history = self.result.to_input_list()
+            if self.stopped:  # the messages kept are the caller's again
+                self.left, self.pending = self.pending, []
+                return
+            inputs, self.pending = self.pending, []  # no await between this and the end
+
+    def steer(self, text: str) -> bool:
+        if not self.running:
+            return False
+        self.pending.append(text)
+        if self.result is not None:
+            self.result.cancel(mode="after_turn")
+        return True
+
+    @property
+    def running(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+    async def wait(self) -> None:
+        if self.task is not None:
+            await self.task
+
+
+_MECHANISM = "run_streamed; cancel(mode='after_turn'); re-run with to_input_list() + the messages"
+
+
+async def s_steer_latency() -> dict:
+    out = await S.run_steer_latency(SteerRuntime)
+    out["mechanism"] = _MECHANISM
+    return out
+
+
+async def s_steer_share() -> dict:
+    out = await S.run_steer_share(SteerRuntime)
+    out["mechanism"] = _MECHANISM
+    return out
+
+
+async def s_steer_races() -> dict:
+    out = await S.run_steer_races(SteerRuntime)
+    out["mechanism"] = _MECHANISM
+    return out
+
+
+async def s_steer_races_stopped() -> dict:
+    out = await S.run_steer_races(SteerRuntime, stop_share=0.1)
+    out["mechanism"] = _MECHANISM + "; stop: cancel(mode='immediate'); the kept messages are the driver's"
+    return out
+
+
 if __name__ == "__main__":
     C.main(
         PEER,
         {"overhead": s_overhead, "scaling": s_scaling, "parallel_tools": s_parallel, "cancel": s_cancel, "concurrent": s_concurrent,
-         "concurrent_agent_per_run": s_concurrent_agent_per_run},
+         "concurrent_agent_per_run": s_concurrent_agent_per_run,
+         "steer_latency": s_steer_latency, "steer_share": s_steer_share, "steer_races": s_steer_races,
+         "steer_races_stopped": s_steer_races_stopped},
         {"import agents": "import agents"},
         ["openai-agents", "openai", "pydantic", "anyio"],
     )

@@ -15,14 +15,17 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import harness as C
+import steering as S
 from pydantic_ai import Agent, CancellationToken
-from pydantic_ai.exceptions import RunCancelled
+from pydantic_ai.exceptions import RunCancelled, UserError
 from pydantic_ai.messages import (
     ModelRequest,
     ModelResponse,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
+    UserPromptPart,
+    repair_messages,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage, UsageLimits
@@ -173,10 +176,130 @@ async def s_concurrent() -> dict:
     return out
 
 
+# ------------------------------------------------------------------ steering (bench/peer/steering.py)
+class SteerRuntime:
+    """``AgentRun.enqueue(text)`` (priority ``asap``) into the run that ``agent.iter()`` drives;
+    each run continues the conversation (``message_history``) of the one before."""
+
+    def __init__(self, brain: S.Brain) -> None:
+        ids = iter(range(1 << 30))
+
+        async def work(us: int) -> str:
+            """Works for ``us`` microseconds."""
+            return await brain.work(us)
+
+        async def fn(messages, info):
+            texts = [p.content for m in messages if isinstance(m, ModelRequest) for p in m.parts
+                     if isinstance(p, UserPromptPart) and isinstance(p.content, str)]
+            last = messages[-1]
+            last_is_user = isinstance(last, ModelRequest) and isinstance(last.parts[-1], UserPromptPart)
+            decision = await brain.decide(texts, last_is_user)
+            if isinstance(decision, str):
+                return text(decision)
+            return calls(ToolCallPart("work", {"us": decision[1]}, tool_call_id=f"w{next(ids)}"))
+
+        self.agent = Agent(FunctionModel(fn), tools=[work], instructions="x")
+        self.history: list = []
+        self.run = None
+        self.early: list[str] = []  # taken between start() and the run's first step
+        self.task: asyncio.Task | None = None
+
+    def start(self, prompt: str) -> None:
+        self.task = asyncio.ensure_future(self._run(prompt))
+
+    async def _run(self, prompt: str) -> None:
+        self.left = []
+        try:
+            async with self.agent.iter(prompt, message_history=self.history,
+                                       usage_limits=NO_LIMITS) as run:
+                self.run = run
+                while self.early:
+                    run.enqueue(self.early.pop(0))
+                async for _ in run:
+                    pass
+        except RunCancelled as exc:
+            self.history = repair_messages(exc.all_messages())  # closes the cut-off tool call
+            # What the cancelled run had queued: only AgentRun.pending_messages (documented as
+            # internal, for inspection) still shows it; a careful front end reads it.
+            self.left = [p.content for pm in run.pending_messages for m in pm.messages
+                         if isinstance(m, ModelRequest) for p in m.parts
+                         if isinstance(p, UserPromptPart)]
+        else:
+            self.history = run.result.all_messages()
+        finally:
+            self.run = None
+
+    def stop(self) -> None:
+        if self.run is not None:
+            self.run.cancel()
+
+    def returned(self) -> list[str]:
+        left, self.left = self.left, []
+        return left
+
+    def steer(self, text: str) -> bool:
+        if not self.running:
+            return False
+        if self.run is None:
+            self.early.append(text)
+            return True
+        try:
+            self.run.enqueue(text)
+        except UserError:
+            return False
+        return True
+
+    @property
+    def running(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+    async def wait(self) -> None:
+        if self.task is not None:
+            await self.task
+
+
+async def s_steer_latency() -> dict:
+    out = await S.run_steer_latency(SteerRuntime)
+    out["mechanism"] = "AgentRun.enqueue() (agent.iter())"
+    return out
+
+
+async def s_steer_share() -> dict:
+    out = await S.run_steer_share(SteerRuntime)
+    out["mechanism"] = "AgentRun.enqueue() (agent.iter())"
+    return out
+
+
+async def s_steer_races() -> dict:
+    out = await S.run_steer_races(SteerRuntime)
+    out["mechanism"] = "AgentRun.enqueue(); refused after the run ended -> a new run with it"
+    return out
+
+
+class _DocumentedOnly(SteerRuntime):
+    """A front end that keeps to the documented calls: nothing hands back what a cancelled run
+    had queued."""
+
+    def returned(self) -> list[str]:
+        self.left = []
+        return []
+
+
+async def s_steer_races_stopped() -> dict:
+    out = await S.run_steer_races(SteerRuntime, stop_share=0.1)
+    out["mechanism"] = ("AgentRun.enqueue(); stop: AgentRun.cancel(); handed back: read from "
+                        "AgentRun.pending_messages")
+    documented = await S.run_steer_races(_DocumentedOnly, stop_share=0.1)
+    out["documented_calls_only"] = {k: documented[k] for k in ("messages", "lost", "duplicated", "stops")}
+    return out
+
+
 if __name__ == "__main__":
     C.main(
         PEER,
-        {"overhead": s_overhead, "scaling": s_scaling, "parallel_tools": s_parallel, "cancel": s_cancel, "concurrent": s_concurrent},
+        {"overhead": s_overhead, "scaling": s_scaling, "parallel_tools": s_parallel, "cancel": s_cancel, "concurrent": s_concurrent,
+         "steer_latency": s_steer_latency, "steer_share": s_steer_share, "steer_races": s_steer_races,
+         "steer_races_stopped": s_steer_races_stopped},
         {"import pydantic_ai": "import pydantic_ai"},
         ["pydantic-ai-slim", "pydantic-graph", "pydantic", "anyio"],
     )

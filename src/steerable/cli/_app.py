@@ -36,7 +36,7 @@ from steerable.errors import ConfigurationError
 from steerable.providers import select_provider
 from steerable.storage import JSONLSessionStore
 
-__all__ = ["App", "Redactor", "build_app", "new_session_id"]
+__all__ = ["App", "Redactor", "build_app", "coding_agents", "new_session_id", "workspace_tools"]
 
 # Written for small local models as much as for big ones: short rules, nothing that invites a
 # report of changes (a small model asked to "say what you changed" claims changes it never made).
@@ -129,26 +129,16 @@ def _session(store: JSONLSessionStore, requested: str | None) -> str:
     return requested
 
 
-def build_app(settings: Settings, *, session: str | None, can_ask: bool,
-              script: str | None = None, record_events: str | None = None,
-              extra_tools: Sequence[Tool] = (), ask_by_events: bool = False) -> App:
-    """``can_ask``: approvals may be asked on this terminal; ``ask_by_events``: they are asked
-    through APPROVAL_REQUESTED events and answered by a front end (the server's page)."""
-    workspace = _workspace(settings)
-    redact = Redactor()
-    store = make_store(settings, redact)
-    session_id = _session(store, session)
-    provider = select_provider(settings["provider"], model=settings["model"],
-                               base_url=settings["base_url"], script=script)
-    sandbox = Sandbox(enabled=bool(settings["sandbox"]), network=bool(settings["sandbox_network"]))
-    tools = [*coding_tools(workspace, bash_timeout=settings["bash_timeout"], sandbox=sandbox),
-             *extra_tools]
+def coding_agents(settings: Settings, provider: Any, workspace: Workspace,
+                  tools: Sequence[Tool]) -> tuple[Agent, Agent]:
+    """The coding agent over ``tools`` and its dry-run twin (the same agent when the settings
+    ask for a dry run already)."""
     instructions = BASE_INSTRUCTIONS
     if settings["instructions"]:
         instructions += "\n\n" + settings["instructions"]
     common: dict[str, Any] = {"provider": provider, "name": "coder", "instructions": instructions,
-                                  "tools": tools, "max_iterations": settings["max_iterations"],
-                                  "model": settings["model"]}
+                              "tools": list(tools), "max_iterations": settings["max_iterations"],
+                              "model": settings["model"]}
     if settings["explorer"]:
         common["subagents"] = [Agent(
             name="explorer", provider=provider, model=settings["model"],
@@ -157,19 +147,48 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
             tools=[t for t in tools if t.read_only], max_iterations=settings["max_iterations"])]
     agent = Agent(dry_run=bool(settings["dry_run"]), **common)
     dry_agent = Agent(dry_run=True, **common) if not settings["dry_run"] else agent
+    return agent, dry_agent
+
+
+def workspace_tools(settings: Settings, workspace: Workspace) -> list[Tool]:
+    """The coding tools of ``workspace``, bash sandboxed as the settings say."""
+    sandbox = Sandbox(enabled=bool(settings["sandbox"]), network=bool(settings["sandbox_network"]))
+    return list(coding_tools(workspace, bash_timeout=settings["bash_timeout"], sandbox=sandbox))
+
+
+def build_app(settings: Settings, *, session: str | None, can_ask: bool,
+              script: str | None = None, record_events: str | None = None,
+              extra_tools: Sequence[Tool] = (), ask_by_events: bool = False,
+              approver: Any = None, checkpoints: bool = True, snapshots: bool = True) -> App:
+    """``can_ask``: approvals may be asked on this terminal; ``ask_by_events``: they are asked
+    through APPROVAL_REQUESTED events and answered by a front end (the server's page);
+    ``approver``: a hook that asks instead (an editor, over ACP). ``checkpoints=False``: a
+    cancelled turn is saved as it stands instead of leaving a checkpoint to resume.
+    ``snapshots=False``: no undo snapshots of the settings' workspace (ACP sessions each work
+    in a folder of their own)."""
+    workspace = _workspace(settings)
+    redact = Redactor()
+    store = make_store(settings, redact)
+    session_id = _session(store, session)
+    provider = select_provider(settings["provider"], model=settings["model"],
+                               base_url=settings["base_url"], script=script)
+    agent, dry_agent = coding_agents(settings, provider, workspace,
+                                     [*workspace_tools(settings, workspace), *extra_tools])
     try:
         permissions = Permissions([(action, pattern) for action, pattern, _ in settings.rules])
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     loop = AgentLoop(agent, store=store, permissions=permissions,
                      timeouts=Timeouts(approval=HUMAN_APPROVAL_TIMEOUT),
-                     record_events=record_events)
-    undo = snapshot_hook(settings, workspace.root)
+                     record_events=record_events, checkpoints=checkpoints)
+    undo = snapshot_hook(settings, workspace.root) if snapshots else None
     if undo is not None:
         loop.register_hook(undo, priority=SNAPSHOT_HOOK_PRIORITY, timeout=SNAPSHOT_HOOK_TIMEOUT)
     interactive = False
     if not settings["yes"]:
-        if ask_by_events:
+        if approver is not None:
+            loop.register_hook(approver)
+        elif ask_by_events:
             from steerable import HumanApprover
 
             loop.register_hook(HumanApprover())

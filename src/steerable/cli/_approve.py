@@ -1,8 +1,6 @@
 """Inline approvals: what to show for an asked tool call, and what "always" allows.
 
-"always" adds rules for the rest of the session: for ``bash`` one per command of the line,
-each exact (glob characters escaped; rules match each command of a line on its own, so allowing
-``git status`` never allows ``git status; rm -rf ~``), for any other tool the tool as a whole.
+"always" adds rules for the rest of the session (``steerable.coding._always`` says which).
 """
 
 from __future__ import annotations
@@ -15,38 +13,16 @@ from typing import Any
 
 from steerable import ToolContext
 from steerable.cli._app import App
-from steerable.coding._shell import command_subjects
+from steerable.coding._always import always_rules
+from steerable.coding._always import uncoverable as _uncoverable
 
 __all__ = ["always_rules", "describe_request", "discard_typed_ahead", "is_bare_answer",
            "parse_answer", "read_line", "uncoverable"]
 
 
-def _escape_glob(text: str) -> str:
-    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
-
-
-def always_rules(tool_name: str, arguments: Any) -> list[str]:
-    if tool_name == "bash" and isinstance(arguments, dict) and "command" in arguments:
-        commands = command_subjects(str(arguments["command"]))
-        return [f"bash({_escape_glob(c)})" for c in commands] or [tool_name]
-    return [tool_name]
-
-
 def uncoverable(app: App, tool_name: str, arguments: Any) -> bool:
-    """Whether no "always" rule can cover this call: part of it is something the permission
-    reader cannot vouch for (a bash line with redirections, substitutions...), which only an
-    unconditional rule would allow; "always" would add a rule that never matches."""
-    from steerable.tools import UncoveredSubject
-
-    tool = app.agent.tools_by_name.get(tool_name)
-    subjects_of = getattr(tool, "permission_subjects", None)
-    if subjects_of is None or not isinstance(arguments, dict):
-        return False
-    try:
-        subjects = subjects_of(arguments)
-    except Exception:  # the call will fail anyway
-        return False
-    return any(isinstance(x, UncoveredSubject) for x in subjects)
+    """See ``steerable.coding._always.uncoverable``: for the app's tool of that name."""
+    return _uncoverable(app.agent.tools_by_name.get(tool_name), arguments)
 
 
 def describe_request(app: App, tool_name: str, arguments: Any) -> str:

@@ -169,6 +169,26 @@ def build_parser() -> argparse.ArgumentParser:
                        "a browser (repeatable; default: the server's own pages only)")
     _serve_options(serve)
 
+    acp = sub.add_parser("acp", help="serve the agent to an editor over ACP (stdin/stdout)",
+                         description="Run as an Agent Client Protocol agent on stdin/stdout, "
+                         "for editors (Zed, JetBrains IDEs, Neovim...): see the README for "
+                         "their settings. Approvals are asked in the editor unless --yes.")
+    acp.add_argument("--busy-policy", default="steer",
+                     choices=["steer", "follow_up", "interrupt", "rollback", "reject"],
+                     help="what a prompt for a session at work does (default: steer it into "
+                          "the running turn)")
+    acp.add_argument("--unstable", action="store_true",
+                     help="also offer the draft _session/inject method")
+    acp.add_argument("--no-editor-fs", dest="editor_fs", action="store_false",
+                     help="read and write files directly, not through the editor's buffers")
+    acp.add_argument("--no-editor-terminal", dest="editor_terminal", action="store_false",
+                     help="run bash here, not in the editor's terminal")
+    _serve_options(acp)
+    g = acp.add_argument_group("sandbox")
+    g.add_argument("--no-sandbox", dest="sandbox", action="store_const", const=False,
+                   default=None, help="run bash unconfined (default: in bubblewrap when "
+                   "installed)")
+
     sessions = sub.add_parser("sessions", help="list, show, export, fork or remove sessions")
     ss = sessions.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser,
                                  required=True)

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from steerable import Event, EventKind, TurnResult, TurnStatus
+from steerable import Event, EventKind, MessageState, TurnResult, TurnStatus
 from steerable._session_driver import SessionDriver
 from steerable.cli._app import App, build_app, existing_session, new_session_id
 from steerable.cli._approve import (
@@ -58,8 +58,13 @@ Ctrl+D, /quit  leave
 /events        show or hide the raw event stream
 /resume        continue this session's pending turn (cancelled, or cut off by a crash)
 /discard       drop this session's pending turn
+/queue         list the messages that wait (numbered)
+/revoke N      withdraw message N of the last /queue while it still waits
+/edit N TEXT   change the text of message N of the last /queue while it still waits
 /undo [N] [--force]  take back the files the agent's last N turns changed (bash included)
 /redo [--force]      re-apply what the last /undo took back"""
+
+KIND = {"steer": "steer", "follow_up": "follow-up", "send": "message"}
 
 
 class ChatSession:
@@ -80,6 +85,8 @@ class ChatSession:
         # Messages typed while the session has a pending turn: they run, in order, once that
         # turn has been resumed or discarded (nothing typed is dropped).
         self.held: deque[str] = deque()
+        # What the last /queue listed, by number: a message id, or the text of a held message.
+        self.listed: list[tuple[str, str]] = []
         self.quit = False
         self.invalidate: Any = lambda: None
 
@@ -100,12 +107,15 @@ class ChatSession:
         return "steer > " if self.busy else "> "
 
     def toolbar(self) -> str:
+        waiting = len(self.app.loop.queued_messages(self.app.session_id)) + len(self.held)
+        queued = f" · {waiting} queued (/queue)" if waiting else ""
         if self.busy:
             frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
             spin = frames[int(time.monotonic() * 10) % len(frames)]
-            return f" {spin} {self.view.toolbar() or 'working'}   (Enter: steer, >>: follow-up)"
+            return (f" {spin} {self.view.toolbar() or 'working'}{queued}   "
+                    "(Enter: steer, >>: follow-up)")
         dry = " · dry-run" if self.dry_run else ""
-        return f" session {self.app.session_id}{dry} · /help · Ctrl+D quits"
+        return f" session {self.app.session_id}{dry}{queued} · /help · Ctrl+D quits"
 
     # -- events -------------------------------------------------------------------------------
 
@@ -129,6 +139,9 @@ class ChatSession:
             elif event.kind is EventKind.APPROVAL_RESOLVED:
                 self.approvals = deque(a for a in self.approvals
                                        if a.request_id != event.request_id)
+            elif (event.kind is EventKind.MESSAGE_STATE
+                  and event.state is MessageState.REJECTED and event.message_kind == "send"):
+                self.say(f"not taken: {self.app.redact(event.text)} ({event.detail})", "red")
             self.invalidate()
 
     # -- input --------------------------------------------------------------------------------
@@ -225,6 +238,16 @@ class ChatSession:
             self.dry_run = arg == "on"
             self.driver.agent = app.agent_for(self.dry_run)
             self.say(f"dry-run {arg}: {'changes are previewed only' if self.dry_run else 'tools act for real'}")
+        elif name == "/queue":
+            self.show_queue()
+        elif name in ("/revoke", "/edit") and self.numbered(arg) is not None:
+            n, _, new = arg.partition(" ")
+            if name == "/revoke":
+                self.revoke(int(n))
+            elif new.strip():
+                self.edit(int(n), new.strip())
+            else:
+                self.say("/edit N TEXT: the new text is missing", "yellow")
         elif name == "/sessions":
             from steerable.cli._sessions import _list
 
@@ -236,8 +259,7 @@ class ChatSession:
         elif name == "/resume":
             self.continue_pending()
         elif name == "/discard":
-            dropped = app.store.delete_checkpoint(app.session_id)
-            self.say("pending turn dropped" if dropped else "no pending turn")
+            self.say("pending turn dropped" if self.driver.discard() else "no pending turn")
             self.send_held()
         elif name == "/new":
             self.drop_held()
@@ -249,6 +271,63 @@ class ChatSession:
             await self.undo(name, arg.split())
         else:
             self.say(f"unknown or incomplete command {text!r}; /help lists them", "yellow")
+
+    # -- the messages that wait -----------------------------------------------------------------
+
+    def show_queue(self) -> None:
+        """Number what waits: the session's queued messages, then those held behind a pending
+        turn; /revoke and /edit take these numbers."""
+        redact = self.app.redact
+        self.listed = []
+        for m in self.app.loop.queued_messages(self.app.session_id):
+            self.listed.append(("id", m.message_id))
+            self.say(f"{len(self.listed)}. [{KIND.get(m.kind, m.kind)}] {redact(m.text)} · "
+                     f"{m.state.value}", "")
+        for text in self.held:
+            self.listed.append(("held", text))
+            self.say(f"{len(self.listed)}. [held] {redact(text)} · waits for the pending turn to "
+                     "be resumed or discarded", "")
+        if not self.listed:
+            self.say("nothing is queued")
+
+    def numbered(self, arg: str) -> int | None:
+        n = arg.partition(" ")[0]
+        return int(n) if n.isdigit() else None
+
+    def _listed(self, n: int) -> tuple[str, str] | None:
+        if 1 <= n <= len(self.listed):
+            return self.listed[n - 1]
+        self.say(f"no message {n} in the last /queue listing; /queue lists them", "yellow")
+        return None
+
+    def revoke(self, n: int) -> None:
+        entry = self._listed(n)
+        if entry is None:
+            return
+        what, ref = entry
+        if what == "held" and ref in self.held:
+            self.held.remove(ref)
+            done = True
+        else:
+            done = what == "id" and self.app.loop.revoke_message(ref)
+        self.say(f"message {n} withdrawn" if done else
+                 f"too late: message {n} no longer waits (delivered, or its turn ended)",
+                 "cyan" if done else "yellow")
+
+    def edit(self, n: int, text: str) -> None:
+        entry = self._listed(n)
+        if entry is None:
+            return
+        what, ref = entry
+        if what == "held" and ref in self.held:
+            self.held[self.held.index(ref)] = text
+            self.listed[n - 1] = ("held", text)
+            done = True
+        else:
+            done = what == "id" and self.app.loop.edit_message(ref, text)
+        self.say(f"message {n} now reads: {self.app.redact(text)}" if done else
+                 f"too late: message {n} no longer waits (delivered, or its turn ended)",
+                 "cyan" if done else "yellow")
 
     async def undo(self, name: str, args: list[str]) -> None:
         from steerable.cli._undo import describe
@@ -309,7 +388,7 @@ class ChatSession:
         from steerable.errors import SteerableError
 
         try:
-            handle = self.app.loop.resume(self.app.session_id)
+            handle = self.driver.resume()
         except (SteerableError, ValueError) as exc:
             self.say(f"cannot continue the pending turn: {exc}", "red")
             return
@@ -320,11 +399,10 @@ class ChatSession:
         self.resumed = asyncio.ensure_future(self.after_resume(handle))
 
     async def after_resume(self, handle: Any) -> None:
-        """A resumed turn runs outside ``send``: report it and queue its follow-ups."""
-        result = await handle
-        self.on_result(result)
-        if result.status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS):
-            self.held.extendleft(reversed(result.follow_ups))  # the resumed turn's come first
+        """Messages typed while the turn was pending run after it and the follow-ups it hands
+        back (the driver reports it and sends those)."""
+        await handle
+        await self.driver.wait_idle()
         self.send_held()
 
     def export(self, args: list[str]) -> None:

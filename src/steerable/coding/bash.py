@@ -119,8 +119,11 @@ async def _run(argv: list[str], cwd: str, env: dict[str, str], limit: float,
         # log &``) go with the group (in the sandbox the PID namespace already took them).
         _kill_group(pid)
     except asyncio.CancelledError:
-        # A hard abort: kill the group at once (synchronously), then let the cancel proceed.
+        # A hard abort: kill the group at once (synchronously), then let the cancel proceed,
+        # once the killed process has been reaped (a few ms): its exit is recorded before the
+        # event loop may close, so no process object is left unreaped.
         _kill_group(pid)
+        await asyncio.wait((proto.exited,), timeout=PIPE_GRACE)
         raise
     finally:
         transport.close()

@@ -16,24 +16,23 @@ from steerable.coding.write import atomic_write, current_text
 from steerable.errors import ToolError
 from steerable.tools import FunctionTool, tool
 
-__all__ = ["make_edit_tool"]
+__all__ = ["check_edit", "make_edit_tool", "replace_text"]
 
 
 def _line_of(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
 
 
-def _apply(ws: Workspace, where: Located, old_text: str, new_text: str,
-           replace_all: bool) -> tuple[str, str, str]:
-    """Work out the edit without writing: (name, old content, new content)."""
-    name = ws.display(where.path)
+def check_edit(old_text: str, new_text: str) -> None:
     if not old_text:
         raise ToolError("old_text must not be empty; use write to create or replace a file")
     if old_text == new_text:
         raise ToolError("old_text and new_text are the same; nothing to change")
-    before = current_text(where, name)
-    if before is None:
-        raise ToolError(f"{name} does not exist; use write to create it")
+
+
+def replace_text(before: str, name: str, old_text: str, new_text: str, replace_all: bool) -> str:
+    """``before`` with ``old_text`` replaced (once, unless ``replace_all``); a ``ToolError`` the
+    model can act on when it is missing or ambiguous. Shared with the editor-backed edit."""
     count = before.count(old_text)
     if count == 0:
         hint = ""
@@ -49,9 +48,19 @@ def _apply(ws: Workspace, where: Located, old_text: str, new_text: str,
             start += len(old_text)
         raise ToolError(f"old_text occurs {count} times in {name} (at lines {', '.join(lines)}); "
                         "include more surrounding text to make it unique, or set replace_all")
-    after = before.replace(old_text, new_text) if replace_all else \
+    return before.replace(old_text, new_text) if replace_all else \
         before.replace(old_text, new_text, 1)
-    return name, before, after
+
+
+def _apply(ws: Workspace, where: Located, old_text: str, new_text: str,
+           replace_all: bool) -> tuple[str, str, str]:
+    """Work out the edit without writing: (name, old content, new content)."""
+    name = ws.display(where.path)
+    check_edit(old_text, new_text)
+    before = current_text(where, name)
+    if before is None:
+        raise ToolError(f"{name} does not exist; use write to create it")
+    return name, before, replace_text(before, name, old_text, new_text, replace_all)
 
 
 def _missing(ws: Workspace, path: str) -> ToolError:

@@ -227,7 +227,7 @@ class RedisClient:
         import redis
 
         try:
-            clients = await self._redis.client_list()
+            clients = await self._redis.client_list(_type="normal")
         except redis.ResponseError:
             return True  # CLIENT LIST not permitted (an ACL): wait for the timeout instead
         name = self.keys.client_name(worker)

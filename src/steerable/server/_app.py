@@ -35,8 +35,11 @@ __all__ = ["MAX_BODY", "create_app"]
 
 MAX_BODY = 64 * 1024
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_PUBLIC = ("/", "/static/app.js", "/static/undo.js", "/static/app.css", "/favicon.svg")
-_STATIC = {"app.js": "text/javascript", "undo.js": "text/javascript", "app.css": "text/css"}
+_MESSAGE_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+_PUBLIC = ("/", "/static/app.js", "/static/undo.js", "/static/messages.js", "/static/app.css",
+           "/favicon.svg")
+_STATIC = {"app.js": "text/javascript", "undo.js": "text/javascript",
+           "messages.js": "text/javascript", "app.css": "text/css"}
 
 
 class BadRequest(Exception):
@@ -55,6 +58,13 @@ def _session_id(request: Request) -> str:
         raise BadRequest(400, "invalid session id: 1-128 letters, digits, '.', '_' or '-', "
                               "starting with a letter or digit")
     return str(sid)
+
+
+def _message_id(request: Request) -> str:
+    mid = request.path_params["message_id"]
+    if not _MESSAGE_ID.match(mid):
+        raise BadRequest(400, "invalid message id: 1-128 letters, digits, '.', '_' or '-'")
+    return str(mid)
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -108,6 +118,8 @@ def _json_errors(handler: Handler) -> Handler:
             return _error(400, str(exc))
         except ConnectionError as exc:  # Redis, or the worker holding the session, is down
             return _error(503, str(exc))
+        except NotImplementedError as exc:
+            return _error(501, str(exc))
 
     return wrapped
 
@@ -129,48 +141,46 @@ def create_app(runner: SessionRunner, *, token: str | None = None,
         finally:
             await runner.aclose()
 
-    async def post_message(request: Request) -> Response:
-        sid = _session_id(request)
-        data = await _body(request)
-        text = _field(data, "text", str)
-        policy = _field(data, "policy", str, required=False, choices=BUSY_POLICIES)
-        sent = await runner.send(sid, text, policy)
-        return JSONResponse({"turn_id": sent.turn_id, "action": sent.action}, status_code=202)
+    async def not_found(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        return _error(status, "not found" if status == 404 else
+                      "method not allowed" if status == 405 else "error")
 
-    async def steer(request: Request) -> Response:
-        sid = _session_id(request)
-        text = _field(await _body(request), "text", str)
-        return JSONResponse({"ok": await runner.steer(sid, text)})
+    routes = [*_page_routes(), *_session_routes(runner), *_message_routes(runner),
+              *_control_routes(runner, undo), *_undo_routes(undo, _S)]
+    return Starlette(routes=routes, lifespan=lifespan,
+                     middleware=[Middleware(AccessGuard, token=token, public=_PUBLIC,
+                                            hosts=allowed_hosts, origins=allowed_origins)],
+                     exception_handlers={HTTPException: not_found})
 
-    async def follow_up(request: Request) -> Response:
-        sid = _session_id(request)
-        text = _field(await _body(request), "text", str)
-        return JSONResponse({"ok": await runner.follow_up(sid, text)})
 
-    async def interrupt(request: Request) -> Response:
-        sid = _session_id(request)
-        data = await _body(request)
-        mode = _field(data, "mode", str, choices=frozenset({"graceful", "hard"}))
-        restore = _restore_files(undo, data, mode, sid)
-        ok = await runner.interrupt(sid, mode)
-        if restore is not None and not ok:
-            restore.cancel_restore(sid)
-        return JSONResponse({"ok": ok})
+_S = "/v1/sessions/{session_id}"
 
-    async def cancel(request: Request) -> Response:
-        sid = _session_id(request)
-        modes = frozenset({"immediate", "after_model", "after_tools"})
-        mode = _field(await _body(request), "mode", str, choices=modes)
-        return JSONResponse({"ok": await runner.cancel(sid, mode)})
 
-    async def approval(request: Request) -> Response:
-        rid = request.path_params["request_id"]
-        if len(rid) > 200:
-            raise BadRequest(400, "request id too long")
-        data = await _body(request)
-        approved = _field(data, "approved", bool)
-        reason = _field(data, "reason", str, required=False) or ""
-        return JSONResponse({"ok": await runner.resolve_approval(rid, approved, reason)})
+def _page_routes() -> list[Route]:
+    """The web page's three files (public: they hold no data) and the health check."""
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    async def page(request: Request) -> Response:
+        return _asset("index.html", "text/html; charset=utf-8")
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in _STATIC:
+            raise HTTPException(404)
+        return _asset(name, _STATIC[name] + "; charset=utf-8")
+
+    async def favicon(request: Request) -> Response:
+        return _asset("favicon.svg", "image/svg+xml")
+
+    return [Route("/", page), Route("/static/{name}", static), Route("/favicon.svg", favicon),
+            Route("/healthz", healthz)]
+
+
+def _session_routes(runner: SessionRunner) -> list[Route]:
+    """Sessions: list, read, delete, follow their events (SSE)."""
 
     async def list_sessions(request: Request) -> Response:
         return JSONResponse({"sessions": await runner.list_sessions()})
@@ -199,46 +209,96 @@ def create_app(runner: SessionRunner, *, token: str | None = None,
         # Closing the response (client gone) closes the generator, which detaches the client.
         return EventSourceResponse(frames(), ping=15, headers={"Cache-Control": "no-store"})
 
-    async def healthz(request: Request) -> Response:
+    return [Route("/v1/sessions", _json_errors(list_sessions)),
+            Route(_S, _json_errors(get_session), methods=["GET"]),
+            Route(_S, _json_errors(delete_session), methods=["DELETE"]),
+            Route(_S + "/events", _json_errors(events))]
+
+
+def _message_routes(runner: SessionRunner) -> list[Route]:
+    """Messages (SPEC 10): give one (each answer names its ``message_id``), list what waits,
+    withdraw or edit a message while it waits."""
+
+    async def post_message(request: Request) -> Response:
+        sid = _session_id(request)
+        data = await _body(request)
+        text = _field(data, "text", str)
+        policy = _field(data, "policy", str, required=False, choices=BUSY_POLICIES)
+        discard = _field(data, "discard_pending", bool, required=False) or False
+        sent = await runner.send(sid, text, policy, discard_pending=discard)
+        return JSONResponse(sent.json(), status_code=202)
+
+    async def steer(request: Request) -> Response:
+        sid = _session_id(request)
+        text = _field(await _body(request), "text", str)
+        return JSONResponse((await runner.steer(sid, text)).json())
+
+    async def follow_up(request: Request) -> Response:
+        sid = _session_id(request)
+        text = _field(await _body(request), "text", str)
+        return JSONResponse((await runner.follow_up(sid, text)).json())
+
+    async def queue(request: Request) -> Response:
+        return JSONResponse({"messages": await runner.queue(_session_id(request))})
+
+    async def revoke(request: Request) -> Response:
+        return JSONResponse({"ok": await runner.revoke(_message_id(request))})
+
+    async def edit(request: Request) -> Response:
+        mid = _message_id(request)
+        text = _field(await _body(request), "text", str)
+        return JSONResponse({"ok": await runner.edit(mid, text)})
+
+    return [Route(_S + "/messages", _json_errors(post_message), methods=["POST"]),
+            Route(_S + "/steer", _json_errors(steer), methods=["POST"]),
+            Route(_S + "/follow_up", _json_errors(follow_up), methods=["POST"]),
+            Route(_S + "/queue", _json_errors(queue), methods=["GET"]),
+            Route("/v1/messages/{message_id}", _json_errors(revoke), methods=["DELETE"]),
+            Route("/v1/messages/{message_id}", _json_errors(edit), methods=["PATCH"])]
+
+
+def _control_routes(runner: SessionRunner, undo: UndoAPI | None) -> list[Route]:
+    """Interrupt (a hard one may restore the files, with ``undo``), cancel, answer an
+    approval; resume or discard a pending turn."""
+
+    async def interrupt(request: Request) -> Response:
+        sid = _session_id(request)
+        data = await _body(request)
+        mode = _field(data, "mode", str, choices=frozenset({"graceful", "hard"}))
+        restore = _restore_files(undo, data, mode, sid)
+        ok = await runner.interrupt(sid, mode)
+        if restore is not None and not ok:
+            restore.cancel_restore(sid)
+        return JSONResponse({"ok": ok})
+
+    async def cancel(request: Request) -> Response:
+        sid = _session_id(request)
+        modes = frozenset({"immediate", "after_model", "after_tools"})
+        mode = _field(await _body(request), "mode", str, choices=modes)
+        return JSONResponse({"ok": await runner.cancel(sid, mode)})
+
+    async def approval(request: Request) -> Response:
+        rid = request.path_params["request_id"]
+        if len(rid) > 200:
+            raise BadRequest(400, "request id too long")
+        data = await _body(request)
+        approved = _field(data, "approved", bool)
+        reason = _field(data, "reason", str, required=False) or ""
+        return JSONResponse({"ok": await runner.resolve_approval(rid, approved, reason)})
+
+    async def resume(request: Request) -> Response:
+        sent = await runner.resume(_session_id(request))
+        return JSONResponse(sent.json(), status_code=202)
+
+    async def discard_pending(request: Request) -> Response:
+        await runner.discard_pending(_session_id(request))
         return JSONResponse({"ok": True})
 
-    async def page(request: Request) -> Response:
-        return _asset("index.html", "text/html; charset=utf-8")
-
-    async def static(request: Request) -> Response:
-        name = request.path_params["name"]
-        if name not in _STATIC:
-            raise HTTPException(404)
-        return _asset(name, _STATIC[name] + "; charset=utf-8")
-
-    async def favicon(request: Request) -> Response:
-        return _asset("favicon.svg", "image/svg+xml")
-
-    async def not_found(request: Request, exc: Exception) -> Response:
-        status = exc.status_code if isinstance(exc, HTTPException) else 500
-        return _error(status, "not found" if status == 404 else
-                      "method not allowed" if status == 405 else "error")
-
-    s = "/v1/sessions/{session_id}"
-    routes = [
-        Route("/", page), Route("/static/{name}", static), Route("/favicon.svg", favicon),
-        Route("/healthz", healthz),
-        Route("/v1/sessions", _json_errors(list_sessions)),
-        Route(s, _json_errors(get_session), methods=["GET"]),
-        Route(s, _json_errors(delete_session), methods=["DELETE"]),
-        Route(s + "/messages", _json_errors(post_message), methods=["POST"]),
-        Route(s + "/events", _json_errors(events)),
-        Route(s + "/steer", _json_errors(steer), methods=["POST"]),
-        Route(s + "/follow_up", _json_errors(follow_up), methods=["POST"]),
-        Route(s + "/interrupt", _json_errors(interrupt), methods=["POST"]),
-        Route(s + "/cancel", _json_errors(cancel), methods=["POST"]),
-        *_undo_routes(undo, s),
-        Route("/v1/approvals/{request_id}", _json_errors(approval), methods=["POST"]),
-    ]
-    return Starlette(routes=routes, lifespan=lifespan,
-                     middleware=[Middleware(AccessGuard, token=token, public=_PUBLIC,
-                                            hosts=allowed_hosts, origins=allowed_origins)],
-                     exception_handlers={HTTPException: not_found})
+    return [Route(_S + "/interrupt", _json_errors(interrupt), methods=["POST"]),
+            Route(_S + "/cancel", _json_errors(cancel), methods=["POST"]),
+            Route("/v1/approvals/{request_id}", _json_errors(approval), methods=["POST"]),
+            Route(_S + "/resume", _json_errors(resume), methods=["POST"]),
+            Route(_S + "/pending_turn", _json_errors(discard_pending), methods=["DELETE"])]
 
 
 def _restore_files(undo: UndoAPI | None, data: dict[str, Any], mode: str,

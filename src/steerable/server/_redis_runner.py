@@ -15,16 +15,26 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from steerable._core._checkpoint import Checkpoint, CheckpointStore
 from steerable._lanes import BusyPolicy
 from steerable._secrets import redacted
 from steerable.errors import SessionBusyError
 from steerable.scale import RedisWorker
 from steerable.server._hub import SSEItem
-from steerable.server._runner import CancelModeName, InterruptModeName, Sent, message_json
+from steerable.server._runner import (
+    CancelModeName,
+    InterruptModeName,
+    Sent,
+    Taken,
+    message_json,
+    pending_or_error,
+)
 
 __all__ = ["RedisRunner", "pack_id", "unpack_id"]
 
 _SPREAD = 4096
+_NOT_ACROSS_WORKERS = ("not available with --redis yet: the queued messages of a session shared "
+                       "through Redis cannot be listed, withdrawn or edited from the server")
 
 
 def pack_id(entry_id: str) -> int:
@@ -57,15 +67,54 @@ class RedisRunner:
         if self._task is not None:
             await self._task
 
-    async def send(self, session_id: str, text: str, policy: BusyPolicy | None) -> Sent:
+    async def send(self, session_id: str, text: str, policy: BusyPolicy | None, *,
+                   discard_pending: bool = False) -> Sent:
+        # A worker that takes a new message drops the session's pending turn itself (the user
+        # moved on), so ``discard_pending`` changes nothing here.
         sent = await self.client.send(text, session_id, policy or "steer")
         return Sent(sent.turn_id, sent.action)
 
-    async def steer(self, session_id: str, text: str) -> bool:
-        return await self.client.steer(text, session_id)
+    async def _pending(self, session_id: str) -> Checkpoint | None:
+        store = self.store
+        if not isinstance(store, CheckpointStore):
+            return None
+        return await asyncio.to_thread(store.load_checkpoint, session_id)
 
-    async def follow_up(self, session_id: str, text: str) -> bool:
-        return await self.client.follow_up(text, session_id)
+    async def resume(self, session_id: str) -> Sent:
+        if await self._busy(session_id):
+            raise SessionBusyError(f"session {session_id!r} is busy; a running turn cannot be "
+                                   "resumed")
+        if await self._pending(session_id) is None:
+            raise LookupError(f"session {session_id!r} has no pending turn")
+        sent = await self.client.resume(session_id)
+        return Sent(None, "resumed" if sent.action == "started" else sent.action)
+
+    async def discard_pending(self, session_id: str) -> None:
+        if await self._busy(session_id):
+            raise SessionBusyError(f"session {session_id!r} is busy; its pending turn, if any, "
+                                   "is the running one")
+        store = self.store
+        if not isinstance(store, CheckpointStore) or not await asyncio.to_thread(
+                store.delete_checkpoint, session_id):
+            raise LookupError(f"session {session_id!r} has no pending turn")
+
+    async def steer(self, session_id: str, text: str) -> Taken:
+        return Taken(await self.client.steer(text, session_id))
+
+    async def follow_up(self, session_id: str, text: str) -> Taken:
+        return Taken(await self.client.follow_up(text, session_id))
+
+    # The messages that wait are in Redis or in whichever worker's process holds the session;
+    # listing, withdrawing and editing them there is not built yet: say so (501).
+
+    async def queue(self, session_id: str) -> list[dict[str, Any]]:
+        raise NotImplementedError(_NOT_ACROSS_WORKERS)
+
+    async def revoke(self, message_id: str) -> bool:
+        raise NotImplementedError(_NOT_ACROSS_WORKERS)
+
+    async def edit(self, message_id: str, text: str) -> bool:
+        raise NotImplementedError(_NOT_ACROSS_WORKERS)
 
     async def interrupt(self, session_id: str, mode: InterruptModeName) -> bool:
         return await self.client.interrupt(session_id, mode)
@@ -92,13 +141,14 @@ class RedisRunner:
         cursor = pack_id(last[0][0].decode()) if last else 0
         busy = await self._busy(session_id)
         exists = await asyncio.to_thread(self.store.exists, session_id)
-        if not exists and not busy:
+        pending = None if busy else await pending_or_error(self._pending(session_id))
+        if not exists and not busy and pending is None:
             raise LookupError(f"no session {session_id!r}")
         messages = await asyncio.to_thread(self.store.load, session_id)
         queued = await redis.lrange(self.client.keys.queue(session_id), 0, -1)
         return dict(redacted({"id": session_id, "messages": [message_json(m) for m in messages],
                               "busy": busy, "queued": [str(json.loads(q)["text"]) for q in queued],
-                              "events_after": cursor}, self.redact))
+                              "pending_turn": pending, "events_after": cursor}, self.redact))
 
     async def delete_session(self, session_id: str) -> None:
         if await self._busy(session_id):

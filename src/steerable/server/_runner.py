@@ -1,7 +1,8 @@
 """The seam between the HTTP layer and whatever runs the sessions.
 
 ``SessionRunner`` is everything the routes call: send a message, steer, interrupt, cancel,
-answer an approval, read and delete sessions, follow a session's events. ``LocalRunner`` is
+answer an approval, list, withdraw and edit the messages that wait, resume or discard a pending
+turn, read and delete sessions, follow a session's events. ``LocalRunner`` is
 the one-process implementation over an ``AgentLoop`` and its store; a runner that spreads
 sessions over several processes (a Redis bus) implements the same protocol and the routes do
 not change. Runner methods raise ``SessionBusyError`` (409), ``LookupError`` (404) or
@@ -11,20 +12,23 @@ not change. Runner methods raise ``SessionBusyError`` (409), ``LookupError`` (40
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from steerable._core._cancel import CancelMode
-from steerable._lanes import BusyPolicy
-from steerable._loop import AgentLoop
+from steerable._core._checkpoint import Checkpoint
+from steerable._lanes import BusyPolicy, QueuedTurn
+from steerable._loop import AgentLoop, TurnHandle
 from steerable._messages import Message
+from steerable._receipts import MessageReceipt
 from steerable._secrets import redacted
 from steerable._session_driver import SessionDriver
-from steerable.errors import SessionBusyError
+from steerable.errors import CheckpointError, SessionBusyError
 from steerable.server._hub import EventHub, SSEItem
 
-__all__ = ["CancelModeName", "InterruptModeName", "LocalRunner", "Sent", "SessionRunner"]
+__all__ = ["CancelModeName", "InterruptModeName", "LocalRunner", "Sent", "SessionRunner", "Taken",
+           "pending_json", "pending_or_error", "pending_refusal"]
 
 InterruptModeName = Literal["graceful", "hard"]
 CancelModeName = Literal["immediate", "after_model", "after_tools"]
@@ -32,8 +36,36 @@ CancelModeName = Literal["immediate", "after_model", "after_tools"]
 
 @dataclass(frozen=True, slots=True)
 class Sent:
+    """What became of a message: what was done with it, and its id and state (SPEC 10)."""
+
     turn_id: str | None
     action: str
+    message_id: str | None = None
+    state: str | None = None
+
+    def json(self) -> dict[str, Any]:
+        return {"turn_id": self.turn_id, "action": self.action, "message_id": self.message_id,
+                "state": self.state}
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """A steer or a follow-up: ``ok`` when the running turn (or the session) took it."""
+
+    ok: bool
+    message_id: str | None = None
+    state: str | None = None
+    detail: str = ""
+
+    def json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "message_id": self.message_id, "state": self.state,
+                "detail": self.detail}
+
+
+def _taken(r: MessageReceipt | TurnHandle | QueuedTurn) -> Taken:
+    if isinstance(r, MessageReceipt):
+        return Taken(bool(r), r.message_id, r.state.value, r.detail)
+    return Taken(True, r.message_id, r.state.value)  # sent: queued, or its own turn
 
 
 class SessionRunner(Protocol):
@@ -41,17 +73,28 @@ class SessionRunner(Protocol):
 
     async def aclose(self) -> None: ...
 
-    async def send(self, session_id: str, text: str, policy: BusyPolicy | None) -> Sent: ...
+    async def send(self, session_id: str, text: str, policy: BusyPolicy | None, *,
+                   discard_pending: bool = False) -> Sent: ...
 
-    async def steer(self, session_id: str, text: str) -> bool: ...
+    async def steer(self, session_id: str, text: str) -> Taken: ...
 
-    async def follow_up(self, session_id: str, text: str) -> bool: ...
+    async def follow_up(self, session_id: str, text: str) -> Taken: ...
 
     async def interrupt(self, session_id: str, mode: InterruptModeName) -> bool: ...
 
     async def cancel(self, session_id: str, mode: CancelModeName) -> bool: ...
 
     async def resolve_approval(self, request_id: str, approved: bool, reason: str) -> bool: ...
+
+    async def queue(self, session_id: str) -> list[dict[str, Any]]: ...
+
+    async def revoke(self, message_id: str) -> bool: ...
+
+    async def edit(self, message_id: str, text: str) -> bool: ...
+
+    async def resume(self, session_id: str) -> Sent: ...
+
+    async def discard_pending(self, session_id: str) -> None: ...
 
     async def list_sessions(self) -> list[dict[str, Any]]: ...
 
@@ -74,6 +117,35 @@ def message_json(message: Message) -> dict[str, Any]:
     if message.is_error:
         out["is_error"] = True
     return out
+
+
+def pending_json(cp: Checkpoint) -> dict[str, Any]:
+    """A pending turn as the API shows it (``GET /v1/sessions/{id}``: ``pending_turn``; before
+    redaction, which the runner applies to the whole answer)."""
+    return {"turn_id": cp.turn_id, "origin_turn_id": cp.origin_turn_id,
+            "reason": cp.reason, "cancel_mode": cp.cancel_mode, "iteration": cp.iteration,
+            "input": cp.input, "pending_tools": [c.name for c in cp.pending_calls],
+            "updated": cp.updated}
+
+
+def pending_refusal(session_id: str, cp: Checkpoint) -> CheckpointError:
+    """Why a new message cannot start a turn, and the three HTTP ways on (a 409)."""
+    why = f"cancelled ({cp.cancel_mode})" if cp.cancel_mode else "cut off (its process stopped)"
+    base = f"/v1/sessions/{session_id}"
+    return CheckpointError(
+        f"session {session_id!r} has a pending turn, {why} after {cp.iteration} LLM call(s): "
+        f"POST {base}/resume continues it, DELETE {base}/pending_turn drops it, or send the "
+        'message again with "discard_pending": true')
+
+
+async def pending_or_error(load: Awaitable[Checkpoint | None]) -> dict[str, Any] | None:
+    """``pending_turn`` of a session: its JSON, None, or ``{"error"}`` when the checkpoint
+    cannot be read (``DELETE .../pending_turn`` still drops it)."""
+    try:
+        cp = await load
+    except CheckpointError as exc:
+        return {"error": str(exc)}
+    return None if cp is None else pending_json(cp)
 
 
 class LocalRunner:
@@ -103,21 +175,39 @@ class LocalRunner:
             driver = self._drivers[session_id] = SessionDriver(self.loop, session_id)
         return driver
 
-    async def send(self, session_id: str, text: str, policy: BusyPolicy | None) -> Sent:
-        sent = self._driver(session_id).send(text, policy)
+    async def send(self, session_id: str, text: str, policy: BusyPolicy | None, *,
+                   discard_pending: bool = False) -> Sent:
+        driver = self._driver(session_id)
+        if not self.loop.busy(session_id):  # a queued message meets no checkpoint: none is left
+            if discard_pending:
+                driver.discard()
+            elif (cp := await self._pending(session_id)) is not None:
+                raise pending_refusal(session_id, cp)
+        sent = driver.send(text, policy)
         if len(self._drivers) > 1024:  # keep drivers of sessions at work only
             for sid in [s for s in self._drivers if not self.loop.busy(s)]:
                 del self._drivers[sid]
-        return Sent(sent.turn_id, sent.action)
+        return Sent(sent.turn_id, sent.action, sent.message_id, sent.state.value)
 
-    async def steer(self, session_id: str, text: str) -> bool:
-        return bool(self.loop.inject_steering(text, session_id))
+    async def steer(self, session_id: str, text: str) -> Taken:
+        return _taken(self.loop.inject_steering(text, session_id))
 
-    async def follow_up(self, session_id: str, text: str) -> bool:
-        if not self.loop.busy(session_id):
-            return False  # like inject_follow_up: nothing to follow
-        self.loop.send(text, session_id, "follow_up")
-        return True
+    async def follow_up(self, session_id: str, text: str) -> Taken:
+        if not self.loop.busy(session_id):  # refused like inject_follow_up: nothing to follow
+            return _taken(self.loop.inject_follow_up(text, session_id))
+        return _taken(self._driver(session_id).send(text, "follow_up"))
+
+    async def queue(self, session_id: str) -> list[dict[str, Any]]:
+        return list(redacted([{"message_id": m.message_id, "kind": m.kind, "text": m.text,
+                               "state": m.state.value, "turn_id": m.turn_id,
+                               "origin_id": m.origin_id}
+                              for m in self.loop.queued_messages(session_id)], self.redact))
+
+    async def revoke(self, message_id: str) -> bool:
+        return self.loop.revoke_message(message_id)
+
+    async def edit(self, message_id: str, text: str) -> bool:
+        return self.loop.edit_message(message_id, text)
 
     async def interrupt(self, session_id: str, mode: InterruptModeName) -> bool:
         if mode == "graceful":
@@ -130,6 +220,22 @@ class LocalRunner:
 
     async def resolve_approval(self, request_id: str, approved: bool, reason: str) -> bool:
         return self.loop.resolve_approval(request_id, approved, reason)
+
+    async def _pending(self, session_id: str) -> Checkpoint | None:
+        return await asyncio.to_thread(self.loop.checkpoint, session_id)
+
+    async def resume(self, session_id: str) -> Sent:
+        if self.loop.busy(session_id):
+            raise SessionBusyError(f"session {session_id!r} is busy; a running turn cannot be "
+                                   "resumed")
+        handle = self._driver(session_id).resume()
+        if handle is None:
+            raise LookupError(f"session {session_id!r} has no pending turn")
+        return Sent(handle.turn_id, "resumed", handle.message_id, handle.state.value)
+
+    async def discard_pending(self, session_id: str) -> None:
+        if not self._driver(session_id).discard():
+            raise LookupError(f"session {session_id!r} has no pending turn")
 
     async def list_sessions(self) -> list[dict[str, Any]]:
         infos = await asyncio.to_thread(self.loop.store.list_sessions)
@@ -147,12 +253,13 @@ class LocalRunner:
         cursor = self.hub.cursor(session_id)  # before reading history: see EventHub.cursor
         busy = self.loop.busy(session_id)
         exists = await asyncio.to_thread(self.loop.store.exists, session_id)
-        if not exists and not busy:
+        pending = None if busy else await pending_or_error(self._pending(session_id))
+        if not exists and not busy and pending is None:
             raise LookupError(f"no session {session_id!r}")
         messages = await asyncio.to_thread(self.loop.session_messages, session_id)
         return dict(redacted({"id": session_id, "messages": [message_json(m) for m in messages],
                               "busy": busy, "queued": list(self.loop.queued(session_id)),
-                              "events_after": cursor}, self.redact))
+                              "pending_turn": pending, "events_after": cursor}, self.redact))
 
     async def delete_session(self, session_id: str) -> None:
         if self.loop.busy(session_id):

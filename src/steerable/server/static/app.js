@@ -6,7 +6,7 @@
 const $ = (id) => document.getElementById(id);
 const state = {
   sid: null, cursor: 0, follow: null, running: new Set(), turns: new Map(), cards: new Map(),
-  approvals: new Map(), queued: 0, undoOff: false,
+  approvals: new Map(), queued: 0, undoOff: false, editing: null, queueTimer: null,
 };
 
 // -- the token: given once as #token=..., kept for this tab only --------------------------
@@ -205,13 +205,17 @@ function resolveApproval(ev) {
 
 // -- events ----------------------------------------------------------------------------------
 function handle(ev) {
+  if (ev.kind === "message_state") { messageState(ev); return; }
   const top = !ev.parent_turn_id;
   const t = turnBox(ev.turn_id, ev.parent_turn_id);
   switch (ev.kind) {
     case "turn_start":
       if (top) {
         state.running.add(ev.turn_id);
-        append(t.box, el("div", "msg user", ev.input));
+        showPending(null);
+        const m = append(t.box, el("div", "msg user"));
+        if (ev.resumed_from) m.appendChild(el("span", "tag", "resumed"));
+        m.appendChild(document.createTextNode(ev.input));
       } else if (t.head) {
         t.head.textContent = "sub-agent " + ev.agent;
         t.head.appendChild(el("span", "badge running", "running"));
@@ -252,6 +256,7 @@ function handle(ev) {
       break;
     }
     case "follow_up_queued": note("queued as a follow-up: " + ev.text, "", t.box); break;
+
     case "interrupt_received": note(ev.mode === "hard" ? "stopping now…" : "interrupting: the agent will sum up", "", t.box); break;
     case "error": note(ev.message, "err", t.box); break;
     case "llm_retry": note("retrying the model call: " + ev.reason, "", t.box); break;
@@ -272,6 +277,7 @@ function handle(ev) {
         const bits = [ev.status, ev.iterations + (ev.iterations === 1 ? " call" : " calls"), ev.duration.toFixed(1) + " s"];
         append(t.box, el("div", "turn-end" + (ev.status === "completed" ? "" : " bad"), bits.join(" · ")));
         if (ev.error) note(ev.error, "err", t.box);
+        if (ev.status === "cancelled") refreshPending();
         loadSessions();
         refreshChanges();
       }
@@ -418,12 +424,16 @@ async function openSession(sid, fresh) {
     const first = r.data.messages.find((m) => m.role === "user");
     if (first) $("session-title").textContent = first.content.split("\n")[0].slice(0, 80);
     state.cursor = r.data.events_after || 0;
+    showPending(r.data.pending_turn);
   } else {
+    showPending(null);
     $("session-title").textContent = "New session";
     state.cursor = 0;
   }
+  state.editing = null;
   updateStatus();
   loadSessions();
+  refreshQueue();
   scroll(true);
   follow(sid);
   refreshChanges();
@@ -448,6 +458,7 @@ async function submit(ev) {
     input.value = text;
     return;
   }
+  refreshQueue();
   if (r.data.action === "steered") note("↳ steering sent: it reaches the agent at its next step", "pending");
   else if (r.data.action === "queued" && body.policy !== "follow_up") note("queued as the next turn: " + text);
   loadSessions();
@@ -476,6 +487,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("stop").onclick = () => control("interrupt", "hard");
   $("stop-undo").onclick = () => control("interrupt", "hard", { restore_files: true });
   $("new-session").onclick = () => openSession(newId(), true);
+  $("pending-resume").onclick = () => pendingAction("POST", "resume");
+  $("pending-discard").onclick = () => pendingAction("DELETE", "pending_turn");
   const m = location.hash.match(/session=([^&]+)/);
   loadSessions().then(() => {
     if (m) openSession(decodeURIComponent(m[1]));
