@@ -4,6 +4,8 @@
    (b) through OpenAIProvider.stream; the difference per chunk is what the provider adds
    (JSON decoding, tool-call bookkeeping, retry wrapper, chunk objects). Target <= 20 us.
 2. LLM_REQUEST -> first LLM_DELTA through AgentLoop for a short reply. Target <= 2 ms.
+3. A tool call's arguments in 4,000 pieces (``TOOL_CALL_DELTA``) against 4,000 text pieces,
+   both read through the provider and the loop's secret guard: what a piece of arguments costs.
 
 Run: /work/venv/bin/python bench/bench_provider.py
 """
@@ -86,6 +88,43 @@ async def per_chunk(server: LoopbackServer) -> None:
           f"provider overhead {ours_us - raw_us:.2f} us/chunk (target <= 20)")
 
 
+def argument_stream() -> bytes:
+    pieces = [{"index": 0, "id": "c1", "type": "function",
+               "function": {"name": "write", "arguments": '{"content": "'}}]
+    pieces += [{"index": 0, "function": {"arguments": f"w{i % 97} "}} for i in range(CHUNKS)]
+    pieces.append({"index": 0, "function": {"arguments": '"}'}})
+    return b"".join(openai_frames(tool_fragments=pieces, finish="tool_calls"))
+
+
+async def guarded(server: LoopbackServer, provider: OpenAIProvider, body: bytes) -> float:
+    from steerable._messages import Message
+    from steerable._secrets import known_secrets
+    from steerable.providers._base import LLMRequest, guard_secrets
+
+    server.add(stream([body]))
+    request = LLMRequest(messages=(Message("user", "go"),))
+    started = time.perf_counter()
+    async for _chunk in guard_secrets(provider.stream(request), known_secrets()):
+        pass
+    return time.perf_counter() - started
+
+
+async def argument_pieces(server: LoopbackServer) -> None:
+    text, args = big_stream(), argument_stream()
+    provider = OpenAIProvider(base_url=f"{server.url}/v1", environ={})
+    for_text, for_args = [], []
+    for _ in range(ROUNDS):
+        gc.collect()
+        for_text.append(await guarded(server, provider, text))
+        gc.collect()
+        for_args.append(await guarded(server, provider, args))
+    await provider.aclose()
+    text_us = statistics.median(for_text) / CHUNKS * 1e6
+    args_us = statistics.median(for_args) / CHUNKS * 1e6
+    print(f"per piece through provider and guard: text {text_us:.2f} us, tool arguments "
+          f"{args_us:.2f} us")
+
+
 async def first_delta(server: LoopbackServer) -> None:
     provider = OpenAIProvider(base_url=f"{server.url}/v1", environ={})
     loop = AgentLoop(Agent(provider=provider))
@@ -112,6 +151,7 @@ async def main() -> None:
     try:
         await per_chunk(server)
         await first_delta(server)
+        await argument_pieces(server)
     finally:
         await server.aclose()
 

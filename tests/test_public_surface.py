@@ -25,26 +25,26 @@ EXPORTS: dict[str, list[str]] = {
         "Agent", "AgentLoop", "ApprovalRequested", "ApprovalResolved", "BaseAgent", "BaseTool",
         "BusyPolicy", "CancelHandle", "CancelMode", "Checkpoint", "CompressContext",
         "CompressReason", "ContextCompress", "ErrorEvent", "ErrorSource", "Event", "EventKind",
-        "ExitState", "FollowUpQueued", "FunctionTool", "Hook", "HookAction", "HookDecision",
+        "ExitState", "FallbackProvider", "FollowUpQueued", "FunctionTool", "Hook", "HookAction", "HookDecision",
         "HookResult", "HumanApprover", "InMemorySessionStore", "InProcessBus", "InboundMessage",
         "InterruptMode", "InterruptPress", "InterruptReceived", "LLMDelta", "LLMRequest",
         "LLMRequestContext", "LLMRequestEvent", "LLMResponse", "LLMResponseContext",
         "LLMResponseEvent", "LLMRetry", "Limits", "LoopAgent", "LoopStatistics", "Message",
-        "MessageInfo", "MessageReceipt", "MessageState", "MessageStateEvent", "OutboundReply", "ParallelAgent", "Permission", "PermissionRule", "Permissions",
+        "MessageInfo", "MessageReceipt", "MessageState", "MessageStateEvent", "OutboundReply", "ParallelAgent", "Permission", "PermissionRule", "Permissions", "PlanUpdated",
         "Provider", "PushAck", "QueuedMessage", "QueuedTurn", "Reply", "ScriptedProvider",
         "SequentialAgent", "SessionBusyError", "SessionDriver", "SessionInfo", "SessionStore",
         "SessionSummarize", "SkipReason", "StateChanged", "SteeringInjected", "Subscription",
         "SubturnEnd", "SubturnHandle", "SubturnOrphan", "SubturnResultDelivered", "SubturnSpawn",
-        "SummaryPolicy", "Timeouts", "Tool", "ToolCall", "ToolCallContext", "ToolContext",
+        "SummaryPolicy", "Timeouts", "Tool", "ToolCall", "ToolCallContext", "ToolCallDelta", "ToolContext",
         "ToolExecEnd", "ToolExecProgress", "ToolExecSkipped", "ToolExecStart", "ToolResult",
         "ToolResultContext", "TurnEnd", "TurnHandle", "TurnInfo", "TurnInput", "TurnLoop",
         "TurnPhase", "TurnRecord", "TurnResult", "TurnStart", "TurnStatus", "Usage", "__version__",
         "event_to_dict", "tool",
     ],
     "steerable.providers": [
-        "PROVIDER_NAMES", "Chunk", "LLMRequest", "LLMResponse", "Provider", "ProviderTimeouts",
+        "PROVIDER_NAMES", "Chunk", "FallbackProvider", "LLMRequest", "LLMResponse", "Provider", "ProviderTimeouts",
         "Reply", "RetryNotice", "RetryPolicy", "ScriptStep", "ScriptedProvider", "StreamEnd",
-        "TextDelta", "ThinkingDelta", "ToolCallChunk", "ToolSpec", "choose_provider_name",
+        "TextDelta", "ThinkingDelta", "ToolArgsDelta", "ToolCallChunk", "ToolSpec", "choose_provider_name",
         "load_script", "select_provider",
     ],
     "steerable.tools": [
@@ -58,11 +58,13 @@ EXPORTS: dict[str, list[str]] = {
         "checkpoint_from_record", "checkpoint_to_record", "default_data_dir",
     ],
     "steerable.coding": [
-        "NothingToUndoError", "SNAPSHOT_HOOK_PRIORITY", "SNAPSHOT_HOOK_TIMEOUT", "Sandbox",
-        "SandboxLimits", "SnapshotHook", "SnapshotLimits", "SnapshotStoreError", "Snapshots", "StepInfo",
-        "UndoConflictError", "UndoResult", "Workspace", "coding_tools", "make_bash_tool",
-        "make_edit_tool", "make_find_tool", "make_grep_tool", "make_ls_tool", "make_read_tool",
-        "make_write_tool", "remove_session_snapshots",
+        "CommandHookSpec", "CommandHooks", "ConventionFile", "Conventions", "HookConsent",
+        "HookSet", "NothingToUndoError", "PLAN_STATUSES", "SNAPSHOT_HOOK_PRIORITY", "SNAPSHOT_HOOK_TIMEOUT", "Sandbox",
+        "SandboxLimits", "Skill", "SlashCommand", "SnapshotHook", "SnapshotLimits", "SnapshotStoreError", "Snapshots", "StepInfo",
+        "UndoConflictError", "UndoResult", "Workspace", "coding_tools", "expand_command",
+        "find_commands", "find_skills", "make_bash_tool",
+        "make_edit_tool", "make_find_tool", "make_grep_tool", "make_ls_tool", "make_read_tool", "make_skill_tool", "make_todo_tool",
+        "load_conventions", "load_hook_settings", "make_write_tool", "remove_session_snapshots", "skills_prompt",
     ],
     "steerable.errors": [
         "CheckpointError", "ConfigurationError", "ContextOverflowError", "FatalProviderError",
@@ -86,6 +88,8 @@ EVENT_FIELDS: dict[EventKind, tuple[str, tuple[str, ...]]] = {
     EventKind.LLM_RESPONSE: ("LLMResponseEvent", (
         "iteration", "text", "tool_calls", "usage", "finish_reason", "duration", "purpose")),
     EventKind.LLM_RETRY: ("LLMRetry", ("iteration", "attempt", "reason", "delay")),
+    EventKind.TOOL_CALL_DELTA: ("ToolCallDelta", ("iteration", "call_index", "tool_name",
+                                                  "arguments_delta")),
     EventKind.TOOL_EXEC_START: ("ToolExecStart", ("iteration", "call_id", "tool_name", "arguments")),
     EventKind.TOOL_EXEC_PROGRESS: ("ToolExecProgress", ("call_id", "tool_name", "text", "data")),
     EventKind.TOOL_EXEC_END: ("ToolExecEnd", (
@@ -105,6 +109,7 @@ EVENT_FIELDS: dict[EventKind, tuple[str, tuple[str, ...]]] = {
     EventKind.SUBTURN_END: ("SubturnEnd", ("child_turn_id", "status", "text")),
     EventKind.SUBTURN_RESULT_DELIVERED: ("SubturnResultDelivered", ("child_turn_id", "text")),
     EventKind.SUBTURN_ORPHAN: ("SubturnOrphan", ("child_turn_id", "text")),
+    EventKind.PLAN_UPDATED: ("PlanUpdated", ("call_id", "items")),
     EventKind.ERROR: ("ErrorEvent", ("message", "source")),
     EventKind.MESSAGE_STATE: ("MessageStateEvent", (
         "message_id", "state", "detail", "message_kind", "text", "origin_id", "request_seq")),
@@ -133,11 +138,12 @@ def test_every_kind_has_one_exported_event_class_with_these_fields() -> None:
 def test_enums_are_exactly_these() -> None:
     assert [k.name for k in EventKind] == [
         "TURN_START", "TURN_END", "STATE_CHANGED", "LLM_REQUEST", "LLM_DELTA", "LLM_RESPONSE",
-        "LLM_RETRY", "TOOL_EXEC_START", "TOOL_EXEC_PROGRESS", "TOOL_EXEC_END",
+        "LLM_RETRY", "TOOL_CALL_DELTA", "TOOL_EXEC_START", "TOOL_EXEC_PROGRESS", "TOOL_EXEC_END",
         "TOOL_EXEC_SKIPPED", "APPROVAL_REQUESTED", "APPROVAL_RESOLVED", "STEERING_INJECTED",
         "FOLLOW_UP_QUEUED", "INTERRUPT_RECEIVED", "CONTEXT_COMPRESS", "SESSION_SUMMARIZE",
         "SUBTURN_SPAWN", "SUBTURN_END", "SUBTURN_RESULT_DELIVERED", "SUBTURN_ORPHAN", "ERROR",
         "MESSAGE_STATE",
+        "PLAN_UPDATED",
     ]  # fmt: skip
     assert all(k.value == k.name.lower() for k in EventKind)
     assert [s.name for s in TurnStatus] == [

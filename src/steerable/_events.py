@@ -42,6 +42,7 @@ __all__ = [
     "SubturnOrphan",
     "SubturnResultDelivered",
     "SubturnSpawn",
+    "ToolCallDelta",
     "ToolExecEnd",
     "ToolExecProgress",
     "ToolExecSkipped",
@@ -62,6 +63,7 @@ class EventKind(enum.StrEnum):
     LLM_DELTA = "llm_delta"
     LLM_RESPONSE = "llm_response"
     LLM_RETRY = "llm_retry"
+    TOOL_CALL_DELTA = "tool_call_delta"
     TOOL_EXEC_START = "tool_exec_start"
     TOOL_EXEC_PROGRESS = "tool_exec_progress"
     TOOL_EXEC_END = "tool_exec_end"
@@ -79,6 +81,7 @@ class EventKind(enum.StrEnum):
     SUBTURN_ORPHAN = "subturn_orphan"
     ERROR = "error"
     MESSAGE_STATE = "message_state"
+    PLAN_UPDATED = "plan_updated"
 
 
 class TurnStatus(enum.StrEnum):
@@ -234,6 +237,20 @@ class LLMRetry(_Event):
     """The attempt about to be made (2 for the first retry)."""
     reason: str
     delay: float
+
+
+@record
+class ToolCallDelta(_Event):
+    """A piece of a tool call's arguments while the model writes it (raw JSON text; the
+    pieces of one call, joined, are its arguments as the model wrote them). The parsed call
+    comes whole in ``LLM_RESPONSE``; a call whose provider sends it whole has no deltas."""
+
+    kind: ClassVar[Literal[EventKind.TOOL_CALL_DELTA]] = EventKind.TOOL_CALL_DELTA
+    iteration: int
+    call_index: int
+    """The call's position in the reply (0 for the first call)."""
+    tool_name: str
+    arguments_delta: str
 
 
 @record
@@ -413,6 +430,16 @@ class SubturnOrphan(_Event):
 
 
 @record
+class PlanUpdated(_Event):
+    """The agent's plan changed (the coding agent's ``todo`` tool): the whole list, in order."""
+
+    kind: ClassVar[Literal[EventKind.PLAN_UPDATED]] = EventKind.PLAN_UPDATED
+    call_id: str
+    items: tuple[Mapping[str, str], ...]
+    """Each ``{"content": ..., "status": "pending" | "in_progress" | "done"}``."""
+
+
+@record
 class ErrorEvent(_Event):
     """Something failed; the turn may go on (see ``source``)."""
 
@@ -430,6 +457,7 @@ Event = (
     | LLMDelta
     | LLMResponseEvent
     | LLMRetry
+    | ToolCallDelta
     | ToolExecStart
     | ToolExecProgress
     | ToolExecEnd
@@ -445,6 +473,7 @@ Event = (
     | SubturnEnd
     | SubturnResultDelivered
     | SubturnOrphan
+    | PlanUpdated
     | ErrorEvent
     | MessageStateEvent
 )
@@ -453,10 +482,10 @@ EVENT_CLASSES: Mapping[EventKind, type[Event]] = {
     cls.kind: cls
     for cls in (
         TurnStart, TurnEnd, StateChanged, LLMRequestEvent, LLMDelta, LLMResponseEvent, LLMRetry,
-        ToolExecStart, ToolExecProgress, ToolExecEnd, ToolExecSkipped, ApprovalRequested,
-        ApprovalResolved, SteeringInjected, FollowUpQueued, InterruptReceived, ContextCompress,
+        ToolCallDelta, ToolExecStart, ToolExecProgress, ToolExecEnd, ToolExecSkipped,
+        ApprovalRequested, ApprovalResolved, SteeringInjected, FollowUpQueued, InterruptReceived, ContextCompress,
         SessionSummarize, SubturnSpawn, SubturnEnd, SubturnResultDelivered, SubturnOrphan,
-        ErrorEvent, MessageStateEvent,
+        ErrorEvent, MessageStateEvent, PlanUpdated,
     )
 }  # fmt: skip
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -27,6 +28,7 @@ __all__ = [
     "Redactor",
     "StreamGuard",
     "is_secret_name",
+    "json_forms",
     "known_secrets",
     "looks_secret",
     "redacted",
@@ -92,6 +94,17 @@ def known_secrets() -> tuple[str, ...]:
     return tuple(values | _REMEMBERED)
 
 
+def json_forms(values: Iterable[str]) -> set[str]:
+    """``values`` and the way each is written inside a JSON string (quotes, backslashes and
+    control characters escaped, non-ASCII kept or as ``\\u`` escapes): tool-call arguments
+    stream as JSON text, where a secret holding such characters appears only escaped."""
+    out = set(values)
+    for value in tuple(out):
+        out.add(json.dumps(value, ensure_ascii=False)[1:-1])
+        out.add(json.dumps(value)[1:-1])
+    return out
+
+
 def looks_secret(value: str) -> bool:
     """Whether ``value`` has the shape of a well-known credential."""
     return _VALUE_SHAPES.search(value) is not None
@@ -118,7 +131,8 @@ class Redactor:
         self._compile()
 
     def _compile(self) -> None:
-        values = self._own | (self._remembered or set())
+        # Escaped forms too: streamed tool arguments are JSON text (see ``json_forms``).
+        values = json_forms(self._own | (self._remembered or set()))
         self._known = len(self._remembered or ())
         ordered = sorted(values, key=len, reverse=True)  # longest first: no partial blanking
         self.values: tuple[str, ...] = tuple(ordered)

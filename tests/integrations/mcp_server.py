@@ -13,11 +13,11 @@ import sys
 import time
 from pathlib import Path
 
-from mcp.server.fastmcp import Context, FastMCP, Image
+from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.types import ToolAnnotations
 
 MARKS = Path(os.environ.get("MCP_TEST_MARKS", "."))
-server = FastMCP("testserver", log_level="WARNING", host="127.0.0.1", port=int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+server = MCPServer("testserver", log_level="WARNING")
 
 
 def _mark(name: str, text: str = "") -> None:
@@ -25,7 +25,7 @@ def _mark(name: str, text: str = "") -> None:
         f.write(text + "\n")
 
 
-@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def echo(text: str) -> str:
     """Say the text back."""
     return f"echo: {text}"
@@ -37,7 +37,7 @@ def add(a: int, b: int) -> str:
     return str(a + b)
 
 
-@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
 async def count(n: int, ctx: Context) -> str:  # type: ignore[type-arg]
     """Count to n, reporting progress at each step."""
     for i in range(1, n + 1):
@@ -65,8 +65,9 @@ def crash() -> str:
 
 
 @server.tool()
-def freeze() -> str:
-    """Block the whole server (a hung server)."""
+async def freeze() -> str:
+    """Block the whole server (a hung server): a blocking sleep on the event loop (the SDK runs
+    plain functions in a worker thread, which would leave the server answering)."""
     time.sleep(3600)
     return "never"
 
@@ -77,20 +78,20 @@ def fail(reason: str) -> str:
     raise ValueError(reason)
 
 
-@server.tool(annotations=ToolAnnotations(readOnlyHint=True), structured_output=False)
+@server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
 def picture() -> list[object]:
     """A caption and a tiny image."""
     return ["a red dot", Image(data=b"\x89PNG\r\n\x1a\n0000", format="png")]
 
 
-@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def header(name: str, ctx: Context) -> str:  # type: ignore[type-arg]
     """The value of an HTTP request header (streamable HTTP only)."""
     request = ctx.request_context.request
     return str(request.headers.get(name)) if request is not None else "no http"
 
 
-@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def pid() -> str:
     """The server's process id."""
     return str(os.getpid())
@@ -98,4 +99,7 @@ def pid() -> str:
 
 if __name__ == "__main__":
     _mark("starts", str(os.getpid()))
-    server.run("stdio" if sys.argv[1] == "stdio" else "streamable-http")
+    if sys.argv[1] == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))

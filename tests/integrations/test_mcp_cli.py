@@ -104,3 +104,32 @@ def test_serve_offers_the_configured_servers_tools(cli_env: dict[str, str], mark
     finally:
         proc.terminate()
         proc.communicate(timeout=20)
+
+
+def _old_sdk_first(env: dict[str, str], tmp_path: Path) -> None:
+    """Put a 1.x ``mcp`` (as a pip install of the previous SDK leaves it) ahead of the real one."""
+    shadow = tmp_path / "old-sdk"
+    (shadow / "mcp").mkdir(parents=True)
+    (shadow / "mcp" / "__init__.py").write_text("from mcp.server.fastmcp import FastMCP\n")
+    info = shadow / "mcp-1.26.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mcp\nVersion: 1.26.0\n")
+    env["PYTHONPATH"] = f"{shadow}{':'}{env['PYTHONPATH']}"
+
+
+def test_an_old_sdk_is_one_line_and_runs_without_servers_still_work(
+        cli_env: dict[str, str], marks: Path, tmp_path: Path) -> None:
+    _old_sdk_first(cli_env, tmp_path)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"text": "fine"}]))
+    run = ("run", "go", "--json", "--provider", "scripted", "--script", str(script),
+           "--workspace", str(tmp_path))
+    res = run_cli(cli_env, *run)
+    assert res.returncode == 0, res.stderr  # no server configured: the SDK is never imported
+    _configure(cli_env, marks)
+    for args in (run, ("mcp", "list")):
+        res = run_cli(cli_env, *args)
+        assert res.returncode == 2, res.stderr
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+        assert "but mcp 1.26 is installed" in lines[0] and "pip install" in lines[0]

@@ -14,6 +14,7 @@ acp = pytest.importorskip("acp")
 from acp import schema  # noqa: E402
 
 from steerable import Agent, AgentLoop, Reply, ScriptedProvider, Usage, tool  # noqa: E402
+from steerable.coding import make_todo_tool  # noqa: E402
 from steerable.protocols.acp import AcpOptions  # noqa: E402
 from tests.protocols._acp_client import Editor, in_process  # noqa: E402
 
@@ -178,3 +179,22 @@ async def test_stop_reasons_for_the_budget_and_a_failed_turn(tmp_path: Path) -> 
         with pytest.raises(acp.RequestError) as exc:
             await client.prompt(session_id=sid, prompt=text("again"))
     assert "the model broke" in refused(exc)
+
+
+async def test_the_todo_tools_plan_is_an_acp_plan(tmp_path: Path) -> None:
+    items = [{"content": "read a.txt", "status": "done"},
+             {"content": "fix it", "status": "in_progress"},
+             {"content": "run the tests", "status": "pending"}]
+    provider = ScriptedProvider([Reply(tool_calls=[("todo", {"items": items})]),
+                                 Reply(text="planned")])
+    agent = Agent(name="acp-test", instructions="Answer.", provider=provider,
+                  tools=[make_todo_tool()])
+    editor = Editor()
+    async with in_process(AgentLoop(agent, checkpoints=False), agent, editor) as client:
+        sid = (await client.new_session(cwd=str(tmp_path))).session_id
+        done = await client.prompt(session_id=sid, prompt=text("plan it"))
+    assert done.stop_reason == "end_turn"
+    [plan] = editor.of("plan")
+    assert [(e.content, e.status, e.priority) for e in plan.entries] == [
+        ("read a.txt", "completed", "medium"), ("fix it", "in_progress", "medium"),
+        ("run the tests", "pending", "medium")]

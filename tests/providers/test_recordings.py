@@ -24,7 +24,7 @@ from loopback_llm import (
     stream,
 )
 
-from steerable import Agent, AgentLoop, tool
+from steerable import Agent, AgentLoop, event_to_dict, tool
 from steerable.providers._retry import RetryPolicy
 from steerable.providers.anthropic import AnthropicProvider
 from steerable.providers.openai import OpenAIProvider
@@ -96,6 +96,14 @@ async def test_fixture_replays_with_no_network(name: str) -> None:
     kinds = [e["kind"] for e in rec.events]
     assert "llm_retry" in kinds and kinds.count("tool_exec_end") >= 1
     assert any(e.get("thinking") for e in rec.events if e["kind"] == "llm_delta")
+    # The arguments streamed as the model wrote them, and replay streams them again.
+    deltas = [{k: v for k, v in e.items() if k not in IGNORED} for e in rec.events
+              if e["kind"] == "tool_call_delta"]
+    replayed = [{k: v for k, v in event_to_dict(e).items() if k not in IGNORED}
+                for e in out.events if e.kind.value == "tool_call_delta"]
+    assert replayed == deltas
+    assert "".join(d["arguments_delta"] for d in deltas if d["call_index"] == 0) \
+        == '{"path": "a.txt"}'
 
 
 @pytest.mark.parametrize("name", sorted(EXCHANGES))

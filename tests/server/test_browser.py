@@ -296,3 +296,30 @@ async def test_queued_messages_are_shown_edited_and_withdrawn(tmp_path: Path,
         users = [m.content for m in s.loop.session_messages(sid) if m.role == "user"]
         assert users == ["build it", "use the slow path"]  # the withdrawn one never ran
         assert page.errors == []
+
+
+async def test_the_page_draws_the_plan_and_a_write_as_a_diff(tmp_path: Path, browser: Any) -> None:
+    from steerable.coding import Workspace, make_todo_tool, make_write_tool
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "notes.txt").write_text("old line\nkept\n")
+    plan = [{"content": "look", "status": "done"}, {"content": "write", "status": "in_progress"},
+            {"content": "check", "status": "pending"}]
+    script = [Reply(tool_calls=[("todo", {"items": plan})]),
+              Reply(tool_calls=[("write", {"path": "notes.txt", "content": "new line\nkept\n"})]),
+              Reply(text="Done.")]
+    tools = [make_todo_tool(), make_write_tool(Workspace(ws))]
+    async with serving(tmp_path, script, tools) as s:
+        page = await open_page(browser, s.url)
+        await send(page, "plan and write")
+        await page.wait_for_selector(".turn-end >> text=completed")
+        assert await page.inner_text(".plan .plan-head") == "Plan (1/3 done)"
+        assert await page.locator(".plan li.plan-in_progress").inner_text() == "write"
+        assert await page.locator(".plan li.plan-done").inner_text() == "look"
+        assert await page.locator("pre.diff .d-del").inner_text() == "-old line\n"
+        assert await page.locator("pre.diff .d-add").inner_text() == "+new line\n"
+        colour = await page.locator("pre.diff .d-add").evaluate("e => getComputedStyle(e).color")
+        assert colour == "rgb(17, 99, 41)"  # additions are drawn green
+        assert await page.locator(".card .progress").count() == 0  # no empty output box
+        assert page.errors == []

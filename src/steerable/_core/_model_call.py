@@ -25,6 +25,7 @@ from steerable._events import (
     LLMRequestEvent,
     LLMResponseEvent,
     LLMRetry,
+    ToolCallDelta,
     TurnPhase,
 )
 from steerable._history import MessageView
@@ -44,6 +45,7 @@ from steerable.providers._base import (
     StreamEnd,
     TextDelta,
     ThinkingDelta,
+    ToolArgsDelta,
     ToolCallChunk,
     ToolSpec,
     guard_secrets,
@@ -246,6 +248,11 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
                 if deltas:
                     engine.emit(st, LLMDelta, iteration=st.iteration, text=chunk.text,
                                 thinking=True)
+            elif type(chunk) is ToolArgsDelta:
+                if chunk.text and deltas:  # a piece the guard holds back whole: no event
+                    engine.emit(st, ToolCallDelta, iteration=st.iteration,
+                                call_index=chunk.index, tool_name=chunk.name,
+                                arguments_delta=chunk.text)
             elif type(chunk) is StreamEnd:
                 usage, finish = chunk.usage, chunk.finish_reason
             elif type(chunk) is RetryNotice:

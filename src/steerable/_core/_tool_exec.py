@@ -30,6 +30,7 @@ from steerable._core._watchdog import bare_context
 from steerable._events import (
     ApprovalRequested,
     ApprovalResolved,
+    PlanUpdated,
     SkipReason,
     ToolExecEnd,
     ToolExecProgress,
@@ -244,6 +245,22 @@ def _progress_reporter(engine: Engine, st: TurnState, rec: _Call) -> Any:
     return report
 
 
+def _plan_reporter(engine: Engine, st: TurnState, rec: _Call) -> Any:
+    loop = asyncio.get_running_loop()
+    loop_thread = threading.get_ident()
+
+    def emit(items: tuple[Mapping[str, str], ...]) -> None:
+        engine.emit(st, PlanUpdated, call_id=rec.call.id, items=items)
+
+    def report(items: tuple[Mapping[str, str], ...]) -> None:
+        if threading.get_ident() == loop_thread:
+            emit(items)
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(emit, items)
+
+    return report
+
+
 async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
                   arguments: Mapping[str, Any]) -> ToolResult:
     """Validate, then run (or preview) the tool under its timeout."""
@@ -253,6 +270,7 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
                       iteration=st.iteration, dry_run=st.agent.dry_run,
                       resumed=rec.call.id in st.resumed_calls,
                       _report=_progress_reporter(engine, st, rec),
+                      _plan=_plan_reporter(engine, st, rec),
                       _subturns=subturns_of(engine, st),
                       _refuses=_refusal_check(engine, tool, st.session_id))
     rec.ctx = ctx

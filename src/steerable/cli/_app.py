@@ -5,8 +5,8 @@ from __future__ import annotations
 import secrets
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,22 +23,35 @@ from steerable import (
 )
 from steerable._secrets import Redactor
 from steerable.cli._args import UsageError
-from steerable.cli._settings import Settings
+from steerable.cli._hook_setup import command_hooks
+from steerable.cli._settings import Settings, user_config_path
 from steerable.cli._undo_setup import snapshot_hook
 from steerable.coding import (
     SNAPSHOT_HOOK_PRIORITY,
     SNAPSHOT_HOOK_TIMEOUT,
+    CommandHooks,
+    Conventions,
+    HookSet,
     Sandbox,
+    Skill,
+    SlashCommand,
     SnapshotHook,
     Workspace,
     coding_tools,
+    find_commands,
+    find_skills,
+    load_conventions,
+    make_skill_tool,
+    make_todo_tool,
+    skills_prompt,
 )
 from steerable.coding.policy import ToolPolicy
 from steerable.errors import ConfigurationError
-from steerable.providers import select_provider
+from steerable.providers import FallbackProvider, Provider, select_provider
 from steerable.storage import JSONLSessionStore
 
-__all__ = ["App", "Redactor", "build_app", "coding_agents", "new_session_id", "workspace_tools"]
+__all__ = ["App", "ProjectSetup", "Redactor", "build_app", "coding_agents", "make_provider",
+           "new_session_id", "project_setup", "workspace_tools"]
 
 # Written for small local models as much as for big ones: short rules, nothing that invites a
 # report of changes (a small model asked to "say what you changed" claims changes it never made).
@@ -90,6 +103,13 @@ class App:
     policy: ToolPolicy | None = None
     undo: SnapshotHook | None = None
     """Takes undo's snapshots (None: the ``undo`` setting is off)."""
+    conventions: Conventions = field(default_factory=Conventions)
+    """The project's AGENTS.md / CLAUDE.md files, in the instructions."""
+    command_hooks: CommandHooks | None = None
+    """The command hooks of the settings files that run (None: none do)."""
+    skills: list[Skill] = field(default_factory=list)
+    commands: list[SlashCommand] = field(default_factory=list)
+    """Custom slash commands (Markdown files)."""
 
     def agent_for(self, dry_run: bool) -> Agent:
         return self.dry_agent if dry_run else self.agent
@@ -133,15 +153,54 @@ def _session(store: JSONLSessionStore, requested: str | None) -> str:
     return requested
 
 
-def coding_agents(settings: Settings, provider: Any, workspace: Workspace,
-                  tools: Sequence[Tool]) -> tuple[Agent, Agent]:
-    """The coding agent over ``tools`` and its dry-run twin (the same agent when the settings
-    ask for a dry run already)."""
+def make_provider(settings: Settings, script: str | None = None) -> Provider:
+    """The provider the settings ask for, behind a ``FallbackProvider`` when they list
+    fallbacks (each built now, so a missing key or package is said before the run starts)."""
+    provider = select_provider(settings["provider"], model=settings["model"],
+                               base_url=settings["base_url"], script=script)
+    entries = settings["fallback"]
+    if not entries:
+        return provider
+    others = [select_provider(e["provider"], model=e.get("model"), base_url=e.get("base_url"))
+              for e in entries]
+    windows = [settings["context_window"], *(e.get("context_window") for e in entries)]
+    return FallbackProvider([provider, *others], context_windows=windows)
+
+
+@dataclass(frozen=True)
+class ProjectSetup:
+    """What the workspace adds to the coder: its instructions and skills."""
+
+    instructions: str
+    conventions: Conventions
+    skills: list[Skill]
+
+
+def project_setup(settings: Settings, workspace: Workspace) -> ProjectSetup:
+    """The coder's instructions: steerable's own, the configured ones, then the project's
+    AGENTS.md files and skills (after the fixed part, so the prompt's prefix stays the same
+    from one project to the next)."""
     instructions = BASE_INSTRUCTIONS
     if settings["instructions"]:
         instructions += "\n\n" + settings["instructions"]
-    common: dict[str, Any] = {"provider": provider, "name": "coder", "instructions": instructions,
-                              "tools": list(tools), "max_iterations": settings["max_iterations"],
+    conventions = load_conventions(workspace)
+    if conventions.text:
+        instructions += "\n\n" + conventions.text
+    skills = find_skills(workspace.root, [user_config_path().parent / "skills"])
+    if skills:
+        instructions += "\n\n" + skills_prompt(skills)
+    return ProjectSetup(instructions, conventions, skills)
+
+
+def coding_agents(settings: Settings, provider: Any, workspace: Workspace,
+                  tools: Sequence[Tool], project: ProjectSetup | None = None) -> tuple[Agent, Agent]:
+    """The coding agent over ``tools`` (plus ``skill`` when the workspace has skills) and its
+    dry-run twin (the same agent when the settings ask for a dry run already)."""
+    project = project or project_setup(settings, workspace)
+    if project.skills:
+        tools = [*tools, make_skill_tool(project.skills)]
+    common: dict[str, Any] = {"provider": provider, "name": "coder",
+                              "instructions": project.instructions, "tools": list(tools), "max_iterations": settings["max_iterations"],
                               "model": settings["model"]}
     if settings["explorer"]:
         common["subagents"] = [Agent(
@@ -157,27 +216,30 @@ def coding_agents(settings: Settings, provider: Any, workspace: Workspace,
 def workspace_tools(settings: Settings, workspace: Workspace) -> list[Tool]:
     """The coding tools of ``workspace``, bash sandboxed as the settings say."""
     sandbox = Sandbox(enabled=bool(settings["sandbox"]), network=bool(settings["sandbox_network"]))
-    return list(coding_tools(workspace, bash_timeout=settings["bash_timeout"], sandbox=sandbox))
+    return [*coding_tools(workspace, bash_timeout=settings["bash_timeout"], sandbox=sandbox),
+            make_todo_tool()]
 
 
 def build_app(settings: Settings, *, session: str | None, can_ask: bool,
               script: str | None = None, record_events: str | None = None,
               extra_tools: Sequence[Tool] = (), ask_by_events: bool = False,
-              approver: Any = None, checkpoints: bool = True, snapshots: bool = True) -> App:
+              approver: Any = None, checkpoints: bool = True, snapshots: bool = True,
+              ask_hooks: Callable[[HookSet], bool] | None = None) -> App:
     """``can_ask``: approvals may be asked on this terminal; ``ask_by_events``: they are asked
     through APPROVAL_REQUESTED events and answered by a front end (the server's page);
     ``approver``: a hook that asks instead (an editor, over ACP). ``checkpoints=False``: a
     cancelled turn is saved as it stands instead of leaving a checkpoint to resume.
     ``snapshots=False``: no undo snapshots of the settings' workspace (ACP sessions each work
-    in a folder of their own)."""
+    in a folder of their own). ``ask_hooks``: asks the user whether the project's command hooks
+    may run."""
     workspace = _workspace(settings)
     redact = Redactor()
     store = make_store(settings, redact)
     session_id = _session(store, session)
-    provider = select_provider(settings["provider"], model=settings["model"],
-                               base_url=settings["base_url"], script=script)
+    provider = make_provider(settings, script)
+    project = project_setup(settings, workspace)
     agent, dry_agent = coding_agents(settings, provider, workspace,
-                                     [*workspace_tools(settings, workspace), *extra_tools])
+                                     [*workspace_tools(settings, workspace), *extra_tools], project)
     try:
         permissions = Permissions([(action, pattern) for action, pattern, _ in settings.rules])
     except ValueError as exc:
@@ -192,6 +254,8 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
     if policy is not None:
         # Its own model calls (classify, recheck) take as long as any model call.
         loop.register_hook(policy, priority=100, timeout=POLICY_TIMEOUT)
+    hooks = command_hooks(settings, workspace.root, loop, store,
+                          resumed=session not in (None, "new"), ask=ask_hooks)
     interactive = False
     if not settings["yes"]:
         if approver is not None:
@@ -208,7 +272,8 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
         else:
             loop.register_hook(DenyWithoutTerminal())
     return App(settings, workspace, store, loop, agent, dry_agent, session_id, redact,
-               interactive, policy, undo)
+               interactive, policy, undo, project.conventions, hooks, project.skills,
+               find_commands(workspace.root, [user_config_path().parent / "commands"]))
 
 
 def _policy(settings: Settings, workspace: Workspace, provider: object) -> ToolPolicy | None:

@@ -28,6 +28,15 @@ configuration: flags > environment (STEERABLE_*) > ./.steerable.toml > user conf
 """
 
 
+def _fallback_flag(value: str) -> dict[str, str]:
+    """``--fallback PROVIDER[:MODEL]`` as a ``[[fallback]]`` table of the settings."""
+    provider, _, model = value.partition(":")
+    if provider not in ("openai", "anthropic", "local"):
+        raise argparse.ArgumentTypeError(
+            f"expected PROVIDER[:MODEL] with PROVIDER openai, anthropic or local, got {value!r}")
+    return {"provider": provider, "model": model} if model else {"provider": provider}
+
+
 def _agent_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("agent")
     g.add_argument("--provider", choices=["openai", "anthropic", "local", "scripted"],
@@ -35,6 +44,9 @@ def _agent_options(p: argparse.ArgumentParser) -> None:
                         "anthropic with ANTHROPIC_API_KEY, else local)")
     g.add_argument("--model", help="model name for the provider")
     g.add_argument("--base-url", help="API base URL (OpenAI-compatible servers)")
+    g.add_argument("--fallback", action="append", type=_fallback_flag, metavar="PROVIDER[:MODEL]",
+                   help="provider to switch to when the main one fails in a way retries cannot "
+                        "fix (repeatable, tried in order; replaces the config's [[fallback]])")
     g.add_argument("--workspace", help="folder the tools work in (default: current folder)")
     g.add_argument("--session", metavar="ID", help="continue session ID ('new' or none: start one)")
     g.add_argument("--dry-run", action="store_true", default=None,
@@ -228,6 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
     ms = mcp.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser, required=True)
     mlist = ms.add_parser("list", help="connect to each configured server and list its tools")
     mlist.add_argument("--json", action="store_true")
+    mserve = ms.add_parser("serve", help="serve the agent as an MCP server on stdin/stdout",
+                           description="Be an MCP server on stdin/stdout: tools run, steer, "
+                           "cancel, approve and status drive the agent (see the README).")
+    _serve_options(mserve)
 
     config = sub.add_parser("config", help="show the merged configuration")
     cs = config.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser,

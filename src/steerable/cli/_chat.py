@@ -29,8 +29,10 @@ from steerable.cli._approve import (
     uncoverable,
 )
 from steerable.cli._args import UsageError
+from steerable.cli._diff_view import coloured_diff
 from steerable.cli._run import on_ctrl_c, session_line
 from steerable.cli._settings import Settings
+from steerable.cli._slash import expand_slash, extra_help, slash_completer
 
 __all__ = ["chat", "describe_pending"]
 
@@ -134,7 +136,9 @@ class ChatSession:
             for block in self.view.handle(event):
                 self.console.print(block)
             if event.kind is EventKind.APPROVAL_REQUESTED and self.app.interactive_approvals:
-                self.say(describe_request(self.app, event.tool_name, event.arguments), "yellow")
+                self.console.print(coloured_diff(
+                    describe_request(self.app, event.tool_name, event.arguments), indent="",
+                    head_style="yellow"))
                 self.approvals.append(event)
             elif event.kind is EventKind.APPROVAL_RESOLVED:
                 self.approvals = deque(a for a in self.approvals
@@ -156,6 +160,10 @@ class ChatSession:
         if text.startswith("/"):
             await self.command(text)
             return
+        self.message_line(text)
+
+    def message_line(self, text: str) -> None:
+        """A line that is a message: steers, follows up or starts a turn."""
         follow_up = text.startswith(">>")
         body = text[2:].strip() if follow_up else text
         if not body:
@@ -230,7 +238,7 @@ class ChatSession:
         if name in ("/quit", "/exit"):
             self.quit = True
         elif name == "/help":
-            self.say(HELP, "")
+            self.say("\n".join(filter(None, [HELP, extra_help(app.commands, app.skills)])), "")
         elif name == "/events":
             self.show_events = not self.show_events
             self.say(f"raw events {'on' if self.show_events else 'off'}")
@@ -269,6 +277,8 @@ class ChatSession:
             self.export(arg.split())
         elif name in ("/undo", "/redo"):
             await self.undo(name, arg.split())
+        elif (expanded := expand_slash(app.commands, text)) is not None:
+            self.message_line(expanded)  # sent as written, even if it starts with '/'
         else:
             self.say(f"unknown or incomplete command {text!r}; /help lists them", "yellow")
 
@@ -423,7 +433,10 @@ async def _main(app: App) -> int:
     from prompt_toolkit.patch_stdout import patch_stdout
 
     chat = ChatSession(app)
-    session: PromptSession[str] = PromptSession()
+    builtin = sorted({w.split()[0] for w in HELP.split() if w.startswith("/")} | {"/help"})
+    session: PromptSession[str] = PromptSession(
+        completer=slash_completer(builtin, app.commands),  # type: ignore[arg-type]
+        complete_while_typing=True)
     chat.invalidate = lambda: session.app.invalidate() if session.app.is_running else None
     with patch_stdout(raw=True):
         consumer = asyncio.ensure_future(chat.consume(chat.driver.events()))
@@ -455,13 +468,15 @@ async def _main(app: App) -> int:
 def chat(args: argparse.Namespace, settings: Settings) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("chat needs a terminal; use 'steerable run' in scripts and pipes")
+    from steerable.cli._hook_setup import ask_on_terminal
     from steerable.cli._integrations import recording, telemetry
     from steerable.cli._mcp import configured_tools
 
     async def go() -> int:
         async with configured_tools(settings) as mcp_tools:
             app = build_app(settings, session=args.session, can_ask=True, script=args.script,
-                            record_events=args.record_events, extra_tools=mcp_tools)
+                            record_events=args.record_events, extra_tools=mcp_tools,
+                            ask_hooks=ask_on_terminal)
             telemetry(app, settings)
             async with recording(app, args.record):
                 return await _main(app)

@@ -46,6 +46,10 @@ def dispatch(args: argparse.Namespace) -> int:
         from steerable.cli._replay import replay_command
 
         return asyncio.run(replay_command(args.file, args.json))
+    if args.command == "mcp" and args.action == "serve":
+        from steerable.cli._mcp_serve import mcp_serve
+
+        return mcp_serve(args, settings)
     if args.command == "mcp":
         from steerable.cli._mcp import mcp_list
 
@@ -89,8 +93,11 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             app = build_app(settings, session=args.session, can_ask=True, script=args.script,
                             record_events=args.record_events, extra_tools=mcp_tools)
             telemetry(app, settings)
+            from steerable.cli._slash import expand_slash
+
+            expanded = None if prompt is None else expand_slash(app.commands, prompt)
             async with recording(app, args.record):
-                return await run_prompt(app, prompt, as_json=args.json, debug=args.debug,
+                return await run_prompt(app, expanded or prompt, as_json=args.json, debug=args.debug,
                                         discard_pending=args.discard_pending)
 
     return asyncio.run(go())
@@ -105,6 +112,10 @@ def config_show(settings: Settings, as_json: bool) -> int:
     from steerable.cli._mcp import describe_servers
 
     servers = describe_servers(settings)
+    conventions = _conventions(settings)
+    from steerable.cli._hook_setup import hooks_listing
+
+    hooks = hooks_listing(settings)
     if as_json:
         print(json.dumps({"settings": settings.values, "sources": settings.sources,
                           "mcp_servers": servers,
@@ -112,7 +123,8 @@ def config_show(settings: Settings, as_json: bool) -> int:
                           "permissions": [{"action": a, "pattern": p, "source": s}
                                           for a, p, s in settings.rules],
                           "secrets": secrets, "environment": env_urls,
-                          "files": {"user": str(user_config_path()), "read": settings.files}},
+                          "files": {"user": str(user_config_path()), "read": settings.files},
+                          "project_instructions": conventions, "command_hooks": hooks},
                          indent=2))
         return 0
     print(f"# user config: {user_config_path()}")
@@ -127,5 +139,30 @@ def config_show(settings: Settings, as_json: bool) -> int:
         print(f"mcp server {server['name']}: {where}    # {server['source']}")
     for name, shown in {**secrets, **env_urls}.items():
         print(f"{name} = {shown}    # environment")
+    for item in conventions["read"]:
+        how = f"imported by {item['imported_by']}" if item["imported_by"] else (
+            "applies everywhere" if item["scope"] == "." else f"applies under {item['scope']}/")
+        print(f"instructions {item['path']}    # {how}, {item['chars']} characters")
+    for hook in hooks:
+        on = f" {hook['matcher']}" if hook["matcher"] not in ("", "*") else ""
+        print(f"hook {hook['event']}{on}: {hook['command']}    # {hook['source']}, "
+              f"{hook['runs']}")
+    for item in conventions["skipped"]:
+        print(f"instructions skipped {item['path']}    # {item['why']}")
     sys.stdout.flush()
     return 0
+
+
+def _conventions(settings: Settings) -> dict[str, list[dict[str, object]]]:
+    """The project instructions a run in the configured workspace would read."""
+    from pathlib import Path
+
+    from steerable.coding import load_conventions
+
+    root = Path(settings["workspace"]).expanduser()
+    if not root.is_dir():
+        return {"read": [], "skipped": []}
+    found = load_conventions(root)
+    return {"read": [{"path": f.path, "scope": f.scope, "imported_by": f.imported_by,
+                      "chars": f.chars} for f in found.files],
+            "skipped": [{"path": p, "why": why} for p, why in found.skipped]}

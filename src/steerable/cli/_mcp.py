@@ -1,5 +1,6 @@
 """MCP servers in the CLI: the configured servers' tools for run and chat, and ``steerable mcp
-list``. The MCP SDK is imported only when a server is configured."""
+list``. The MCP SDK is imported only when a server is configured, and a missing, old or broken SDK
+is a one-line usage error then (runs without MCP servers never import it)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from types import ModuleType
 from typing import Any
 
 from steerable.cli._args import UsageError
@@ -16,15 +18,22 @@ from steerable.errors import ConfigurationError
 __all__ = ["configured_tools", "describe_servers", "mcp_list"]
 
 
-def _servers(settings: Settings) -> list[Any]:
+def _sdk() -> ModuleType:
     try:
-        from steerable.integrations.mcp import servers_from_config
+        import steerable.integrations.mcp as sdk
     except ImportError as exc:
         raise UsageError(f"mcp_servers are configured but {exc}") from None
+    return sdk
+
+
+def _servers(settings: Settings) -> list[Any]:
+    sdk = _sdk()
     try:
-        return servers_from_config({name: spec for name, (spec, _) in settings.mcp_servers.items()})
+        servers: list[Any] = sdk.servers_from_config(
+            {name: spec for name, (spec, _) in settings.mcp_servers.items()})
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from None
+    return servers
 
 
 @asynccontextmanager
@@ -34,9 +43,8 @@ async def configured_tools(settings: Settings) -> AsyncIterator[list[Any]]:
     if not settings.mcp_servers:
         yield []
         return
-    from steerable.integrations.mcp import open_servers
-
-    async with open_servers(_servers(settings)) as opened:
+    servers = _servers(settings)
+    async with _sdk().open_servers(servers) as opened:
         yield opened.tools
 
 
@@ -58,9 +66,8 @@ async def mcp_list(settings: Settings, as_json: bool) -> int:
         print("no MCP servers configured (add [mcp_servers.NAME] to your user config.toml)",
               file=sys.stderr)
         return 1
-    from steerable.integrations.mcp import open_servers
-
-    async with open_servers(_servers(settings)) as opened:
+    servers = _servers(settings)
+    async with _sdk().open_servers(servers) as opened:
         rows = [{"server": t.server.name, "name": t.name, "tool": t.remote_name,
                  "read_only": t.read_only, "description": t.description} for t in opened.tools]
         failures = dict(opened.failures)

@@ -12,6 +12,7 @@ a live region and an editable prompt cannot share the bottom of the screen.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -26,15 +27,22 @@ from rich.text import Text
 from steerable import EventKind, event_to_dict
 from steerable._secrets import redacted
 from steerable.cli._app import Redactor
+from steerable.cli._diff_view import coloured_diff
 
 __all__ = ["LiveRenderer", "TurnView", "describe_call", "status_line"]
 
 TAIL_LINES = 6
+_PLAN_MARKS = {"done": ("☑", "green strike"), "in_progress": ("◐", "bold yellow"),
+               "pending": ("☐", "")}
+_HEAD = 400  # how much of a call's arguments is kept to find its path or command
+_MAIN_ARG = re.compile(r'"(?:path|command|pattern)"\s*:\s*"((?:[^"\\]|\\.){1,200})"')
 
 
 def describe_call(name: str, arguments: Any, width: int = 70) -> str:
     """A one-line summary of a tool call: its main argument, shortened."""
     args = dict(arguments) if isinstance(arguments, dict) else {}
+    if name == "todo" and isinstance(args.get("items"), list):
+        return f"{len(args['items'])} steps"  # the plan itself is drawn from PLAN_UPDATED
     main = args.get("command") or args.get("path") or args.get("pattern")
     text = str(main) if main is not None else json.dumps(args, ensure_ascii=False)
     if name == "grep" and args.get("path") not in (None, "."):
@@ -60,11 +68,42 @@ class _Card:
     depth: int
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
     partial: str = ""
+    diff: str = ""
+    """What an edit or write changed, shown under its line once it ends."""
 
     def feed(self, text: str) -> None:
         lines = (self.partial + text).split("\n")
         self.partial = lines.pop()
         self.tail.extend(line for line in lines)
+
+
+@dataclass
+class _Writing:
+    """A tool call the model is writing (from its ``TOOL_CALL_DELTA`` events)."""
+
+    name: str
+    started: float
+    depth: int
+    size: int = 0
+    """Characters of arguments so far."""
+    lines: int = 0
+    """Escaped newlines (``\\n``) in the arguments so far: about the lines of a file's text."""
+    head: str = ""
+    last: str = ""
+
+    def feed(self, text: str) -> None:
+        self.size += len(text)
+        self.lines += (self.last + text).count("\\n") - self.last.count("\\n")
+        self.last = text[-1:]
+        if len(self.head) < _HEAD:
+            self.head += text[: _HEAD - len(self.head)]
+
+    def describe(self, now: float) -> str:
+        found = _MAIN_ARG.search(self.head)
+        target = f" {found.group(1)}" if found else ""
+        size = f"{self.size / 1000:.1f} kB" if self.size >= 1000 else f"{self.size} B"
+        lines = f", {self.lines} line{'s' if self.lines != 1 else ''}" if self.lines else ""
+        return f"writing {self.name or 'a tool call'}{target}: {size}{lines} ({now - self.started:.0f}s)"
 
 
 class TurnView:
@@ -87,6 +126,8 @@ class TurnView:
         """When the model was asked, until its first token: the wait a spinner covers."""
         self.approval: str | None = None
         """The tool call waiting for the user's approval, if any."""
+        self.writing: dict[tuple[str, int], _Writing] = {}
+        """Tool calls the model is writing, per (turn, call index), until its reply ends."""
 
     def _depth(self, event: Any) -> int:
         if event.turn_id not in self.depth:
@@ -103,6 +144,11 @@ class TurnView:
         if kind is EventKind.LLM_DELTA and not event.thinking:
             self.streams[event.turn_id] = self.streams.get(event.turn_id, "") + event.text
             self.activity, self.asked_at = "writing", None
+        elif kind is EventKind.TOOL_CALL_DELTA:
+            self._wrote(event, depth)
+        elif kind is EventKind.LLM_RETRY:
+            self._written(event.turn_id)  # the call starts over: what was written is void
+            out += self._notice(event)
         elif kind is EventKind.LLM_REQUEST:
             self.activity, self.asked_at = "thinking", time.monotonic()
         elif kind is EventKind.APPROVAL_REQUESTED:
@@ -112,6 +158,7 @@ class TurnView:
         elif kind is EventKind.LLM_RESPONSE:
             self.asked_at = None
             self.streams.pop(event.turn_id, None)
+            self._written(event.turn_id)
             if event.usage is not None:
                 t = self.tokens.setdefault(event.turn_id, [0, 0])
                 t[0] += event.usage.input_tokens
@@ -122,7 +169,10 @@ class TurnView:
             self.cards[event.call_id] = _Card(event.tool_name, self.redact(
                 describe_call(event.tool_name, event.arguments)), time.monotonic(), depth)
         elif kind is EventKind.TOOL_EXEC_PROGRESS and event.call_id in self.cards:
-            self.cards[event.call_id].feed(self.redact(event.text))
+            card = self.cards[event.call_id]
+            card.feed(self.redact(event.text))
+            if isinstance(event.data.get("diff"), str):
+                card.diff = self.redact(event.data["diff"])
         elif kind is EventKind.TOOL_EXEC_END:
             out.append(self._ended(event))
         elif kind is EventKind.TOOL_EXEC_SKIPPED:
@@ -131,6 +181,19 @@ class TurnView:
         else:
             out += self._notice(event)
         return [Padding(block, (0, 0, 0, 2 * depth)) if depth else block for block in out]
+
+    def _wrote(self, event: Any, depth: int) -> None:
+        key = (event.turn_id, event.call_index)
+        call = self.writing.get(key)
+        if call is None:
+            call = self.writing[key] = _Writing(event.tool_name, time.monotonic(), depth)
+        call.name = event.tool_name or call.name
+        call.feed(event.arguments_delta)
+        self.activity, self.asked_at = "writing", None
+
+    def _written(self, turn_id: str) -> None:
+        for key in [k for k in self.writing if k[0] == turn_id]:
+            del self.writing[key]
 
     def _ended(self, event: Any) -> RenderableType:
         card = self.cards.pop(event.call_id, None)
@@ -149,6 +212,11 @@ class TurnView:
                     style="dim" if not dry else "cyan")
         if event.is_error:
             text.append("\n  " + self.redact(first[:200]), style="red")
+            return text
+        # A dry run's preview carries its diff after the first line; a real change reported it.
+        diff = self.redact(event.content.partition("\n")[2]) if dry else (card.diff if card else "")
+        if diff.strip() and event.tool_name in ("edit", "write"):
+            return Group(text, coloured_diff(diff))
         return text
 
     def _interrupting(self, event: Any) -> str:
@@ -163,8 +231,20 @@ class TurnView:
             return "interrupting: stopping the reply"
         return "interrupting: a summary once the model answers"
 
+    def _plan(self, event: Any) -> RenderableType:
+        """The agent's plan as a checklist: done struck through, the current step bold."""
+        done = sum(item["status"] == "done" for item in event.items)
+        out = Text(f"Plan ({done}/{len(event.items)} done)", style="bold")
+        for item in event.items:
+            mark, style = _PLAN_MARKS.get(item["status"], ("☐", ""))
+            out.append(f"\n  {mark} ", style=style)
+            out.append(self.redact(item["content"]), style=style)
+        return Padding(out, (0, 0, 0, 2 * self._depth(event)))
+
     def _notice(self, event: Any) -> list[RenderableType]:
         kind = event.kind
+        if kind is EventKind.PLAN_UPDATED:
+            return [self._plan(event)]
         if kind is EventKind.STEERING_INJECTED:
             return [Text(f"↳ steering delivered: {self.redact(event.text)}", style="cyan")]
         if kind is EventKind.FOLLOW_UP_QUEUED:
@@ -196,6 +276,7 @@ class TurnView:
                      else "saved to the session (the turn had ended)")
             return [Text(f"↳ result of {who} {where}", style="magenta")]
         if kind is EventKind.TURN_END:
+            self._written(event.turn_id)  # a reply cut short (an abort) leaves no LLM_RESPONSE
             used = self.tokens.pop(event.turn_id, None)
             tokens = (used[0], used[1]) if used else None
             style = "green" if event.status.value == "completed" else "yellow"
@@ -216,8 +297,9 @@ class TurnView:
         return ""
 
     def live(self) -> RenderableType:
-        """The in-flight part: streamed text as markdown, then one card per running tool; a
-        spinner line while the turn waits for the model's first token or for an approval."""
+        """The in-flight part: streamed text as markdown, a line per tool call being written
+        (its size growing), then one card per running tool; a spinner line while the turn
+        waits for the model's first token or for an approval."""
         parts: list[RenderableType] = []
         if waiting := self.waiting():
             frame = self.spinner.render(time.monotonic())
@@ -229,6 +311,9 @@ class TurnView:
                 shown = Markdown(self.redact(text))
                 parts.append(Padding(shown, (0, 0, 0, 2 * depth)) if depth else shown)
         now = time.monotonic()
+        for call in self.writing.values():
+            line = Text("✎ " + self.redact(call.describe(now)), style="dim")
+            parts.append(Padding(line, (0, 0, 0, 2 * call.depth)) if call.depth else line)
         for card in self.cards.values():
             head = Text.assemble(" ", (card.name, "bold"), " ", card.summary,
                                  (f"  {now - card.started:.1f}s", "dim"))
@@ -250,6 +335,8 @@ class TurnView:
             card = next(reversed(self.cards.values()))
             last = card.partial or (card.tail[-1] if card.tail else "")
             return f"{card.name}: {card.summary} ({now - card.started:.0f}s)  {last[:60]}"
+        if self.writing:
+            return self.redact(next(reversed(self.writing.values())).describe(now))
         stream = next(reversed(self.streams.values()), "")
         if self.activity == "writing" and stream:
             return "writing: " + " ".join(stream[-70:].split())

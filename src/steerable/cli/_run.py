@@ -24,6 +24,7 @@ from steerable.cli._approve import (
     read_line,
     uncoverable,
 )
+from steerable.cli._diff_view import coloured_diff
 
 __all__ = ["DENIED", "NOT_CHANGED", "exit_code", "on_ctrl_c", "run_prompt", "session_line"]
 
@@ -65,6 +66,13 @@ def exit_code(result: TurnResult) -> int:
     return 1
 
 
+def _errors() -> Any:
+    """A rich console on stderr, where run asks its questions (stdout may be piped)."""
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
 def on_ctrl_c(driver: SessionDriver, say: Callable[[str], None]) -> None:
     """Ctrl+C in run and chat: the driver decides; ``say`` (which redacts) tells the user."""
     press = driver.press_interrupt()
@@ -80,7 +88,8 @@ async def _approve(app: App, driver: SessionDriver, event: Any, pause: Any, resu
     pause()
     try:
         discard_typed_ahead()
-        sys.stderr.write(describe_request(app, event.tool_name, event.arguments) + "\n")
+        _errors().print(coloured_diff(describe_request(app, event.tool_name, event.arguments),
+                                      indent=""))
         while True:
             line = await read_line("allow? [y]es / [n]o / [a]lways: ")
             answer = "n" if line is None else parse_answer(line)

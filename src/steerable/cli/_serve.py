@@ -51,6 +51,7 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"serve needs the server extra: pip install 'steerable[server]' "
                          f"({exc.name} is missing)") from None
     from steerable.cli._app import build_app
+    from steerable.cli._fronts import protocol_routes
     from steerable.cli._integrations import telemetry
     from steerable.cli._mcp import configured_tools
 
@@ -65,8 +66,10 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
             telemetry(app, settings)
             runner = (_redis_runner(app, redis_url, args) if redis_url
                       else LocalRunner(app.loop, app.redact))
+            routes, contexts = protocol_routes(runner)
             asgi = create_app(runner, token=token, undo=_undo_api(app, runner),
-                              allowed_hosts=args.allow_host, allowed_origins=args.allow_origin)
+                              allowed_hosts=args.allow_host, allowed_origins=args.allow_origin,
+                              extra_routes=routes, contexts=contexts)
             config = uvicorn.Config(asgi, host=args.host, port=args.port, log_level="warning",
                                     access_log=False, lifespan="on",
                                     timeout_graceful_shutdown=3)

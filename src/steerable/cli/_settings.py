@@ -7,7 +7,8 @@ Permission rules are not overridden but collected from every source (deny still 
 
 A project file comes with whatever repository was cloned, so it is not trusted with what could
 hurt the user: its ``allow`` rules, ``base_url`` (which would send the API key elsewhere),
-``workspace``, ``extra_roots`` and ``data_dir`` are ignored with a warning.
+``fallback`` (other providers, other URLs), ``workspace``, ``extra_roots`` and ``data_dir``
+are ignored with a warning.
 API keys are never read from these files: providers take them from the environment.
 """
 
@@ -34,6 +35,8 @@ _KEYS: dict[str, tuple[type, Any, str | None]] = {
     "provider": (str, None, "STEERABLE_PROVIDER"),
     "model": (str, None, "STEERABLE_MODEL"),
     "base_url": (str, None, "STEERABLE_BASE_URL"),
+    "context_window": (int, None, "STEERABLE_CONTEXT_WINDOW"),
+    "fallback": (list, [], None),
     "workspace": (str, ".", "STEERABLE_WORKSPACE"),
     "data_dir": (str, None, "STEERABLE_DATA_DIR"),
     "max_iterations": (int, 30, "STEERABLE_MAX_ITERATIONS"),
@@ -55,8 +58,8 @@ _KEYS: dict[str, tuple[type, Any, str | None]] = {
 }
 # A cloned repository must not turn the bash sandbox off or open its network either, nor turn
 # undo off (or starve it), which is the user's way back from what the agent did there.
-_UNTRUSTED_IN_PROJECT = frozenset({"base_url", "workspace", "extra_roots", "data_dir", "yes",
-                                   "sandbox", "sandbox_network", "policy", "undo",
+_UNTRUSTED_IN_PROJECT = frozenset({"base_url", "fallback", "workspace", "extra_roots", "data_dir",
+                                   "yes", "sandbox", "sandbox_network", "policy", "undo",
                                    "undo_max_file_mb", "undo_max_store_mb", "undo_max_age_days"})
 _RULE_KINDS = ("allow", "ask", "deny")
 
@@ -84,7 +87,40 @@ def user_config_path() -> Path:
     return Path(platformdirs.user_config_dir("steerable", appauthor=False)) / "config.toml"
 
 
+_FALLBACK_KEYS = {"provider": str, "model": str, "base_url": str, "context_window": int}
+_FALLBACK_PROVIDERS = ("openai", "anthropic", "local")
+
+
+def _fallback(value: Any, where: str) -> list[dict[str, Any]]:
+    """The ``[[fallback]]`` tables: providers to try in turn when the main one fails."""
+    example = ('e.g. [[fallback]] with provider = "anthropic" and model = "claude-sonnet-4-5" '
+               '(optional: base_url, context_window)')
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise ConfigurationError(f"{where}: 'fallback' must be a list of tables, {example}")
+    out = []
+    for i, entry in enumerate(value):
+        for key, item in entry.items():
+            kind = _FALLBACK_KEYS.get(key)
+            if kind is None:
+                raise ConfigurationError(f"{where}: fallback #{i + 1}: unknown key '{key}' "
+                                         f"(known: {', '.join(_FALLBACK_KEYS)})")
+            if not isinstance(item, kind) or isinstance(item, bool):
+                raise ConfigurationError(f"{where}: fallback #{i + 1}: '{key}' must be "
+                                         f"{kind.__name__}, got {item!r}")
+        if entry.get("provider") not in _FALLBACK_PROVIDERS:
+            raise ConfigurationError(
+                f"{where}: fallback #{i + 1}: 'provider' must be one of "
+                f"{', '.join(_FALLBACK_PROVIDERS)}, got {entry.get('provider')!r}")
+        if entry.get("context_window", 1) < 1:
+            raise ConfigurationError(f"{where}: fallback #{i + 1}: 'context_window' must be "
+                                     "at least 1")
+        out.append(dict(entry))
+    return out
+
+
 def _coerce(key: str, value: Any, where: str) -> Any:
+    if key == "fallback":
+        return _fallback(value, where)
     kind = _KEYS[key][0]
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
@@ -191,6 +227,8 @@ def load_settings(args: argparse.Namespace, cwd: Path | None = None) -> Settings
     s.rules += [("deny", p, "flag") for p in getattr(args, "deny", [])]
     if s.values["max_iterations"] < 1:
         raise ConfigurationError("max_iterations must be at least 1")
+    if s.values["context_window"] is not None and s.values["context_window"] < 1:
+        raise ConfigurationError("context_window must be at least 1")
     return s
 
 

@@ -6,6 +6,10 @@ find are read-only, so the loop runs them in parallel and asks nobody before run
 
 ``Snapshots`` and ``SnapshotHook`` give them undo: a snapshot of the workspace around every call
 that may change it (bash included), and undo, redo and rewind over those snapshots.
+``load_conventions`` reads the project's own instructions (AGENTS.md or CLAUDE.md files);
+``load_hook_settings`` and ``CommandHooks`` run the command hooks of Claude Code settings files;
+``find_skills`` and ``find_commands`` find SKILL.md skills and Markdown slash commands;
+``make_todo_tool`` is the agent's plan, streamed as PLAN_UPDATED events.
 """
 
 from __future__ import annotations
@@ -13,7 +17,25 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from steerable.coding._command_hooks import CommandHooks
+from steerable.coding._conventions import ConventionFile, Conventions, load_conventions
+from steerable.coding._hook_settings import (
+    CommandHookSpec,
+    HookConsent,
+    HookSet,
+    load_hook_settings,
+)
 from steerable.coding._sandbox import Sandbox, SandboxLimits
+from steerable.coding._skills import (
+    Skill,
+    SlashCommand,
+    expand_command,
+    find_commands,
+    find_skills,
+    make_skill_tool,
+    skills_prompt,
+)
+from steerable.coding._todo import PLAN_STATUSES, make_todo_tool
 from steerable.coding._undo import (
     NothingToUndoError,
     SnapshotLimits,
@@ -36,11 +58,20 @@ from steerable.coding.write import make_write_tool
 from steerable.tools import FunctionTool
 
 __all__ = [
+    "PLAN_STATUSES",
     "SNAPSHOT_HOOK_PRIORITY",
     "SNAPSHOT_HOOK_TIMEOUT",
+    "CommandHookSpec",
+    "CommandHooks",
+    "ConventionFile",
+    "Conventions",
+    "HookConsent",
+    "HookSet",
     "NothingToUndoError",
     "Sandbox",
     "SandboxLimits",
+    "Skill",
+    "SlashCommand",
     "SnapshotHook",
     "SnapshotLimits",
     "SnapshotStoreError",
@@ -50,14 +81,22 @@ __all__ = [
     "UndoResult",
     "Workspace",
     "coding_tools",
+    "expand_command",
+    "find_commands",
+    "find_skills",
+    "load_conventions",
+    "load_hook_settings",
     "make_bash_tool",
     "make_edit_tool",
     "make_find_tool",
     "make_grep_tool",
     "make_ls_tool",
     "make_read_tool",
+    "make_skill_tool",
+    "make_todo_tool",
     "make_write_tool",
     "remove_session_snapshots",
+    "skills_prompt",
 ]
 
 

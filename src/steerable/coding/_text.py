@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import difflib
 
-__all__ = ["cap_text", "decode_text", "is_binary", "unified_diff"]
+__all__ = ["MAX_SHOWN_DIFF", "cap_text", "decode_text", "is_binary", "unified_diff"]
+
+MAX_SHOWN_DIFF = 20_000
+"""Characters of a change's diff that write and edit report for the user to see (not the model)."""
 
 _SNIFF = 8192
 

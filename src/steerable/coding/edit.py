@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from steerable.coding._beneath import Located
-from steerable.coding._text import unified_diff
+from steerable.coding._text import MAX_SHOWN_DIFF, cap_text, unified_diff
 from steerable.coding._workspace import Workspace
 from steerable.coding.write import atomic_write, current_text
 from steerable.errors import ToolError
@@ -95,15 +95,16 @@ def make_edit_tool(ws: Workspace) -> FunctionTool:
         """
         ws.gate.check(ctx.turn_id)
 
-        def change(where: Located) -> tuple[str, str]:
+        def change(where: Located) -> tuple[str, str, str]:
             name, before, after = _apply(ws, where, old_text, new_text, replace_all)
             atomic_write(where, after)
-            return name, before
+            return name, before, after
 
         try:
-            name, before = ws.beneath(path, change)
+            name, before, after = ws.beneath(path, change)
         except FileNotFoundError:
             raise _missing(ws, path) from None
+        ctx.progress("", diff=cap_text(unified_diff(before, after, name), MAX_SHOWN_DIFF))
         count = before.count(old_text) if replace_all else 1
         first = _line_of(before, before.index(old_text))
         plural = "s" if count > 1 else ""

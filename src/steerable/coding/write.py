@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from steerable.coding._beneath import Located, entry_stat, open_regular
-from steerable.coding._text import decode_text, unified_diff
+from steerable.coding._text import MAX_SHOWN_DIFF, cap_text, decode_text, unified_diff
 from steerable.coding._workspace import Workspace
 from steerable.errors import ToolError
 from steerable.tools import FunctionTool, ToolContext, tool
@@ -90,19 +90,22 @@ def make_write_tool(ws: Workspace) -> FunctionTool:
         """
         ws.gate.check(ctx.turn_id)
 
-        def replace(where: Located) -> tuple[str, bool]:
+        def replace(where: Located) -> tuple[str, str | None]:
             name = ws.display(where.path)
-            existed = current_text(where, name) is not None
+            before = current_text(where, name)
             atomic_write(where, content)
-            return name, existed
+            return name, before
 
         try:
-            name, existed = ws.beneath(path, replace, create_dirs=True)
+            name, before = ws.beneath(path, replace, create_dirs=True)
         except FileNotFoundError:  # missing folders are made: another process removed one
             raise ToolError(f"{path}: a folder on the way was removed while writing; nothing "
                             "was written") from None
+        # The change as a diff, for the person watching (a progress event: the model's answer
+        # stays short).
+        ctx.progress("", diff=cap_text(unified_diff(before or "", content, name), MAX_SHOWN_DIFF))
         lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
-        verb = "Overwrote" if existed else "Created"
+        verb = "Overwrote" if before is not None else "Created"
         size = len(content.encode("utf-8"))
         return (f"{verb} {name} ({lines} line{'' if lines == 1 else 's'}, "
                 f"{size} byte{'' if size == 1 else 's'}).")

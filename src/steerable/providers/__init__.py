@@ -9,9 +9,11 @@ from steerable.providers._base import (
     StreamEnd,
     TextDelta,
     ThinkingDelta,
+    ToolArgsDelta,
     ToolCallChunk,
     ToolSpec,
 )
+from steerable.providers._fallback import FallbackProvider
 from steerable.providers._retry import RetryPolicy
 from steerable.providers._select import (
     PROVIDER_NAMES,
@@ -25,6 +27,7 @@ from steerable.providers.scripted import Reply, ScriptedProvider, ScriptStep
 __all__ = [
     "PROVIDER_NAMES",
     "Chunk",
+    "FallbackProvider",
     "LLMRequest",
     "LLMResponse",
     "Provider",
@@ -37,6 +40,7 @@ __all__ = [
     "StreamEnd",
     "TextDelta",
     "ThinkingDelta",
+    "ToolArgsDelta",
     "ToolCallChunk",
     "ToolSpec",
     "choose_provider_name",

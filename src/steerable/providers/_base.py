@@ -1,13 +1,15 @@
 """The one seam between the loop and an LLM: ``stream(request)`` yielding chunks, ``aclose()``.
 
 A provider turns an ``LLMRequest`` into a stream of chunks. Text and reasoning arrive as deltas;
-tool calls arrive whole (assembling streamed argument fragments is the provider's job); a
-``RetryNotice`` tells the loop a transient failure is being retried; ``StreamEnd`` carries usage
+tool calls arrive whole (assembling streamed argument fragments is the provider's job), after
+``ToolArgsDelta`` pieces of their arguments as the model writes them (optional: a provider
+that gets calls whole sends none); a ``RetryNotice`` tells the loop a transient failure is being retried; ``StreamEnd`` carries usage
 and the finish reason. Errors are raised as ``steerable.errors.ProviderError`` subclasses.
 
 The loop reads every provider through ``guard_secrets``, which regroups the text so that no
 secret is cut between two deltas (see ``steerable._secrets.StreamGuard``). A provider whose
 text was cut that way already (a replay of a recorded run) says so with ``text_guarded``.
+Argument pieces are regrouped the same way, one guard per call.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from steerable._messages import Message, ToolCall, Usage
 from steerable._records import Record, record
-from steerable._secrets import StreamGuard
+from steerable._secrets import StreamGuard, json_forms
 
 __all__ = [
     "Chunk",
@@ -30,6 +32,7 @@ __all__ = [
     "StreamEnd",
     "TextDelta",
     "ThinkingDelta",
+    "ToolArgsDelta",
     "ToolCallChunk",
     "ToolChoice",
     "ToolSpec",
@@ -129,6 +132,18 @@ class ToolCallChunk(Record):
 
 
 @record(kw_only=False)
+class ToolArgsDelta(Record):
+    """A piece of a tool call's arguments (raw JSON text) while the model writes them; the
+    whole call still follows as a ``ToolCallChunk`` (becomes ``TOOL_CALL_DELTA``)."""
+
+    index: int
+    """The call's position in the reply (0 for the first call)."""
+    name: str
+    """The tool's name ("" while the provider has not been told it yet)."""
+    text: str
+
+
+@record(kw_only=False)
 class RetryNotice(Record):
     """Yielded by a provider before it retries a failed attempt (becomes ``LLM_RETRY``)."""
 
@@ -145,7 +160,7 @@ class StreamEnd(Record):
     finish_reason: str | None = None
 
 
-Chunk = TextDelta | ThinkingDelta | ToolCallChunk | RetryNotice | StreamEnd
+Chunk = TextDelta | ThinkingDelta | ToolCallChunk | ToolArgsDelta | RetryNotice | StreamEnd
 
 
 @runtime_checkable
@@ -163,19 +178,52 @@ def text_guarded(provider: object) -> bool:
     return getattr(provider, "text_guarded", False) is True
 
 
+class _ArgsGuards:
+    """One ``StreamGuard`` per tool call being written. Arguments are JSON text, where a secret
+    holding a quote, a backslash or a control character is written escaped: the escaped forms
+    are guarded too, so those are never cut either."""
+
+    __slots__ = ("guards", "names", "secrets")
+
+    def __init__(self, secrets: tuple[str, ...]) -> None:
+        self.secrets = tuple(json_forms(secrets))
+        self.guards: dict[int, StreamGuard] = {}
+        self.names: dict[int, str] = {}
+
+    def feed(self, chunk: ToolArgsDelta) -> ToolArgsDelta:
+        guard = self.guards.get(chunk.index)
+        if guard is None:
+            guard = self.guards[chunk.index] = StreamGuard(self.secrets)
+        if chunk.name:
+            self.names[chunk.index] = chunk.name
+        return ToolArgsDelta(chunk.index, chunk.name, guard.feed(chunk.text))
+
+    def flush(self) -> list[Chunk]:
+        """What every call holds back: final once a whole call (or the end) arrives."""
+        out: list[Chunk] = [ToolArgsDelta(i, self.names.get(i, ""), held)
+                            for i, g in self.guards.items() if (held := g.flush())]
+        return out
+
+    def reset(self) -> None:
+        self.guards.clear()
+        self.names.clear()
+
+
 async def guard_secrets(stream: AsyncIterator[Chunk],
                         secrets: Iterable[str]) -> AsyncGenerator[Chunk, None]:
-    """``stream`` with its text and reasoning regrouped so no secret of ``secrets`` (nor any
-    credential shape) is split between two deltas; held text comes out before ``StreamEnd``
-    (or at the end), and a ``RetryNotice`` voids it. Reasoning held back comes out when the
-    answer's text begins (and the other way round): the switch ends a block. A piece held back
-    whole still yields an empty ``TextDelta`` (which makes no event), so the loop's idle
-    watchdog sees the provider alive. Other chunks pass as they come."""
+    """``stream`` with its text, reasoning and tool arguments regrouped so no secret of
+    ``secrets`` (nor any credential shape) is split between two deltas; held text comes out
+    before ``StreamEnd`` (or at the end), held arguments before the next whole tool call, and
+    a ``RetryNotice`` voids both. Reasoning held back comes out when the answer's text begins
+    (and the other way round): the switch ends a block. A piece held back whole still yields
+    an empty delta (which makes no event), so the loop's idle watchdog sees the provider
+    alive. Other chunks pass as they come."""
     known = tuple(secrets)
     text, thinking = StreamGuard(known), StreamGuard(known)
+    arguments: _ArgsGuards | None = None  # made on the first argument piece: most replies have none
 
     def flushed() -> list[Chunk]:
-        out: list[Chunk] = []
+        out: list[Chunk] = arguments.flush() if arguments is not None else []
         if held := thinking.flush():
             out.append(ThinkingDelta(held))
         if held := text.flush():
@@ -193,12 +241,21 @@ async def guard_secrets(stream: AsyncIterator[Chunk],
                     yield TextDelta(held)
                 released = thinking.feed(chunk.text)
                 yield ThinkingDelta(released) if released else TextDelta("")
+            elif type(chunk) is ToolArgsDelta:
+                if arguments is None:
+                    arguments = _ArgsGuards(known)
+                yield arguments.feed(chunk)
             else:
                 if type(chunk) is RetryNotice:
                     text.reset()
                     thinking.reset()
+                    if arguments is not None:
+                        arguments.reset()
                 elif type(chunk) is StreamEnd:
                     for held_chunk in flushed():
+                        yield held_chunk
+                elif type(chunk) is ToolCallChunk and arguments is not None:
+                    for held_chunk in arguments.flush():
                         yield held_chunk
                 yield chunk
     for held_chunk in flushed():

@@ -2,7 +2,8 @@
 
 A failed attempt is retried only when it failed before anything reached the caller: once a
 text delta has been yielded, the loop has shown it to the user, and starting over would show
-it twice. ``RetryNotice`` is yielded before each wait, so the loop can report ``LLM_RETRY`` with
+it twice. Pieces of tool arguments (``ToolArgsDelta``) do not count: they show progress, not
+the reply, and the ``RetryNotice`` tells everyone who saw them that they are void. ``RetryNotice`` is yielded before each wait, so the loop can report ``LLM_RETRY`` with
 the delay it is about to sleep. The server's ``Retry-After`` is honoured (never retry sooner);
 when it asks for more than the policy allows, the attempt fails at once instead of waiting.
 """
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from steerable._records import Record, record
 from steerable.errors import ProviderError, RetryableProviderError
-from steerable.providers._base import Chunk, RetryNotice
+from steerable.providers._base import Chunk, RetryNotice, ToolArgsDelta
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -113,7 +114,7 @@ async def with_retries(
         try:
             async with aclosing(attempt()) as chunks:
                 async for chunk in chunks:
-                    streamed = True
+                    streamed = streamed or type(chunk) is not ToolArgsDelta
                     yield chunk
             return
         except RetryableProviderError as exc:

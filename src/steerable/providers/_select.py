@@ -67,6 +67,7 @@ def load_script(path: str | os.PathLike[str]) -> ScriptedProvider:
                 text=step.get("text", ""),
                 tool_calls=[(str(c[0]), c[1]) for c in step.get("tool_calls", [])],
                 delay=step.get("delay", 0.0),
+                thinking=step.get("thinking", ""),
             ))
         except (TypeError, ValueError, IndexError) as exc:
             raise ConfigurationError(f"script {p}: step {i}: {exc}") from None

@@ -4,7 +4,8 @@ Differences from Chat Completions that this module absorbs: the system prompt is
 ``system`` field; tool results are ``tool_result`` blocks inside a user message, and roles must
 alternate, so consecutive same-role messages are merged into one; ``max_tokens`` is required;
 the stream is typed events (``content_block_start/delta/stop``...) with tool arguments as
-``input_json_delta`` fragments, assembled here and yielded whole when their block stops.
+``input_json_delta`` fragments, passed on as ``ToolArgsDelta`` as they come, assembled here and
+yielded whole when their block stops.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from steerable.providers._base import (
     StreamEnd,
     TextDelta,
     ThinkingDelta,
+    ToolArgsDelta,
     ToolCallChunk,
     ToolSpec,
 )
@@ -83,11 +85,14 @@ def wire_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
 class _Reply:
     """One streamed message: open content blocks, usage, stop reason."""
 
-    __slots__ = ("blocks", "finish", "input_tokens", "output_tokens", "stopped", "target")
+    __slots__ = ("blocks", "calls", "finish", "input_tokens", "output_tokens", "stopped",
+                 "target")
 
     def __init__(self, target: ApiTarget) -> None:
         self.target = target
         self.blocks: dict[int, dict[str, Any]] = {}
+        self.calls = 0
+        """Tool-use blocks started so far (a call's position among the reply's calls)."""
         self.input_tokens = 0
         self.output_tokens = 0
         self.finish: str | None = None
@@ -101,6 +106,9 @@ class _Reply:
         if name == "content_block_start":
             block = dict(data.get("content_block") or {})
             block["fragments"] = []
+            if block.get("type") == "tool_use":
+                block["position"] = self.calls
+                self.calls += 1
             self.blocks[data.get("index", 0)] = block
         elif name == "content_block_stop":
             return self._stop(data.get("index", 0))
@@ -129,7 +137,11 @@ class _Reply:
             block = self.blocks.get(index)
             if block is None:
                 raise stream_error(self.target, f"tool input for unknown block {index}", None)
-            block["fragments"].append(delta.get("partial_json", ""))
+            piece = delta.get("partial_json")
+            if isinstance(piece, str) and piece:
+                block["fragments"].append(piece)
+                return ToolArgsDelta(int(block.get("position", 0)), str(block.get("name", "")),
+                                     piece)
         return None
 
     def _stop(self, index: int) -> Chunk | None:

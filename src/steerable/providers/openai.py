@@ -2,7 +2,8 @@
 OpenRouter...).
 
 Streams with ``stream: true``: text and reasoning deltas pass straight through; tool calls come
-as argument fragments keyed by index and are yielded whole once the reply ends. A model profile
+as argument fragments keyed by index, passed on as ``ToolArgsDelta`` as they come and yielded
+whole once the reply ends. A model profile
 adapts weak models (tool calls written as text, tool results sent as user messages). Retries,
 timeouts and error wording live in ``_retry`` and ``_http``, shared with the Anthropic provider.
 """
@@ -28,6 +29,7 @@ from steerable.providers._base import (
     StreamEnd,
     TextDelta,
     ThinkingDelta,
+    ToolArgsDelta,
     ToolCallChunk,
     ToolChoice,
     ToolSpec,
@@ -175,12 +177,14 @@ class _Reply:
                 if text:
                     out.append(TextDelta(text))
             for position, fragment in enumerate(delta.get("tool_calls") or ()):
-                self._add_fragment(position, fragment)
+                if (piece := self._add_fragment(position, fragment)) is not None:
+                    out.append(piece)
             if choice.get("finish_reason"):
                 self.finish = choice["finish_reason"]
         return out
 
-    def _add_fragment(self, position: int, fragment: Mapping[str, Any]) -> None:
+    def _add_fragment(self, position: int, fragment: Mapping[str, Any]) -> ToolArgsDelta | None:
+        """Add one streamed piece of a call; the arguments it brings, if any, as a delta."""
         index = fragment.get("index", position)
         partial_call = self.calls.get(index)
         if partial_call is None:
@@ -191,10 +195,14 @@ class _Reply:
         if function.get("name"):
             partial_call.name += function["name"]
         arguments = function.get("arguments")
-        if isinstance(arguments, str):
-            partial_call.fragments.append(arguments)
-        elif isinstance(arguments, dict):  # some servers send the object itself
-            partial_call.fragments.append(json.dumps(arguments))
+        if isinstance(arguments, dict):  # some servers send the object itself
+            arguments = json.dumps(arguments)
+        if not isinstance(arguments, str) or not arguments:
+            return None
+        partial_call.fragments.append(arguments)
+        # The position among the calls that have come, not the server's index (which some
+        # servers start at 1): the same order the whole calls come in.
+        return ToolArgsDelta(sorted(self.calls).index(index), partial_call.name, arguments)
 
     def end(self) -> list[Chunk]:
         if not self.done and self.finish is None:

@@ -36,6 +36,7 @@ from steerable.providers._base import (
     StreamEnd,
     TextDelta,
     ThinkingDelta,
+    ToolArgsDelta,
     ToolCallChunk,
 )
 from steerable.replay._errors import RecordingError
@@ -124,6 +125,8 @@ def chunk_to_json(chunk: Chunk) -> dict[str, Any]:
         if call.arguments_error:
             out["arguments_error"] = call.arguments_error
         return out
+    if isinstance(chunk, ToolArgsDelta):
+        return {"t": "tool_args", "index": chunk.index, "name": chunk.name, "text": chunk.text}
     if isinstance(chunk, RetryNotice):
         return {"t": "retry", "attempt": chunk.attempt, "reason": chunk.reason,
                 "delay": chunk.delay}
@@ -141,6 +144,8 @@ def chunk_from_json(raw: Mapping[str, Any]) -> Chunk:
         return ToolCallChunk(ToolCall(str(raw["id"]), str(raw["name"]),
                                       dict(raw.get("arguments") or {}),
                                       raw.get("arguments_error")))
+    if kind == "tool_args":
+        return ToolArgsDelta(int(raw["index"]), str(raw["name"]), str(raw["text"]))
     if kind == "retry":
         # The delay was waited out while recording; a replay does not wait again.
         return RetryNotice(int(raw["attempt"]), str(raw["reason"]), float(raw["delay"]))

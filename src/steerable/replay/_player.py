@@ -74,7 +74,8 @@ class ReplayResult:
 def _makes_event(chunk: Mapping[str, Any]) -> bool:
     """Whether the loop emits an event for this recorded chunk (empty text makes none)."""
     kind = chunk.get("t")
-    return kind in ("thinking", "retry") or (kind == "text" and bool(chunk.get("text")))
+    return kind in ("thinking", "retry") or (
+        kind in ("text", "tool_args") and bool(chunk.get("text")))
 
 
 class _InOrder:
@@ -176,7 +177,7 @@ class Player:
                     e = events[j]
                     if e["turn_id"] != turn:
                         continue
-                    if e["kind"] in ("llm_delta", "llm_retry"):
+                    if e["kind"] in ("llm_delta", "llm_retry", "tool_call_delta"):
                         produced.append(j)
                     elif e["kind"] in ("llm_response", "llm_request", "turn_end"):
                         break

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from importlib import resources
 from typing import Any
 
@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from steerable._lanes import BUSY_POLICIES
 from steerable.errors import CheckpointError, SessionBusyError
@@ -126,18 +126,23 @@ def _json_errors(handler: Handler) -> Handler:
 
 def create_app(runner: SessionRunner, *, token: str | None = None,
                undo: UndoAPI | None = None, allowed_hosts: Sequence[str] = (),
-               allowed_origins: Sequence[str] = ()) -> Starlette:
+               allowed_origins: Sequence[str] = (), extra_routes: Sequence[BaseRoute] = (),
+               contexts: Sequence[AbstractAsyncContextManager[Any]] = ()) -> Starlette:
     """The server's app: JSON API, SSE and the web page over ``runner``. ``token``: the bearer
     token every API request needs (None: only loopback host names are served, plus
     ``allowed_hosts``); ``allowed_origins``: other pages (``scheme://host[:port]``) that may
     call the API from a browser. With ``undo``, the undo endpoints (``/changes``, ``/undo``,
-    ``/redo``) and ``restore_files`` on a hard abort."""
+    ``/redo``) and ``restore_files`` on a hard abort. ``extra_routes`` (the protocol front
+    ends, behind the same guard) and the ``contexts`` they need open while the app runs."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await runner.start()
         try:
-            yield
+            async with AsyncExitStack() as stack:
+                for context in contexts:
+                    await stack.enter_async_context(context)
+                yield
         finally:
             await runner.aclose()
 
@@ -147,7 +152,7 @@ def create_app(runner: SessionRunner, *, token: str | None = None,
                       "method not allowed" if status == 405 else "error")
 
     routes = [*_page_routes(), *_session_routes(runner), *_message_routes(runner),
-              *_control_routes(runner, undo), *_undo_routes(undo, _S)]
+              *_control_routes(runner, undo), *_undo_routes(undo, _S), *extra_routes]
     return Starlette(routes=routes, lifespan=lifespan,
                      middleware=[Middleware(AccessGuard, token=token, public=_PUBLIC,
                                             hosts=allowed_hosts, origins=allowed_origins)],

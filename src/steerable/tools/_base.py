@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -84,6 +84,7 @@ class ToolContext:
     _report: Callable[[str, Mapping[str, Any]], None] | None = None
     _subturns: Subturns | None = None
     _refuses: Callable[[str], bool] | None = None
+    _plan: Callable[[tuple[Mapping[str, str], ...]], None] | None = None
 
     @property
     def cancelled(self) -> threading.Event:
@@ -131,6 +132,11 @@ class ToolContext:
         each entry refused here, so a rule on a path holds whatever folder was asked for.
         """
         return self._refuses is not None and self._refuses(subject)
+
+    def update_plan(self, items: Sequence[Mapping[str, str]]) -> None:
+        """Emit ``PLAN_UPDATED`` with the agent's whole plan (``content`` and ``status`` each)."""
+        if self._plan is not None:
+            self._plan(tuple(dict(item) for item in items))
 
     def progress(self, text: str, **data: Any) -> None:
         """Emit ``TOOL_EXEC_PROGRESS`` with ``text`` and any JSON-able ``data``."""

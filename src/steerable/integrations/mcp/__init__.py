@@ -9,16 +9,18 @@ cancellation) and ``open_servers`` (several servers from configuration).
 
 from __future__ import annotations
 
-try:
-    import mcp  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the installation
-    raise ImportError(
-        "MCP support needs the official MCP SDK: pip install 'steerable[mcp]'"
-    ) from exc
+from steerable.integrations.mcp._sdk import check_sdk
 
-from steerable.integrations.mcp._config import MCPServers, open_servers, servers_from_config
-from steerable.integrations.mcp._server import DEFAULT_TIMEOUT, MCPServer
-from steerable.integrations.mcp._tool import MCPTool, mcp_tool_name
+# Before the SDK is imported below: a missing or mismatched SDK is one line, not a traceback.
+check_sdk()
+
+from steerable.integrations.mcp._config import (  # noqa: E402
+    MCPServers,
+    open_servers,
+    servers_from_config,
+)
+from steerable.integrations.mcp._server import DEFAULT_TIMEOUT, MCPServer  # noqa: E402
+from steerable.integrations.mcp._tool import MCPTool, mcp_tool_name  # noqa: E402
 
 __all__ = [
     "DEFAULT_TIMEOUT",

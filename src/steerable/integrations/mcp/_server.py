@@ -11,9 +11,14 @@ task, which ends the calls waiting on it; over HTTP, a response stream cut off m
 the SDK only logs and would leave the call waiting for its deadline, is seen by a watch on the
 HTTP client's transport) and is marked down for the rest of that turn: later
 calls in the same turn get an error result at once. A call cancelled by a hard abort or its
-deadline sends ``notifications/cancelled`` to the server and leaves the server suspect: the next
-call pings it first; no answer in the same turn marks it down, in a later turn restarts it. A
-server marked down is restarted by the first call of a later turn.
+deadline is cancelled on the server (the SDK sends ``notifications/cancelled`` for an abandoned
+request) and leaves the server suspect: the next call checks it first (a ping on a 2025 server,
+``tools/list`` on a 2026 one, which has no ping); no answer in the same turn marks it down, in a
+later turn restarts it. A server marked down is restarted by the first call of a later turn.
+
+The protocol revision is negotiated per connection (the SDK's ``auto`` mode): ``server/discover``
+first (the 2026-07-28 revision), the ``initialize`` handshake of the 2025 revisions when the
+server does not know it.
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any
 
 import anyio
-import httpx
-from mcp import ClientSession, McpError, StdioServerParameters, types
+import httpx2
+from mcp import Client, ClientSession, MCPError, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
@@ -97,6 +102,12 @@ class MCPServer:
     def transport(self) -> str:
         return "stdio" if self.command is not None else "http"
 
+    @property
+    def protocol_version(self) -> str | None:
+        """The MCP revision agreed with the server (``2026-07-28``, or a 2025 one when the server
+        does not know ``server/discover``); None while not connected."""
+        return self._session.protocol_version if self._session is not None else None
+
     def __repr__(self) -> str:
         where = self.url if self.url is not None else " ".join([self.command or "", *self.args])
         return f"<MCPServer {self.name} {self.transport} {where}>"
@@ -119,21 +130,21 @@ class MCPServer:
                     broken.set_result(exc)
 
             # The SDK's own client settings, with a transport that reports a cut-off stream.
-            http = httpx.AsyncClient(
-                headers=self.headers, transport=_Watched(httpx.AsyncHTTPTransport(), gone),
-                timeout=httpx.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT))
-            async with http, streamable_http_client(self.url, http_client=http) as (read, write,
-                                                                                  _):
+            http = httpx2.AsyncClient(
+                headers=self.headers, transport=_Watched(httpx2.AsyncHTTPTransport(), gone),
+                timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT))
+            async with http, streamable_http_client(self.url, http_client=http) as (read, write):
                 yield read, write
 
     async def _own(self, ready: asyncio.Future[ClientSession], stop: asyncio.Event,
                    broken: asyncio.Future[BaseException]) -> None:
         ended: BaseException = ConnectionError("the connection to the server ended")
         try:
-            async with self._streams(broken) as (read, write), \
-                    ClientSession(read, write, message_handler=self._on_message) as session:
-                await session.initialize()
-                ready.set_result(session)
+            # mode="auto": server/discover, or the initialize handshake of a 2025 server. No
+            # response cache: a tool list must be the server's current one after a restart.
+            async with Client(self._streams(broken), mode="auto", cache=None,
+                              message_handler=self._on_message) as client:
+                ready.set_result(client.session)
                 await stop.wait()
         except BaseException as exc:
             if not ready.done():
@@ -157,7 +168,7 @@ class MCPServer:
     async def _on_message(self, message: Any) -> None:
         # The SDK hands transport failures to the message handler and leaves the requests in
         # flight waiting; a failure of the transport itself ends the calls at once instead.
-        if isinstance(message, httpx.TransportError | OSError | anyio.BrokenResourceError |
+        if isinstance(message, httpx2.TransportError | OSError | anyio.BrokenResourceError |
                       anyio.ClosedResourceError):
             broken = self._broken
             if broken is not None and not broken.done():
@@ -217,7 +228,7 @@ class MCPServer:
             page = await self._session.list_tools(
                 params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
             found += page.tools
-            cursor = page.nextCursor
+            cursor = page.next_cursor
             if not cursor:
                 return found
 
@@ -257,9 +268,12 @@ class MCPServer:
             return session
 
     async def _ping(self, session: ClientSession) -> bool:
+        # The 2026 revision has no ping: a tools/list (uncached) is the cheapest request it has.
+        probe = (session.send_ping() if session.initialize_result is not None
+                 else session.list_tools())
         try:
             # Within the call's own deadline, so the answer is ours and not a tool timeout.
-            await asyncio.wait_for(session.send_ping(), min(_PING_TIMEOUT, self.timeout / 2))
+            await asyncio.wait_for(probe, min(_PING_TIMEOUT, self.timeout / 2))
         except (Exception, TimeoutError):
             return False
         return True
@@ -272,25 +286,22 @@ class MCPServer:
             shown = message or (f"{progress:g}/{total:g}" if total else f"{progress:g}")
             ctx.progress(shown, progress=progress, total=total)
 
-        # The SDK numbers requests in order and has no cancel API: the id this call will get is
-        # the session's next one, read with no await in between so nothing else can take it.
-        request_id: int = getattr(session, "_request_id", -1)
-        call = asyncio.ensure_future(session.call_tool(tool, dict(arguments),
-                                                       progress_callback=report))
+        call = asyncio.ensure_future(session.call_tool(
+            tool, dict(arguments), progress_callback=report, allow_input_required=True))
         try:
             # The deadline starts once the server is up: a restart does not eat into it.
             async with asyncio.timeout(self.timeout):
                 try:
                     result = await self._outcome(call)
                 except asyncio.CancelledError:  # our deadline, a hard abort, the loop's timeout
+                    # Cancelling the request makes the SDK send notifications/cancelled.
                     call.cancel()
                     self._suspect_in = ctx.turn_id
-                    self._notify_cancelled(session, request_id)
                     raise
         except TimeoutError:
             raise ToolError(f"MCP tool {tool!r} of server {self.name!r} timed out after "
                             f"{self.timeout:g} s; the call was cancelled on the server") from None
-        except McpError as exc:
+        except MCPError as exc:
             if exc.error.code == types.CONNECTION_CLOSED:
                 self._mark_down(ctx.turn_id)
                 raise ToolError(f"MCP server {self.name!r} closed the connection during the "
@@ -300,9 +311,15 @@ class MCPServer:
             self._mark_down(ctx.turn_id)
             raise ToolError(f"MCP server {self.name!r} failed during the call: "
                             f"{_describe(exc)}; it will be restarted on the next turn") from None
+        if isinstance(result, types.InputRequiredResult):
+            # Answering needs a parked question or approval, which steerable has not yet.
+            asked = ", ".join(sorted(result.input_requests or {})) or "input"
+            return ToolResult(f"MCP server {self.name!r} asked for input ({asked}) before "
+                              f"{tool!r} can finish; steerable cannot answer such requests yet",
+                              is_error=True)
         return _result(result)
 
-    async def _outcome(self, call: asyncio.Future[types.CallToolResult]) -> types.CallToolResult:
+    async def _outcome(self, call: asyncio.Future[Any]) -> Any:
         """The call's result, or the transport's failure if that comes first."""
         broken = self._broken
         if broken is None:
@@ -325,30 +342,16 @@ class MCPServer:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def _notify_cancelled(self, session: ClientSession, request_id: int) -> None:
-        if request_id < 0:
-            return
-        note = types.ClientNotification(types.CancelledNotification(
-            params=types.CancelledNotificationParams(requestId=request_id,
-                                                     reason="cancelled by the agent loop")))
 
-        async def send() -> None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(session.send_notification(note), _PING_TIMEOUT)
-
-        # Sent from a task of its own: the caller is being cancelled and must not wait for it.
-        self._own_task(send())
-
-
-class _Watched(httpx.AsyncBaseTransport):
+class _Watched(httpx2.AsyncBaseTransport):
     """An HTTP transport that calls ``gone`` when a response body breaks off (the server died
     or the network dropped), then lets the error go on to the SDK as before."""
 
-    def __init__(self, inner: httpx.AsyncBaseTransport, gone: Any) -> None:
+    def __init__(self, inner: httpx2.AsyncBaseTransport, gone: Any) -> None:
         self._inner = inner
         self._gone = gone
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         try:
             response = await self._inner.handle_async_request(request)
         except _CUT_OFF as exc:
@@ -361,7 +364,7 @@ class _Watched(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-class _WatchedStream(httpx.AsyncByteStream):
+class _WatchedStream(httpx2.AsyncByteStream):
     def __init__(self, inner: Any, gone: Any) -> None:
         self._inner = inner
         self._gone = gone
@@ -378,7 +381,7 @@ class _WatchedStream(httpx.AsyncByteStream):
         await self._inner.aclose()
 
 
-_CUT_OFF = (httpx.NetworkError, httpx.RemoteProtocolError)
+_CUT_OFF = (httpx2.NetworkError, httpx2.RemoteProtocolError)
 """Failures that mean the server is gone (a read timeout on an idle stream is not one)."""
 
 
@@ -406,15 +409,15 @@ def _result(result: types.CallToolResult) -> ToolResult:
         if isinstance(item, types.TextContent):
             parts.append(item.text)
         elif isinstance(item, types.ImageContent | types.AudioContent):
-            parts.append(f"[{item.type} ({item.mimeType}), {len(item.data)} bytes base64]")
+            parts.append(f"[{item.type} ({item.mime_type}), {len(item.data)} bytes base64]")
         elif isinstance(item, types.EmbeddedResource):
             res = item.resource
             text = getattr(res, "text", None)
             parts.append(text if isinstance(text, str) else f"[resource {res.uri}]")
         elif isinstance(item, types.ResourceLink):
             parts.append(f"[resource link {item.uri}]")
-    if not parts and result.structuredContent is not None:
+    if not parts and result.structured_content is not None:
         import json
 
-        parts.append(json.dumps(result.structuredContent, ensure_ascii=False))
-    return ToolResult("\n".join(parts), is_error=bool(result.isError))
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    return ToolResult("\n".join(parts), is_error=bool(result.is_error))

@@ -39,11 +39,11 @@ class MCPTool(BaseTool):
         self.name = mcp_tool_name(server.name, spec.name)
         self.description = spec.description or spec.title or f"{spec.name} (MCP server {server.name})"
         hints = spec.annotations
-        self.read_only = bool(hints is not None and hints.readOnlyHint)
+        self.read_only = bool(hints is not None and hints.read_only_hint)
         # The server enforces its own per-call deadline (see MCPServer.call): a restart on the
         # next turn must not count against it, so the loop's tool timeout is not used here.
         self.timeout: float | None = None
-        self._parameters: Mapping[str, Any] = dict(spec.inputSchema or {"type": "object"})
+        self._parameters: Mapping[str, Any] = dict(spec.input_schema or {"type": "object"})
 
     @property
     def parameters(self) -> Mapping[str, Any]:

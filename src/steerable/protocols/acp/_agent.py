@@ -84,7 +84,8 @@ and the others are added (the tools of the editor's MCP servers)."""
 
 _KINDS = [EventKind.LLM_DELTA, EventKind.LLM_RESPONSE, EventKind.TOOL_EXEC_START,
           EventKind.TOOL_EXEC_PROGRESS, EventKind.TOOL_EXEC_END, EventKind.TOOL_EXEC_SKIPPED,
-          EventKind.STEERING_INJECTED, EventKind.TURN_END, EventKind.MESSAGE_STATE]
+          EventKind.STEERING_INJECTED, EventKind.PLAN_UPDATED, EventKind.TURN_END,
+          EventKind.MESSAGE_STATE]
 _ANNOUNCE_WAIT = 5.0
 _CLOSE_GRACE = 5.0
 _PAGE = 50

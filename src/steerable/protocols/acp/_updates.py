@@ -4,7 +4,8 @@ What the editor sees of a turn: the model's text (``agent_message_chunk``) and t
 (``agent_thought_chunk``), each tool call announced once when the model declares it
 (``tool_call``, status ``pending``, kind from the tool's family, a diff for edits) and then
 ``tool_call_update`` as it starts, ends or is skipped, steering where it reached the model
-(``user_message_chunk``), and token use (``usage_update``) when the window is known. Sub-turns
+(``user_message_chunk``), the ``todo`` tool's plan (``plan``), and token use (``usage_update``)
+when the window is known. Sub-turns
 show through the tool call that runs them, not their own text.
 """
 
@@ -12,13 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Container, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from acp.schema import (
     AgentMessageChunk,
+    AgentPlanUpdate,
     AgentThoughtChunk,
     ContentToolCallContent,
     FileEditToolCallContent,
+    PlanEntry,
     TerminalToolCallContent,
     TextContentBlock,
     ToolCallLocation,
@@ -35,7 +38,7 @@ from steerable._messages import ToolCall
 __all__ = ["ToolView", "Update", "call_start", "text_block", "tool_kind", "translate"]
 
 Update = (AgentMessageChunk | AgentThoughtChunk | UserMessageChunk | ToolCallStart
-          | ToolCallProgress | UsageUpdate)
+          | ToolCallProgress | UsageUpdate | AgentPlanUpdate)
 
 _KINDS: dict[str, ToolKind] = {
     "read": "read", "ls": "read", "grep": "search", "find": "search", "write": "edit",
@@ -43,6 +46,11 @@ _KINDS: dict[str, ToolKind] = {
 }
 _FAMILY_KINDS: dict[str, ToolKind] = {"read": "read", "write": "edit", "bash": "execute"}
 _RESULT_CAP = 20_000
+# ACP's plan statuses; the todo tool says "done" where ACP says "completed". The tool has no
+# priorities, so every entry is ACP's middle one.
+_PlanStatus = Literal["pending", "in_progress", "completed"]
+_PLAN_STATUS: dict[str, _PlanStatus] = {"pending": "pending", "in_progress": "in_progress",
+                                        "done": "completed"}
 _CALL_KINDS = frozenset({EventKind.TOOL_EXEC_START, EventKind.TOOL_EXEC_PROGRESS,
                          EventKind.TOOL_EXEC_END, EventKind.TOOL_EXEC_SKIPPED})
 
@@ -201,6 +209,12 @@ def translate(event: Event, view: ToolView, arguments: Mapping[str, Mapping[str,
             session_update="tool_call_update", tool_call_id=event.call_id, status="failed",
             content=[ContentToolCallContent(type="content", content=text_block(why))],
             field_meta={"steerable": {"skipped": event.reason}})]
+    if event.kind is EventKind.PLAN_UPDATED:
+        # ACP's plan is the whole list each time, as the tool's event is.
+        return [AgentPlanUpdate(session_update="plan", entries=[
+            PlanEntry(content=item["content"], priority="medium",
+                      status=_PLAN_STATUS.get(item["status"], "pending"))
+            for item in event.items])]
     if event.kind is EventKind.STEERING_INJECTED:
         return [UserMessageChunk(session_update="user_message_chunk",
                                  content=text_block(event.text),

@@ -166,6 +166,35 @@ function showResult(c, content, isError) {
   c.root.appendChild(det);
 }
 
+// What an edit or write changed: one line per row, coloured by its sign.
+function showDiff(c, diff) {
+  if (c.diff) c.diff.remove();
+  const pre = el("pre", "diff");
+  let inDiff = false;
+  for (const line of diff.replace(/\n$/, "").split("\n")) {
+    inDiff = inDiff || line.startsWith("--- ");
+    let cls = null;
+    if (inDiff && (line.startsWith("--- ") || line.startsWith("+++ "))) cls = "d-file";
+    else if (inDiff && line.startsWith("@@")) cls = "d-hunk";
+    else if (inDiff && line.startsWith("+")) cls = "d-add";
+    else if (inDiff && line.startsWith("-")) cls = "d-del";
+    pre.appendChild(el("span", cls, line + "\n"));
+  }
+  c.diff = pre;
+  c.root.insertBefore(pre, c.root.children[1] || null);
+}
+
+// The agent's plan (the todo tool): one checklist per turn, redrawn as it changes.
+function showPlan(t, items) {
+  if (!t.plan) t.plan = append(t.box, el("div", "plan"));
+  t.plan.textContent = "";
+  const done = items.filter((i) => i.status === "done").length;
+  t.plan.appendChild(el("div", "plan-head", "Plan (" + done + "/" + items.length + " done)"));
+  const list = el("ul");
+  for (const item of items) list.appendChild(el("li", "plan-" + item.status, item.content));
+  t.plan.appendChild(list);
+}
+
 function askApproval(ev, c) {
   const bar = el("div", "approval");
   bar.dataset.request = ev.request_id;
@@ -226,6 +255,7 @@ function handle(ev) {
     case "tool_exec_start": card(ev.turn_id, ev.call_id, ev.tool_name, ev.arguments, t.box); break;
     case "tool_exec_progress": {
       const c = card(ev.turn_id, ev.call_id, ev.tool_name, {}, t.box);
+      if (ev.data && typeof ev.data.diff === "string") { showDiff(c, ev.data.diff); if (!ev.text) break; }
       if (!c.progress) {
         const p = el("div", "progress");
         c.progress = el("pre");
@@ -255,6 +285,7 @@ function handle(ev) {
       append(t.box, m);
       break;
     }
+    case "plan_updated": showPlan(t, ev.items); break;
     case "follow_up_queued": note("queued as a follow-up: " + ev.text, "", t.box); break;
 
     case "interrupt_received": note(ev.mode === "hard" ? "stopping now…" : "interrupting: the agent will sum up", "", t.box); break;

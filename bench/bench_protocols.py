@@ -1,0 +1,163 @@
+"""Protocol front-end benchmarks: AG-UI at /v1/agui and MCP at /mcp against the native SSE of
+the same turn.
+
+    python bench/bench_protocols.py
+
+``steerable serve`` runs in its own process with the scripted provider (instant answers); each
+turn is 40 read calls then a 4,000-word answer (one text delta per word), about 4,300 native
+events. Printed: the events per second one AG-UI stream carries end to end (request to
+RUN_FINISHED), the same for the native SSE of an identical turn, the AG-UI adapter's overhead
+in wall time per turn, and the adapter alone in this process (translation plus encoding of a
+recorded turn: the ceiling one stream can sustain); the MCP ``run`` tool's wall time per turn
+(progress notifications included) against the native SSE's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+from ag_ui.encoder import EventEncoder
+from mcp import Client
+
+from steerable.protocols.agui import RunTranslator
+
+ROOT = Path(__file__).resolve().parent.parent
+WORDS = 4000
+CALLS = 40
+TURN = [{"tool_calls": [["read", {"path": "a.txt"}]] * CALLS},
+        {"text": " ".join(f"word{i}" for i in range(WORDS))}]
+
+
+@asynccontextmanager
+async def server(turns: int) -> AsyncIterator[str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "script.json"
+        script.write_text(json.dumps(TURN * turns))
+        (Path(tmp) / "a.txt").write_text("hello\n")
+        env = {**os.environ, "STEERABLE_DATA_DIR": str(Path(tmp) / "data"),
+               "XDG_CONFIG_HOME": str(Path(tmp) / "config"), "PYTHONPATH": str(ROOT / "src")}
+        env.pop("STEERABLE_SERVER_TOKEN", None)
+        proc = subprocess.Popen([sys.executable, "-m", "steerable", "serve", "--port", "0",
+                                 "--yes", "--provider", "scripted", "--script", str(script),
+                                 "--workspace", tmp], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split()[-1]
+        try:
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+async def native(client: httpx.AsyncClient, sid: str) -> tuple[int, float, list[str]]:
+    """Post a message and follow the SSE to the turn's end: events, seconds, raw data lines."""
+    lines: list[str] = []
+    ready = asyncio.Event()
+
+    async def follow() -> None:
+        async with client.stream("GET", f"/v1/sessions/{sid}/events") as response:
+            ready.set()
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    lines.append(line[5:].strip())
+                    if '"turn_end"' in line and '"parent_turn_id": null' in line:
+                        return
+
+    reader = asyncio.create_task(follow())
+    await ready.wait()
+    t0 = time.perf_counter()
+    assert (await client.post(f"/v1/sessions/{sid}/messages", json={"text": "go"})).is_success
+    await reader
+    return len(lines), time.perf_counter() - t0, lines
+
+
+async def agui(client: httpx.AsyncClient, sid: str) -> tuple[int, float]:
+    body = {"threadId": sid, "runId": str(uuid.uuid4()), "state": {}, "tools": [],
+            "context": [], "forwardedProps": {},
+            "messages": [{"id": "u", "role": "user", "content": "go"}]}
+    count = 0
+    t0 = time.perf_counter()
+    async with client.stream("POST", "/v1/agui", json=body) as response:
+        async for line in response.aiter_lines():
+            if line.startswith("data: "):
+                count += 1
+                if '"RUN_FINISHED"' in line:
+                    break
+    return count, time.perf_counter() - t0
+
+
+async def mcp_run(client: Client, sid: str) -> tuple[int, float]:
+    notes = 0
+
+    async def count(done: float, total: float | None, message: str | None) -> None:
+        nonlocal notes
+        notes += 1
+
+    t0 = time.perf_counter()
+    result = await client.call_tool("run", {"prompt": "go", "session_id": sid},
+                                    progress_callback=count)
+    assert not result.is_error, result
+    return notes, time.perf_counter() - t0
+
+
+def adapter_alone(lines: list[str], rounds: int = 5) -> tuple[int, float]:
+    """Translate and encode a recorded turn: AG-UI events out per second, best of ``rounds``."""
+    events = [json.loads(line) for line in lines]
+    turn = events[0]["turn_id"]
+    encoder = EventEncoder()
+    best = float("inf")
+    for _ in range(rounds):
+        translator = RunTranslator("t", "r", turn)
+        t0 = time.perf_counter()
+        out = 0
+        for seq, raw in enumerate(events):
+            for event in translator.feed(seq, raw):
+                encoder.encode(event)
+                out += 1
+        best = min(best, time.perf_counter() - t0)
+    return out, best
+
+
+async def main(turns: int = 6) -> None:
+    print(f"load average before: {Path('/proc/loadavg').read_text().split()[:3]}")
+    async with server(3 * turns) as url, httpx.AsyncClient(base_url=url, timeout=120) as client, \
+            Client(url + "/mcp") as mcp_client:
+        rows_native, rows_agui, rows_mcp, recorded = [], [], [], []
+        for i in range(turns):  # interleaved, so all see the same machine load
+            n, secs, lines = await native(client, f"n{i}")
+            rows_native.append((n, secs))
+            recorded = lines
+            rows_agui.append(await agui(client, f"a{i}"))
+            rows_mcp.append(await mcp_run(mcp_client, f"m{i}"))
+    nat = statistics.median(s for _, s in rows_native)
+    ag = statistics.median(s for _, s in rows_agui)
+    n_native, n_agui = rows_native[-1][0], rows_agui[-1][0]
+    print(f"native SSE: {n_native} events per turn, median {nat * 1000:.0f} ms "
+          f"({n_native / nat:,.0f} events/s)")
+    print(f"AG-UI:      {n_agui} events per turn, median {ag * 1000:.0f} ms "
+          f"({n_agui / ag:,.0f} events/s on one stream)")
+    print(f"AG-UI overhead over the native SSE: {(ag / nat - 1) * 100:+.1f}% wall time per turn")
+    mc = statistics.median(s for _, s in rows_mcp)
+    print(f"MCP run:    {rows_mcp[-1][0]} progress notifications per turn, median "
+          f"{mc * 1000:.0f} ms: {(mc / nat - 1) * 100:+.1f}% wall time over the native SSE")
+    out, secs = adapter_alone(recorded)
+    print(f"adapter alone (translate + encode a recorded turn): {out} events in "
+          f"{secs * 1000:.1f} ms ({out / secs:,.0f} events/s)")
+    print(f"load average after: {Path('/proc/loadavg').read_text().split()[:3]}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
