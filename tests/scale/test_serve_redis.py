@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import httpx
@@ -51,6 +52,13 @@ def test_two_servers_share_sessions_and_redis_down_is_503(cli_env, tmp_path: Pat
             assert [i for i, _ in again] == ids[1:]
             got = cb.get("/v1/sessions/shared").json()
             assert [m["content"] for m in got["messages"]] == ["hello", "served"]
+            # The worker lets the session go only after its TURN_END is in the stream (the
+            # fence against zombie workers), so "busy" may trail the event by a moment.
+            for _ in range(100):
+                if not got["busy"]:
+                    break
+                time.sleep(0.05)
+                got = cb.get("/v1/sessions/shared").json()
             assert got["busy"] is False
             assert [s["id"] for s in ca.get("/v1/sessions").json()["sessions"]] == ["shared"]
             own_redis.stop()
