@@ -16,7 +16,7 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from steerable._messages import ToolResult
@@ -28,7 +28,8 @@ from steerable.coding._workspace import Workspace
 from steerable.errors import ToolError
 from steerable.tools import FunctionTool, ToolContext, tool
 
-__all__ = ["DEFAULT_HIDDEN_ENV", "gated_command", "make_bash_tool", "scrubbed_env"]
+__all__ = ["DEFAULT_HIDDEN_ENV", "BashRun", "bash_tool", "exit_result", "gated_command", "make_bash_tool",
+           "scrubbed_env"]
 
 DEFAULT_TIMEOUT = 120.0
 MAX_TIMEOUT = 1800.0
@@ -155,6 +156,25 @@ def make_bash_tool(ws: Workspace, *, default_timeout: float = DEFAULT_TIMEOUT,
     box = Sandbox() if sandbox is None else sandbox
     writable = [ws.root, *ws.extra_roots]
 
+    async def run(command: str, ctx: ToolContext, limit: float) -> ToolResult:
+        out = _Output(ctx)
+        env = scrubbed_env(hidden)
+        argv = gated_command(box, ws, ctx.turn_id, command, env)
+        code, note = await _run(argv, str(ws.root), env, limit, out)
+        missing = box.explain_missing(out.text(), writable, env) if code == 127 else None
+        return exit_result(cap_text(out.text(), max_output), code, [note, missing])
+
+    return bash_tool(ws, box, default_timeout, run)
+
+
+BashRun = Callable[[str, ToolContext, float], Awaitable[ToolResult]]
+"""How a bash tool runs a checked command line (with its timeout in seconds)."""
+
+
+def bash_tool(ws: Workspace, box: Sandbox, default_timeout: float, run: BashRun) -> FunctionTool:
+    """The model's ``bash`` tool: its schema, preview, permission subjects and argument checks,
+    over ``run`` (a local process here, the editor's terminal over ACP)."""
+
     def preview(arguments: Mapping[str, Any]) -> str:
         return f"[dry-run] bash would run in {ws.root}; nothing was run:\n$ {arguments['command']}"
 
@@ -175,21 +195,18 @@ def make_bash_tool(ws: Workspace, *, default_timeout: float = DEFAULT_TIMEOUT,
         limit = default_timeout if timeout is None else timeout
         if not 0 < limit <= MAX_TIMEOUT:
             raise ToolError(f"timeout must be between 0 and {MAX_TIMEOUT:g} seconds")
-        out = _Output(ctx)
         if box.enabled:
             await asyncio.to_thread(bwrap_usable)  # the one-time probe, off the event loop
-        env = scrubbed_env(hidden)
-        argv = gated_command(box, ws, ctx.turn_id, command, env)
-        code, note = await _run(argv, str(ws.root), env, limit, out)
-        body = cap_text(out.text(), max_output) or "(no output)"
-        if not body.endswith("\n"):
-            body += "\n"
-        status = f"[exit code {code}]" if code is not None else "[no exit code]"
-        if note:
-            status += f" [{note}]"
-        if code == 127 and (missing := box.explain_missing(out.text(), writable, env)):
-            status += f" [{missing}]"
-        failed = code != 0
-        return ToolResult(body + status, is_error=failed, metadata={"exit_code": code})
+        return await run(command, ctx, limit)
 
     return bash
+
+
+def exit_result(output: str, code: int | None, notes: Iterable[str | None]) -> ToolResult:
+    """A command's output with its exit code and notes on one last line."""
+    body = output or "(no output)"
+    if not body.endswith("\n"):
+        body += "\n"
+    status = f"[exit code {code}]" if code is not None else "[no exit code]"
+    status += "".join(f" [{note}]" for note in notes if note)
+    return ToolResult(body + status, is_error=code != 0, metadata={"exit_code": code})

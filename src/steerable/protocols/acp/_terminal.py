@@ -16,17 +16,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
 from typing import Any, Protocol
 
 from steerable._messages import ToolResult
 from steerable.coding import Sandbox, Workspace
-from steerable.coding._sandbox import bwrap_usable
-from steerable.coding._shell import command_subjects
 from steerable.coding._text import cap_text
-from steerable.coding.bash import DEFAULT_TIMEOUT, MAX_OUTPUT, MAX_TIMEOUT, gated_command
+from steerable.coding.bash import (
+    DEFAULT_TIMEOUT,
+    MAX_OUTPUT,
+    bash_tool,
+    exit_result,
+    gated_command,
+)
 from steerable.errors import ToolError
-from steerable.tools import FunctionTool, ToolContext, tool
+from steerable.tools import FunctionTool, ToolContext
 
 __all__ = ["EditorTerminals", "make_editor_bash_tool"]
 
@@ -93,40 +96,13 @@ def make_editor_bash_tool(ws: Workspace, terms: EditorTerminals, *,
                           max_output: int = MAX_OUTPUT) -> FunctionTool:
     box = Sandbox() if sandbox is None else sandbox
 
-    def preview(arguments: Mapping[str, Any]) -> str:
-        return f"[dry-run] bash would run in {ws.root}; nothing was run:\n$ {arguments['command']}"
-
-    @tool(name="bash", permission_key="command", preview=preview,
-          permission_subjects=lambda a: command_subjects(str(a.get("command", ""))))
-    # ``timeout`` is the model's argument (a JSON field), not an asyncio deadline of a caller.
-    async def bash(command: str, ctx: ToolContext,
-                   timeout: float | None = None) -> ToolResult:  # noqa: ASYNC109
-        """Run a bash command in the workspace root (programs, and counts: wc -l, ls | wc -l);
-        stdout and stderr are returned together.
-
-        Args:
-            command: The command line to run with bash -c.
-            timeout: Seconds before the command is killed (default 120).
-        """
-        if not command.strip():
-            raise ToolError("command must not be empty")
-        limit = default_timeout if timeout is None else timeout
-        if not 0 < limit <= MAX_TIMEOUT:
-            raise ToolError(f"timeout must be between 0 and {MAX_TIMEOUT:g} seconds")
-        if box.enabled:
-            await asyncio.to_thread(bwrap_usable)  # the one-time probe, off the event loop
+    async def run(command: str, ctx: ToolContext, limit: float) -> ToolResult:
         argv = gated_command(box, ws, ctx.turn_id, command, None)
         try:
             output, code, note = await _run(ctx=ctx, terms=terms, argv=argv, cwd=str(ws.root),
                                             limit=limit, max_output=max_output)
         except Exception as exc:  # the editor refused or went away: the model reads why
             raise ToolError(f"the editor's terminal failed: {exc}") from None
-        body = cap_text(output, max_output) or "(no output)"
-        if not body.endswith("\n"):
-            body += "\n"
-        status = f"[exit code {code}]" if code is not None else "[no exit code]"
-        if note:
-            status += f" [{note}]"
-        return ToolResult(body + status, is_error=code != 0, metadata={"exit_code": code})
+        return exit_result(cap_text(output, max_output), code, [note])
 
-    return bash
+    return bash_tool(ws, box, default_timeout, run)
