@@ -56,6 +56,7 @@ from steerable._handle import (
     check_text,
     turn_info,
 )
+from steerable._ids import random_hex
 from steerable._lanes import BusyPolicy, Lanes, QueuedTurn, check_policy
 from steerable._messages import Message
 from steerable._observers import Observers
@@ -71,7 +72,7 @@ _RECORD_ENV = "STEERABLE_EVENT_LOG"
 
 
 def _new_id(prefix: str) -> str:
-    return f"{prefix}_{os.urandom(6).hex()}"  # what secrets.token_hex does, without its import
+    return f"{prefix}_{random_hex(6)}"
 
 
 class AgentLoop:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import os
 from collections.abc import Generator
 from typing import Any
 
@@ -37,6 +36,7 @@ from steerable._events import (
     TurnStart,
     TurnStatus,
 )
+from steerable._ids import random_hex
 from steerable._messages import Message
 from steerable._receipts import MessageReceipt
 from steerable._records import Record, record
@@ -79,7 +79,7 @@ class Delivery(Record):
 
 
 def _new_turn_id() -> str:
-    return f"turn_{os.urandom(6).hex()}"  # secrets.token_hex, without importing hmac
+    return f"turn_{random_hex(6)}"
 
 
 def _check_limits(engine: Engine, parent: TurnState) -> None:
