@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from datetime import timedelta
 from collections.abc import Callable
 from typing import Any
 
@@ -37,7 +38,7 @@ class TemporalWorker:
                  permissions: Permissions | None = None, options: CallOptions | None = None,
                  max_history: int = 20_000, client: Client | None = None,
                  redact: Callable[[str], str] | None = None,
-                 max_concurrent_activities: int = 100) -> None:
+                 max_concurrent_activities: int = 100, sticky_timeout: float = 3.0) -> None:
         self.options = options or CallOptions()
         remote_agent(agent, lambda: 0, self.options)  # refuse what cannot run, now
         self.agent = agent
@@ -50,6 +51,9 @@ class TemporalWorker:
         self.max_history = max_history
         self.redact = redact
         self.max_concurrent_activities = max_concurrent_activities
+        self.sticky_timeout = sticky_timeout
+        """How long a session's next step waits for the worker that ran its last one before
+        any worker takes it (a dead worker's sessions move after this)."""
         self.client = client
         self.ready = asyncio.Event()
         self._worker: Worker | None = None
@@ -70,7 +74,8 @@ class TemporalWorker:
                 client, task_queue=self.task_queue, workflows=[SessionWorkflow],
                 activities=[activities.llm, activities.tool],
                 workflow_task_executor=executor,
-                max_concurrent_activities=self.max_concurrent_activities)
+                max_concurrent_activities=self.max_concurrent_activities,
+                sticky_queue_schedule_to_start_timeout=timedelta(seconds=self.sticky_timeout))
             try:
                 async with self._worker:
                     self.ready.set()
