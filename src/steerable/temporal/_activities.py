@@ -15,7 +15,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import aclosing
-from typing import Any, TypeVar
+from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -54,9 +54,6 @@ LLM_ACTIVITY = "steerable.llm"
 TOOL_ACTIVITY = "steerable.tool"
 PROVIDER_FAILED = "ProviderError"
 """The type of the (non-retryable) application error of a failed model call."""
-
-T = TypeVar("T")
-
 
 class _Beat:
     """Heartbeats every ``every`` seconds while the call runs, so a silent call (a model

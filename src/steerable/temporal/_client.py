@@ -106,7 +106,7 @@ class TemporalClient:
     async def send(self, text: str, session_id: str, policy: str | None = None) -> Receipt:
         """Give the session a message (SPEC 4.9): an idle session starts a turn, a busy one
         follows ``policy``. Starts the session's workflow if it has none."""
-        start = WithStartWorkflowOperation(
+        start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             WORKFLOW, SessionStart(session_id, self.busy_policy), id=workflow_id(session_id),
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)

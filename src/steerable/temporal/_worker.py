@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from datetime import timedelta
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
@@ -29,14 +29,16 @@ class TemporalWorker:
     the same ``options``: a session's workflow may move from one worker to another at any
     point, and replays there. ``events_url`` is the Redis (``redis://...``) where sessions'
     events are published for followers (``TemporalClient.events``, ``steerable serve
-    --temporal``); without it nobody can follow the events.
+    --temporal``); without it nobody can follow the events. ``human_approval``: the calls
+    ``permissions`` ask about wait for ``resolve_approval`` (as long as it takes).
     """
 
     def __init__(self, agent: Any, *, target: str = "127.0.0.1:7233",
                  namespace: str = "default", task_queue: str = DEFAULT_TASK_QUEUE,
                  events_url: str | None = None, events_prefix: str = DEFAULT_PREFIX,
                  permissions: Permissions | None = None, options: CallOptions | None = None,
-                 max_history: int = 20_000, client: Client | None = None,
+                 max_history: int = 20_000, human_approval: bool = False,
+                 client: Client | None = None,
                  redact: Callable[[str], str] | None = None,
                  max_concurrent_activities: int = 100, sticky_timeout: float = 3.0) -> None:
         self.options = options or CallOptions()
@@ -49,6 +51,7 @@ class TemporalWorker:
         self.events_prefix = events_prefix
         self.permissions = permissions
         self.max_history = max_history
+        self.human_approval = human_approval
         self.redact = redact
         self.max_concurrent_activities = max_concurrent_activities
         self.sticky_timeout = sticky_timeout
@@ -64,7 +67,7 @@ class TemporalWorker:
                if self.events_url else None)
         publisher = Publisher(log) if log is not None else None
         config = WorkerConfig(self.agent, publisher, self.permissions, self.options,
-                              self.max_history)
+                              self.max_history, self.human_approval)
         register(self.task_queue, config)
         activities = Activities(self.agent, publisher)
         # One thread runs every workflow's code: the engine checks that it is called from the

@@ -67,6 +67,9 @@ class WorkerConfig:
     options: CallOptions = field(default_factory=CallOptions)
     max_history: int = 20_000
     """Events in the workflow's history past which an idle session continues as new."""
+    human_approval: bool = False
+    """Calls the permissions ask about wait for a person (``resolve_approval``); without it
+    they run, as in an ``AgentLoop`` with no approver."""
 
 
 _CONFIGS: dict[str, WorkerConfig] = {}
@@ -124,7 +127,8 @@ class SessionWorkflow:
             # Timers here are durable: an approval waits for its answer, and the model's and
             # the tools' silence is watched by their activities' heartbeats instead.
             timeouts=Timeouts(approval=_FOREVER, llm_idle=None))
-        self.loop.register_hook(HumanApprover())
+        if config.human_approval:
+            self.loop.register_hook(HumanApprover())
         provider.bind(self.loop.subscribe([EventKind.LLM_REQUEST], buffer=1024))
         self._events = self.loop.subscribe(buffer=1 << 20)
         if start.history:
