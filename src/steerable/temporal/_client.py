@@ -10,6 +10,7 @@ from typing import Any
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
@@ -175,9 +176,13 @@ class TemporalClient:
     # -- reading ------------------------------------------------------------------------------
 
     async def state(self, session_id: str) -> dict[str, Any] | None:
-        """``busy``, ``queued`` messages, open ``approvals``; None for an unknown session."""
+        """``busy``, ``queued`` messages, open ``approvals``; None for an unknown session (or
+        one whose workflow has ended: ``close_session``)."""
+        handle = self._handle(session_id)
         try:
-            state: dict[str, Any] = await self._handle(session_id).query("state")
+            if (await handle.describe()).status is not WorkflowExecutionStatus.RUNNING:
+                return None
+            state: dict[str, Any] = await handle.query("state")
         except RPCError as exc:
             if exc.status is RPCStatusCode.NOT_FOUND:
                 return None

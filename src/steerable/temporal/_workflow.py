@@ -40,6 +40,7 @@ from steerable._ids import id_source
 from steerable._lanes import check_policy
 from steerable._loop import AgentLoop
 from steerable.errors import SessionBusyError
+from steerable.storage._records import session_title
 from steerable.temporal._codec import messages_from_json, messages_to_json
 from steerable.temporal._eventlog import Publisher
 from steerable.temporal._proxies import CallOptions, remote_agent
@@ -305,7 +306,9 @@ class SessionWorkflow:
 
     @workflow.query(name="state")
     def state(self) -> dict[str, Any]:
+        messages = self.loop.session_messages(self.session_id)
         return {
+            "title": session_title(messages, None), "messages": len(messages),
             "busy": self.loop.busy(self.session_id),
             "queued": [{"message_id": m.message_id, "kind": m.kind, "text": m.text,
                         "state": m.state.value, "turn_id": m.turn_id}
