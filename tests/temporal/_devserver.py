@@ -69,13 +69,15 @@ class DevServer:
             if self.proc.poll() is not None:
                 err = self.proc.stderr.read().decode() if self.proc.stderr else ""
                 raise RuntimeError(f"the Temporal dev server exited at start: {err.strip()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
+            # Listening comes before serving ("Frontend is not healthy yet"): ask it.
+            health = subprocess.run(
+                [self.binary, "operator", "namespace", "describe", "default", "--address",
+                 self.target], capture_output=True, timeout=20, check=False)
+            if health.returncode == 0:
+                return
+            time.sleep(0.1)
         self.stop()
-        raise RuntimeError(f"the Temporal dev server did not listen on {self.port} in 30 s")
+        raise RuntimeError(f"the Temporal dev server did not serve on {self.port} in 30 s")
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None

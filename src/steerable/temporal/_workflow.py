@@ -92,6 +92,8 @@ class SessionStart:
     history: list[dict[str, Any]] = field(default_factory=list)
     seq_base: int = 0
     """The last event number of the runs before this one (continue-as-new keeps counting)."""
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """How the last turns ended, by message id (``result`` answers across runs)."""
 
 
 def _turn_json(result: Any) -> dict[str, Any]:
@@ -137,7 +139,7 @@ class SessionWorkflow:
         self._closing = False
         self._waiting: dict[str, Any] = {}
         """Message id -> the TurnHandle or QueuedTurn of the turn that takes it."""
-        self._results: dict[str, dict[str, Any]] = {}
+        self._results: dict[str, dict[str, Any]] = dict(start.results)
         """Message id -> how the turn that took it ended (the last ``_KEEP_RESULTS``)."""
         self.approvals: dict[str, dict[str, Any]] = {}
         self._settling: set[asyncio.Task[None]] = set()
@@ -153,9 +155,11 @@ class SessionWorkflow:
     async def run(self, start: SessionStart) -> None:
         with self._replayable():
             pump = asyncio.create_task(self._pump())
-            await workflow.wait_condition(lambda: self._closing or self._should_continue())
-            await workflow.wait_condition(self._idle)
-            await workflow.wait_condition(workflow.all_handlers_finished)
+            # Idle and no update under way, checked together: an update that arrived while
+            # waiting (a send) may have started a turn, which must not be cut off.
+            await workflow.wait_condition(
+                lambda: (self._closing or self._should_continue()) and self._idle()
+                and workflow.all_handlers_finished())
             self._publish(self._events.drain_nowait())
             pump.cancel()
             if self._closing:
@@ -163,13 +167,13 @@ class SessionWorkflow:
                 return
             history = messages_to_json(self.loop.session_messages(self.session_id))
         workflow.continue_as_new(SessionStart(
-            self.session_id, self.loop.busy_policy, history, self.seq_base + self.last_seq))
+            self.session_id, self.loop.busy_policy, history, self.seq_base + self.last_seq,
+            dict(self._results)))
 
     def _should_continue(self) -> bool:
         info = workflow.info()
-        return ((info.is_continue_as_new_suggested()
-                 or info.get_current_history_length() > self.config.max_history)
-                and self._idle())
+        return (info.is_continue_as_new_suggested()
+                or info.get_current_history_length() > self.config.max_history)
 
     def _idle(self) -> bool:
         return (not self.loop.busy(self.session_id) and not self.approvals
