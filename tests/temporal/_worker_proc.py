@@ -1,7 +1,11 @@
-"""A worker process for the failover tests: ``python -m tests.temporal._worker_proc TARGET
-QUEUE EVENTS_URL DIR``. Its model asks for the ``slow`` tool once, then answers; the tool
-appends a line to DIR/runs (its pid and whether it was resumed) and sleeps. Each model
-request's user messages are appended to DIR/requests, so the test can count deliveries."""
+"""A worker process for the failover tests and the Temporal bench: ``python -m
+tests.temporal._worker_proc TARGET QUEUE EVENTS_URL DIR [MODE [HEARTBEAT_TIMEOUT]]``.
+
+Mode ``failover`` (the default): its model asks for the ``slow`` tool once, then answers; the
+tool appends a line to DIR/runs (its pid and whether it was resumed) and sleeps. Each model
+request's user messages are appended to DIR/requests, so the test can count deliveries.
+Mode ``instant``: the model answers "ok" at once (one call per turn). EVENTS_URL "-": no events.
+"""
 
 from __future__ import annotations
 
@@ -40,6 +44,15 @@ class RuleProvider:
         return None
 
 
+class InstantProvider:
+    async def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
+        yield TextDelta("ok")
+        yield StreamEnd()
+
+    async def aclose(self) -> None:
+        return None
+
+
 def build(folder: Path) -> Agent:
     @tool(read_only=True)
     async def slow(seconds: float, ctx: ToolContext) -> str:
@@ -57,10 +70,13 @@ def build(folder: Path) -> Agent:
                  tools=[slow])
 
 
-async def main(target: str, queue: str, events_url: str, folder: str) -> None:
-    worker = TemporalWorker(build(Path(folder)), target=target, task_queue=queue,
-                            events_url=events_url,
-                            options=CallOptions(heartbeat_timeout=2.0))
+async def main(target: str, queue: str, events_url: str, folder: str, mode: str = "failover",
+               heartbeat_timeout: str = "2") -> None:
+    agent = (build(Path(folder)) if mode == "failover"
+             else Agent(name="instant", instructions="x", provider=InstantProvider()))
+    worker = TemporalWorker(agent, target=target, task_queue=queue,
+                            events_url=None if events_url == "-" else events_url,
+                            options=CallOptions(heartbeat_timeout=float(heartbeat_timeout)))
     task = asyncio.create_task(worker.run())
     await worker.ready.wait()
     print("ready", flush=True)
