@@ -29,8 +29,11 @@ def random_hex(nbytes: int) -> str:
 @contextmanager
 def id_source(source: Callable[[int], bytes]) -> Iterator[None]:
     """Make ids with ``source(nbytes)`` inside the block (and in tasks started from it)."""
-    token = _SOURCE.set(source)
+    previous = _SOURCE.get()
+    _SOURCE.set(source)
     try:
         yield
     finally:
-        _SOURCE.reset(token)
+        # Not ``reset(token)``: a coroutine closed by its host (a workflow evicted from a
+        # worker's cache) leaves the block in another context, where the token is refused.
+        _SOURCE.set(previous)
