@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 
-from steerable import Agent, Permissions, Reply, ScriptedProvider, SessionBusyError, tool
+from steerable import (
+    Agent,
+    Permissions,
+    Reply,
+    ScriptedProvider,
+    SessionBusyError,
+    SummaryPolicy,
+    tool,
+)
 from tests.temporal._drivers import Event, Make, maker
 
 
@@ -200,3 +208,15 @@ async def test_an_approval_waits_for_its_answer(make: Make, approved: bool) -> N
         assert ran == (["a"] if approved else [])
         if not approved:
             assert [e["reason"] for e in events if e["kind"] == "tool_exec_skipped"] == ["denied"]
+
+
+async def test_a_background_summary_calls_the_model_outside_a_turn(make: Make) -> None:
+    provider = ScriptedProvider([Reply(text="a"), Reply(text="b"), Reply(text="SUMMARY")])
+    agent = Agent(name="p", instructions="x", provider=provider,
+                  summary=SummaryPolicy(at_tokens=1, keep_exchanges=1))
+    async with make(agent) as d:
+        for text, reply in (("one", "a"), ("two", "b")):
+            assert (await d.result("s", await d.send(text, "s")))[:2] == ("completed", reply)
+        await d.events("s", kind("session_summarize"))
+        contents = [m.content for m in await d.messages("s")]
+        assert any("SUMMARY" in c for c in contents) and contents[-1] == "b"

@@ -82,7 +82,7 @@ class _Emitter:
     """Builds the events of one call with its turn's ids and hands them to the publisher."""
 
     def __init__(self, publisher: Publisher | None, call: Mapping[str, Any]) -> None:
-        self.publisher = publisher
+        self.publisher = publisher if call.get("live", True) else None
         self.session_id: str = call["session_id"]
         self.ids = {"turn_id": call["turn_id"], "parent_turn_id": call["parent_turn_id"],
                     "session_id": call["session_id"], "seq": call["seq"]}

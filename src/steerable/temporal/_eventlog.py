@@ -149,7 +149,12 @@ class Publisher:
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 2.0)
 
-    async def aclose(self) -> None:
-        """Write what is queued, then stop."""
-        self._loop.call_soon(self._queue.put_nowait, None)
-        await self._task
+    async def aclose(self, grace: float = 5.0) -> None:
+        """Write what is queued, then stop; after ``grace`` seconds (Redis down) give up on
+        the rest (a replay of the sessions publishes it later)."""
+        self._queue.put_nowait(None)
+        done, _ = await asyncio.wait([self._task], timeout=grace)
+        if not done:
+            log.warning("stopping with %d batch(es) of events unpublished", self._queue.qsize())
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)

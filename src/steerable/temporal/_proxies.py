@@ -68,19 +68,21 @@ class _RemoteProvider:
     async def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
         # The engine emits LLM_REQUEST and calls ``stream`` in the same step (no await in
         # between): the request event just taken is this call's.
+        # A call with no LLM_REQUEST of its own (a background summary) streams no events.
         emitted = self._requests.drain_nowait() if self._requests is not None else []
-        if not emitted:
-            raise ProviderError("no LLM_REQUEST event precedes this model call")
-        ev: Any = emitted[-1]
-        call = {"session_id": ev.session_id, "turn_id": ev.turn_id,
-                "parent_turn_id": ev.parent_turn_id, "seq": ev.seq + self._seq_base(),
-                "iteration": ev.iteration, "request": request_to_json(request)}
+        ev: Any = emitted[-1] if emitted else None
+        call = {"session_id": "", "turn_id": "", "parent_turn_id": None, "seq": 0,
+                "iteration": 0, "live": False, "request": request_to_json(request)}
+        if ev is not None:
+            call.update(session_id=ev.session_id, turn_id=ev.turn_id,
+                        parent_turn_id=ev.parent_turn_id, seq=ev.seq + self._seq_base(),
+                        iteration=ev.iteration, live=True)
         o = self._options
         try:
             raw = await workflow.execute_activity(
                 LLM_ACTIVITY, call, start_to_close_timeout=o.llm_timeout,
                 heartbeat_timeout=o.heartbeat_timeout, retry_policy=o.retry,
-                summary=f"model call {ev.turn_id}#{ev.iteration}")
+                summary=f"model call {call['turn_id']}#{call['iteration']}")
         except ActivityError as exc:
             cause = exc.cause
             if isinstance(cause, ApplicationError) and cause.type == PROVIDER_FAILED:
