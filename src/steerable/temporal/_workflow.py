@@ -39,7 +39,6 @@ from steerable._events import Event, EventKind, event_to_dict
 from steerable._ids import id_source
 from steerable._lanes import check_policy
 from steerable._loop import AgentLoop
-from steerable.errors import SessionBusyError
 from steerable.storage._records import session_title
 from steerable.temporal._codec import messages_from_json, messages_to_json
 from steerable.temporal._eventlog import Publisher
@@ -149,6 +148,19 @@ class SessionWorkflow:
         with id_source(self._ids):
             yield
 
+    @contextmanager
+    def _handling(self) -> Iterator[None]:
+        """An update's body: replayable ids, and its errors answered to the caller (an
+        ``ApplicationError`` fails the update; any other exception would fail the workflow
+        task, and Temporal would retry it forever)."""
+        with self._replayable():
+            try:
+                yield
+            except ApplicationError:
+                raise
+            except Exception as exc:
+                raise ApplicationError(str(exc), type=type(exc).__name__) from None
+
     # -- the run ------------------------------------------------------------------------------
 
     @workflow.run
@@ -211,38 +223,32 @@ class SessionWorkflow:
 
     @workflow.update(name="send")
     async def send(self, text: str, policy: str | None) -> dict[str, Any]:
-        with self._replayable():
-            try:
-                sent: Any = self.loop.send(text, self.session_id,
-                                           None if policy is None else check_policy(policy))
-            except SessionBusyError as exc:
-                raise ApplicationError(str(exc), type="SessionBusyError") from None
-            except ValueError as exc:
-                raise ApplicationError(str(exc), type="ValueError") from None
+        with self._handling():
+            sent: Any = self.loop.send(text, self.session_id,
+                                       None if policy is None else check_policy(policy))
             self._keep(sent.message_id, sent)
             return _receipt_json(sent, action=getattr(sent, "action", "started"))
 
     @workflow.update(name="steer")
     async def steer(self, text: str) -> dict[str, Any]:
-        with self._replayable():
+        with self._handling():
             return _receipt_json(self.loop.inject_steering(text, self.session_id))
 
     @workflow.update(name="follow_up")
     async def follow_up(self, text: str) -> dict[str, Any]:
-        with self._replayable():
+        with self._handling():
             return _receipt_json(self.loop.inject_follow_up(text, self.session_id))
 
     @workflow.update(name="result")
     async def result(self, message_id: str) -> dict[str, Any]:
         """How the turn that took message ``message_id`` (from ``send``) ended."""
-        with self._replayable():
+        with self._handling():
             done = self._results.get(message_id)
             if done is not None:
                 return done
             waiting = self._waiting.get(message_id)
             if waiting is None:
-                raise ApplicationError(f"no turn is known for message {message_id!r}",
-                                       type="LookupError")
+                raise LookupError(f"no turn is known for message {message_id!r}")
             await workflow.wait_condition(lambda: message_id in self._results)
             return self._results[message_id]
 
@@ -265,39 +271,38 @@ class SessionWorkflow:
 
     @workflow.update(name="revoke")
     async def revoke(self, message_id: str) -> bool:
-        with self._replayable():
+        with self._handling():
             return self.loop.revoke_message(message_id)
 
     @workflow.update(name="edit")
     async def edit(self, message_id: str, text: str) -> bool:
-        with self._replayable():
+        with self._handling():
             return self.loop.edit_message(message_id, text)
 
     # -- controls -----------------------------------------------------------------------------
 
     @workflow.update(name="interrupt")
     async def interrupt(self, mode: str, hint: str | None) -> bool:
-        with self._replayable():
+        with self._handling():
             if mode == "graceful":
                 return self.loop.interrupt_graceful(self.session_id, hint)
             if mode == "hard":
                 return self.loop.interrupt_hard(self.session_id)
-            raise ApplicationError(f"interrupt mode must be graceful or hard, not {mode!r}",
-                                   type="ValueError")
+            raise ValueError(f"interrupt mode must be graceful or hard, not {mode!r}")
 
     @workflow.update(name="cancel")
     async def cancel(self, mode: str) -> bool:
-        with self._replayable():
+        with self._handling():
             chosen = _CANCEL_MODES.get(mode)
             if chosen is None:
-                raise ApplicationError(f"cancel mode must be one of {sorted(_CANCEL_MODES)}, "
-                                       f"not {mode!r}", type="ValueError")
+                raise ValueError(f"cancel mode must be one of {sorted(_CANCEL_MODES)}, "
+                                 f"not {mode!r}")
             handle = self.loop.cancel(self.session_id, chosen)
             return handle is not None and handle.contributed
 
     @workflow.update(name="resolve_approval")
     async def resolve_approval(self, request_id: str, approved: bool, reason: str) -> bool:
-        with self._replayable():
+        with self._handling():
             return self.loop.resolve_approval(request_id, approved, reason)
 
     @workflow.update(name="close")
