@@ -26,6 +26,8 @@ class Driver(Protocol):
     async def interrupt(self, sid: str, mode: str) -> bool: ...
     async def cancel(self, sid: str, mode: str) -> bool: ...
     async def approve(self, request_id: str, approved: bool) -> bool: ...
+    async def follow_up(self, text: str, sid: str) -> Any: ...
+    async def revoke(self, message_id: str) -> bool: ...
     async def events(self, sid: str, until: Callable[[Event], bool]) -> list[Event]: ...
     async def messages(self, sid: str) -> list[Message]: ...
 
@@ -57,6 +59,12 @@ class LocalDriver:
 
     async def approve(self, request_id: str, approved: bool) -> bool:
         return self.loop.resolve_approval(request_id, approved)
+
+    async def follow_up(self, text: str, sid: str) -> Any:
+        return self.loop.inject_follow_up(text, sid)
+
+    async def revoke(self, message_id: str) -> bool:
+        return self.loop.revoke_message(message_id)
 
     async def events(self, sid: str, until: Callable[[Event], bool]) -> list[Event]:
         for old in self.seen:
@@ -105,6 +113,12 @@ class TemporalDriver:
 
     async def approve(self, request_id: str, approved: bool) -> bool:
         return await self.client.resolve_approval(request_id, approved)
+
+    async def follow_up(self, text: str, sid: str) -> Any:
+        return await self.client.inject_follow_up(text, self.prefix + sid)
+
+    async def revoke(self, message_id: str) -> bool:
+        return await self.client.revoke_message(message_id)  # its session found by id
 
     async def events(self, sid: str, until: Callable[[Event], bool]) -> list[Event]:
         seen: list[Event] = []

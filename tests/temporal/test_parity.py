@@ -220,3 +220,22 @@ async def test_a_background_summary_calls_the_model_outside_a_turn(make: Make) -
         await d.events("s", kind("session_summarize"))
         contents = [m.content for m in await d.messages("s")]
         assert any("SUMMARY" in c for c in contents) and contents[-1] == "b"
+
+
+async def test_a_queued_follow_up_withdrawn_by_its_id_never_runs(make: Make) -> None:
+    gate = Gate()
+    agent, provider = agent_of([Reply(tool_calls=[("gate", {})]), Reply(text="one")],
+                               gate.tool)
+    async with make(agent) as d:
+        sent = await d.send("start", "s")
+        await started(gate)
+        later = await d.follow_up("and then this", "s")
+        assert later and later.state == "queued"
+        assert await d.revoke(later.message_id)
+        assert not await d.revoke(later.message_id)  # once only
+        gate.go.set()
+        assert (await d.result("s", sent))[:2] == ("completed", "one")
+        events = await d.events("s", end)
+        states = [e["state"] for e in events if e["kind"] == "message_state"
+                  and e["message_id"] == later.message_id]
+        assert states == ["queued", "revoked"] and len(provider.requests) == 2

@@ -32,8 +32,6 @@ from steerable.temporal import TemporalClient, TemporalWorker, workflow_id
 
 __all__ = ["TemporalRunner"]
 
-_NOT_BY_ID = ("not available with --temporal yet: a message is withdrawn or edited by its "
-              "session (TemporalClient.revoke_message / edit_message)")
 _NEVER_PENDING = "no pending turn: on Temporal a turn continues on another worker instead"
 
 
@@ -100,10 +98,10 @@ class TemporalRunner:
         return list(redacted(state["queued"] if state else [], self.redact))
 
     async def revoke(self, message_id: str) -> bool:
-        raise NotImplementedError(_NOT_BY_ID)
+        return await self.client.revoke_message(message_id)
 
     async def edit(self, message_id: str, text: str) -> bool:
-        raise NotImplementedError(_NOT_BY_ID)
+        return await self.client.edit_message(message_id, text)
 
     async def resume(self, session_id: str) -> Sent:
         raise LookupError(_NEVER_PENDING)

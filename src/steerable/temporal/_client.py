@@ -117,7 +117,7 @@ class TemporalClient:
                 start_workflow_operation=start)
         except WorkflowUpdateFailedError as exc:
             raise _mapped(exc) from None
-        return _receipt(raw)
+        return await self._indexed(session_id, raw)
 
     async def result(self, session_id: str, message_id: str) -> TurnOutcome:
         """How the turn that took ``message_id`` (sent with ``send``) ended; waits for it."""
@@ -131,18 +131,36 @@ class TemporalClient:
         return await self.result(session_id, receipt.message_id)
 
     async def inject_steering(self, text: str, session_id: str) -> Receipt:
-        raw = await self._control(session_id, "steer", text)
-        return _receipt(raw) if raw is not None else _refused()
+        return await self._indexed(session_id, await self._control(session_id, "steer", text))
 
     async def inject_follow_up(self, text: str, session_id: str) -> Receipt:
-        raw = await self._control(session_id, "follow_up", text)
-        return _receipt(raw) if raw is not None else _refused()
+        return await self._indexed(session_id,
+                                   await self._control(session_id, "follow_up", text))
 
-    async def revoke_message(self, session_id: str, message_id: str) -> bool:
-        return bool(await self._control(session_id, "revoke", message_id))
+    async def _indexed(self, session_id: str, raw: dict[str, Any] | None) -> Receipt:
+        receipt = _receipt(raw) if raw is not None else _refused()
+        if receipt and receipt.state == "queued" and self.log is not None:
+            await self.log.remember_message(receipt.message_id, session_id)
+        return receipt
 
-    async def edit_message(self, session_id: str, message_id: str, text: str) -> bool:
-        return bool(await self._control(session_id, "edit", message_id, text))
+    async def revoke_message(self, message_id: str, *, session_id: str | None = None) -> bool:
+        """Withdraw a message that is still queued (SPEC 10); False once it is not."""
+        session_id = session_id or await self._message_session(message_id)
+        return session_id is not None and bool(
+            await self._control(session_id, "revoke", message_id))
+
+    async def edit_message(self, message_id: str, text: str, *,
+                           session_id: str | None = None) -> bool:
+        """Change the text of a message that is still queued; False once it is not."""
+        session_id = session_id or await self._message_session(message_id)
+        return session_id is not None and bool(
+            await self._control(session_id, "edit", message_id, text))
+
+    async def _message_session(self, message_id: str) -> str | None:
+        if self.log is None:
+            raise ValueError("finding a message's session needs the client's events_url "
+                             "(or pass session_id)")
+        return await self.log.message_session(message_id)
 
     # -- controls -----------------------------------------------------------------------------
 

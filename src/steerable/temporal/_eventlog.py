@@ -28,9 +28,10 @@ log = logging.getLogger("steerable.temporal")
 
 DEFAULT_PREFIX = "steerable:temporal:"
 
-# KEYS: events, high-water mark   ARGV: max length, ttl, approval key prefix, session, then
-# (number, event, approval) triples; approval "+ID" opens request ID (its key names the
-# session, so an answer finds the workflow), "-ID" closes it, "" neither.
+# KEYS: events, high-water mark   ARGV: max length, ttl, key prefix, session, then
+# (number, event, index) triples; index "+NAME" points key prefix..NAME at the session (an open
+# approval, a queued message: an answer or a withdrawal by id finds the workflow), "-NAME"
+# drops it, "" neither. Applied only with the event it comes with.
 _APPEND = """
 local hwm = tonumber(redis.call('GET', KEYS[2]) or '0')
 local added = 0
@@ -40,7 +41,7 @@ for i = 5, #ARGV, 3 do
     redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'e', ARGV[i + 1])
     added = added + 1
     if n > hwm then hwm = n end
-    local op = ARGV[i + 2]
+    local op = ARGV[i + 2]  -- see above
     if string.sub(op, 1, 1) == '+' then
       redis.call('SET', ARGV[3] .. string.sub(op, 2), ARGV[4], 'EX', ARGV[2])
     elseif string.sub(op, 1, 1) == '-' then
@@ -71,7 +72,7 @@ class EventLog:
         self.redact = redact
         self.redis: Any = aioredis.Redis.from_url(url)
         self._append = self.redis.register_script(_APPEND)
-        self._approval_prefix = f"{prefix}approval:"
+        self._index_prefix = f"{prefix}index:"
 
     async def aclose(self) -> None:
         await self.redis.aclose()
@@ -81,21 +82,28 @@ class EventLog:
 
     async def append(self, session_id: str, rows: Sequence[tuple[int, dict[str, Any]]]) -> int:
         """Append ``rows`` of (number, event) in order; how many were new."""
-        args: list[Any] = [self.maxlen, self.ttl, self._approval_prefix, session_id]
+        args: list[Any] = [self.maxlen, self.ttl, self._index_prefix, session_id]
         for number, event in rows:
-            kind = event.get("kind")
-            op = ("+" if kind == "approval_requested" else "-" if kind == "approval_resolved"
-                  else "")
             args += [number, json.dumps(redacted(event, self.redact), ensure_ascii=False,
-                                        separators=(",", ":")),
-                     op and op + str(event.get("request_id", ""))]
+                                        separators=(",", ":")), _index(event)]
         added: int = await self._append(
             keys=[self.keys.events(session_id), self._hwm(session_id)], args=args)
         return added
 
     async def approval_session(self, request_id: str) -> str | None:
         """The session whose turn waits for approval ``request_id`` (None: none waits)."""
-        raw = await self.redis.get(self._approval_prefix + request_id)
+        raw = await self.redis.get(f"{self._index_prefix}approval:{request_id}")
+        return None if raw is None else str(raw.decode())
+
+    async def remember_message(self, message_id: str, session_id: str) -> None:
+        """Index a message the moment a caller has its receipt (its ``QUEUED`` event, which
+        indexes it too, may reach the stream a moment later)."""
+        await self.redis.set(f"{self._index_prefix}message:{message_id}", session_id,
+                             ex=self.ttl, nx=True)
+
+    async def message_session(self, message_id: str) -> str | None:
+        """The session of message ``message_id`` while it is queued (None: not queued)."""
+        raw = await self.redis.get(f"{self._index_prefix}message:{message_id}")
         return None if raw is None else str(raw.decode())
 
     async def last_id(self, session_id: str) -> str | None:
@@ -118,6 +126,19 @@ class EventLog:
                     cursor = entry_id.decode()
                     yield cursor, json.loads(fields[b"e"])
             await asyncio.sleep(0)
+
+
+def _index(event: dict[str, Any]) -> str:
+    """The index change ``event`` makes (see ``_APPEND``)."""
+    kind = event.get("kind")
+    if kind == "approval_requested":
+        return f"+approval:{event.get('request_id', '')}"
+    if kind == "approval_resolved":
+        return f"-approval:{event.get('request_id', '')}"
+    if kind == "message_state":
+        sign = "+" if event.get("state") == "queued" else "-"
+        return f"{sign}message:{event.get('message_id', '')}"
+    return ""
 
 
 class Publisher:
