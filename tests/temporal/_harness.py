@@ -25,10 +25,30 @@ async def running(agent: Any, target: str, task_queue: str, events_url: str | No
     client = await TemporalClient.connect(target, task_queue=task_queue, events_url=events_url)
     try:
         yield client
+        await replay_all(worker, client)
     finally:
         await client.aclose()
         worker.stop()
         await task
+
+
+async def replay_all(worker: TemporalWorker, client: TemporalClient) -> None:
+    """Replay every session workflow of the test's task queue from its history, as a worker
+    taking it over after a crash would: a decision made differently (non-determinism in the
+    engine or the workflow) fails the test."""
+    query = f'TaskQueue="{client.task_queue}"'
+    for _ in range(100):  # the server's list of workflows may trail a moment
+        histories = [h async for h in client.client.list_workflows(query).map_histories()]
+        if histories:
+            break
+        await asyncio.sleep(0.05)
+    assert histories, "no session workflow to replay"
+
+    async def each() -> AsyncIterator[Any]:
+        for history in histories:
+            yield history
+
+    await worker.replay(each())
 
 
 async def events_until(client: TemporalClient, session_id: str,

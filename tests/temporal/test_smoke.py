@@ -1,8 +1,13 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
-from steerable import Agent, Reply, ScriptedProvider, tool
+import pytest
+from temporalio.workflow import NondeterminismError
+
+from steerable import Agent, Permissions, Reply, ScriptedProvider, tool
+from steerable.temporal import TemporalWorker
 from tests.temporal._harness import events_until, running, turn_end
 
 
@@ -39,3 +44,37 @@ async def test_one_turn_with_a_tool_and_a_steer(temporal_target: str, events_url
         assert provider.requests[1].messages[-1].content == "also this"
         messages = await client.session_messages("s1")
         assert [m.role for m in messages] == ["user", "assistant", "tool", "user", "assistant"]
+
+
+async def test_replay_catches_a_worker_that_would_decide_differently(
+        temporal_target: str, events_url: str, task_queue: str) -> None:
+    @tool
+    async def touch(path: str) -> str:
+        """Touch.
+
+        Args:
+            path: What.
+        """
+        return "touched"
+
+    provider = ScriptedProvider([Reply(tool_calls=[("touch", {"path": "a"})]),
+                                 Reply(text="done")])
+    agent = Agent(name="t", instructions="x", provider=provider, tools=[touch])
+    async with running(agent, temporal_target, task_queue, events_url) as client:
+        sid = f"{task_queue}-replay"
+        receipt = await client.send("go", sid)
+        assert (await client.result(sid, receipt.message_id)).status == "completed"
+        histories = [h async for h in client.client.list_workflows(
+            f'TaskQueue="{task_queue}"').map_histories()]
+
+    async def each() -> Any:
+        for history in histories:
+            yield history
+
+    # The same agent replays cleanly; one that now refuses the tool would skip its activity.
+    same = TemporalWorker(agent, target=temporal_target, task_queue=task_queue)
+    await same.replay(each())
+    stricter = TemporalWorker(agent, target=temporal_target, task_queue=task_queue,
+                              permissions=Permissions([("deny", "touch")]))
+    with pytest.raises(NondeterminismError):
+        await stricter.replay(each())

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any
 
-from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.client import Client, WorkflowHistory
+from temporalio.worker import Replayer, Worker
 
 from steerable._core._permissions import Permissions
 from steerable.temporal._activities import Activities
 from steerable.temporal._eventlog import DEFAULT_PREFIX, EventLog, Publisher
 from steerable.temporal._proxies import CallOptions, remote_agent
-from steerable.temporal._workflow import SessionWorkflow, WorkerConfig, register, unregister
+from steerable.temporal._workflow import SessionWorkflow, WorkerConfig, workflow_thread
 
 __all__ = ["DEFAULT_TASK_QUEUE", "TemporalWorker"]
 
@@ -66,13 +65,10 @@ class TemporalWorker:
         log = (EventLog(self.events_url, prefix=self.events_prefix, redact=self.redact)
                if self.events_url else None)
         publisher = Publisher(log) if log is not None else None
-        config = WorkerConfig(self.agent, publisher, self.permissions, self.options,
-                              self.max_history, self.human_approval)
-        register(self.task_queue, config)
         activities = Activities(self.agent, publisher)
         # One thread runs every workflow's code: the engine checks that it is called from the
         # thread it was bound on, and workflow code is cheap next to the calls it waits for.
-        with concurrent.futures.ThreadPoolExecutor(1, "steerable-workflows") as executor:
+        with workflow_thread(self._config(publisher), "steerable-workflows") as executor:
             self._worker = Worker(
                 client, task_queue=self.task_queue, workflows=[SessionWorkflow],
                 activities=[activities.llm, activities.tool],
@@ -84,11 +80,23 @@ class TemporalWorker:
                     self.ready.set()
                     await self._stopped()
             finally:
-                unregister(self.task_queue, config)
                 if publisher is not None:
                     await publisher.aclose()
                 if log is not None:
                     await log.aclose()
+
+    def _config(self, publisher: Publisher | None) -> WorkerConfig:
+        return WorkerConfig(self.agent, publisher, self.permissions, self.options,
+                            self.max_history, self.human_approval)
+
+    async def replay(self, histories: AsyncIterator[WorkflowHistory]) -> None:
+        """Run sessions' recorded histories through this worker's code, as a worker taking
+        them over would, without calling anything or publishing events: raises
+        ``NondeterminismError`` when the code would decide differently (check a new version
+        of the agent or of steerable before deploying it beside running sessions)."""
+        with workflow_thread(self._config(None), "steerable-replay") as executor:
+            await Replayer(workflows=[SessionWorkflow],
+                           workflow_task_executor=executor).replay_workflows(histories)
 
     async def _stopped(self) -> None:
         self._stop = asyncio.Event()

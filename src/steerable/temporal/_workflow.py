@@ -23,6 +23,8 @@ thread calls it).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -44,7 +46,7 @@ from steerable.temporal._codec import messages_from_json, messages_to_json
 from steerable.temporal._eventlog import Publisher
 from steerable.temporal._proxies import CallOptions, remote_agent
 
-__all__ = ["WORKFLOW", "SessionStart", "SessionWorkflow", "WorkerConfig", "register", "unregister"]
+__all__ = ["WORKFLOW", "SessionStart", "SessionWorkflow", "WorkerConfig", "workflow_thread"]
 
 WORKFLOW = "steerable.session"
 _FOREVER = 100 * 365 * 24 * 3600.0
@@ -72,18 +74,6 @@ class WorkerConfig:
     they run, as in an ``AgentLoop`` with no approver."""
 
 
-_CONFIGS: dict[str, WorkerConfig] = {}
-
-
-def register(task_queue: str, config: WorkerConfig) -> None:
-    _CONFIGS[task_queue] = config
-
-
-def unregister(task_queue: str, config: WorkerConfig) -> None:
-    if _CONFIGS.get(task_queue) is config:
-        del _CONFIGS[task_queue]
-
-
 @dataclass
 class SessionStart:
     session_id: str
@@ -108,14 +98,28 @@ def _receipt_json(receipt: Any, **more: Any) -> dict[str, Any]:
             "accepted": bool(receipt), "turn_id": receipt.turn_id, **more}
 
 
+_thread = threading.local()
+
+
+def _bind_thread(config: WorkerConfig) -> None:
+    _thread.config = config
+
+
+def workflow_thread(config: WorkerConfig, name: str) -> concurrent.futures.ThreadPoolExecutor:
+    """The one thread that runs a worker's (or a replayer's) workflow code, bound to its
+    ``config``: the workflow finds its agent there, so a replay runs exactly what the worker
+    it was made for runs, and two workers in one process keep their own."""
+    return concurrent.futures.ThreadPoolExecutor(1, name, initializer=_bind_thread,
+                                                 initargs=(config,))
+
+
 @workflow.defn(name=WORKFLOW, sandboxed=False)
 class SessionWorkflow:
     @workflow.init
     def __init__(self, start: SessionStart) -> None:
-        queue = workflow.info().task_queue
-        config = _CONFIGS.get(queue)
-        if config is None:
-            raise ApplicationError(f"this worker has no agent for task queue {queue!r}")
+        config: WorkerConfig | None = getattr(_thread, "config", None)
+        if config is None:  # a worker made without ``workflow_thread``: fix it and retry
+            raise RuntimeError("SessionWorkflow runs only on a TemporalWorker's workflow thread")
         self.config = config
         self.session_id = start.session_id
         self.seq_base = start.seq_base
@@ -329,3 +333,4 @@ class SessionWorkflow:
     @workflow.query(name="messages")
     def messages(self) -> list[dict[str, Any]]:
         return messages_to_json(self.loop.session_messages(self.session_id))
+
