@@ -239,3 +239,36 @@ async def test_a_queued_follow_up_withdrawn_by_its_id_never_runs(make: Make) -> 
         states = [e["state"] for e in events if e["kind"] == "message_state"
                   and e["message_id"] == later.message_id]
         assert states == ["queued", "revoked"] and len(provider.requests) == 2
+
+
+async def test_a_tool_past_its_timeout_is_cancelled_and_the_model_reads_why(make: Make) -> None:
+    cancelled = asyncio.Event()
+
+    @tool(read_only=True, timeout=0.5)
+    async def stuck() -> str:
+        """Never ends."""
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    agent, provider = agent_of([Reply(tool_calls=[("stuck", {})]), Reply(text="gave up")],
+                               stuck)
+    async with make(agent) as d:
+        sent = await d.send("start", "s")
+        assert (await d.result("s", sent))[:2] == ("completed", "gave up")
+        await asyncio.wait_for(cancelled.wait(), 20)
+        assert "timed out" in provider.requests[1].messages[-1].content
+
+
+async def test_a_hard_interrupt_cancels_the_model_call(make: Make) -> None:
+    agent, provider = agent_of([Reply(text="too late", delay=30.0)])
+    async with make(agent) as d:
+        sent = await d.send("start", "s")
+        await d.events("s", kind("llm_request"))
+        began = asyncio.get_running_loop().time()
+        assert await d.interrupt("s", "hard")
+        assert (await d.result("s", sent))[0] == "aborted"
+        assert asyncio.get_running_loop().time() - began < 10

@@ -6,13 +6,14 @@ the workflow decides exactly what it decides in a local loop.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 from steerable._core._agent import Agent
 from steerable._core._bus import Subscription
@@ -85,6 +86,7 @@ class _RemoteProvider:
                 summary=f"model call {call['turn_id']}#{call['iteration']}")
         except ActivityError as exc:
             cause = exc.cause
+            _cancelled(cause)
             if isinstance(cause, ApplicationError) and cause.type == PROVIDER_FAILED:
                 raise ProviderError(cause.message) from None
             raise ProviderError(f"the model call failed on Temporal: {cause or exc}") from None
@@ -99,6 +101,14 @@ class _RemoteProvider:
 
     async def aclose(self) -> None:
         return None
+
+
+def _cancelled(cause: BaseException | None) -> None:
+    """An activity cancelled because its caller was (a hard abort, a timeout) ends in an
+    ``ActivityError``: give the caller its ``CancelledError`` back, so the engine's edge that
+    owns the cancel (the turn, the tool's timer) sees what it expects."""
+    if isinstance(cause, CancelledError):
+        raise asyncio.CancelledError from None
 
 
 class _RemoteTool:
@@ -136,10 +146,14 @@ class _RemoteTool:
         call = {"name": self.name, "arguments": dict(arguments), "call_id": ctx.call_id,
                 "session_id": ctx.session_id, "turn_id": ctx.turn_id,
                 "parent_turn_id": ctx.parent_turn_id, "iteration": ctx.iteration, "seq": 0}
-        raw = await workflow.execute_activity(
-            TOOL_ACTIVITY, call, start_to_close_timeout=o.tool_timeout,
-            heartbeat_timeout=o.heartbeat_timeout, retry_policy=o.retry,
-            summary=f"{self.name} {ctx.call_id}")
+        try:
+            raw = await workflow.execute_activity(
+                TOOL_ACTIVITY, call, start_to_close_timeout=o.tool_timeout,
+                heartbeat_timeout=o.heartbeat_timeout, retry_policy=o.retry,
+                summary=f"{self.name} {ctx.call_id}")
+        except ActivityError as exc:
+            _cancelled(exc.cause)
+            raise RuntimeError(f"the call failed on Temporal: {exc.cause or exc}") from None
         return result_from_json(raw)
 
 
