@@ -19,9 +19,16 @@ from tests.server.test_serve_cli import listening, start, stop
 pytestmark = pytest.mark.timeout(120)
 
 
+def slow_script(tmp_path: Path) -> Path:
+    """Replies that take a second: time to queue, edit and withdraw a follow-up. Either
+    process may run any call, so each has enough."""
+    script = tmp_path / "slow-script.json"
+    script.write_text(json.dumps([{"text": "served", "delay": 1.0}] * 6))
+    return script
+
+
 def start_worker(env: dict[str, str], tmp_path: Path, *args: str) -> subprocess.Popen[str]:
-    script = tmp_path / "worker-script.json"
-    script.write_text(json.dumps([{"text": "served"}]))
+    script = slow_script(tmp_path)
     ws = tmp_path / "ws"
     ws.mkdir(exist_ok=True)
     return subprocess.Popen([sys.executable, "-m", "steerable", "worker", "--provider",
@@ -34,7 +41,7 @@ def test_serve_and_a_worker_run_sessions_on_temporal(cli_env, tmp_path: Path,  #
                                                      temporal_target: str, events_url: str,
                                                      task_queue: str) -> None:
     where = ["--temporal", temporal_target, "--task-queue", task_queue, "--redis", events_url]
-    server = start(cli_env, tmp_path, *where)
+    server = start(cli_env, tmp_path, *where, "--script", str(slow_script(tmp_path)))
     worker = start_worker(cli_env, tmp_path, *where)
     try:
         url = listening(server)
@@ -59,6 +66,21 @@ def test_serve_and_a_worker_run_sessions_on_temporal(cli_env, tmp_path: Path,  #
                                json={"text": "late"}).json()["ok"] is False  # nothing runs
             assert client.delete("/v1/sessions/web-1").status_code in (200, 204)
             assert client.get("/v1/sessions/web-1").status_code == 404
+
+            # Queued messages: listed, edited and withdrawn by id, from this process.
+            assert client.post("/v1/sessions/web-2/messages",
+                               json={"text": "first"}).status_code == 202
+            later = client.post("/v1/sessions/web-2/follow_up", json={"text": "then"}).json()
+            assert later["ok"] and later["state"] == "queued"
+            mid = later["message_id"]
+            queued = client.get("/v1/sessions/web-2/queue").json()["messages"]
+            assert [(m["message_id"], m["text"]) for m in queued] == [(mid, "then")]
+            assert client.patch(f"/v1/messages/{mid}", json={"text": "instead"}).json()["ok"]
+            assert client.get("/v1/sessions/web-2/queue").json()["messages"][0]["text"] == \
+                "instead"
+            assert client.delete(f"/v1/messages/{mid}").json()["ok"] is True
+            assert client.delete(f"/v1/messages/{mid}").json()["ok"] is False
+            assert client.get("/v1/sessions/web-2/queue").json()["messages"] == []
     finally:
         stop(server)
         worker.send_signal(signal.SIGINT)
