@@ -16,7 +16,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from steerable._lanes import BusyPolicy
+from steerable import BusyPolicy
 from steerable._secrets import redacted
 from steerable.errors import SessionBusyError
 from steerable.server._hub import SSEItem

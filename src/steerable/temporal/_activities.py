@@ -20,17 +20,18 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from steerable._core._agent import Agent
-from steerable._events import (
+from steerable import (
+    Agent,
     Event,
     LLMDelta,
     LLMRetry,
     PlanUpdated,
+    ToolCall,
     ToolCallDelta,
     ToolExecProgress,
+    ToolResult,
     event_to_dict,
 )
-from steerable._messages import ToolCall, ToolResult
 from steerable._secrets import known_secrets
 from steerable.errors import ProviderError, ToolError
 from steerable.providers._base import (
@@ -46,7 +47,7 @@ from steerable.providers._base import (
 )
 from steerable.temporal._codec import request_from_json, response_to_json, result_to_json
 from steerable.temporal._eventlog import Publisher
-from steerable.tools._base import ToolContext, result_from_return
+from steerable.tools import ToolContext, result_from_return
 
 __all__ = ["LLM_ACTIVITY", "PROVIDER_FAILED", "TOOL_ACTIVITY", "Activities"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from temporalio.client import (
     Client,
@@ -18,8 +18,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from steerable._lanes import check_policy
-from steerable._messages import Message
+from steerable import BusyPolicy, Message
 from steerable.errors import SessionBusyError
 from steerable.storage._ids import check_session_id
 from steerable.temporal._codec import messages_from_json
@@ -58,6 +57,16 @@ class TurnOutcome:
     follow_ups: tuple[str, ...] = ()
     unprocessed: tuple[str, ...] = ()
     error: str | None = None
+
+
+_POLICIES: tuple[str, ...] = get_args(BusyPolicy)
+
+
+def check_policy(policy: str) -> str:
+    """A busy policy's name, checked here so a typo costs no round trip."""
+    if policy not in _POLICIES:
+        raise ValueError(f"busy policy must be one of {', '.join(_POLICIES)}, got {policy!r}")
+    return policy
 
 
 _ERRORS: dict[str, type[Exception]] = {"SessionBusyError": SessionBusyError,

@@ -15,10 +15,9 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
-from steerable._core._agent import Agent
-from steerable._core._bus import Subscription
+from steerable import Agent, Subscription
 from steerable.errors import ConfigurationError, ProviderError
-from steerable.providers._base import (
+from steerable.providers import (
     Chunk,
     LLMRequest,
     StreamEnd,
@@ -28,7 +27,7 @@ from steerable.providers._base import (
 )
 from steerable.temporal._activities import LLM_ACTIVITY, PROVIDER_FAILED, TOOL_ACTIVITY
 from steerable.temporal._codec import request_to_json, response_from_json, result_from_json
-from steerable.tools._base import Tool, ToolContext
+from steerable.tools import Tool, ToolContext
 
 __all__ = ["CallOptions", "remote_agent"]
 

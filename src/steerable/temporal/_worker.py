@@ -10,7 +10,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer, Worker
 
-from steerable._core._permissions import Permissions
+from steerable import Permissions
 from steerable.temporal._activities import Activities
 from steerable.temporal._eventlog import DEFAULT_PREFIX, EventLog, Publisher
 from steerable.temporal._proxies import CallOptions, remote_agent

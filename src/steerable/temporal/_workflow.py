@@ -28,19 +28,23 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from steerable._config import Timeouts
-from steerable._core._approval import HumanApprover
-from steerable._core._cancel import CancelMode
-from steerable._core._permissions import Permissions
-from steerable._events import Event, EventKind, event_to_dict
+from steerable import (
+    AgentLoop,
+    BusyPolicy,
+    CancelMode,
+    Event,
+    EventKind,
+    HumanApprover,
+    Permissions,
+    Timeouts,
+    event_to_dict,
+)
 from steerable._ids import id_source
-from steerable._lanes import check_policy
-from steerable._loop import AgentLoop
 from steerable.storage._records import session_title
 from steerable.temporal._codec import messages_from_json, messages_to_json
 from steerable.temporal._eventlog import Publisher
@@ -128,7 +132,7 @@ class SessionWorkflow:
         self._ids: Callable[[int], bytes] = lambda n: rng.getrandbits(8 * n).to_bytes(n, "big")
         agent, provider = remote_agent(config.agent, lambda: self.seq_base, config.options)
         self.loop = AgentLoop(
-            agent, busy_policy=check_policy(start.busy_policy), checkpoints=False,
+            agent, busy_policy=cast(BusyPolicy, start.busy_policy), checkpoints=False,
             permissions=config.permissions, record_events=None,
             # Timers here are durable: an approval waits for its answer, and the model's and
             # the tools' silence is watched by their activities' heartbeats instead.
@@ -228,8 +232,8 @@ class SessionWorkflow:
     @workflow.update(name="send")
     async def send(self, text: str, policy: str | None) -> dict[str, Any]:
         with self._handling():
-            sent: Any = self.loop.send(text, self.session_id,
-                                       None if policy is None else check_policy(policy))
+            # The loop checks the policy (a ValueError answered to the caller).
+            sent: Any = self.loop.send(text, self.session_id, cast("BusyPolicy | None", policy))
             self._keep(sent.message_id, sent)
             return _receipt_json(sent, action=getattr(sent, "action", "started"))
 
