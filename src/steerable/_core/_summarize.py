@@ -15,7 +15,7 @@ from contextlib import aclosing
 from steerable._config import SummaryPolicy
 from steerable._core._compaction import estimate_tokens
 from steerable._core._engine import Engine
-from steerable._core._turn_state import TurnState
+from steerable._core._turn_state import TurnState, model_agent
 from steerable._events import SessionSummarize
 from steerable._messages import Message
 from steerable.providers._base import LLMRequest, TextDelta
@@ -54,11 +54,12 @@ async def _ask_for_summary(engine: Engine, st: TurnState, policy: SummaryPolicy,
     request = LLMRequest(
         messages=(Message("system", policy.prompt),
                   Message("user", f"<conversation>\n{_transcript(older)}\n</conversation>")),
-        model=st.agent.model, params=st.agent.params,
+        model=model_agent(st).model, params=model_agent(st).params,
     )
     parts: list[str] = []
     try:
-        async with aclosing(st.agent.provider.stream(request)) as stream:
+        stream_of = model_agent(st).provider.stream  # an async generator in every provider
+        async with aclosing(stream_of(request)) as stream:  # type: ignore[type-var]
             async for chunk in stream:
                 if isinstance(chunk, TextDelta):
                     parts.append(chunk.text)
@@ -104,6 +105,6 @@ async def summarize_session(engine: Engine, st: TurnState, policy: SummaryPolicy
                 Message("user", f"{SUMMARY_HEADER}\n{summary}"), *messages[cut:]]):
             engine.emit(st, SessionSummarize, messages_summarized=cut, summary=summary)
             return True
-        if running is not None and running.task is not None:
-            await asyncio.wait([running.task])  # let that turn end and be saved, then retry
+        if running is not None and running.control.task is not None:
+            await asyncio.wait([running.control.task])  # let that turn end and be saved, then retry
     return False
