@@ -307,17 +307,11 @@ class Lanes:
                 del self._lanes[session_id]
 
     def _has_slot(self) -> bool:
-        """``Limits.active_turns``: turns running at once across sessions; past it, queue."""
-        limit = self._host._engine.limits.active_turns
-        return limit is None or len(self._host._engine.active) < limit
+        """``Limits.active_turns``: turns running at once (sub-turns too); past it, queue."""
+        return self._host._engine.slots.has_room()
 
     async def _wait_slot(self) -> None:
-        running = [st.control.task for st in self._host._engine.active.values()
-                   if st.control.task is not None]
-        if running:
-            await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-        else:
-            await asyncio.sleep(0)
+        await self._host._engine.slots.room()
 
     def _remember(self, session_id: str, result: TurnResult) -> None:
         self._recent[session_id] = result

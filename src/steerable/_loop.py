@@ -528,7 +528,7 @@ class AgentLoop:
             events_emitted=bus.emitted,
             dropped=MappingProxyType(bus.dropped),
             subscribers=bus.subscriber_count,
-            active_turns=len(self._engine.turns),
+            active_turns=self._engine.slots.running,
             turns_started=self._turns_started,
             turns_finished=self._turns_finished,
         )

@@ -29,7 +29,7 @@ from typing import Any
 
 from steerable._core._engine import Engine
 from steerable._core._queues import follow_up, steer
-from steerable._core._turn_state import Control, Delivery, Interrupt, TurnState, TurnTree
+from steerable._core._turn_state import Delivery, Interrupt, TurnState, TurnTree
 from steerable._events import (
     SubturnEnd,
     SubturnOrphan,
@@ -61,7 +61,7 @@ def _new_turn_id() -> str:
     return f"turn_{os.urandom(6).hex()}"  # secrets.token_hex, without importing hmac
 
 
-def _check_limits(engine: Engine, parent: TurnState) -> None:
+def _check_limits(engine: Engine, parent: TurnState, turn_id: str) -> None:
     limits = engine.limits
     if parent.depth + 1 > limits.subturn_depth:
         raise SubturnLimitError(
@@ -72,7 +72,7 @@ def _check_limits(engine: Engine, parent: TurnState) -> None:
             f"Sub-turn refused: {len(parent.tree.children)} sub-turns of this turn are already "
             f"running (Limits.subturns_per_turn={limits.subturns_per_turn}); wait for one to "
             "finish.", limit="subturns_per_turn")
-    if not engine.slots.try_take():
+    if not engine.slots.try_take(turn_id):
         raise SubturnLimitError(
             f"Sub-turn refused: {engine.limits.active_turns} turns are running "
             f"(Limits.active_turns={engine.limits.active_turns}).", limit="active_turns")
@@ -84,16 +84,16 @@ def spawn(engine: Engine, parent: TurnState, agent: Any, task: str, *, is_async:
     when it cannot start (nothing is started then)."""
     if parent.control.finishing or parent.control.interrupt is Interrupt.HARD:
         raise SubturnError("Sub-turn refused: the turn that asked for it is ending.")
-    _check_limits(engine, parent)  # takes an active-turn slot when it passes
+    turn_id = _new_turn_id()
+    _check_limits(engine, parent, turn_id)  # takes an active-turn slot when it passes
     dry = parent.dry_run or getattr(parent.agent, "dry_run", False) is True
     if dry and getattr(agent, "dry_run", True) is False:
         # A dry run stays dry all the way down: the child runs as a dry copy of its agent.
         agent = copy.copy(agent)
         agent.dry_run = True
-    child = TurnState(turn_id=_new_turn_id(), session_id=parent.session_id, input=task,
+    child = TurnState(turn_id=turn_id, session_id=parent.session_id, input=task,
                       agent=agent, parent_turn_id=parent.turn_id, depth=parent.depth + 1,
-                      ephemeral=True, dry_run=dry, tree=TurnTree(parent=parent),
-                      control=Control(holds_slot=True))
+                      ephemeral=True, dry_run=dry, tree=TurnTree(parent=parent))
     engine.turns[child.turn_id] = child
     parent.tree.children[child.turn_id] = child
     engine.emit(parent, SubturnSpawn, child_turn_id=child.turn_id, agent=agent.name,
@@ -114,12 +114,10 @@ async def _run_child(engine: Engine, parent: TurnState, child: TurnState, delive
     try:
         result = await engine.runner(child)
     finally:
-        # Free the slots first: whatever happens to the result, the parent may spawn again.
+        # Free the slots first (run_turn gave back the active-turn one): whatever happens to
+        # the result, the parent may spawn again.
         engine.turns.pop(child.turn_id, None)
         parent.tree.children.pop(child.turn_id, None)
-        if child.control.holds_slot:
-            child.control.holds_slot = False
-            engine.slots.give_back()
     engine.emit(parent, SubturnEnd, child_turn_id=child.turn_id, status=result.status,
                 text=result.text)
     if deliver and result.status is not TurnStatus.ABORTED:

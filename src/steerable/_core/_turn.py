@@ -142,8 +142,11 @@ def _final_text(st: TurnState) -> str:
 
 
 def begin_turn(engine: Engine, st: TurnState) -> None:
-    """Emit TURN_START. Called synchronously by whoever starts the turn, so that anything said
-    to the turn before its task first runs (steering, an interrupt) comes after it."""
+    """Emit TURN_START, and take an active-turn slot if one is free (else the turn's task waits
+    for one). Called synchronously by whoever starts the turn, so that anything said to the turn
+    before its task first runs (steering, an interrupt) comes after it, and the turn counts as
+    running (``TurnSlots``) from the moment it is started."""
+    engine.slots.try_take(st.turn_id)
     engine.emit(st, TurnStart, input=st.input, agent=st.agent.name,
                 resumed_from=None if st.resume is None else st.resume.turn_id)
 
@@ -154,13 +157,11 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
     status = TurnStatus.ERROR
     error: BaseException | None = None
     rollback = False
-    took_slot = False
     try:
         if st.control.interrupt is Interrupt.HARD:  # aborted before its task first ran
             raise asyncio.CancelledError
-        if not st.control.holds_slot and engine.slots.limit is not None:
-            await engine.slots.take()  # Limits.active_turns: wait for a free slot
-            st.control.holds_slot = took_slot = True
+        if not engine.slots.holds(st.turn_id):
+            await engine.slots.take(st.turn_id)  # Limits.active_turns: wait for a free slot
         if st.resume is not None:  # resume() loaded, checked and restored it already
             status = await _iterate(engine, st, resume_tools=st.resume.stage == "tools")
         else:
@@ -200,9 +201,9 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
             await wait_children(st)  # every aborted descendant ends before this turn does
         return await _finish(engine, st, status, error, rollback)
     finally:
-        if took_slot:
-            st.control.holds_slot = False
-            engine.slots.give_back()
+        # Every turn's slot (a sub-turn's too, taken as it was spawned) is given back here,
+        # before anything waits on the result: a parent waiting for a slot never waits on it.
+        engine.slots.give_back(st.turn_id)
 
 
 def _ended_by(st: TurnState, status: TurnStatus) -> CancelMode | None:

@@ -110,12 +110,13 @@ class Transcript:
 
 @dataclass(slots=True)
 class Control:
-    """Where the turn is and what it was told: phase, interrupts, cancel, its task.
+    """Where the turn is and what it was told: phase, interrupts, cancel, its task. (Whether it
+    holds an active-turn slot is for ``TurnSlots`` to know: one count of running turns.)
 
     Owners: ``_engine`` (phase machine, interrupts, the grace timer), ``_turn`` (running,
-    finishing, the final call, the active-turn slot), ``_model_call`` (a reply cut short),
-    ``_composite`` (grace), ``_tool_exec`` (running tools), ``_subturn`` (a child's task and
-    slot) and the driver that starts a turn's task (``_loop``, ``drivers``)."""
+    finishing, the final call), ``_model_call`` (a reply cut short),
+    ``_composite`` (grace), ``_tool_exec`` (running tools), ``_subturn`` (a child's task)
+    and the driver that starts a turn's task (``_loop``, ``drivers``)."""
 
     phase: TurnPhase = TurnPhase.IDLE
     interrupt: Interrupt = Interrupt.NONE
@@ -133,8 +134,6 @@ class Control:
     """Composite turns: how long running children may take to stop on an IMMEDIATE cancel
     before they are aborted (None: not a composite, IMMEDIATE aborts at once)."""
     grace_timer: asyncio.TimerHandle | None = None
-    holds_slot: bool = False
-    """True while the turn counts against ``Limits.active_turns``."""
     task: asyncio.Task[Any] | None = None
     running_tools: dict[asyncio.Future[Any], ToolContext] = field(default_factory=dict)
     """Each running tool's task and its ToolContext: a hard abort cancels them at once."""
