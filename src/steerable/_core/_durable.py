@@ -19,8 +19,8 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
 
+from steerable._core._agent import Agent
 from steerable._core._cancel import CancelMode, SafePoint
 from steerable._core._checkpoint import Checkpoint, Stage
 from steerable._core._engine import Engine
@@ -139,7 +139,7 @@ def persist_now(engine: Engine, st: TurnState) -> None:
                      f"{failure}; the message is held in memory only", "checkpoint")
 
 
-def successor(session_id: str, agent: Any, held: list[MessageReceipt]) -> Checkpoint:
+def successor(session_id: str, agent: Agent, held: list[MessageReceipt]) -> Checkpoint:
     """The checkpoint of the turn the first held message will start: what the store keeps
     between a turn and the next one a lane runs, so a crash in between loses none of them.
     It has the shape of a turn's first checkpoint (it has not read the session)."""
@@ -173,12 +173,13 @@ async def release(engine: Engine, st: TurnState) -> None:
                      "the next turn will ask to discard it", "checkpoint")
     try:
         if st.inbound.held:  # (also when one came in while the delete ran)
-            cp = successor(st.session_id, st.agent, st.inbound.held)
+            agent = model_agent(st)  # (a durable turn is never a composite's)
+            cp = successor(st.session_id, agent, st.inbound.held)
             if store.checkpoint_blocking:
                 await asyncio.shield(asyncio.to_thread(store.save_checkpoint, cp))
             else:
                 store.save_checkpoint(cp)
-            engine.successors[st.session_id] = st.agent
+            engine.successors[st.session_id] = agent
     except Exception as exc:
         engine.error(st, f"writing the checkpoint of session {st.session_id!r} failed: {exc}; "
                      "the messages queued behind the turn are held in memory only",
@@ -187,7 +188,7 @@ async def release(engine: Engine, st: TurnState) -> None:
         st.durability.released = True
 
 
-def sync_held(engine: Engine, session_id: str, agent: Any) -> None:
+def sync_held(engine: Engine, session_id: str, agent: Agent) -> None:
     """A session's held messages changed (queued, revoked, edited, taken): the store follows
     before the call that changed them returns. ``agent`` runs them when no turn is left."""
     st = engine.active.get(session_id)

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 from steerable._config import Limits, Timeouts
+from steerable._core._agent import Agent
 from steerable._core._approval import ApprovalBroker
 from steerable._core._bus import EventBus
 from steerable._core._cancel import CancelHandle, CancelMode
@@ -34,6 +35,7 @@ from steerable._events import (
     TurnPhase,
 )
 from steerable._messages import Message
+from steerable._receipts import MessageReceipt
 
 __all__ = ["Engine"]
 
@@ -64,10 +66,10 @@ class Engine:
         """True when top-level turns write checkpoints (the store keeps them, not turned off)."""
         self.inbox = Inbox(self.bus)
         """Every message given to the loop that is not yet terminal (SPEC 10)."""
-        self.waiting: dict[str, list[Any]] = {}
+        self.waiting: dict[str, list[MessageReceipt]] = {}
         """Per session, the receipts a lane holds for turns of their own (its queue, in
         order): each top-level turn's ``held`` is this list."""
-        self.successors: dict[str, Any] = {}
+        self.successors: dict[str, Agent] = {}
         """Sessions whose checkpoint is the successor (``_durable.release``) this process
         wrote for its lanes' messages, and the agent it names: the next turn replaces it."""
         self.turns: dict[str, TurnState] = {}
