@@ -24,7 +24,7 @@ from steerable._core._agent import Agent
 from steerable._core._cancel import CancelMode, SafePoint
 from steerable._core._checkpoint import Checkpoint, Stage
 from steerable._core._engine import Engine
-from steerable._core._turn_state import CancelStop, TurnState, model_agent
+from steerable._core._turn_state import CancelStop, TurnState
 from steerable._history import MessageView
 from steerable._messages import Message
 from steerable._receipts import MessageKind, MessageReceipt, MessageState
@@ -36,7 +36,7 @@ __all__ = ["capture", "persist_now", "release", "restore", "safe_point",
 
 def capture(st: TurnState, stage: Stage, cancel_mode: CancelMode | None = None, *,
             first: bool = False) -> Checkpoint:
-    agent = model_agent(st)
+    agent = st.model_agent
     tr, inb, dur = st.transcript, st.inbound, st.durability
     tools = dur.tools
     if tools is None:  # once per turn, not per checkpoint
@@ -173,7 +173,7 @@ async def release(engine: Engine, st: TurnState) -> None:
                      "the next turn will ask to discard it", "checkpoint")
     try:
         if st.inbound.held:  # (also when one came in while the delete ran)
-            agent = model_agent(st)  # (a durable turn is never a composite's)
+            agent = st.model_agent  # (a durable turn is never a composite's)
             cp = successor(st.session_id, agent, st.inbound.held)
             if store.checkpoint_blocking:
                 await asyncio.shield(asyncio.to_thread(store.save_checkpoint, cp))

@@ -16,7 +16,7 @@ from steerable._core._compaction import compress, estimate_tokens
 from steerable._core._engine import Engine
 from steerable._core._hook_chain import decisions, ignored
 from steerable._core._queues import deliver
-from steerable._core._turn_state import Interrupt, TurnState, model_agent
+from steerable._core._turn_state import Interrupt, TurnState
 from steerable._core._watchdog import IdleWatchdog
 from steerable._events import (
     CompressReason,
@@ -56,7 +56,7 @@ __all__ = ["call_model"]
 
 
 def _build_request(st: TurnState, offer_tools: bool, extra: Sequence[Message]) -> LLMRequest:
-    agent = model_agent(st)
+    agent = st.model_agent
     head = (Message("system", agent.instructions),) if agent.instructions else ()
     return LLMRequest(
         messages=MessageView[Message](head, st.transcript.base, st.transcript.new, extra),
@@ -73,7 +73,7 @@ def _tool_specs(st: TurnState, tools: Sequence[Any]) -> tuple[ToolSpec, ...]:
         if isinstance(t, ToolSpec):
             specs.append(t)
         elif isinstance(t, str):
-            tool = model_agent(st).tools_by_name.get(t)
+            tool = st.model_agent.tools_by_name.get(t)
             if tool is None:
                 raise ValueError(f"hook named unknown tool {t!r}")
             specs.append(ToolSpec(tool.name, tool.description, tool.parameters,
@@ -226,7 +226,7 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
     calls: list[ToolCall] = []
     usage: Usage | None = None
     finish: str | None = None
-    provider = model_agent(st).provider
+    provider = st.model_agent.provider
     iteration = st.transcript.iteration  # (one call: it does not move while this streams)
     raw = provider.stream(request)
     # Deltas are cut only where no secret can be split: outputs blank each delta on its own.
@@ -280,7 +280,7 @@ async def call_model(
 ) -> LLMResponse:
     """One LLM call, start to finish: returns the reply after ``after_llm`` hooks."""
     engine.set_phase(st, TurnPhase.THINKING)
-    window = model_agent(st).context_window
+    window = st.model_agent.context_window
     compressed = False
     while True:
         request = _build_request(st, offer_tools, extra)

@@ -8,7 +8,8 @@ the engine (``engine.subturn_tasks``) until it ends.
 
 Delivery of an async child's result, and the races around it, are decided in one synchronous
 step on the loop's thread when the child ends:
-- the parent still runs (has not started finishing): the result waits in ``parent.tree.results`` and
+- the parent still runs (has not started finishing): the result waits in ``parent.tree.results``
+  and
   is drained into the parent's context before its next LLM call (``SUBTURN_RESULT_DELIVERED``);
 - the parent is finishing or gone: the result is an orphan (``SUBTURN_ORPHAN``), appended to the
   session. While a top-level turn runs on that session it is held on that turn and written right
@@ -129,7 +130,8 @@ async def _run_child(engine: Engine, parent: TurnState, child: TurnState, delive
 async def _deliver(engine: Engine, item: Delivery) -> None:
     parent = item.parent
     if not parent.control.finishing:
-        parent.tree.results.append(item)  # drained before the parent's next LLM call
+        tree = parent.tree
+        tree.results = (*tree.results, item)  # drained before the parent's next LLM call
         return
     await _orphan(engine, [item])
 
@@ -142,7 +144,7 @@ async def _orphan(engine: Engine, items: list[Delivery]) -> None:
     sid = items[0].parent.session_id
     holder = engine.active.get(sid)
     if holder is not None and not holder.tree.orphans_closed:
-        holder.tree.orphans.extend(items)
+        holder.tree.orphans = (*holder.tree.orphans, *items)
         return
     await _write_orphans(engine, items)
 
@@ -166,8 +168,9 @@ async def _write_orphans(engine: Engine, items: list[Delivery]) -> None:
 
 def deliver_results(engine: Engine, st: TurnState) -> None:
     """Checkpoint before an LLM call: add finished children's results to the context."""
-    while st.tree.results:
-        item = st.tree.results.pop(0)
+    tree = st.tree
+    while tree.results:
+        item, tree.results = tree.results[0], tree.results[1:]
         st.transcript.new.append(item.message())
         engine.emit(st, SubturnResultDelivered, child_turn_id=item.child_turn_id, text=item.text)
 
@@ -196,11 +199,11 @@ async def wait_children(st: TurnState) -> None:
 async def close_results(engine: Engine, st: TurnState) -> None:
     """At turn end (after the save): results that arrived too late become orphans; a top-level
     turn then writes the orphans it held back while it ran."""
-    leftovers, st.tree.results = st.tree.results, []
+    leftovers, st.tree.results = list(st.tree.results), ()
     if st.ephemeral:
         await _orphan(engine, leftovers)
         return
-    held, st.tree.orphans = [*st.tree.orphans, *leftovers], []
+    held, st.tree.orphans = [*st.tree.orphans, *leftovers], ()
     st.tree.orphans_closed = True
     if held:
         await _write_orphans(engine, held)

@@ -15,7 +15,7 @@ from contextlib import aclosing
 from steerable._config import SummaryPolicy
 from steerable._core._compaction import estimate_tokens
 from steerable._core._engine import Engine
-from steerable._core._turn_state import TurnState, model_agent
+from steerable._core._turn_state import TurnState
 from steerable._events import SessionSummarize
 from steerable._messages import Message
 from steerable.providers._base import LLMRequest, TextDelta
@@ -54,11 +54,11 @@ async def _ask_for_summary(engine: Engine, st: TurnState, policy: SummaryPolicy,
     request = LLMRequest(
         messages=(Message("system", policy.prompt),
                   Message("user", f"<conversation>\n{_transcript(older)}\n</conversation>")),
-        model=model_agent(st).model, params=model_agent(st).params,
+        model=st.model_agent.model, params=st.model_agent.params,
     )
     parts: list[str] = []
     try:
-        stream_of = model_agent(st).provider.stream  # an async generator in every provider
+        stream_of = st.model_agent.provider.stream  # an async generator in every provider
         async with aclosing(stream_of(request)) as stream:  # type: ignore[type-var]
             async for chunk in stream:
                 if isinstance(chunk, TextDelta):

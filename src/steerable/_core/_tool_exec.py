@@ -25,7 +25,7 @@ from steerable._core._engine import Engine
 from steerable._core._hook_chain import decisions, ignored
 from steerable._core._permissions import Permission
 from steerable._core._subturn import subturns_of
-from steerable._core._turn_state import AbortSignal, CancelStop, TurnState, model_agent
+from steerable._core._turn_state import AbortSignal, CancelStop, TurnState
 from steerable._core._watchdog import bare_context
 from steerable._events import (
     ApprovalRequested,
@@ -137,7 +137,7 @@ def _hook_ctx(st: TurnState, call: ToolCall, rec: _Call) -> ToolCallContext:
                            parent_turn_id=st.parent_turn_id, iteration=st.transcript.iteration,
                            call=call,
                            read_only=bool(rec.tool and rec.tool.read_only),
-                           dry_run=model_agent(st).dry_run)
+                           dry_run=st.model_agent.dry_run)
 
 
 async def _before_tool(
@@ -266,9 +266,10 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
                   arguments: Mapping[str, Any]) -> ToolResult:
     """Validate, then run (or preview) the tool under its timeout."""
     name = rec.call.name
+    dry = st.model_agent.dry_run
     ctx = ToolContext(call_id=rec.call.id, tool_name=name, turn_id=st.turn_id,
                       session_id=st.session_id, parent_turn_id=st.parent_turn_id,
-                      iteration=st.transcript.iteration, dry_run=model_agent(st).dry_run,
+                      iteration=st.transcript.iteration, dry_run=dry,
                       resumed=rec.call.id in st.durability.resumed_calls,
                       _report=_progress_reporter(engine, st, rec),
                       _plan=_plan_reporter(engine, st, rec),
@@ -277,7 +278,7 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
     rec.ctx = ctx
     try:
         args = tool.validate(arguments)
-        if model_agent(st).dry_run and not tool.read_only:
+        if dry and not tool.read_only:
             # Previews may read files (a diff for write/edit): keep them off the loop's thread.
             return ToolResult(await asyncio.to_thread(tool.preview, args, ctx))
     except ToolError as exc:
@@ -289,7 +290,8 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
     loop = asyncio.get_running_loop()
     ended: asyncio.Future[None] = loop.create_future()
     task = loop.create_task(_run_tool(tool, args, ctx, ended))
-    st.control.running_tools[task] = ctx  # a hard abort cancels it directly, without waiting for us
+    running = st.control.running_tools
+    running[task] = ctx  # a hard abort cancels it directly, without waiting for us
     st.transcript.tools_run.append(name)
     timer = None if timeout is None else loop.call_later(timeout, _expire, ended,
                                                          context=bare_context())
@@ -300,7 +302,7 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
         engine.reaper.adopt(task)
         raise
     finally:
-        del st.control.running_tools[task]
+        del running[task]
         if timer is not None:
             timer.cancel()
     if not task.done():  # the timer ended the wait (or the tool's own step is not over)
@@ -387,7 +389,7 @@ async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
         if perm is Permission.DENY:
             _skip(engine, st, rec, "denied", f"refused by the rule '{rule}'")
             return
-        needs_ask = perm is Permission.ASK and not (model_agent(st).dry_run and not tool.read_only)
+        needs_ask = perm is Permission.ASK and not (st.model_agent.dry_run and not tool.read_only)
         if needs_ask and engine.hooks.at("approve_tool"):
             approved, reason = await _approve(engine, st, rec, call)
             if not approved:
@@ -459,7 +461,7 @@ async def _run_group(engine: Engine, st: TurnState, group: list[_Call]) -> None:
 
 def _unavailable(st: TurnState, name: str) -> ToolResult:
     """The answer to a call of a tool that does not exist, or was not offered to this call."""
-    tools = model_agent(st).tools_by_name
+    tools = st.model_agent.tools_by_name
     offered = st.transcript.offered
     known = ", ".join(t for t in tools if offered is None or t in offered) or "none"
     if name in tools:
@@ -472,7 +474,7 @@ def _recs(st: TurnState, calls: tuple[ToolCall, ...], resumed: bool) -> list[_Ca
     """The calls of a response, with the results a resumed checkpoint already holds."""
     recs = []
     for call in calls:
-        rec = _Call(call, model_agent(st).tools_by_name.get(call.name))
+        rec = _Call(call, st.model_agent.tools_by_name.get(call.name))
         done = st.transcript.batch_results.get(call.id)
         if done is not None:
             rec.state, rec.message = "done", done

@@ -32,7 +32,6 @@ from steerable._core._turn_state import (
     Interrupt,
     QueuedMessage,
     TurnState,
-    model_agent,
 )
 from steerable._events import (
     InterruptReceived,
@@ -89,7 +88,7 @@ def _interrupt_note(st: TurnState) -> str:
 
 
 async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) -> TurnStatus:
-    max_iter = model_agent(st).max_iterations
+    max_iter = st.model_agent.max_iterations
     # The parts are made with the state and never replaced: one lookup each, not per use.
     tr, ctl = st.transcript, st.control
     if resume_tools:  # a checkpoint taken while the last response's tools were running

@@ -27,8 +27,7 @@ from steerable.errors import IllegalTransitionError
 from steerable.tools._base import Subturns, ToolContext
 
 __all__ = ["OWNERS", "CancelStop", "Control", "Delivery", "Durability", "Inbound", "Interrupt",
-           "QueuedMessage", "Transcript", "TurnState", "TurnTree", "check_transition",
-           "model_agent"]
+           "QueuedMessage", "Transcript", "TurnState", "TurnTree", "check_transition"]
 
 P = TurnPhase
 _ALLOWED: dict[TurnPhase, frozenset[TurnPhase]] = {
@@ -174,9 +173,11 @@ class TurnTree:
     """The spawning turn's state (None at top level)."""
     children: dict[str, TurnState] = field(default_factory=dict)
     """Running sub-turns by turn id; a child leaves when it ends."""
-    results: list[Delivery] = field(default_factory=list)
+    # Tuples, replaced on each change: nearly every turn has none, and an empty tuple is
+    # shared where an empty list costs 56 bytes per turn.
+    results: tuple[Delivery, ...] = ()
     """Async children's results waiting for the next checkpoint."""
-    orphans: list[Delivery] = field(default_factory=list)
+    orphans: tuple[Delivery, ...] = ()
     """Top level only: orphaned results held back while this turn runs, written after its save."""
     orphans_closed: bool = False
     """True once this turn wrote its held-back orphans: later ones go straight to the store."""
@@ -249,6 +250,15 @@ class TurnState:
     inbound: Inbound = field(default_factory=Inbound)
     tree: TurnTree = field(default_factory=TurnTree)
     durability: Durability = field(default_factory=Durability)
+    model_agent: Agent = field(init=False, repr=False, compare=False)
+    """``agent`` as the ``Agent`` of a turn that calls a model: every turn but a composite
+    agent's, which runs its children instead, never reaches the model or tool phases, and
+    has this slot unset (reading it would raise ``AttributeError``). Narrowed once, here, so
+    the hot paths read a typed attribute instead of checking the agent's class each time."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.agent, Agent):
+            self.model_agent = self.agent
 
     def stop_reason(self) -> SkipReason | None:
         """Why tools not yet started must be skipped now, or None to go on."""
@@ -260,15 +270,6 @@ class TurnState:
         if self.inbound.steering:
             return "steering"
         return None
-
-
-def model_agent(st: TurnState) -> Agent:
-    """The agent of a turn that calls a model: every turn but a composite agent's, which runs
-    its children instead and never reaches the model or tool phases."""
-    agent = st.agent
-    if not isinstance(agent, Agent):
-        raise TypeError(f"turn {st.turn_id} runs {type(agent).__name__}, not a model agent")
-    return agent
 
 
 @record(kw_only=False)
