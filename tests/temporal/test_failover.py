@@ -20,6 +20,7 @@ from steerable.temporal import TemporalClient
 from tests.temporal._harness import events_until, turn_end
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(120)  # worker processes start, and a heartbeat must lapse
 
 
 class Workers:
