@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from steerable import CancelMode, EventKind, Reply, tool
-from steerable._commands import (
+from steerable.drivers._commands import (
     COMMANDS,
     AnswerApproval,
     Cancel,

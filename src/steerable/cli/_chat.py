@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from steerable import Event, EventKind, MessageState, TurnResult, TurnStatus
-from steerable._session_driver import SessionDriver
 from steerable.cli._app import App, build_app, existing_session, new_session_id
 from steerable.cli._approve import (
     always_rules,
@@ -33,6 +32,7 @@ from steerable.cli._diff_view import coloured_diff
 from steerable.cli._run import on_ctrl_c, session_line
 from steerable.cli._settings import Settings
 from steerable.cli._slash import expand_slash, extra_help, slash_completer
+from steerable.drivers._session_driver import SessionDriver
 
 __all__ = ["chat", "describe_pending"]
 

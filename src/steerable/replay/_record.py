@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from steerable import Agent, AgentLoop, BaseAgent, event_to_dict
-from steerable._commands import (
+from steerable._hooks import ToolResultContext
+from steerable._secrets import Redactor, known_secrets, redacted
+from steerable.drivers._commands import (
     AnswerApproval,
     Cancel,
     Command,
@@ -33,8 +35,6 @@ from steerable._commands import (
     StartTurn,
     Steer,
 )
-from steerable._hooks import ToolResultContext
-from steerable._secrets import Redactor, known_secrets, redacted
 from steerable.providers._base import Chunk, LLMRequest, Provider, guard_secrets, text_guarded
 from steerable.replay._errors import RecordingError
 from steerable.replay._format import (

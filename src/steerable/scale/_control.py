@@ -13,9 +13,9 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from steerable._commands import Command, Interrupt, from_wire
 from steerable._core._cancel import CancelHandle
 from steerable._receipts import MessageReceipt
+from steerable.drivers._commands import Command, Interrupt, from_wire
 from steerable.scale._protocol import decode, encode
 
 if TYPE_CHECKING:

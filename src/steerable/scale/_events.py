@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from steerable._events import Event, EventKind, event_to_dict
 from steerable._secrets import redacted
-from steerable._top_session import TopSessions
+from steerable.drivers._top_session import TopSessions
 from steerable.scale._protocol import encode
 
 if TYPE_CHECKING:

@@ -31,8 +31,8 @@ from typing import Any
 from steerable._core._agent import BaseAgent
 from steerable._core._session import SessionStore
 from steerable._events import TurnStatus
-from steerable._loop import AgentLoop, TurnHandle
 from steerable._secrets import Redactor
+from steerable.drivers._loop import AgentLoop, TurnHandle
 from steerable.scale._client import RedisClient, connect, unavailable_errors
 from steerable.scale._control import ControlHandler
 from steerable.scale._events import EventPublisher

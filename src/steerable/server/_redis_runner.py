@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from steerable._core._checkpoint import Checkpoint, CheckpointStore
-from steerable._lanes import BusyPolicy
 from steerable._secrets import redacted
+from steerable.drivers._lanes import BusyPolicy
 from steerable.errors import SessionBusyError
 from steerable.scale import RedisWorker
 from steerable.server._hub import SSEItem

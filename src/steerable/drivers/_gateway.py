@@ -21,8 +21,8 @@ from typing import Any, Literal, Protocol
 from steerable._core._bus import Subscription
 from steerable._core._turn import TurnResult
 from steerable._events import Event, EventKind, TurnStatus
-from steerable._lanes import BusyPolicy, SendAction, check_policy
 from steerable._records import Record, record
+from steerable.drivers._lanes import BusyPolicy, SendAction, check_policy
 from steerable.errors import SessionBusyError
 
 __all__ = ["GatewayHost", "InProcessBus", "InboundMessage", "OutboundReply", "serve_bus"]

@@ -14,23 +14,7 @@ from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from steerable._background import Summaries
-from steerable._binding import call_on
-from steerable._commands import (
-    AnswerApproval,
-    Cancel,
-    Command,
-    Edit,
-    FollowUp,
-    Interrupt,
-    Resume,
-    Revoke,
-    Send,
-    StartTurn,
-    Steer,
-)
 from steerable._config import Limits, Timeouts
-from steerable._controls import CONTROLS, resolve
 from steerable._core._agent import Agent, BaseAgent
 from steerable._core._bus import Subscription
 from steerable._core._cancel import CancelHandle, CancelMode
@@ -46,8 +30,26 @@ from steerable._core._session import InMemorySessionStore, SessionStore
 from steerable._core._turn import TurnResult, begin_turn, run_turn
 from steerable._core._turn_state import TurnState
 from steerable._events import EventKind
-from steerable._gateway import InProcessBus, serve_bus
-from steerable._handle import (
+from steerable._messages import Message
+from steerable._receipts import MessageInfo, MessageReceipt
+from steerable.drivers._background import Summaries
+from steerable.drivers._binding import call_on
+from steerable.drivers._commands import (
+    AnswerApproval,
+    Cancel,
+    Command,
+    Edit,
+    FollowUp,
+    Interrupt,
+    Resume,
+    Revoke,
+    Send,
+    StartTurn,
+    Steer,
+)
+from steerable.drivers._controls import CONTROLS, resolve
+from steerable.drivers._gateway import InProcessBus, serve_bus
+from steerable.drivers._handle import (
     LoopStatistics,
     TurnHandle,
     TurnInfo,
@@ -56,10 +58,8 @@ from steerable._handle import (
     check_text,
     turn_info,
 )
-from steerable._lanes import BusyPolicy, Lanes, QueuedTurn, check_policy
-from steerable._messages import Message
-from steerable._observers import Observers
-from steerable._receipts import MessageInfo, MessageReceipt
+from steerable.drivers._lanes import BusyPolicy, Lanes, QueuedTurn, check_policy
+from steerable.drivers._observers import Observers
 from steerable.errors import ConfigurationError, SessionBusyError
 
 __all__ = ["AgentLoop", "Interceptor", "LoopStatistics", "TurnHandle", "TurnInfo"]
@@ -463,7 +463,7 @@ class AgentLoop:
     # -- the one way in -----------------------------------------------------------------------
 
     def submit(self, command: Command) -> Any:
-        """Run an inbound command (``steerable._commands``) on the loop's thread and return its
+        """Run an inbound command (``steerable.drivers._commands``) on the loop's thread and return its
         answer: what the method that builds it returns. Every message and control enters the
         loop here, past the interceptors (``intercept_commands``)."""
         return self._call(self._run_command, command)

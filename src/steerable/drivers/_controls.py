@@ -8,7 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from steerable._commands import (
+from steerable._core._cancel import CancelHandle
+from steerable._core._engine import Engine
+from steerable._core._queues import follow_up, steer
+from steerable._core._turn_state import TurnState
+from steerable._receipts import MessageReceipt
+from steerable.drivers._commands import (
     AnswerApproval,
     Cancel,
     Command,
@@ -18,11 +23,6 @@ from steerable._commands import (
     Revoke,
     Steer,
 )
-from steerable._core._cancel import CancelHandle
-from steerable._core._engine import Engine
-from steerable._core._queues import follow_up, steer
-from steerable._core._turn_state import TurnState
-from steerable._receipts import MessageReceipt
 
 __all__ = ["CONTROLS", "resolve"]
 

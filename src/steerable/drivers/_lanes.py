@@ -21,7 +21,6 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args
 
-from steerable._commands import Command, StartTurn
 from steerable._core._agent import Agent
 from steerable._core._durable import sync_held
 from steerable._core._engine import Engine
@@ -29,6 +28,7 @@ from steerable._core._queues import offer_steering
 from steerable._core._turn import TurnResult
 from steerable._events import FollowUpQueued, TurnStatus
 from steerable._receipts import MessageReceipt, MessageState
+from steerable.drivers._commands import Command, StartTurn
 from steerable.errors import SessionBusyError
 
 RECENT_RESULTS = 1024

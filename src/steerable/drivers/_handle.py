@@ -1,7 +1,7 @@
 """What the loop hands out: ``TurnHandle`` (a running turn), ``TurnInfo``, ``LoopStatistics``,
 and the argument checks its public methods share.
 
-A ``TurnHandle`` acts on its turn by submitting commands (``steerable._commands``) to the loop
+A ``TurnHandle`` acts on its turn by submitting commands (``steerable.drivers._commands``) to the loop
 that made it, like every other inbound action; it reads its turn's state only to answer
 questions about it.
 """
@@ -13,14 +13,14 @@ import functools
 from collections.abc import Generator, Mapping
 from typing import Any, Protocol
 
-from steerable._commands import Cancel, Command, FollowUp, Interrupt, Steer
 from steerable._core._cancel import CancelHandle, CancelMode
 from steerable._core._turn import TurnResult
 from steerable._core._turn_state import TurnState
 from steerable._events import EventKind, TurnPhase
-from steerable._lanes import SendAction
 from steerable._receipts import MessageReceipt, MessageState
 from steerable._records import Record, record
+from steerable.drivers._commands import Cancel, Command, FollowUp, Interrupt, Steer
+from steerable.drivers._lanes import SendAction
 
 __all__ = ["LoopStatistics", "TurnHandle", "TurnInfo", "check_mode", "check_session_id",
            "check_text", "turn_info"]

@@ -32,7 +32,7 @@ class Observers:
         if self._record_path is not None:
             sub = self._engine.bus.subscribe(None, buffer=65536)
             # Imported only now: pathlib and the recorder cost the core's import ~4 ms.
-            from steerable._recorder import record_events
+            from steerable.drivers._recorder import record_events
 
             self._recorder = loop.create_task(record_events(sub, self._record_path))
         for reg, (sub, task) in list(self._reading.items()):
