@@ -137,7 +137,7 @@ async def _consume(app: App, driver: SessionDriver, events: AsyncIterator[Event]
 def _first_turn(app: App, prompt: str | None, discard_pending: bool) -> TurnHandle:
     """The resumed pending turn (``prompt`` None), or a new turn of ``prompt``."""
     from steerable.cli._args import UsageError
-    from steerable.cli._chat import describe_pending
+    from steerable.cli._pending import describe_pending
     from steerable.errors import CheckpointError
 
     sid = app.session_id

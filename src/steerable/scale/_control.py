@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from steerable._core._cancel import CancelHandle
 from steerable._receipts import MessageReceipt
-from steerable.drivers._commands import Command, Interrupt, from_wire
+from steerable.drivers._commands import Command, Interrupt
+from steerable.drivers._controls import from_wire
+from steerable.scale._host import WorkerHost
 from steerable.scale._protocol import decode, encode
-
-if TYPE_CHECKING:
-    from steerable.scale._worker import RedisWorker
 
 __all__ = ["ControlHandler"]
 
@@ -27,7 +26,7 @@ log = logging.getLogger("steerable.scale")
 
 
 class ControlHandler:
-    def __init__(self, worker: RedisWorker) -> None:
+    def __init__(self, worker: WorkerHost) -> None:
         self.worker = worker
         self.loop = worker.loop
 

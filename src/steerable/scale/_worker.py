@@ -106,7 +106,7 @@ class RedisWorker:
         self.scripts = Scripts(self._redis, self.keys)
         self.events_maxlen = events_maxlen
         self.events_ttl = events_ttl
-        self.redact = redact if redact is not None else Redactor()
+        self.redact: Callable[[str], str] = redact if redact is not None else Redactor()
         """Applied to every string of an event before it goes to Redis."""
         self.running: dict[str, TurnHandle] = {}
         """The turn each held session runs now (read by the control handler)."""
