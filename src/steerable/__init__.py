@@ -121,15 +121,17 @@ if TYPE_CHECKING:
         InProcessBus,
         OutboundReply,
     )
+    from steerable.drivers._handle import (
+        LoopStatistics,
+        TurnHandle,
+        TurnInfo,
+    )
     from steerable.drivers._lanes import (
         BusyPolicy,
         QueuedTurn,
     )
     from steerable.drivers._loop import (
         AgentLoop,
-        LoopStatistics,
-        TurnHandle,
-        TurnInfo,
     )
     from steerable.drivers._session_driver import (
         InterruptPress,
@@ -206,7 +208,7 @@ _WHERE: dict[str, str] = {
     "LLMRetry": "steerable._events",
     "Limits": "steerable._config",
     "LoopAgent": "steerable.drivers._composites",
-    "LoopStatistics": "steerable.drivers._loop",
+    "LoopStatistics": "steerable.drivers._handle",
     "Message": "steerable._messages",
     "MessageInfo": "steerable._receipts",
     "MessageReceipt": "steerable._receipts",
@@ -252,8 +254,8 @@ _WHERE: dict[str, str] = {
     "ToolResult": "steerable._messages",
     "ToolResultContext": "steerable._hooks",
     "TurnEnd": "steerable._events",
-    "TurnHandle": "steerable.drivers._loop",
-    "TurnInfo": "steerable.drivers._loop",
+    "TurnHandle": "steerable.drivers._handle",
+    "TurnInfo": "steerable.drivers._handle",
     "TurnInput": "steerable.drivers._turnloop",
     "TurnLoop": "steerable.drivers._turnloop",
     "TurnPhase": "steerable._events",

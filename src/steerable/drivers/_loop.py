@@ -45,7 +45,7 @@ from steerable.drivers._lanes import BusyPolicy, Lanes, QueuedTurn
 from steerable.drivers._observers import Observers
 from steerable.drivers._turns import Turns
 
-__all__ = ["AgentLoop", "Interceptor", "LoopStatistics", "TurnHandle", "TurnInfo"]
+__all__ = ["AgentLoop"]
 
 _RECORD_ENV = "STEERABLE_EVENT_LOG"
 

@@ -34,7 +34,8 @@ from steerable._events import TurnStatus
 from steerable._receipts import new_message_id
 from steerable._secrets import Redactor
 from steerable.drivers._commands import StartTurn
-from steerable.drivers._loop import AgentLoop, TurnHandle
+from steerable.drivers._handle import TurnHandle
+from steerable.drivers._loop import AgentLoop
 from steerable.scale._client import MESSAGE_TTL, RedisClient, connect, unavailable_errors
 from steerable.scale._control import ControlHandler
 from steerable.scale._events import EventPublisher

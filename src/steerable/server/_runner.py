@@ -21,8 +21,9 @@ from steerable._core._checkpoint import Checkpoint
 from steerable._messages import Message
 from steerable._receipts import MessageReceipt
 from steerable._secrets import redacted
+from steerable.drivers._handle import TurnHandle
 from steerable.drivers._lanes import BusyPolicy, QueuedTurn
-from steerable.drivers._loop import AgentLoop, TurnHandle
+from steerable.drivers._loop import AgentLoop
 from steerable.drivers._session_driver import SessionDriver
 from steerable.errors import CheckpointError, SessionBusyError
 from steerable.server._hub import EventHub, SSEItem
