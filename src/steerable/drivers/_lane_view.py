@@ -3,7 +3,7 @@ that knows how what the lanes ask for is done in the engine's state."""
 
 from __future__ import annotations
 
-import asyncio
+from typing import Any
 
 from steerable._core._agent import Agent, BaseAgent
 from steerable._core._durable import sync_held
@@ -24,7 +24,9 @@ class EngineView:
 
     def __init__(self, engine: Engine, agent: BaseAgent, front: Submits) -> None:
         self._engine = engine
-        self._agent = agent
+        # Handed to ``sync_held`` as the agent of a successor checkpoint, which types it as a
+        # model ``Agent``; a composite loop's lanes hand it their composite, as they always did.
+        self._agent: Any = agent
         self._front = front
 
     def running(self, session_id: str) -> TurnState | None:
@@ -37,15 +39,10 @@ class EngineView:
         return handle
 
     def has_slot(self) -> bool:
-        limit = self._engine.limits.active_turns
-        return limit is None or len(self._engine.active) < limit
+        return self._engine.slots.has_room()
 
     async def wait_slot(self) -> None:
-        running = [st.task for st in self._engine.active.values() if st.task is not None]
-        if running:
-            await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-        else:
-            await asyncio.sleep(0)
+        await self._engine.slots.room()
 
     def steer(self, st: TurnState, r: MessageReceipt) -> bool:
         return offer_steering(self._engine, st, r) is None
@@ -69,7 +66,7 @@ class EngineView:
         held[:] = receipts
         st = engine.active.get(session_id)
         if st is not None:
-            st.held = held
+            st.inbound.held = held
         if sync:
             sync_held(engine, session_id, self._agent)
         if not held:

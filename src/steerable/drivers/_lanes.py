@@ -67,7 +67,7 @@ class LaneEngine(Protocol):
         ...
 
     def has_slot(self) -> bool:
-        """``Limits.active_turns`` lets one more turn start."""
+        """``Limits.active_turns`` lets one more turn start (sub-turns count too)."""
         ...
 
     async def wait_slot(self) -> None:
@@ -242,7 +242,7 @@ class Lanes:
         item = QueuedTurn(r, action, agent, urgent=urgent)
         self._queue(session_id, lane, item, urgent=urgent, front=False)
         self._mirror(session_id, lane)  # durable before acknowledged
-        if not urgent and st is not None and not st.finishing:
+        if not urgent and st is not None and not st.control.finishing:
             engine.follow_up_queued(st, text)
         engine.accept(r, "waiting for a turn of its own")
         if lane.runner is None:
@@ -253,10 +253,10 @@ class Lanes:
     def _steered(r: MessageReceipt, st: TurnState, agent: Agent | None) -> QueuedTurn:
         item = QueuedTurn(r, "steered", agent)
         item._turn_id = st.turn_id
-        assert st.task is not None
-        st.task.add_done_callback(lambda t: item._finish(t.result()) if not t.cancelled()
-                                  and t.exception() is None else item._fail(
-                                      RuntimeError("the steered turn did not finish")))
+        assert st.control.task is not None
+        st.control.task.add_done_callback(
+            lambda t: item._finish(t.result()) if not t.cancelled() and t.exception() is None
+            else item._fail(RuntimeError("the steered turn did not finish")))
         return item
 
     def _mirror(self, session_id: str, lane: _Lane, *, sync: bool = True) -> None:
@@ -294,9 +294,9 @@ class Lanes:
                     self._requeue_follow_ups(session_id, lane, result)
                     handle = None
                 st = engine.running(session_id)
-                if st is not None and st.task is not None:
+                if st is not None and st.control.task is not None:
                     # A turn started outside send (start_turn): its owner runs its follow-ups.
-                    await asyncio.wait([st.task])
+                    await asyncio.wait([st.control.task])
                     continue
                 if not lane.pending:
                     return
@@ -357,8 +357,8 @@ class Lanes:
                 await lane.idle.wait()
                 continue
             st = self._engine.running(session_id)
-            if st is not None and st.task is not None:
-                await asyncio.wait([st.task])
+            if st is not None and st.control.task is not None:
+                await asyncio.wait([st.control.task])
                 continue
             return self._recent.get(session_id)
 

@@ -84,7 +84,7 @@ class Turns:
         r = queued or MessageReceipt("send", cmd.input, sid, message_id=cmd.message_id)
         r.turn_id = st.turn_id
         r._holder = None  # the turn's input now: no longer revocable
-        st.input_receipt = r
+        st.inbound.input_receipt = r
         handle = self.launch(st)
         if queued is None:
             inbox.enqueue(r, "the input of a new turn")
@@ -103,14 +103,14 @@ class Turns:
     def launch(self, st: TurnState) -> TurnHandle:
         loop = self._binding.bind()
         engine = self.engine
-        if not st.origin_turn_id:
-            st.origin_turn_id = st.turn_id
+        if not st.durability.origin_turn_id:
+            st.durability.origin_turn_id = st.turn_id
         # Composite turns run children, not a model loop: they stop at boundaries, keep no
         # checkpoint, and a cancelled one is saved like an interrupted one.
-        st.durable = engine.durable and not isinstance(st.agent, CompositeAgent)
+        st.durability.durable = engine.durable and not isinstance(st.agent, CompositeAgent)
         held = engine.waiting.get(st.session_id)
         if held is not None:  # messages its session's lane holds: in its checkpoints too
-            st.held = held
+            st.inbound.held = held
         engine.active[st.session_id] = st
         engine.turns[st.turn_id] = st
         self.started += 1
@@ -118,7 +118,7 @@ class Turns:
         if st.resume is None:
             write_first_checkpoint(engine, st)
         task = loop.create_task(self._drive(st))
-        st.task = task
+        st.control.task = task
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return TurnHandle(self._front, st, task)
@@ -161,12 +161,8 @@ class Turns:
             engine.checkpoints.delete_checkpoint(session_id)
             return None
         st = TurnState(turn_id=new_id("turn"), session_id=session_id, input=cp.input,
-                       agent=agent, resume=cp, origin_turn_id=cp.origin_turn_id,
-                       created=cp.created, base=base[cp.base_dropped:],
-                       base_rewritten=cp.base_dropped > 0,
-                       base_count=len(base) if cp.base_count is None else cp.base_count,
-                       base_dropped=cp.base_dropped)
-        restore(engine, st, cp)  # now: a message for it is checkpointed on top of this
+                       agent=agent, resume=cp, created=cp.created)
+        restore(engine, st, cp, base)  # now: a message for it is checkpointed on top
         hold_restored(engine, st)
         return self.launch(st)
 
@@ -181,7 +177,7 @@ class Turns:
         bus = self.engine.bus
         return LoopStatistics(
             events_emitted=bus.emitted, dropped=MappingProxyType(bus.dropped),
-            subscribers=bus.subscriber_count, active_turns=len(self.engine.turns),
+            subscribers=bus.subscriber_count, active_turns=self.engine.slots.running,
             turns_started=self.started, turns_finished=self.finished)
 
     # -- finding, waiting, stopping -----------------------------------------------------------
@@ -189,9 +185,9 @@ class Turns:
     def find(self, turn_id: str) -> TurnHandle | None:
         """A handle on a running turn (sub-turns too); None once it ended."""
         st = self.engine.turns.get(turn_id)
-        if st is None or st.task is None or st.task.done():
+        if st is None or st.control.task is None or st.control.task.done():
             return None
-        return TurnHandle(self._front, st, st.task)
+        return TurnHandle(self._front, st, st.control.task)
 
     async def wait_idle(self) -> None:
         """Until no turn runs and no summary is under way (a turn's end may start one)."""
