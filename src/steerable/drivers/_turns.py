@@ -9,7 +9,6 @@ what still runs and waits for it. A turn's end may start a background summary
 from __future__ import annotations
 
 import asyncio
-import os
 from types import MappingProxyType
 from typing import Any
 
@@ -22,6 +21,7 @@ from steerable._core._queues import hold_restored
 from steerable._core._resume import check_agent, check_no_checkpoint, checked_base
 from steerable._core._turn import TurnResult, begin_turn, run_turn
 from steerable._core._turn_state import TurnState
+from steerable._ids import random_hex
 from steerable._receipts import MessageReceipt
 from steerable.drivers._background import Summaries
 from steerable.drivers._binding import LoopBinding
@@ -47,7 +47,7 @@ def resolve(engine: Engine, session_id: str | None) -> TurnState | None:
 
 
 def new_id(prefix: str) -> str:
-    return f"{prefix}_{os.urandom(6).hex()}"  # what secrets.token_hex does, without its import
+    return f"{prefix}_{random_hex(6)}"
 
 
 class Turns:
