@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from steerable._core._bus import Subscription
 from steerable._events import Event, EventKind, event_to_dict
 from steerable._secrets import redacted_json
-from steerable._top_session import TopSessions
+from steerable.drivers._top_session import TopSessions
 
 __all__ = ["EventHub", "HubClient", "SSEItem"]
 
