@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from steerable import Agent, AgentLoop, EventKind, TurnPhase, TurnStatus, tool
-from steerable._secrets import Redactor, StreamGuard, redacted
+from steerable._secrets import Redactor, StreamGuard, redacted, redacted_json
 from steerable.providers._base import (
     Chunk,
     LLMRequest,
@@ -95,6 +95,32 @@ def test_a_redacted_value_encodes_to_json_without_the_secret(
     for encode in (lambda v: json.dumps(v, ensure_ascii=False),
                    lambda v: json.dumps(v), lambda v: json.dumps(v, indent=1)):
         assert_clean(encode(redacted(document, redactor)), secret, "redacted value")
+
+
+# Shaped like credentials, so the fast path of ``redacted_json`` meets its marks and shapes.
+SHAPED = st.sampled_from(["sk-", "ghp_", "github_pat_", "glpat-", "xoxb-", "AKIA", "AIza", "hf_",
+                          "npm_", "eyJ", "-----BEGIN RSA PRIVATE KEY-----", "https://u:", "@",
+                          "gh", "://"])
+SHAPED_TEXT = st.lists(st.one_of(SHAPED, TEXT, st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+                                                       min_size=10, max_size=40)),
+                       max_size=5).map("".join)
+SHAPED_VALUES = st.recursive(
+    st.none() | st.integers() | SHAPED_TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(SHAPED_TEXT, inner, max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=800, deadline=None)
+@given(secret=SECRETS, value=SHAPED_VALUES, where=st.sampled_from(["none", "value", "key"]))
+def test_encoding_first_and_walking_only_when_needed_gives_the_same_text(
+        secret: str, value: Any, where: str) -> None:
+    redactor = Redactor({ENV: secret})
+    if where == "value":
+        value = [value, "x" + secret + "y"]
+    elif where == "key":
+        value = {secret: value}
+    assert redacted_json(value, redactor) == json.dumps(redacted(value, redactor),
+                                                        ensure_ascii=False)
 
 
 @settings(max_examples=1500, deadline=None)
@@ -227,7 +253,7 @@ async def _run_everything(root: Path, secret: str, pieces: list[str], output: st
              for name in names + ["run.jsonl"] * record}
     return ([(name, line) for name, lines in files.items() for line in lines]
             + [("--json", line) for line in printed]
-            + [("sse", data) for _, data in hub._channels["s"].replay]
+            + [("sse", data) for _, data in hub._channels["s"].ring]
             + [("api", line) for line in api] + [("sqlite", row) for row in rows])
 
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
+import os
 
-from steerable._secrets import Redactor, scrub_env
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import steerable._secrets as secrets_module
+from steerable._secrets import Redactor, is_secret_name, known_secrets, remember_secret, scrub_env
 
 
 @pytest.mark.parametrize("name", [
@@ -41,3 +46,35 @@ def test_redactor_blanks_values_longest_first() -> None:
                       extra=["given-in-code-key"])
     assert redact("abcdefghijkl abcdefgh given-in-code-key /root") == \
         "[redacted] [redacted] [redacted] /root"
+
+
+# known_secrets() is asked before every model call and keeps its answer while nothing changed:
+# whatever happens to the environment, the kept answer must be the one computed afresh.
+_NAMES = st.sampled_from(["STEERABLE_T_API_KEY", "STEERABLE_T_TOKEN", "STEERABLE_T_PLAIN",
+                          "STEERABLE_T_PASSWORD", "STEERABLE_T_OTHER"])
+_VALUES = st.text(alphabet="abcdefghij0123456789-_", min_size=0, max_size=14)
+_ACTIONS = st.lists(st.tuples(st.sampled_from(["set", "del", "remember", "ask"]), _NAMES, _VALUES),
+                    max_size=25)
+
+
+def _fresh() -> set[str]:
+    return {v for k, v in os.environ.items() if len(v) >= 8 and is_secret_name(k)} | set(
+        secrets_module._REMEMBERED)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_ACTIONS)
+def test_known_secrets_follows_every_change_of_the_environment(actions: list[tuple[str, str, str]]) -> None:
+    saved = dict(os.environ)
+    try:
+        for action, name, value in actions:
+            if action == "set":
+                os.environ[name] = value
+            elif action == "del":
+                os.environ.pop(name, None)
+            elif action == "remember":
+                remember_secret("steerable-test-remembered-" + value)  # stays: the set only grows
+            assert set(known_secrets()) == _fresh()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)

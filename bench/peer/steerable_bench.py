@@ -128,9 +128,9 @@ def _feature_loop(n: int) -> tuple[AgentLoop, Any]:
     return loop, None
 
 
-async def _drain(queue: Any) -> None:
-    while True:
-        await queue.get()
+async def _drain(stream: Any) -> None:
+    async for _ in stream:
+        pass
 
 
 async def _readers(loop: AgentLoop) -> tuple[Any, list[asyncio.Task[None]]]:
@@ -139,13 +139,14 @@ async def _readers(loop: AgentLoop) -> tuple[Any, list[asyncio.Task[None]]]:
         sub = loop.subscribe(buffer=1 << 20)
         return sub, [asyncio.ensure_future(_drain_sub(sub))]
     if FEATURE == "sse":
+        from steerable._secrets import Redactor
         from steerable.server import EventHub
 
-        hub = EventHub(lambda text: text)
+        hub = EventHub(Redactor())  # what `steerable serve` gives its hub
         sub = loop.subscribe(buffer=1 << 16)  # what the server's runner subscribes with
         clients = [hub.attach("b", None) for _ in range(SSE_CLIENTS)]
         return sub, [asyncio.ensure_future(hub.pump(sub)),
-                     *(asyncio.ensure_future(_drain(c.queue)) for c in clients)]
+                     *(asyncio.ensure_future(_drain(hub.stream(c))) for c in clients)]
     return None, []
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "known_secrets",
     "looks_secret",
     "redacted",
+    "redacted_json",
     "remember_secret",
     "scrub_env",
 ]
@@ -86,12 +87,30 @@ def _default_secret_name(name: str) -> bool:
     return is_secret_name(name)
 
 
+def _environ_snapshot() -> tuple[Any, ...]:
+    """The environment as ``os.environ`` stores it (bytes on POSIX): ~3 us to copy where decoding
+    every name and value takes ~60 us, and an equal snapshot means an unchanged environment."""
+    data = getattr(os.environ, "_data", None)
+    return tuple(data.items()) if isinstance(data, dict) else tuple(os.environ.items())
+
+
+_known: tuple[tuple[Any, ...], int, tuple[str, ...]] = ((), -1, ())
+
+
 def known_secrets() -> tuple[str, ...]:
     """The secret values this process knows now: the environment's (by name) and the ones
-    remembered with ``remember_secret``; what a default ``Redactor()`` blanks, shapes aside."""
+    remembered with ``remember_secret``; what a default ``Redactor()`` blanks, shapes aside.
+
+    Asked before every model call, so the answer is kept until the environment or the
+    remembered set changes (``_REMEMBERED`` only grows: its size is its version)."""
+    global _known
+    snapshot, remembered = _environ_snapshot(), len(_REMEMBERED)
+    if _known[0] == snapshot and _known[1] == remembered:
+        return _known[2]
     values = {v for k, v in os.environ.items()
               if len(v) >= _MIN_SECRET and _default_secret_name(k)}
-    return tuple(values | _REMEMBERED)
+    _known = (snapshot, remembered, tuple(values | _REMEMBERED))
+    return _known[2]
 
 
 def json_forms(values: Iterable[str]) -> set[str]:
@@ -170,6 +189,37 @@ class Redactor:
     def guard(self) -> StreamGuard:
         """A guard for one stream of text pieces that keeps this redactor's secrets whole."""
         return StreamGuard(self.values)
+
+    def leaves_unchanged(self, encoded: str) -> bool:
+        """True when no string inside the JSON text ``encoded`` (written with
+        ``ensure_ascii=False``) holds anything this redactor blanks, so redacting the value
+        before encoding would give the same text. Sound because a string's secret appears in
+        the encoded text in one of its ``json_forms`` and the shapes hold no character JSON
+        escapes; a match that only the encoding makes (across two strings) merely sends the
+        caller the slow way."""
+        if self._remembered is not None and len(self._remembered) != self._known:
+            self._compile()
+        if not any(m in encoded for m in _SHAPE_MARKS) and not any(v in encoded for v in self.values):
+            return True
+        return self._pattern.search(encoded) is None
+
+
+def redacted_json(value: Any, redact: Callable[[str], str] | None) -> str:
+    """``value`` redacted (see ``redacted``) and encoded as JSON (``ensure_ascii=False``).
+
+    With a ``Redactor`` the value is encoded first and walked only when the text shows that
+    something in it may be a secret: the walk costs ~10 us on an event, the check ~1 us."""
+    if redact is None:
+        return _ENCODE(value)
+    if isinstance(redact, Redactor):
+        encoded = _ENCODE(value)
+        if redact.leaves_unchanged(encoded):
+            return encoded
+    return _ENCODE(redacted(value, redact))
+
+
+# ``json.dumps`` with any option builds a new encoder per call; one kept encoder saves that.
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def redacted(value: Any, redact: Callable[[str], str] | None) -> Any:

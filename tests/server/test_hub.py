@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from steerable import Agent, AgentLoop, Reply, ScriptedProvider
+from steerable._events import LLMDelta
 from steerable.server import EventHub
 
 
@@ -33,7 +38,7 @@ async def test_slow_client_drops_are_counted_and_never_block_the_turn() -> None:
     assert got == list(range(got[0], got[-1] + 1))  # the reader that kept up lost nothing
     # the replay buffer is bounded: a late client gets the last 8 events only
     late = hub.attach("s", 0)
-    replayed = [late.queue.get_nowait() for _ in range(late.queue.qsize())]
+    replayed = late.take()
     assert len(replayed) == 8 and replayed[-1][0] == got[-1]
     assert all("sk-secret-value" not in data for _, data in replayed)
     hub.detach(slow)
@@ -56,7 +61,64 @@ async def test_sub_turn_events_go_to_the_top_level_session() -> None:
     await loop.aclose()
     await pump
     client = hub.attach("top", 0)
-    events = [json.loads(client.queue.get_nowait()[1]) for _ in range(client.queue.qsize())]
+    events = [json.loads(data) for _, data in client.take()]
     child_events = [e for e in events if e["parent_turn_id"] is not None]
     assert child_events and any(e["kind"] == "llm_delta" for e in child_events)
     assert {e["kind"] for e in events} >= {"subturn_spawn", "subturn_end"}
+
+
+# The fan-out as a mechanism: any interleaving of publishes, attaches (live or from a
+# Last-Event-ID), reads and detaches, against a model where each client had its own queue.
+_OPS = st.lists(st.one_of(
+    st.tuples(st.just("publish"), st.integers(1, 40)),
+    st.tuples(st.just("attach"), st.one_of(st.none(), st.integers(0, 200)), st.integers(1, 12)),
+    st.tuples(st.just("take"), st.integers(0, 7)),
+    st.tuples(st.just("detach"), st.integers(0, 7)),
+), max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_OPS, st.integers(1, 16))
+def test_every_client_gets_an_ordered_gapless_tail_and_every_loss_is_counted(
+        ops: list[tuple[Any, ...]], replay: int) -> None:
+    hub = EventHub(lambda t: t, replay=replay, client_buffer=12)
+    seq = 0
+    published: list[int] = []
+    clients: list[tuple[Any, list[int], int]] = []  # (client, seqs received, first expected index)
+    for op in ops:
+        if op[0] == "publish":
+            for _ in range(op[1]):
+                seq += 1
+                hub.publish(LLMDelta(turn_id="t", parent_turn_id=None, session_id="s", seq=seq,
+                                     time=0.0, iteration=1, text=str(seq)))
+                published.append(seq)
+        elif op[0] == "attach":
+            after, buffer = op[1], op[2]
+            client = hub.attach("s", after, buffer)
+            if after is None:
+                first = len(published)
+            else:  # the events after `after` that the replay window still holds
+                window = max(0, len(published) - replay)
+                first = next((i for i in range(window, len(published)) if published[i] > after),
+                             len(published))
+            clients.append((client, [], first))
+        elif clients:
+            client, got, _ = clients[op[1] % len(clients)]
+            if op[0] == "take":
+                got += [s for s, _ in client.take()]
+            else:
+                hub.detach(client)
+    for client, got, first in clients:
+        if client.attached:
+            got += [s for s, _ in client.take()]
+        expected = published[first:]
+        # what it got is in order and from what it should get; what it lost is counted, and
+        # once it has read everything, got + lost is all of it
+        assert got == sorted(set(got)) and set(got) <= set(expected)
+        if client.attached:
+            assert client.dropped == len(expected) - len(got)
+        else:
+            assert client.dropped <= len(expected) - len(got)
+    live = [c for c, _, _ in clients if c.attached]
+    assert hub.client_count() == len(live)
+    assert hub.dropped == sum(c.dropped for c, _, _ in clients)

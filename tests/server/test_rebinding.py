@@ -44,9 +44,10 @@ async def test_a_rebound_page_can_neither_post_nor_approve_nor_read(tmp_path: Pa
 
         # A real user starts the call; the rebound page tries to approve it, even with its id.
         mine = {"Origin": s.url, "Sec-Fetch-Site": "same-origin"}
+        asked = s.loop.subscribe(kinds=["approval_requested"])  # before the POST: none is missed
         assert (await s.client.post("/v1/sessions/s/messages", json={"text": "write p"},
                                     headers=mine)).status_code == 202
-        request_id = await _approval_id(s.loop)
+        request_id = await _approval_id(asked)
         for headers in (evil, browser(port, "localhost", f"http://localhost:{port + 1}"),
                         browser(port, "127.0.0.1", "null")):
             r = await s.client.post(f"/v1/approvals/{request_id}", json={"approved": True},
@@ -60,8 +61,7 @@ async def test_a_rebound_page_can_neither_post_nor_approve_nor_read(tmp_path: Pa
         assert written == {}
 
 
-async def _approval_id(loop: Any) -> str:
-    sub = loop.subscribe()
+async def _approval_id(sub: Any) -> str:
     async for event in sub:
         if event.kind == "approval_requested":
             sub.close()
