@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from steerable._config import SummaryPolicy
+from steerable._core._output import OutputSpec
 from steerable._core._subturn_tools import DelegateTool
 from steerable.errors import ConfigurationError
 from steerable.providers._base import Provider, ToolSpec
@@ -70,6 +71,10 @@ class Agent(BaseAgent):
     ``subagents`` are agents this one may delegate to: the model is offered the ``subagent``
     (wait for the child's answer) and ``spawn`` (start it in the background) tools, whose
     description lists each child's name and ``description``.
+    ``output_type`` (a pydantic model, dataclass, TypedDict or any type pydantic can
+    validate) makes the final answer structured: it is asked for in the provider's native form
+    where there is one, checked, asked again with the errors up to ``output_retries`` times,
+    and returned in ``result.output`` (see ``_output``).
     """
 
     def __init__(
@@ -87,6 +92,8 @@ class Agent(BaseAgent):
         summary: SummaryPolicy | None = None,
         description: str = "",
         subagents: Sequence[BaseAgent] = (),
+        output_type: Any = None,
+        output_retries: int = 2,
     ) -> None:
         if not callable(getattr(provider, "stream", None)):
             raise ConfigurationError(
@@ -140,6 +147,8 @@ class Agent(BaseAgent):
         self.tools: tuple[Tool, ...] = tuple(by_name.values())
         self.tools_by_name: Mapping[str, Tool] = MappingProxyType(by_name)
         self.tool_specs: tuple[ToolSpec, ...] = tuple(_spec(t) for t in self.tools)
+        self.output: OutputSpec | None = (
+            None if output_type is None else OutputSpec(output_type, output_retries))
 
     def __repr__(self) -> str:
         return f"<Agent {self.name} tools={[t.name for t in self.tools]}>"

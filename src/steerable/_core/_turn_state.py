@@ -135,6 +135,10 @@ class TurnState:
     """A graceful interrupt stopped the model's text mid-stream (no tool was running)."""
     usage_in: int = 0
     usage_out: int = 0
+    meter: Any = None
+    """The ``_budget.Meter`` of cache counts, cost and budgets (made on first use)."""
+    output: Any = None
+    """The ``_output.OutputState`` of a turn whose agent has an ``output_type``."""
     started: float = field(default_factory=time.monotonic)
     created: float = field(default_factory=time.time)
     """Wall-clock start of the turn (of its first run, for a resumed turn)."""
@@ -168,7 +172,7 @@ class TurnState:
         if self.interrupt is Interrupt.HARD:
             return "aborted"
         if self.interrupt is Interrupt.GRACEFUL:
-            return "interrupted"
+            return "budget" if self.meter is not None and self.meter.exceeded else "interrupted"
         if self.steering:
             return "steering"
         return None
