@@ -56,7 +56,7 @@ def calls(*keys: str, name: str = "look") -> list[tuple[str, dict[str, str]]]:
 def test_limits_check_their_budget_values() -> None:
     for bad in ({"max_turn_tokens": 0}, {"max_tool_calls": True}, {"max_turn_cost_usd": -1},
                 {"max_turn_cost_usd": "1"}, {"max_turn_tokens": 1.5}):
-        with pytest.raises(ValueError, match="Limits.max_"):
+        with pytest.raises(ValueError, match=r"Limits\.max_"):
             Limits(**bad)
     assert not Limits().budgeted and Limits(max_tool_calls=3).budgeted
 
@@ -72,7 +72,7 @@ async def test_token_budget_skips_the_tools_and_makes_one_summary_call() -> None
     assert result.text == "I asked for a and b; nothing ran."
     assert [e.reason for e in of(events, K.TOOL_EXEC_SKIPPED)] == ["budget", "budget"]
     assert not of(events, K.TOOL_EXEC_START)
-    (note,) = [e for e in of(events, K.INTERRUPT_RECEIVED)]
+    (note,) = list(of(events, K.INTERRUPT_RECEIVED))
     assert note.mode == "budget" and note.hint == "max_turn_tokens=1,000: 1,050 tokens used"
     summary = provider.requests[1]
     assert summary.tools == () and "used up its budget" in summary.messages[-1].content

@@ -9,14 +9,23 @@ import dataclasses
 import json
 from typing import Any
 
-from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 from pydantic import BaseModel
+from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
 
-from steerable import Agent, AgentLoop, EventKind, Message, Reply, ScriptedProvider, TurnStatus, Usage, tool
+from steerable import (
+    Agent,
+    AgentLoop,
+    EventKind,
+    Message,
+    Reply,
+    ScriptedProvider,
+    TurnStatus,
+    Usage,
+    tool,
+)
 from steerable.errors import ConfigurationError, OutputValidationError
 
 K = EventKind
@@ -230,7 +239,7 @@ async def test_a_subagents_structured_answer_reaches_the_parent_as_its_text() ->
     child_end = next(e for e in sub.drain_nowait()
                      if e.kind is K.TURN_END and e.parent_turn_id == result.turn_id)
     assert json.loads(child_end.text) == {"name": "Paris", "population": 5}
-    tool_result = [m for m in loop.session_messages("s") if m.role == "tool"][0]
+    tool_result = next(m for m in loop.session_messages("s") if m.role == "tool")
     assert json.loads(tool_result.content) == {"name": "Paris", "population": 5}
     await loop.aclose()
 

@@ -9,7 +9,6 @@ import json
 from loopback_llm import (
     LoopbackServer,
     anthropic_frames,
-    openai_call_fragments,
     openai_frames,
     stream,
 )

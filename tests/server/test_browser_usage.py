@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from steerable import Agent, Reply, ScriptedProvider, Usage
-from steerable.providers import LLMRequest, StreamEnd, TextDelta, ToolCallChunk
 from steerable._messages import ToolCall
+from steerable.providers import LLMRequest, StreamEnd, TextDelta, ToolCallChunk
 from tests.server.conftest import serving
 from tests.server.test_browser import browser, open_page, send  # noqa: F401 (a fixture)
 
