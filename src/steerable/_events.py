@@ -169,7 +169,8 @@ class TurnEnd(_Event):
     duration: float = 0.0
     """Seconds from TURN_START to TURN_END."""
     usage: Usage | None = None
-    """Tokens of every LLM call of the turn, when the provider reported them."""
+    """Tokens (and cost, where the model's price is known) of every LLM call of the turn, its
+    sub-turns' included, when the provider reported them."""
     cancel_mode: str | None = None
     """The cancel mode that ended the turn (``immediate``, ``after_model``, ``after_tools``),
     None when no cancel did."""

@@ -24,6 +24,21 @@ def _spec(tool: Tool) -> ToolSpec:
     return ToolSpec(tool.name, tool.description, tool.parameters, tool.read_only)
 
 
+def _tools_by_name(tools: object) -> dict[str, Tool]:
+    if isinstance(tools, str | bytes) or not isinstance(tools, Sequence):
+        raise ConfigurationError("Agent tools must be a list of tools")
+    by_name: dict[str, Tool] = {}
+    for t in tools:
+        if not (isinstance(getattr(t, "name", None), str) and callable(getattr(t, "run", None))):
+            raise ConfigurationError(
+                f"{t!r} is not a tool: decorate the function with @tool or subclass BaseTool"
+            )
+        if t.name in by_name:
+            raise ConfigurationError(f"two tools are named {t.name!r}; tool names must be unique")
+        by_name[t.name] = t
+    return by_name
+
+
 class BaseAgent:
     """What every agent has: a ``name`` (unique among siblings) and a ``description`` (what it
     is for, shown to a parent model that may delegate to it)."""
@@ -114,17 +129,7 @@ class Agent(BaseAgent):
             raise ConfigurationError(f"context_window must be a positive int, got {context_window!r}")
         if summary is not None and not isinstance(summary, SummaryPolicy):
             raise ConfigurationError(f"summary must be a SummaryPolicy, got {type(summary).__name__}")
-        if isinstance(tools, str | bytes) or not isinstance(tools, Sequence):
-            raise ConfigurationError("Agent tools must be a list of tools")
-        by_name: dict[str, Tool] = {}
-        for t in tools:
-            if not (isinstance(getattr(t, "name", None), str) and callable(getattr(t, "run", None))):
-                raise ConfigurationError(
-                    f"{t!r} is not a tool: decorate the function with @tool or subclass BaseTool"
-                )
-            if t.name in by_name:
-                raise ConfigurationError(f"two tools are named {t.name!r}; tool names must be unique")
-            by_name[t.name] = t
+        by_name = _tools_by_name(tools)
         children = check_children(f"Agent {name!r} subagents", subagents)
         if children:
             for builtin in ("subagent", "spawn"):
