@@ -333,3 +333,16 @@ def test_run_status_line_shows_tokens_cached_and_cost(cli_env, tmp_path: Path, w
     res = steerable(cli_env, "run", "what is in a.txt?", "--provider", "scripted", "--model",
                     "no-such-model", "--script", script(tmp_path, steps), "--workspace", str(ws))
     assert "24,500 tokens in (20,000 cached) / 340 out · " in res.stdout and "$" not in res.stdout
+
+
+def test_run_takes_turn_budgets_from_the_environment(cli_env, tmp_path: Path, ws: Path) -> None:
+    steps = [{"tool_calls": [["read", {"path": "a.txt"}]], "usage": [900, 200]},
+             {"text": "I was about to read a.txt.", "usage": [950, 20]}]
+    env = {**cli_env, "STEERABLE_MAX_TURN_TOKENS": "1000"}
+    res = steerable(env, "run", "what is in a.txt?", "--provider", "scripted",
+                    "--script", script(tmp_path, steps), "--workspace", str(ws))
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "budget_exceeded · 2 iterations" in res.stdout
+    bad = steerable({**cli_env, "STEERABLE_MAX_TOOL_CALLS": "0"}, "run", "hi", "--provider",
+                    "scripted", "--script", script(tmp_path, steps), "--workspace", str(ws))
+    assert bad.returncode == 1 and "max_tool_calls must be an int >= 1" in bad.stderr
