@@ -2,8 +2,8 @@
 
 Every model call's usage is added to its turn and to each ancestor turn: a sub-turn spends
 its parent's budget, and ``result.usage`` of a turn holds what its sub-turns used. Tokens stay
-in ``TurnState.usage_in/usage_out`` (checkpoints keep them); the rest lives in a ``Meter``,
-made on first use, so a turn with no cache counts, no price and no budget carries none.
+in the transcript's ``usage_in/usage_out`` (checkpoints keep them); cache counts, cost, tool
+calls and the limit reached live in the turn's ``Ledger``.
 
 A budget is checked at the turn's checkpoints, never in the middle of a phase: before every
 LLM call and before every tool group. At a limit the turn ends the way a graceful interrupt
@@ -17,8 +17,6 @@ model reads, and the turn then stops at its next checkpoint.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from steerable._config import Limits
 from steerable._core._engine import Engine
 from steerable._core._turn_state import Interrupt, TurnState
@@ -26,8 +24,7 @@ from steerable._events import InterruptReceived
 from steerable._messages import Usage
 from steerable._pricing import call_cost
 
-__all__ = ["BUDGET_HINT", "Meter", "admit_tool_calls", "check_budget", "record_usage",
-           "turn_usage"]
+__all__ = ["BUDGET_HINT", "admit_tool_calls", "check_budget", "record_usage", "turn_usage"]
 
 BUDGET_HINT = (
     "This turn has used up its budget ({reason}). Stop here: do not call tools. In a few "
@@ -35,38 +32,24 @@ BUDGET_HINT = (
 )
 
 
-@dataclass(slots=True)
-class Meter:
-    """What a turn used beyond its token counts, and whether a budget stopped it."""
-
-    cached: int = 0
-    cache_write: int = 0
-    cost: float | None = None
-    """The cost of the calls whose price is known (None: none was)."""
-    tool_calls: int = 0
-    """Tool calls admitted (counted only while ``Limits.max_tool_calls`` is set)."""
-    refused: str | None = None
-    """Set when calls were refused for ``max_tool_calls``: the turn stops at its next
-    checkpoint."""
-    exceeded: str | None = None
-    """The limit that ended the turn (its status is then ``budget_exceeded``)."""
-    unpriced: set[str] = field(default_factory=set)
-    """Models with no known price, reported once per turn while a cost limit is set."""
-
-
-def _meter(st: TurnState) -> Meter:
-    meter: Meter | None = st.meter
-    if meter is None:
-        meter = st.meter = Meter()
-    return meter
-
-
 def _chain(st: TurnState | None) -> list[TurnState]:
     out = []
     while st is not None:
         out.append(st)
-        st = st.parent
+        st = st.tree.parent
     return out
+
+
+def _note_unpriced(engine: Engine, st: TurnState, model: str | None) -> None:
+    """Once per model and turn, while a cost budget is set: that model's calls cost nothing
+    the budget can see."""
+    ledger = st.ledger
+    if engine.limits.max_turn_cost_usd is None or (model or "") in ledger.unpriced:
+        return
+    ledger.unpriced |= {model or ""}
+    engine.error(st, f"no price is known for model {model or '(unnamed)'!r}: "
+                 "Limits.max_turn_cost_usd does not count its calls "
+                 "(install steerable[prices], or set a token budget)", "turn")
 
 
 async def record_usage(engine: Engine, st: TurnState, usage: Usage, model: str | None,
@@ -78,66 +61,58 @@ async def record_usage(engine: Engine, st: TurnState, usage: Usage, model: str |
         if cost is not None:
             usage = Usage(usage.input_tokens, usage.output_tokens, usage.cached_tokens,
                           usage.cache_write_tokens, cost)
-        elif engine.limits.max_turn_cost_usd is not None:
-            meter = _meter(st)
-            if (model or "") not in meter.unpriced:
-                meter.unpriced.add(model or "")
-                engine.error(st, f"no price is known for model {model or '(unnamed)'!r}: "
-                             "Limits.max_turn_cost_usd does not count its calls "
-                             "(install steerable[prices], or set a token budget)", "turn")
+        else:
+            _note_unpriced(engine, st, model)
     extra = bool(usage.cached_tokens or usage.cache_write_tokens or usage.cost_usd is not None)
     for turn in _chain(st):
-        turn.usage_in += usage.input_tokens
-        turn.usage_out += usage.output_tokens
+        tr = turn.transcript
+        tr.usage_in += usage.input_tokens
+        tr.usage_out += usage.output_tokens
         if extra:
-            meter = _meter(turn)
-            meter.cached += usage.cached_tokens
-            meter.cache_write += usage.cache_write_tokens
+            ledger = turn.ledger
+            ledger.cached += usage.cached_tokens
+            ledger.cache_write += usage.cache_write_tokens
             if usage.cost_usd is not None:
-                meter.cost = (meter.cost or 0.0) + usage.cost_usd
+                ledger.cost = (ledger.cost or 0.0) + usage.cost_usd
     return usage
 
 
 def turn_usage(st: TurnState) -> Usage | None:
     """What the turn used, its sub-turns included (None: no provider reported anything)."""
-    meter: Meter | None = st.meter
-    if meter is None:
-        if not (st.usage_in or st.usage_out):
-            return None
-        return Usage(st.usage_in, st.usage_out)
-    if not (st.usage_in or st.usage_out or meter.cost is not None):
+    tr, ledger = st.transcript, st.ledger
+    if not (tr.usage_in or tr.usage_out or ledger.cost is not None):
         return None
-    return Usage(st.usage_in, st.usage_out, meter.cached, meter.cache_write, meter.cost)
+    return Usage(tr.usage_in, tr.usage_out, ledger.cached, ledger.cache_write, ledger.cost)
 
 
 def _reached(limits: Limits, st: TurnState) -> str | None:
     for turn in _chain(st):
         of = "" if turn is st else " (counting a parent turn's use)"
-        meter: Meter | None = turn.meter
-        if meter is not None and meter.refused is not None:
-            return meter.refused
+        tr, ledger = turn.transcript, turn.ledger
+        if ledger.refused is not None:
+            return ledger.refused
         tokens = limits.max_turn_tokens
-        if tokens is not None and turn.usage_in + turn.usage_out >= tokens:
-            return (f"max_turn_tokens={tokens:,}: {turn.usage_in + turn.usage_out:,} tokens "
+        if tokens is not None and tr.usage_in + tr.usage_out >= tokens:
+            return (f"max_turn_tokens={tokens:,}: {tr.usage_in + tr.usage_out:,} tokens "
                     f"used{of}")
         dollars = limits.max_turn_cost_usd
-        if dollars is not None and meter is not None and meter.cost is not None \
-                and meter.cost >= dollars:
-            return f"max_turn_cost_usd={dollars:g}: ${meter.cost:.4f} spent{of}"
+        if dollars is not None and ledger.cost is not None and ledger.cost >= dollars:
+            return f"max_turn_cost_usd={dollars:g}: ${ledger.cost:.4f} spent{of}"
     return None
 
 
 def check_budget(engine: Engine, st: TurnState) -> None:
     """At a checkpoint: when a budget is reached, end the turn as a graceful interrupt does
-    (the caller's next look at ``st.interrupt`` sees it)."""
-    if st.interrupt is not Interrupt.NONE or st.finishing or st.final_call:
+    (the caller's next look at the turn's interrupt sees it)."""
+    ctl = st.control
+    if ctl.interrupt is not Interrupt.NONE or ctl.finishing or ctl.final_call:
         return  # already stopping: a user's interrupt keeps its own status
     reason = _reached(engine.limits, st)
     if reason is None:
         return
-    _meter(st).exceeded = reason
-    st.interrupt = Interrupt.GRACEFUL
-    st.hint = BUDGET_HINT.format(reason=reason)
+    st.ledger.exceeded = reason
+    ctl.interrupt = Interrupt.GRACEFUL
+    ctl.hint = BUDGET_HINT.format(reason=reason)
     engine.emit(st, InterruptReceived, mode="budget", hint=reason)
 
 
@@ -149,10 +124,10 @@ def admit_tool_calls(engine: Engine, st: TurnState, wanted: int) -> int:
     if limit is None or wanted == 0:
         return wanted
     chain = _chain(st)
-    room = min(limit - _meter(turn).tool_calls for turn in chain)
+    room = min(limit - turn.ledger.tool_calls for turn in chain)
     allowed = max(0, min(wanted, room))
     for turn in chain:
-        _meter(turn).tool_calls += allowed
+        turn.ledger.tool_calls += allowed
     if allowed < wanted:
-        _meter(st).refused = f"max_tool_calls={limit}: {wanted - allowed} call(s) refused"
+        st.ledger.refused = f"max_tool_calls={limit}: {wanted - allowed} call(s) refused"
     return allowed

@@ -1,4 +1,4 @@
-"""Structured output: ``Agent(output_type=T)`` and the check of a turn's final answer.
+"""Structured output: ``Agent(output_type=T)``, its wire schema and the check of an answer.
 
 The type's JSON schema travels in every request the answer may come from
 (``LLMRequest.answer_schema``); each provider asks for it in its own wire form (a
@@ -11,23 +11,20 @@ message gives the model the validation errors and asks again, up to ``output_ret
 (each retry is an iteration). When none is left, or the iteration budget ran out, the turn ends
 with status ``error`` and ``OutputValidationError`` in ``result.error``. A graceful interrupt's
 summary (and a budget's) is never asked for the schema: it is words for a person, so
-``result.output`` is None and the status says why.
+``result.output`` is None and the status says why. (The turn's side is ``_answer``.)
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from steerable._core._turn_state import TurnState
-from steerable._messages import Message
-from steerable.errors import ConfigurationError, OutputValidationError
+from steerable.errors import ConfigurationError
 
-__all__ = ["OutputSpec", "OutputState", "accept_answer"]
+__all__ = ["OutputSpec", "describe_errors"]
 
 _FENCE = re.compile(r"\A```[A-Za-z0-9_-]*[ \t]*\n(.*?)\n?```\Z", re.DOTALL)
 _MAX_ERRORS = 8
@@ -79,15 +76,7 @@ class OutputSpec:
         return self.adapter.validate_json(json.dumps(value))
 
 
-@dataclass(slots=True)
-class OutputState:
-    """A turn's checked answer and how many times it asked again."""
-
-    value: Any = None
-    retries: int = 0
-
-
-def _errors(exc: Exception) -> tuple[tuple[dict[str, Any], ...], str]:
+def describe_errors(exc: Exception) -> tuple[tuple[dict[str, Any], ...], str]:
     if not isinstance(exc, ValidationError):
         return (), f"it is not JSON ({exc})"
     errors = tuple(dict(e) for e in exc.errors(include_url=False, include_context=False))
@@ -99,31 +88,3 @@ def _errors(exc: Exception) -> tuple[tuple[dict[str, Any], ...], str]:
     if len(errors) > _MAX_ERRORS:
         lines.append(f"- ... and {len(errors) - _MAX_ERRORS} more")
     return errors, "\n".join(lines)
-
-
-def accept_answer(st: TurnState, text: str, can_retry: bool) -> bool:
-    """Check the turn's final answer against the agent's ``output_type``.
-
-    True: it is valid (its value is kept for ``result.output``). False: the model is asked
-    again (a user message with the errors was added). Raises ``OutputValidationError`` when
-    it is invalid and no retry is left (or ``can_retry`` is False: the iteration budget)."""
-    spec: OutputSpec = st.agent.output
-    state: OutputState | None = st.output
-    if state is None:
-        state = st.output = OutputState()
-    try:
-        state.value = spec.parse(text)
-        return True
-    except (ValidationError, ValueError) as exc:
-        errors, listing = _errors(exc)
-    if not can_retry or state.retries >= spec.retries:
-        why = "no retry was left" if can_retry else "the iteration budget was used up"
-        raise OutputValidationError(
-            f"the final answer is not a valid {spec.name} after {state.retries} "
-            f"retr{'y' if state.retries == 1 else 'ies'} ({why}):\n{listing}",
-            text=text, errors=errors)
-    state.retries += 1
-    st.new.append(Message("user", (
-        f"Your answer is not a valid {spec.name}:\n{listing}\n"
-        "Answer again with only the JSON value, matching the schema you were given.")))
-    return False
