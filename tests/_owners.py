@@ -1,7 +1,7 @@
 """The check behind ``test_turn_state_owners``: who writes which part of a turn's state.
 
-``TurnState`` keeps its identity fields (set by its constructor only) and five parts
-(``transcript``, ``control``, ``inbound``, ``tree``, ``durability``); ``OWNERS`` in
+``TurnState`` keeps its identity fields (set by its constructor only) and six parts
+(``transcript``, ``control``, ``inbound``, ``tree``, ``durability``, ``ledger``); ``OWNERS`` in
 ``_core/_turn_state.py`` names the modules that may write each part's fields. This module reads
 a source file's syntax tree and lists every write to a part's field (or to an identity field,
 or a part replaced) made from a module that does not own it.

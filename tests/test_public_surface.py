@@ -68,8 +68,8 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "steerable.errors": [
         "CheckpointError", "ConfigurationError", "ContextOverflowError", "FatalProviderError",
-        "IllegalTransitionError", "ProviderError", "RetryableProviderError",
-        "ScriptExhaustedError", "SessionBusyError", "SteerableError", "SubturnError",
+        "IllegalTransitionError", "OutputValidationError", "ProviderError",
+        "RetryableProviderError", "ScriptExhaustedError", "SessionBusyError", "SteerableError", "SubturnError",
         "SubturnLimitError", "ToolArgumentsError", "ToolError",
     ],
     "steerable.temporal": [
@@ -151,7 +151,8 @@ def test_enums_are_exactly_these() -> None:
     ]  # fmt: skip
     assert all(k.value == k.name.lower() for k in EventKind)
     assert [s.name for s in TurnStatus] == [
-        "COMPLETED", "INTERRUPTED", "ABORTED", "ERROR", "MAX_ITERATIONS", "CANCELLED"]
+        "COMPLETED", "INTERRUPTED", "ABORTED", "ERROR", "MAX_ITERATIONS", "CANCELLED",
+        "BUDGET_EXCEEDED"]
     assert [p.name for p in TurnPhase] == [
         "IDLE", "THINKING", "EXECUTING", "COMPACTING", "ABORTING", "DONE", "ERROR"]
     assert [a.name for a in HookAction] == [
@@ -162,9 +163,9 @@ def test_literal_fields_are_exactly_these() -> None:
     from typing import get_args
 
     assert get_args(steerable.SkipReason) == (
-        "interrupted", "steering", "denied", "aborted", "max_iterations", "cancelled")
+        "interrupted", "steering", "denied", "aborted", "max_iterations", "cancelled", "budget")
     assert get_args(steerable.InterruptMode) == (
-        "graceful", "hard", "abort_turn", "cancel_after_model", "cancel_after_tools")
+        "graceful", "hard", "abort_turn", "cancel_after_model", "cancel_after_tools", "budget")
     assert get_args(steerable.CompressReason) == ("overflow", "estimate")
     assert get_args(steerable.ErrorSource) == (
         "checkpoint", "hook", "observer", "queue", "store", "summarize", "turn")

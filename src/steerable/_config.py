@@ -51,8 +51,28 @@ class Limits(Record):
     """How deep sub-turns may nest: a top-level turn's children are at depth 1."""
     subturns_per_turn: int = 5
     """Sub-turns one turn may have running at once; a slot is freed when a child ends."""
+    max_turn_tokens: int | None = None
+    """Input plus output tokens one turn may use, its sub-turns' included (None: no limit)."""
+    max_turn_cost_usd: float | None = None
+    """US dollars one turn may spend, its sub-turns' included, counting the calls whose model
+    has a known price (None: no limit)."""
+    max_tool_calls: int | None = None
+    """Tool calls one turn may make, its sub-turns' included (None: no limit). A turn at a
+    budget limit ends as a graceful interrupt does, with status ``budget_exceeded``."""
+
+    @property
+    def budgeted(self) -> bool:
+        """Whether any of the turn budgets is set (the loop checks them only then)."""
+        return (self.max_turn_tokens is not None or self.max_turn_cost_usd is not None
+                or self.max_tool_calls is not None)
 
     def __post_init__(self) -> None:
+        for name in ("max_turn_tokens", "max_tool_calls"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise ValueError(f"Limits.{name} must be an int >= 1 or None, got {value!r}")
+        _check_positive("Limits", "max_turn_cost_usd", self.max_turn_cost_usd, allow_none=True)
         for name in ("parallel_tools", "steering_queue", "follow_up_queue", "subturn_depth",
                      "subturns_per_turn"):
             value = getattr(self, name)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import Any, ClassVar, Literal
 
-from steerable._messages import ToolCall, Usage
+from steerable._messages import ToolCall, Usage, usage_to_dict
 from steerable._receipts import MessageState
 from steerable._records import Record, record
 
@@ -95,16 +95,19 @@ class TurnStatus(enum.StrEnum):
     CANCELLED = "cancelled"
     """Stopped at a safe point by a cancel (``AFTER_MODEL``/``AFTER_TOOLS``); its checkpoint
     is kept and ``AgentLoop.resume`` continues it."""
+    BUDGET_EXCEEDED = "budget_exceeded"
+    """A ``Limits`` budget (tokens, cost, tool calls) was reached: the turn ended as a graceful
+    interrupt does, with one summary call and no more tools."""
 
 
 SkipReason = Literal["interrupted", "steering", "denied", "aborted", "max_iterations",
-                     "cancelled"]
+                     "cancelled", "budget"]
 """Why a declared tool call did not run (``ToolExecSkipped.reason``); plain strings on the wire."""
 
 InterruptMode = Literal["graceful", "hard", "abort_turn", "cancel_after_model",
-                        "cancel_after_tools"]
+                        "cancel_after_tools", "budget"]
 """What stopped a turn early (``InterruptReceived.mode``); ``abort_turn`` is a hook's ABORT_TURN,
-``cancel_*`` a safe-point ``AgentLoop.cancel``."""
+``cancel_*`` a safe-point ``AgentLoop.cancel``, ``budget`` a ``Limits`` budget reached."""
 
 CompressReason = Literal["overflow", "estimate"]
 """Why the context was compressed: the provider said it overflowed, or the estimate did."""
@@ -166,7 +169,8 @@ class TurnEnd(_Event):
     duration: float = 0.0
     """Seconds from TURN_START to TURN_END."""
     usage: Usage | None = None
-    """Tokens of every LLM call of the turn, when the provider reported them."""
+    """Tokens (and cost, where the model's price is known) of every LLM call of the turn, its
+    sub-turns' included, when the provider reported them."""
     cancel_mode: str | None = None
     """The cancel mode that ended the turn (``immediate``, ``after_model``, ``after_tools``),
     None when no cancel did."""
@@ -506,7 +510,7 @@ def _jsonable(value: Any) -> Any:
             out["arguments_error"] = value.arguments_error
         return out
     if isinstance(value, Usage):
-        return {"input_tokens": value.input_tokens, "output_tokens": value.output_tokens}
+        return usage_to_dict(value)
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -12,7 +12,7 @@ from typing import Any, Literal, get_args
 
 from steerable._records import Record, record
 
-__all__ = ["Message", "Role", "ToolCall", "ToolResult", "Usage"]
+__all__ = ["Message", "Role", "ToolCall", "ToolResult", "Usage", "usage_to_dict"]
 
 Role = Literal["system", "user", "assistant", "tool"]
 _ROLES = frozenset(get_args(Role))
@@ -60,15 +60,46 @@ class ToolResult(Record):
 
 @record(kw_only=False)
 class Usage(Record):
-    """Token counts reported by a provider for one LLM call."""
+    """Tokens (and, where the model's price is known, the cost) of one LLM call or a sum of them.
+
+    ``input_tokens`` counts every prompt token, those read from the provider's prompt cache
+    included; ``cached_tokens`` is the part read from that cache and ``cache_write_tokens`` the
+    part written to it (Anthropic bills those apart). ``cost_usd`` is None when no call of the
+    sum had a known price; a sum with some calls unpriced holds the cost of the priced ones.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
+        cost = self.cost_usd if other.cost_usd is None else (
+            other.cost_usd if self.cost_usd is None else self.cost_usd + other.cost_usd)
         return Usage(
-            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.cache_write_tokens + other.cache_write_tokens, cost,
         )
+
+
+def usage_to_dict(usage: Usage) -> dict[str, Any]:
+    """The JSON form of ``usage``: the two counts every provider reports, then the cache counts
+    and the cost only when there are any (so a run without them reads as before)."""
+    out: dict[str, Any] = {"input_tokens": usage.input_tokens,
+                           "output_tokens": usage.output_tokens}
+    if usage.cached_tokens:
+        out["cached_tokens"] = usage.cached_tokens
+    if usage.cache_write_tokens:
+        out["cache_write_tokens"] = usage.cache_write_tokens
+    if usage.cost_usd is not None:
+        out["cost_usd"] = usage.cost_usd
+    return out
 
 
 @record(kw_only=False)

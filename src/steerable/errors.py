@@ -5,6 +5,7 @@
      ├── SessionBusyError (also RuntimeError)    a second turn started on a busy session
      ├── CheckpointError (also ValueError)       a turn checkpoint that cannot be resumed
      ├── IllegalTransitionError (also RuntimeError)  a turn-state bug: never caught, always fixed
+ ├── OutputValidationError (also ValueError)  the final answer never fit ``Agent(output_type=)``
      ├── ToolError                               a tool failed in a way the model should read
      │    ├── ToolArgumentsError                 arguments were not valid for the tool's schema
      │    └── SubturnError                       a sub-turn could not start, or a composite's child failed
@@ -27,6 +28,7 @@ __all__ = [
     "ContextOverflowError",
     "FatalProviderError",
     "IllegalTransitionError",
+    "OutputValidationError",
     "ProviderError",
     "RetryableProviderError",
     "ScriptExhaustedError",
@@ -59,6 +61,19 @@ class CheckpointError(SteerableError, ValueError):
 
 class IllegalTransitionError(SteerableError, RuntimeError):
     """The turn state machine was asked for a transition it does not allow (a bug)."""
+
+
+class OutputValidationError(SteerableError, ValueError):
+    """The model's final answer did not validate against the agent's ``output_type``, and the
+    retries (``Agent(output_retries=)``) or the iteration budget were used up. The turn ends
+    with status ``error`` and this in ``result.error``; ``errors`` holds pydantic's error list
+    for the last answer, ``text`` the answer itself."""
+
+    def __init__(self, message: str, *, text: str = "",
+                 errors: tuple[dict[str, object], ...] = ()) -> None:
+        super().__init__(message)
+        self.text = text
+        self.errors = errors
 
 
 class ToolError(SteerableError):

@@ -318,3 +318,31 @@ def test_record_events_flag_writes_the_debug_log(cli_env, tmp_path: Path, ws: Pa
     assert res.returncode == 0
     kinds = [json.loads(line)["kind"] for line in log.read_text().splitlines()]
     assert kinds[0] == "turn_start" and kinds[-1] == "turn_end"
+
+
+def test_run_status_line_shows_tokens_cached_and_cost(cli_env, tmp_path: Path, ws: Path) -> None:
+    pytest.importorskip("genai_prices", reason="the prices extra (genai-prices) is not installed")
+    steps = [{"tool_calls": [["read", {"path": "a.txt"}]], "usage": [12000, 300, 8000]},
+             {"text": "It says hello.", "usage": [12500, 40, 12000]}]
+    res = steerable(cli_env, "run", "what is in a.txt?", "--provider", "scripted", "--model",
+                    "gpt-4o-mini", "--script", script(tmp_path, steps), "--workspace", str(ws))
+    assert res.returncode == 0, res.stderr
+    # gpt-4o-mini: 4,500 input tokens at $0.15/M, 20,000 cached at $0.075/M, 340 out at $0.60/M
+    assert ("completed · 2 iterations · 24,500 tokens in (20,000 cached) / 340 out · $0.0024"
+            in res.stdout)
+    res = steerable(cli_env, "run", "what is in a.txt?", "--provider", "scripted", "--model",
+                    "no-such-model", "--script", script(tmp_path, steps), "--workspace", str(ws))
+    assert "24,500 tokens in (20,000 cached) / 340 out · " in res.stdout and "$" not in res.stdout
+
+
+def test_run_takes_turn_budgets_from_the_environment(cli_env, tmp_path: Path, ws: Path) -> None:
+    steps = [{"tool_calls": [["read", {"path": "a.txt"}]], "usage": [900, 200]},
+             {"text": "I was about to read a.txt.", "usage": [950, 20]}]
+    env = {**cli_env, "STEERABLE_MAX_TURN_TOKENS": "1000"}
+    res = steerable(env, "run", "what is in a.txt?", "--provider", "scripted",
+                    "--script", script(tmp_path, steps), "--workspace", str(ws))
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "budget_exceeded · 2 iterations" in res.stdout
+    bad = steerable({**cli_env, "STEERABLE_MAX_TOOL_CALLS": "0"}, "run", "hi", "--provider",
+                    "scripted", "--script", script(tmp_path, steps), "--workspace", str(ws))
+    assert bad.returncode == 1 and "max_tool_calls must be an int >= 1" in bad.stderr

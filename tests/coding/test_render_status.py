@@ -67,3 +67,22 @@ def test_the_interrupt_notice_says_what_really_happens_next():
     assert "finishing the running tool, then a summary" in _notice(running, graceful)
     hard = InterruptReceived(**BASE, mode="hard")
     assert "aborting now" in _notice(running, hard)
+
+
+def test_the_wait_line_shows_what_the_turn_used_so_far():
+    from steerable import Usage
+    from steerable._events import LLMResponseEvent, TurnEnd, TurnStart, TurnStatus
+
+    view = TurnView(Redactor())
+    view.handle(TurnStart(**BASE, input="go", agent="main"))
+    view.handle(LLMResponseEvent(**BASE, iteration=1, text="", tool_calls=(),
+                                 usage=Usage(1200, 30, 1000, 0, 0.0004)))
+    child = {**BASE, "turn_id": "c", "parent_turn_id": "t"}
+    view.handle(LLMResponseEvent(**child, iteration=1, text="", tool_calls=(),
+                                 usage=Usage(800, 20)))
+    view.handle(LLMRequestEvent(**BASE, iteration=2, model=None, message_count=2, tools=()))
+    assert ("waiting for the model (0s) · 2,000 tokens in (1,000 cached) / 50 out · $0.0004"
+            in _shown(view))
+    end = _notice(view, TurnEnd(**BASE, status=TurnStatus.BUDGET_EXCEEDED, text="", iterations=2,
+                                duration=1.25, usage=Usage(2000, 50, 1000, 0, 1.5)))
+    assert "budget_exceeded · 2 iterations · 2,000 tokens in (1,000 cached) / 50 out · $1.50 · 1.2s" in end

@@ -80,6 +80,8 @@ def openai_frames(
     reasoning: Sequence[str] = (),
     finish: str = "stop",
     usage: tuple[int, int] | None = (11, 7),
+    usage_extra: dict[str, Any] | None = None,
+    end_extra: dict[str, Any] | None = None,
     done: bool = True,
 ) -> list[bytes]:
     frames = [_oa_chunk({"role": "assistant", "content": ""})]
@@ -90,7 +92,8 @@ def openai_frames(
     if usage is not None:
         frames.append(sse({"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [],
                            "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1],
-                                     "total_tokens": sum(usage)}}))
+                                     "total_tokens": sum(usage), **(usage_extra or {})},
+                           **(end_extra or {})}))
     if done:
         frames.append(sse("[DONE]"))
     return frames
@@ -116,11 +119,16 @@ def anthropic_frames(
     thinking: Sequence[str] = (),
     stop_reason: str = "end_turn",
     usage: tuple[int, int] = (21, 9),
+    cache: tuple[int, int] | None = None,
     stop: bool = True,
 ) -> list[bytes]:
+    start_usage = {"input_tokens": usage[0], "output_tokens": 1}
+    if cache is not None:  # (read, written): counted apart from input_tokens, as the API does
+        start_usage |= {"cache_read_input_tokens": cache[0],
+                        "cache_creation_input_tokens": cache[1]}
     frames = [sse({"type": "message_start", "message": {
         "id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "claude",
-        "stop_reason": None, "usage": {"input_tokens": usage[0], "output_tokens": 1}}},
+        "stop_reason": None, "usage": start_usage}},
         "message_start"), sse({"type": "ping"}, "ping")]
     index = 0
     if thinking:

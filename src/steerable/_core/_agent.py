@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from steerable._config import SummaryPolicy
+from steerable._core._output import OutputSpec
 from steerable._core._subturn_tools import DelegateTool
 from steerable.errors import ConfigurationError
 from steerable.providers._base import Provider, ToolSpec
@@ -21,6 +22,21 @@ __all__ = ["Agent", "BaseAgent", "check_children"]
 
 def _spec(tool: Tool) -> ToolSpec:
     return ToolSpec(tool.name, tool.description, tool.parameters, tool.read_only)
+
+
+def _tools_by_name(tools: object) -> dict[str, Tool]:
+    if isinstance(tools, str | bytes) or not isinstance(tools, Sequence):
+        raise ConfigurationError("Agent tools must be a list of tools")
+    by_name: dict[str, Tool] = {}
+    for t in tools:
+        if not (isinstance(getattr(t, "name", None), str) and callable(getattr(t, "run", None))):
+            raise ConfigurationError(
+                f"{t!r} is not a tool: decorate the function with @tool or subclass BaseTool"
+            )
+        if t.name in by_name:
+            raise ConfigurationError(f"two tools are named {t.name!r}; tool names must be unique")
+        by_name[t.name] = t
+    return by_name
 
 
 class BaseAgent:
@@ -70,6 +86,10 @@ class Agent(BaseAgent):
     ``subagents`` are agents this one may delegate to: the model is offered the ``subagent``
     (wait for the child's answer) and ``spawn`` (start it in the background) tools, whose
     description lists each child's name and ``description``.
+    ``output_type`` (a pydantic model, dataclass, TypedDict or any type pydantic can
+    validate) makes the final answer structured: it is asked for in the provider's native form
+    where there is one, checked, asked again with the errors up to ``output_retries`` times,
+    and returned in ``result.output`` (see ``_output``).
     """
 
     def __init__(
@@ -87,6 +107,8 @@ class Agent(BaseAgent):
         summary: SummaryPolicy | None = None,
         description: str = "",
         subagents: Sequence[BaseAgent] = (),
+        output_type: Any = None,
+        output_retries: int = 2,
     ) -> None:
         if not callable(getattr(provider, "stream", None)):
             raise ConfigurationError(
@@ -107,17 +129,7 @@ class Agent(BaseAgent):
             raise ConfigurationError(f"context_window must be a positive int, got {context_window!r}")
         if summary is not None and not isinstance(summary, SummaryPolicy):
             raise ConfigurationError(f"summary must be a SummaryPolicy, got {type(summary).__name__}")
-        if isinstance(tools, str | bytes) or not isinstance(tools, Sequence):
-            raise ConfigurationError("Agent tools must be a list of tools")
-        by_name: dict[str, Tool] = {}
-        for t in tools:
-            if not (isinstance(getattr(t, "name", None), str) and callable(getattr(t, "run", None))):
-                raise ConfigurationError(
-                    f"{t!r} is not a tool: decorate the function with @tool or subclass BaseTool"
-                )
-            if t.name in by_name:
-                raise ConfigurationError(f"two tools are named {t.name!r}; tool names must be unique")
-            by_name[t.name] = t
+        by_name = _tools_by_name(tools)
         children = check_children(f"Agent {name!r} subagents", subagents)
         if children:
             for builtin in ("subagent", "spawn"):
@@ -140,6 +152,8 @@ class Agent(BaseAgent):
         self.tools: tuple[Tool, ...] = tuple(by_name.values())
         self.tools_by_name: Mapping[str, Tool] = MappingProxyType(by_name)
         self.tool_specs: tuple[ToolSpec, ...] = tuple(_spec(t) for t in self.tools)
+        self.output: OutputSpec | None = (
+            None if output_type is None else OutputSpec(output_type, output_retries))
 
     def __repr__(self) -> str:
         return f"<Agent {self.name} tools={[t.name for t in self.tools]}>"

@@ -31,7 +31,8 @@ from steerable.errors import ConfigurationError
 __all__ = ["USABLE", "BoundaryStop", "CompositeAgent", "CompositeScope", "boundary_stop",
            "run_composite"]
 
-USABLE = (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS, TurnStatus.INTERRUPTED)
+USABLE = (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS, TurnStatus.INTERRUPTED,
+          TurnStatus.BUDGET_EXCEEDED)
 """Child statuses whose text is an answer (the others failed, or were stopped)."""
 
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from contextlib import aclosing
 from typing import Any
 
+from steerable._core._budget import record_usage
 from steerable._core._compaction import compress, estimate_tokens
 from steerable._core._engine import Engine
 from steerable._core._hook_chain import decisions, ignored
@@ -55,7 +56,8 @@ from steerable.providers._base import (
 __all__ = ["call_model"]
 
 
-def _build_request(st: TurnState, offer_tools: bool, extra: Sequence[Message]) -> LLMRequest:
+def _build_request(st: TurnState, offer_tools: bool, extra: Sequence[Message],
+                   answer: bool) -> LLMRequest:
     agent = st.model_agent
     head = (Message("system", agent.instructions),) if agent.instructions else ()
     return LLMRequest(
@@ -63,6 +65,7 @@ def _build_request(st: TurnState, offer_tools: bool, extra: Sequence[Message]) -
         tools=agent.tool_specs if offer_tools else (),
         model=agent.model,
         params=agent.params,
+        answer_schema=agent.output.schema if answer and agent.output is not None else None,
     )
 
 
@@ -131,6 +134,7 @@ async def _before_llm(engine: Engine, st: TurnState, request: LLMRequest) -> LLM
                     params=request.params if decision.params is None else decision.params,
                     tool_choice=request.tool_choice if decision.tool_choice is None
                     else decision.tool_choice,
+                    answer_schema=request.answer_schema,
                 )
             except (ValueError, AttributeError) as exc:
                 engine.error(st, f"hook {reg.label}.before_llm MODIFY ignored: {exc}", "hook")
@@ -224,8 +228,7 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
     texts: list[str] = []
     thinking: list[str] = []
     calls: list[ToolCall] = []
-    usage: Usage | None = None
-    finish: str | None = None
+    end: StreamEnd | None = None
     provider = st.model_agent.provider
     iteration = st.transcript.iteration  # (one call: it does not move while this streams)
     raw = provider.stream(request)
@@ -255,7 +258,7 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
                                 call_index=chunk.index, tool_name=chunk.name,
                                 arguments_delta=chunk.text)
             elif type(chunk) is StreamEnd:
-                usage, finish = chunk.usage, chunk.finish_reason
+                end = chunk
             elif type(chunk) is RetryNotice:
                 # The provider starts over: what it streamed so far is void.
                 texts.clear()
@@ -268,22 +271,29 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
                     f"provider {type(provider).__name__} yielded "
                     f"{type(chunk).__name__}, which is not a chunk type"
                 )
-    if usage is not None:
-        st.transcript.usage_in += usage.input_tokens
-        st.transcript.usage_out += usage.output_tokens
+    usage: Usage | None = None
+    finish: str | None = None
+    if end is not None:
+        usage, finish = end.usage, end.finish_reason
+        if usage is not None:  # counted on this turn and its ancestors, priced if known
+            usage = await record_usage(engine, st, usage, end.model or request.model
+                                       or getattr(provider, "model", None), end.api_url)
     return LLMResponse(text="".join(texts), tool_calls=_unique_calls(st, calls),
                        thinking="".join(thinking), usage=usage, finish_reason=finish)
 
 
 async def call_model(
-    engine: Engine, st: TurnState, *, offer_tools: bool, extra: Sequence[Message] = ()
+    engine: Engine, st: TurnState, *, offer_tools: bool, extra: Sequence[Message] = (),
+    answer: bool = True,
 ) -> LLMResponse:
-    """One LLM call, start to finish: returns the reply after ``after_llm`` hooks."""
+    """One LLM call, start to finish: returns the reply after ``after_llm`` hooks. ``answer``:
+    a reply in the text may be the turn's answer, so an agent's ``output_type`` schema is
+    asked for (not in a graceful interrupt's summary)."""
     engine.set_phase(st, TurnPhase.THINKING)
     window = st.model_agent.context_window
     compressed = False
     while True:
-        request = _build_request(st, offer_tools, extra)
+        request = _build_request(st, offer_tools, extra, answer)
         if window is not None and not compressed and estimate_tokens(request.messages) > window:
             compressed = True
             if await _compress(engine, st, "estimate", window * 3 // 4):

@@ -18,7 +18,8 @@ from steerable.tools._base import BaseTool, ToolContext
 
 __all__ = ["DelegateTool"]
 
-_USABLE = (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS, TurnStatus.INTERRUPTED)
+_USABLE = (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS, TurnStatus.INTERRUPTED,
+           TurnStatus.BUDGET_EXCEEDED)
 
 
 def _roster(children: Sequence[Any]) -> str:

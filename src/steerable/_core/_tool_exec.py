@@ -19,6 +19,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
+from steerable._core._budget import admit_tool_calls, check_budget
 from steerable._core._cancel import SafePoint
 from steerable._core._durable import safe_point, write_checkpoint
 from steerable._core._engine import Engine
@@ -52,6 +53,7 @@ SKIP_TEXT = {
     "aborted": "Tool call skipped: the turn was aborted before this tool started.",
     "max_iterations": "Tool call skipped: the iteration budget is used up; answer in text.",
     "cancelled": "Tool call skipped: the turn was cancelled before this tool started.",
+    "budget": "Tool call skipped: this turn's budget (Limits) is used up; no more tools run.",
 }
 
 
@@ -459,6 +461,18 @@ async def _run_group(engine: Engine, st: TurnState, group: list[_Call]) -> None:
             raise exc
 
 
+def _admit(engine: Engine, st: TurnState, group: list[_Call]) -> None:
+    """A budget checkpoint before a group: a limit reached stops the turn (``stop_reason``
+    then skips the group); calls past ``max_tool_calls`` are refused, the rest run."""
+    check_budget(engine, st)
+    if st.stop_reason() is not None:
+        return
+    pending = [rec for rec in group if rec.state != "done"]
+    allowed = admit_tool_calls(engine, st, len(pending))
+    for rec in pending[allowed:]:
+        _skip(engine, st, rec, "budget", st.ledger.refused or "")
+
+
 def _unavailable(st: TurnState, name: str) -> ToolResult:
     """The answer to a call of a tool that does not exist, or was not offered to this call."""
     tools = st.model_agent.tools_by_name
@@ -504,6 +518,8 @@ async def execute_tools(engine: Engine, st: TurnState, calls: tuple[ToolCall, ..
         for group in _groups(recs):
             if all(rec.state == "done" for rec in group):
                 continue
+            if engine.limits.budgeted:
+                _admit(engine, st, group)
             reason = st.stop_reason()
             if reason is not None:
                 for rec in recs:

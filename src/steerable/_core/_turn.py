@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
+from steerable._core._answer import accept_answer
+from steerable._core._budget import check_budget, turn_usage
 from steerable._core._cancel import CancelMode, SafePoint
 from steerable._core._composite import CompositeAgent, run_composite
 from steerable._core._durable import (
@@ -45,6 +48,9 @@ from steerable._records import Record, record
 
 __all__ = ["DEFAULT_INTERRUPT_HINT", "TurnResult", "begin_turn", "run_turn"]
 
+_ANSWERED = (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS)
+"""Statuses whose text is the turn's answer (others end with a summary or nothing)."""
+
 DEFAULT_INTERRUPT_HINT = (
     "The user interrupted you. Stop here: do not call tools. In a few sentences, say what you "
     "did, what you found, and what is left undone."
@@ -77,6 +83,9 @@ class TurnResult(Record):
     """For a ``cancelled`` turn: the checkpoint it left (``AgentLoop.resume`` continues it)."""
     resumed_from: str | None = None
     """For a resumed turn: the id of the turn whose checkpoint it continued."""
+    output: Any = None
+    """The final answer as a value of the agent's ``output_type`` (None without one, and when
+    the turn did not end with a valid answer: interrupted, budget, error...)."""
 
 
 def _interrupt_note(st: TurnState) -> str:
@@ -94,6 +103,8 @@ async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) ->
     if resume_tools:  # a checkpoint taken while the last response's tools were running
         await execute_tools(engine, st, tr.new[-1].tool_calls, resumed=True)
     while True:
+        if engine.limits.budgeted:
+            check_budget(engine, st)  # checkpoint: a budget reached ends it as an interrupt
         graceful = ctl.interrupt is Interrupt.GRACEFUL
         last = graceful or tr.iteration + 1 >= max_iter
         if not graceful:
@@ -107,7 +118,8 @@ async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) ->
             deliver_results(engine, st)  # async children that ended since the last call
         extra = (Message("user", _interrupt_note(st)),) if graceful else ()
         ctl.final_call = last
-        response = await call_model(engine, st, offer_tools=not last, extra=extra)
+        response = await call_model(engine, st, offer_tools=not last, extra=extra,
+                                    answer=not graceful)
         ctl.final_call = False
         text = response.text
         if graceful and is_echo(text, ctl.hint or DEFAULT_INTERRUPT_HINT):
@@ -122,15 +134,19 @@ async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) ->
             return TurnStatus.INTERRUPTED
         if last:
             skip_calls(engine, st, response.tool_calls, "max_iterations")
+            if st.model_agent.output is not None:
+                accept_answer(st, text, can_retry=False)
             return TurnStatus.MAX_ITERATIONS if tr.last_had_tools else TurnStatus.COMPLETED
         tr.last_had_tools = bool(response.tool_calls)
         if response.tool_calls:
             # The response is paid for: saved before any of its tools start.
             await safe_point(engine, st, SafePoint.AFTER_MODEL, "tools", write=True)
             await execute_tools(engine, st, response.tool_calls)
-        elif not st.inbound.steering and ctl.interrupt is Interrupt.NONE:
+        elif not st.inbound.steering and ctl.interrupt is Interrupt.NONE and (
+                st.model_agent.output is None or accept_answer(st, text, can_retry=True)):
             return TurnStatus.COMPLETED
-        # steering pending after a final answer, or an interrupt: iterate again
+        # steering pending after a final answer, an interrupt, or an answer that did not
+        # fit the output type (asked again): iterate again
 
 
 def _final_text(st: TurnState) -> str:
@@ -254,9 +270,11 @@ async def _finish(engine: Engine, st: TurnState, status: TurnStatus,
     failure = await _store_outcome(engine, st, status, rollback)
     if failure is not None and error is None:
         error, status = failure, TurnStatus.ERROR
+    if status is TurnStatus.INTERRUPTED and st.ledger.exceeded:
+        status = TurnStatus.BUDGET_EXCEEDED
     ended_by = _ended_by(st, status)
     tr, dur = st.transcript, st.durability
-    usage = Usage(tr.usage_in, tr.usage_out) if (tr.usage_in or tr.usage_out) else None
+    usage = turn_usage(st)
     duration = time.monotonic() - st.started
     result = TurnResult(
         turn_id=st.turn_id, session_id=st.session_id, status=status, text=text,
@@ -267,6 +285,7 @@ async def _finish(engine: Engine, st: TurnState, status: TurnStatus,
         checkpoint_id=f"{dur.origin_turn_id}.{dur.seq}"
         if status is TurnStatus.CANCELLED and dur.durable else None,
         resumed_from=None if st.resume is None else st.resume.turn_id,
+        output=st.ledger.output if status in _ANSWERED else None,
     )
     await close_results(engine, st)  # results too late for this turn: to the session
     engine.emit(st, TurnEnd, status=status, text=text, iterations=st.transcript.iteration,

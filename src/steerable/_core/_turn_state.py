@@ -27,7 +27,7 @@ from steerable.errors import IllegalTransitionError
 from steerable.tools._base import Subturns, ToolContext
 
 __all__ = ["OWNERS", "CancelStop", "Control", "Delivery", "Durability", "Inbound", "Interrupt",
-           "QueuedMessage", "Transcript", "TurnState", "TurnTree", "check_transition"]
+           "Ledger", "QueuedMessage", "Transcript", "TurnState", "TurnTree", "check_transition"]
 
 P = TurnPhase
 _ALLOWED: dict[TurnPhase, frozenset[TurnPhase]] = {
@@ -80,8 +80,9 @@ class Transcript:
 
     Owners: ``_turn`` (the iteration loop), ``_model_call`` (responses, compression, usage),
     ``_tool_exec`` (tool results), ``_queues`` (steering drained into the context),
-    ``_subturn`` (children's results delivered), ``_composite`` (a composite's answer) and
-    ``_durable`` (restoring a checkpoint)."""
+    ``_subturn`` (children's results delivered), ``_composite`` (a composite's answer),
+    ``_durable`` (restoring a checkpoint), ``_budget`` (a sub-turn's usage added to its
+    ancestors') and ``_answer`` (asking again for an answer that did not validate)."""
 
     base: Sequence[Message] = ()
     """The session history before this turn: the rollback snapshot."""
@@ -114,7 +115,8 @@ class Control:
 
     Owners: ``_engine`` (phase machine, interrupts, the grace timer), ``_turn`` (running,
     finishing, the final call), ``_model_call`` (a reply cut short),
-    ``_composite`` (grace), ``_tool_exec`` (running tools), ``_subturn`` (a child's task)
+    ``_composite`` (grace), ``_tool_exec`` (running tools), ``_subturn`` (a child's task),
+    ``_budget`` (a budget reached stops the turn as a graceful interrupt does)
     and the driver that starts a turn's task (``drivers``)."""
 
     phase: TurnPhase = TurnPhase.IDLE
@@ -186,6 +188,33 @@ class TurnTree:
 
 
 @dataclass(slots=True)
+class Ledger:
+    """What the turn spent beyond its token counts, the budget that stopped it, and its checked
+    structured answer.
+
+    Owners: ``_budget`` (cache counts, cost, tool calls, the limit reached) and ``_answer``
+    (the answer's value and its retries)."""
+
+    cached: int = 0
+    cache_write: int = 0
+    cost: float | None = None
+    """The cost of the calls whose price is known (None: none was)."""
+    tool_calls: int = 0
+    """Tool calls admitted (counted only while ``Limits.max_tool_calls`` is set)."""
+    refused: str | None = None
+    """Set when calls were refused for ``max_tool_calls``: the turn stops at its next
+    checkpoint."""
+    exceeded: str | None = None
+    """The limit that ended the turn (its status is then ``budget_exceeded``)."""
+    unpriced: frozenset[str] = frozenset()
+    """Models with no known price, reported once per turn while a cost limit is set."""
+    output: Any = None
+    """The answer as a value of the agent's ``output_type``, once it validated."""
+    output_retries: int = 0
+    """How many times the answer was asked for again."""
+
+
+@dataclass(slots=True)
 class Durability:
     """Checkpoint bookkeeping (see ``_durable``).
 
@@ -212,12 +241,14 @@ class Durability:
 
 OWNERS: dict[str, tuple[str, ...]] = {
     "transcript": ("_core._turn", "_core._model_call", "_core._tool_exec", "_core._queues",
-                   "_core._subturn", "_core._composite", "_core._durable"),
+                   "_core._subturn", "_core._composite", "_core._durable", "_core._budget",
+                   "_core._answer"),
     "control": ("_core._engine", "_core._turn", "_core._model_call", "_core._composite",
-                "_core._tool_exec", "_core._subturn", "drivers"),
+                "_core._tool_exec", "_core._subturn", "_core._budget", "drivers"),
     "inbound": ("_core._queues", "_core._turn", "_core._durable", "drivers"),
     "tree": ("_core._subturn",),
     "durability": ("_core._durable", "_core._turn", "_core._tool_exec", "drivers"),
+    "ledger": ("_core._budget", "_core._answer"),
 }
 """Which modules (under ``steerable.``; a package's name covers its modules) may write each
 part's fields. The identity fields of ``TurnState`` itself are written by its constructor
@@ -250,6 +281,7 @@ class TurnState:
     inbound: Inbound = field(default_factory=Inbound)
     tree: TurnTree = field(default_factory=TurnTree)
     durability: Durability = field(default_factory=Durability)
+    ledger: Ledger = field(default_factory=Ledger)
     model_agent: Agent = field(init=False, repr=False, compare=False)
     """``agent`` as the ``Agent`` of a turn that calls a model: every turn but a composite
     agent's, which runs its children instead, never reaches the model or tool phases, and
@@ -266,7 +298,7 @@ class TurnState:
         if interrupt is Interrupt.HARD:
             return "aborted"
         if interrupt is Interrupt.GRACEFUL:
-            return "interrupted"
+            return "budget" if self.ledger.exceeded else "interrupted"
         if self.inbound.steering:
             return "steering"
         return None

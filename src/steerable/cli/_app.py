@@ -24,7 +24,7 @@ from steerable import (
 from steerable._secrets import Redactor
 from steerable.cli._args import UsageError
 from steerable.cli._hook_setup import command_hooks
-from steerable.cli._settings import Settings, user_config_path
+from steerable.cli._settings import Settings, turn_limits, user_config_path
 from steerable.cli._undo_setup import snapshot_hook
 from steerable.coding import (
     SNAPSHOT_HOOK_PRIORITY,
@@ -244,7 +244,7 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
         permissions = Permissions([(action, pattern) for action, pattern, _ in settings.rules])
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    loop = AgentLoop(agent, store=store, permissions=permissions,
+    loop = AgentLoop(agent, store=store, permissions=permissions, limits=turn_limits(settings),
                      timeouts=Timeouts(approval=HUMAN_APPROVAL_TIMEOUT),
                      record_events=record_events, checkpoints=checkpoints)
     undo = snapshot_hook(settings, workspace.root) if snapshots else None

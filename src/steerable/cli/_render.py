@@ -24,7 +24,7 @@ from rich.padding import Padding
 from rich.spinner import Spinner
 from rich.text import Text
 
-from steerable import EventKind, event_to_dict
+from steerable import EventKind, Usage, event_to_dict
 from steerable._secrets import redacted
 from steerable.cli._app import Redactor
 from steerable.cli._diff_view import coloured_diff
@@ -51,11 +51,21 @@ def describe_call(name: str, arguments: Any, width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def status_line(status: str, iterations: int, tokens: tuple[int, int] | None,
-                seconds: float) -> str:
+def usage_text(usage: Usage | None) -> str:
+    """Tokens (the cached part of the input too) and the cost when it is known ("" for none)."""
+    if usage is None or not (usage.input_tokens or usage.output_tokens):
+        return ""
+    cached = f" ({usage.cached_tokens:,} cached)" if usage.cached_tokens else ""
+    text = f"{usage.input_tokens:,} tokens in{cached} / {usage.output_tokens:,} out"
+    if usage.cost_usd is not None:
+        text += f" · ${usage.cost_usd:.4f}" if usage.cost_usd < 1 else f" · ${usage.cost_usd:.2f}"
+    return text
+
+
+def status_line(status: str, iterations: int, usage: Usage | None, seconds: float) -> str:
     parts = [status, f"{iterations} iteration{'s' if iterations != 1 else ''}"]
-    if tokens and any(tokens):
-        parts.append(f"{tokens[0]:,} tokens in / {tokens[1]:,} out")
+    if used := usage_text(usage):
+        parts.append(used)
     parts.append(f"{seconds:.1f}s")
     return " · ".join(parts)
 
@@ -119,7 +129,6 @@ class TurnView:
         """Agent name per turn id, for the sub-turn lines."""
         self.background: set[str] = set()
         """Sub-turns started with spawn (their results arrive later)."""
-        self.tokens: dict[str, list[int]] = {}
         self.spinner = Spinner("dots")
         self.activity = ""
         self.asked_at: float | None = None
@@ -128,6 +137,8 @@ class TurnView:
         """The tool call waiting for the user's approval, if any."""
         self.writing: dict[tuple[str, int], _Writing] = {}
         """Tool calls the model is writing, per (turn, call index), until its reply ends."""
+        self.used: Usage | None = None
+        """What the running turn used so far (shown while it waits; its end line says it)."""
 
     def _depth(self, event: Any) -> int:
         if event.turn_id not in self.depth:
@@ -159,10 +170,8 @@ class TurnView:
             self.asked_at = None
             self.streams.pop(event.turn_id, None)
             self._written(event.turn_id)
-            if event.usage is not None:
-                t = self.tokens.setdefault(event.turn_id, [0, 0])
-                t[0] += event.usage.input_tokens
-                t[1] += event.usage.output_tokens
+            if event.usage is not None:  # every call of the turn, sub-turns' too, so far
+                self.used = event.usage if self.used is None else self.used + event.usage
             if event.text.strip():
                 out.append(Markdown(self.redact(event.text)))
         elif kind is EventKind.TOOL_EXEC_START:
@@ -265,6 +274,7 @@ class TurnView:
         if kind is EventKind.TURN_START:
             self.agents[event.turn_id] = event.agent
             if not event.parent_turn_id:
+                self.used = None
                 return []
             how = " (background)" if event.turn_id in self.background else ""
             task = " ".join(event.input.split())
@@ -277,10 +287,10 @@ class TurnView:
             return [Text(f"↳ result of {who} {where}", style="magenta")]
         if kind is EventKind.TURN_END:
             self._written(event.turn_id)  # a reply cut short (an abort) leaves no LLM_RESPONSE
-            used = self.tokens.pop(event.turn_id, None)
-            tokens = (used[0], used[1]) if used else None
+            # The turn's own usage: its sub-turns' included, with the cost when it is known.
             style = "green" if event.status.value == "completed" else "yellow"
-            line = status_line(event.status.value, event.iterations, tokens, event.duration)
+            line = status_line(event.status.value, event.iterations, event.usage,
+                               event.duration)
             if event.parent_turn_id:
                 self.background.discard(event.turn_id)
                 self.streams.pop(event.turn_id, None)
@@ -293,7 +303,8 @@ class TurnView:
         if self.approval is not None:
             return f"waiting for approval: {self.approval}"
         if self.asked_at is not None and not self.cards:
-            return f"waiting for the model ({time.monotonic() - self.asked_at:.0f}s)"
+            so_far = f" · {used}" if (used := usage_text(self.used)) else ""
+            return f"waiting for the model ({time.monotonic() - self.asked_at:.0f}s){so_far}"
         return ""
 
     def live(self) -> RenderableType:

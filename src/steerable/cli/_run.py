@@ -61,7 +61,8 @@ class _Tally:
 def exit_code(result: TurnResult) -> int:
     if result.status is TurnStatus.COMPLETED:
         return 0
-    if result.status in (TurnStatus.INTERRUPTED, TurnStatus.ABORTED, TurnStatus.CANCELLED):
+    if result.status in (TurnStatus.INTERRUPTED, TurnStatus.ABORTED, TurnStatus.CANCELLED,
+                         TurnStatus.BUDGET_EXCEEDED):
         return 3
     return 1
 

@@ -110,9 +110,11 @@ def _redis_runner(app: Any, url: str, args: argparse.Namespace) -> Any:
     from steerable import AgentLoop, HumanApprover, Timeouts
     from steerable.cli._app import HUMAN_APPROVAL_TIMEOUT
     from steerable.cli._integrations import telemetry_hook
+    from steerable.cli._settings import turn_limits
 
     def make_loop(store: Any) -> AgentLoop:
         loop = AgentLoop(app.agent, store=store, permissions=app.loop.permissions,
+                         limits=turn_limits(app.settings),
                          timeouts=Timeouts(approval=HUMAN_APPROVAL_TIMEOUT),
                          record_events=args.record_events)
         if not app.settings["yes"]:

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from steerable._config import Limits
 from steerable.errors import ConfigurationError
 
-__all__ = ["SECRET_ENV", "Settings", "load_settings", "mask", "user_config_path"]
+__all__ = ["SECRET_ENV", "Settings", "load_settings", "mask", "turn_limits", "user_config_path"]
 
 log = logging.getLogger("steerable.cli")
 
@@ -40,6 +41,9 @@ _KEYS: dict[str, tuple[type, Any, str | None]] = {
     "workspace": (str, ".", "STEERABLE_WORKSPACE"),
     "data_dir": (str, None, "STEERABLE_DATA_DIR"),
     "max_iterations": (int, 30, "STEERABLE_MAX_ITERATIONS"),
+    "max_turn_tokens": (int, None, "STEERABLE_MAX_TURN_TOKENS"),
+    "max_turn_cost_usd": (float, None, "STEERABLE_MAX_TURN_COST_USD"),
+    "max_tool_calls": (int, None, "STEERABLE_MAX_TOOL_CALLS"),
     "dry_run": (bool, False, None),
     "yes": (bool, False, None),
     "otel": (bool, False, "STEERABLE_OTEL"),
@@ -229,7 +233,18 @@ def load_settings(args: argparse.Namespace, cwd: Path | None = None) -> Settings
         raise ConfigurationError("max_iterations must be at least 1")
     if s.values["context_window"] is not None and s.values["context_window"] < 1:
         raise ConfigurationError("context_window must be at least 1")
+    try:
+        turn_limits(s)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc).replace("Limits.", "")) from None
     return s
+
+
+def turn_limits(s: Settings) -> Limits:
+    """The turn budgets the settings ask for (``Limits``' other bounds keep their defaults)."""
+    return Limits(max_turn_tokens=s.values["max_turn_tokens"],
+                  max_turn_cost_usd=s.values["max_turn_cost_usd"],
+                  max_tool_calls=s.values["max_tool_calls"])
 
 
 def mask(value: str) -> str:

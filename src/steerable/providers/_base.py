@@ -154,10 +154,15 @@ class RetryNotice(Record):
 
 @record(kw_only=False)
 class StreamEnd(Record):
-    """The end of a response: its usage and finish reason."""
+    """The end of a response: its usage and finish reason, and for pricing the call (see
+    ``steerable._pricing``) the model that answered and the API it was asked through."""
 
     usage: Usage | None = None
     finish_reason: str | None = None
+    model: str | None = None
+    """The model the server says answered (None: the request's model is meant)."""
+    api_url: str | None = None
+    """The provider's API base URL (None: the price is looked up by the model's name alone)."""
 
 
 Chunk = TextDelta | ThinkingDelta | ToolCallChunk | ToolArgsDelta | RetryNotice | StreamEnd

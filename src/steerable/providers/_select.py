@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from steerable._messages import Usage
 from steerable.errors import ConfigurationError
 from steerable.providers._base import Provider
 from steerable.providers.scripted import Reply, ScriptedProvider
@@ -46,7 +47,8 @@ def choose_provider_name(name: str | None, environ: Mapping[str, str] | None = N
 
 
 def load_script(path: str | os.PathLike[str]) -> ScriptedProvider:
-    """A ScriptedProvider from a JSON file: a list of {"text", "tool_calls": [[name, args]]}."""
+    """A ScriptedProvider from a JSON file: a list of {"text", "tool_calls": [[name, args]]}
+    (and optionally "usage": [input, output, cached] tokens the step reports)."""
     from pathlib import Path  # here: the core's import does without pathlib
 
     p = Path(path)
@@ -68,6 +70,7 @@ def load_script(path: str | os.PathLike[str]) -> ScriptedProvider:
                 tool_calls=[(str(c[0]), c[1]) for c in step.get("tool_calls", [])],
                 delay=step.get("delay", 0.0),
                 thinking=step.get("thinking", ""),
+                usage=None if step.get("usage") is None else Usage(*step["usage"]),
             ))
         except (TypeError, ValueError, IndexError) as exc:
             raise ConfigurationError(f"script {p}: step {i}: {exc}") from None

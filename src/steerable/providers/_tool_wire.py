@@ -24,19 +24,32 @@ no call allowed the 1.5B still wrote one as JSON text for "What is 17 + 25?" (th
 its prompt); under this grammar it answered "17 + 25 = 42"."""
 
 
-def call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """A ``response_format`` that admits exactly one call of one of ``tools`` (wire shape)."""
-    calls = [{"type": "object", "properties": {
+def _call_entries(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"type": "object", "properties": {
         "name": {"const": t["function"]["name"]},
         "arguments": t["function"]["parameters"]},
         "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
+
+
+def call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A ``response_format`` that admits exactly one call of one of ``tools`` (wire shape)."""
     return {"type": "json_schema",
-            "json_schema": {"name": "tool_call", "schema": {"oneOf": calls}}}
+            "json_schema": {"name": "tool_call", "schema": {"oneOf": _call_entries(tools)}}}
 
 
-def answer_format(schema: Any) -> dict[str, Any]:
-    """A ``response_format`` for a reply that is one JSON value of ``schema``."""
-    return {"type": "json_schema", "json_schema": {"name": "answer", "schema": dict(schema)}}
+def answer_format(schema: Any, calls: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """A ``response_format`` for a reply that is one JSON value of ``schema``, or, for a
+    text-call model that may still call ``calls`` (wire shape), one call of them: measured
+    with llama-server and Qwen2.5-Coder-0.5B, a schema alone also holds back the calls the
+    model writes as text, and with the calls beside it the model wrote a call when it needed
+    a file and the answer's JSON when it had what it needed."""
+    answer = dict(schema)
+    if calls:
+        defs = answer.pop("$defs", None)  # "#/$defs/..." references resolve from the root
+        answer = {"oneOf": [*_call_entries(calls), answer]}
+        if defs is not None:
+            answer["$defs"] = defs
+    return {"type": "json_schema", "json_schema": {"name": "answer", "schema": answer}}
 
 
 def _exchange_requests(messages: Sequence[Message]) -> list[str]:

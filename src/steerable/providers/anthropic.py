@@ -82,19 +82,63 @@ def wire_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
             for t in tools]
 
 
+FINAL_TOOL = "final_answer"
+"""The tool a reply with an answer schema is given through (the API has no JSON-schema mode
+for text that this provider uses; a forced tool call is what Anthropic documents for JSON)."""
+
+
+def _final_tool_name(tools: tuple[ToolSpec, ...]) -> str:
+    names = {t.name for t in tools}
+    name = FINAL_TOOL
+    while name in names:  # an agent's own tool of that name keeps it
+        name += "_"
+    return name
+
+
+def _answer_tools(body: dict[str, Any], request: LLMRequest, name: str) -> None:
+    """Offer the answer schema as one more tool and make the model call a tool: its final
+    answer is then the input of ``name``, which the reply turns back into text."""
+    assert request.answer_schema is not None
+    answer = {"name": name, "input_schema": dict(request.answer_schema),
+              "description": "Give your final answer to the user through this tool, as its "
+                             "input. Call it once, when you are done with every other tool."}
+    callable_tools = request.tool_choice.callable(request.tools)
+    body["tools"] = [*wire_tools(callable_tools), answer]
+    body["tool_choice"] = {"type": "any"} if callable_tools else {"type": "tool", "name": name}
+
+
 class _Reply:
     """One streamed message: open content blocks, usage, stop reason."""
 
-    __slots__ = ("blocks", "calls", "finish", "input_tokens", "output_tokens", "stopped",
-                 "target")
+    __slots__ = (
+        "_api_url",
+        "blocks",
+        "cache_read",
+        "cache_write",
+        "calls",
+        "final_tool",
+        "finish",
+        "input_tokens",
+        "model",
+        "output_tokens",
+        "stopped",
+        "target",
+    )
 
-    def __init__(self, target: ApiTarget) -> None:
+    def __init__(self, target: ApiTarget, final_tool: str | None = None,
+                 api_url: str | None = None) -> None:
         self.target = target
+        self._api_url = api_url
+        self.final_tool = final_tool
+        """The answer tool's name when the request had an answer schema: its input is text."""
         self.blocks: dict[int, dict[str, Any]] = {}
         self.calls = 0
         """Tool-use blocks started so far (a call's position among the reply's calls)."""
         self.input_tokens = 0
         self.output_tokens = 0
+        self.cache_read = 0
+        self.cache_write = 0
+        self.model: str | None = None
         self.finish: str | None = None
         self.stopped = False
 
@@ -107,25 +151,37 @@ class _Reply:
             block = dict(data.get("content_block") or {})
             block["fragments"] = []
             if block.get("type") == "tool_use":
-                block["position"] = self.calls
-                self.calls += 1
+                if self.final_tool is not None and block.get("name") == self.final_tool:
+                    block["type"] = "answer"
+                else:
+                    block["position"] = self.calls
+                    self.calls += 1
             self.blocks[data.get("index", 0)] = block
         elif name == "content_block_stop":
             return self._stop(data.get("index", 0))
         elif name == "message_start":
-            usage = (data.get("message") or {}).get("usage") or {}
-            self.input_tokens = int(usage.get("input_tokens") or 0)
-            self.output_tokens = int(usage.get("output_tokens") or 0)
+            message = data.get("message") or {}
+            self.model = message.get("model") or None
+            self._count(message.get("usage") or {})
         elif name == "message_delta":
             self.finish = (data.get("delta") or {}).get("stop_reason") or self.finish
-            usage = data.get("usage") or {}
-            self.output_tokens = int(usage.get("output_tokens") or self.output_tokens)
+            self._count(data.get("usage") or {})
         elif name == "message_stop":
             self.stopped = True
         elif name == "error":
             error = data.get("error") or {}
             raise stream_error(self.target, str(error.get("message", data)), error.get("type"))
         return None  # ping and event types added to the API later
+
+    def _count(self, usage: Mapping[str, Any]) -> None:
+        """Counts as they come: ``message_start`` has the input's, ``message_delta`` the
+        running output count (and, on some servers, the input's again)."""
+        for key, attr in (("input_tokens", "input_tokens"), ("output_tokens", "output_tokens"),
+                          ("cache_read_input_tokens", "cache_read"),
+                          ("cache_creation_input_tokens", "cache_write")):
+            value = usage.get(key)
+            if value is not None:
+                setattr(self, attr, int(value))
 
     def _delta(self, index: int, delta: Mapping[str, Any]) -> Chunk | None:
         kind = delta.get("type")
@@ -140,12 +196,17 @@ class _Reply:
             piece = delta.get("partial_json")
             if isinstance(piece, str) and piece:
                 block["fragments"].append(piece)
+                if block["type"] == "answer":  # the answer, streamed as the text it is
+                    return TextDelta(piece)
                 return ToolArgsDelta(int(block.get("position", 0)), str(block.get("name", "")),
                                      piece)
         return None
 
     def _stop(self, index: int) -> Chunk | None:
         block = self.blocks.pop(index, None)
+        if block is not None and block.get("type") == "answer" and not block["fragments"]:
+            # The whole input came in the block's start: it is the answer's text.
+            return TextDelta(json.dumps(block.get("input") or {}))
         if block is None or block.get("type") != "tool_use":
             return None
         raw = "".join(block["fragments"])
@@ -165,7 +226,14 @@ class _Reply:
         if not self.stopped:
             raise RetryableProviderError(
                 "the Anthropic stream ended before the reply was complete (no message_stop)")
-        return StreamEnd(Usage(self.input_tokens, self.output_tokens), self.finish)
+        # Anthropic counts cache reads and writes apart from ``input_tokens``; Usage counts
+        # every prompt token in ``input_tokens``, as Chat Completions does.
+        usage = Usage(self.input_tokens + self.cache_read + self.cache_write, self.output_tokens,
+                      self.cache_read, self.cache_write)
+        finish = self.finish
+        if finish == "tool_use" and self.calls == 0:
+            finish = "end_turn"  # only the answer tool was called: the reply is the answer
+        return StreamEnd(usage, finish, self.model, self._api_url)
 
 
 class AnthropicProvider(HttpProvider):
@@ -214,7 +282,9 @@ class AnthropicProvider(HttpProvider):
                                 "messages": messages, "stream": True}
         if system:
             body["system"] = system
-        if request.tools:
+        if request.answer_schema is not None:
+            _answer_tools(body, request, _final_tool_name(request.tools))
+        elif request.tools:
             body["tools"] = wire_tools(request.tools)
         body.update(request.params)
         return body
@@ -224,7 +294,8 @@ class AnthropicProvider(HttpProvider):
         headers = self._request_headers()
         target = ApiTarget(api="Anthropic", url=f"{self.base_url}/v1/messages", model=model,
                            key_hint="ANTHROPIC_API_KEY (in Python: api_key=)")
-        reply = _Reply(target)
+        final = None if request.answer_schema is None else _final_tool_name(request.tools)
+        reply = _Reply(target, final, self.base_url)
         events = stream_events(self._http(), target, headers, self._body(request, model),
                                self.timeouts)
         async with aclosing(events):

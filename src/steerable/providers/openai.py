@@ -126,6 +126,17 @@ def wire_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
             for t in tools]
 
 
+def _usage(usage: Mapping[str, Any], timings: Any) -> Usage:
+    """Chat Completions usage; cached prompt tokens from ``prompt_tokens_details`` (OpenAI,
+    vLLM, recent llama-server) or llama-server's ``timings.cache_n`` (older builds)."""
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if cached is None and isinstance(timings, dict):
+        cached = timings.get("cache_n")
+    return Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
+                 int(cached or 0))
+
+
 @dataclass(slots=True)
 class _PartialCall:
     id: str | None = None
@@ -136,13 +147,15 @@ class _PartialCall:
 class _Reply:
     """The state of one streamed reply: partial tool calls, text held back, usage, finish."""
 
-    __slots__ = ("calls", "done", "finish", "target", "text_calls", "usage")
+    __slots__ = ("api_url", "calls", "done", "finish", "model", "target", "text_calls", "usage")
 
-    def __init__(self, target: ApiTarget, text_calls: bool) -> None:
+    def __init__(self, target: ApiTarget, text_calls: bool, api_url: str | None = None) -> None:
         self.target = target
+        self.api_url = api_url
         self.calls: dict[int, _PartialCall] = {}
         self.text_calls = TextCallBuffer() if text_calls else None
         self.usage: Usage | None = None
+        self.model: str | None = None
         self.finish: str | None = None
         self.done = False
 
@@ -158,8 +171,9 @@ class _Reply:
         out: list[Chunk] = []
         usage = data.get("usage")
         if isinstance(usage, dict):
-            self.usage = Usage(int(usage.get("prompt_tokens") or 0),
-                               int(usage.get("completion_tokens") or 0))
+            self.usage = _usage(usage, data.get("timings"))
+        if isinstance(data.get("model"), str) and data["model"]:
+            self.model = data["model"]
         for choice in data.get("choices") or ():
             if choice.get("index", 0) != 0:
                 continue  # n > 1 is not something a turn can use
@@ -226,7 +240,7 @@ class _Reply:
                 out.append(ToolCallChunk(call))
             if found and finish in (None, "stop"):
                 finish = "tool_calls"
-        out.append(StreamEnd(self.usage, finish))
+        out.append(StreamEnd(self.usage, finish, self.model, self.api_url))
         return out
 
 
@@ -290,7 +304,9 @@ class OpenAIProvider(HttpProvider):
                               or choice != ToolChoice()):
             self._tools(body, request, profile)
         if request.answer_schema is not None and "response_format" not in body:
-            body["response_format"] = answer_format(request.answer_schema)
+            calls = wire_tools(choice.callable(request.tools)) \
+                if profile.text_tool_calls and "tools" in body else []
+            body["response_format"] = answer_format(request.answer_schema, calls)
             body.pop("grammar", None)
         if choice.max_tokens is not None:
             body["max_tokens"] = choice.max_tokens
@@ -329,7 +345,7 @@ class OpenAIProvider(HttpProvider):
                            model=model, key_hint="OPENAI_API_KEY (in Python: api_key=)")
         body = self._body(request, profile, model)
         reply = _Reply(target, profile.text_tool_calls and "tools" in body
-                       and body.get("tool_choice") != "none")
+                       and body.get("tool_choice") != "none", self.base_url)
         events = stream_events(self._http(), target, headers, body, self.timeouts)
         async with aclosing(events):
             async for event in events:

@@ -152,8 +152,16 @@ def chunk_to_json(chunk: Chunk) -> dict[str, Any]:
     if isinstance(chunk, RetryNotice):
         return {"t": "retry", "attempt": chunk.attempt, "reason": chunk.reason,
                 "delay": chunk.delay}
-    usage = None if chunk.usage is None else [chunk.usage.input_tokens, chunk.usage.output_tokens]
-    return {"t": "end", "usage": usage, "finish_reason": chunk.finish_reason}
+    usage: list[int] | None = None
+    if chunk.usage is not None:
+        u = chunk.usage
+        usage = [u.input_tokens, u.output_tokens]
+        if u.cached_tokens or u.cache_write_tokens:  # older recordings have two numbers
+            usage += [u.cached_tokens, u.cache_write_tokens]
+    end: dict[str, Any] = {"t": "end", "usage": usage, "finish_reason": chunk.finish_reason}
+    if chunk.model is not None:  # (not the API's URL: a loopback port differs every run)
+        end["model"] = chunk.model
+    return end
 
 
 def chunk_from_json(raw: Mapping[str, Any]) -> Chunk:
@@ -173,8 +181,9 @@ def chunk_from_json(raw: Mapping[str, Any]) -> Chunk:
         return RetryNotice(int(raw["attempt"]), str(raw["reason"]), float(raw["delay"]))
     if kind == "end":
         usage = raw.get("usage")
-        return StreamEnd(None if usage is None else Usage(int(usage[0]), int(usage[1])),
-                         raw.get("finish_reason"))
+        # The cost is not recorded: the replay prices the call again from model and api_url.
+        return StreamEnd(None if usage is None else Usage(*(int(n) for n in usage[:4])),
+                         raw.get("finish_reason"), raw.get("model"))
     raise RecordingError(f"unknown chunk type {kind!r}")
 
 

@@ -36,10 +36,10 @@ __all__ = ["MAX_BODY", "create_app"]
 MAX_BODY = 64 * 1024
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _MESSAGE_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
-_PUBLIC = ("/", "/static/app.js", "/static/undo.js", "/static/messages.js", "/static/app.css",
-           "/favicon.svg")
+_PUBLIC = ("/", "/static/app.js", "/static/undo.js", "/static/messages.js", "/static/usage.js",
+           "/static/app.css", "/favicon.svg")
 _STATIC = {"app.js": "text/javascript", "undo.js": "text/javascript",
-           "messages.js": "text/javascript", "app.css": "text/css"}
+           "messages.js": "text/javascript", "usage.js": "text/javascript", "app.css": "text/css"}
 
 
 class BadRequest(Exception):

@@ -399,7 +399,9 @@ class SteerableAcpAgent:
         if result.usage is not None:
             u = result.usage
             usage = Usage(input_tokens=u.input_tokens, output_tokens=u.output_tokens,
-                          total_tokens=u.input_tokens + u.output_tokens)
+                          total_tokens=u.input_tokens + u.output_tokens,
+                          cached_read_tokens=u.cached_tokens or None,
+                          cached_write_tokens=u.cache_write_tokens or None)
         meta: dict[str, Any] = {"turnId": result.turn_id, "status": result.status.value}
         if result.unprocessed:
             meta["notDelivered"] = [{"messageId": item.message_id, "kind": item.kind,

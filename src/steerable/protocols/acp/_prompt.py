@@ -22,6 +22,7 @@ __all__ = ["prompt_text", "stop_reason"]
 _STOP: dict[TurnStatus, StopReason] = {
     TurnStatus.COMPLETED: "end_turn",
     TurnStatus.MAX_ITERATIONS: "max_turn_requests",
+    TurnStatus.BUDGET_EXCEEDED: "max_turn_requests",
     TurnStatus.CANCELLED: "cancelled",
     TurnStatus.INTERRUPTED: "cancelled",
     TurnStatus.ABORTED: "cancelled",

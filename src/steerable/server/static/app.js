@@ -316,6 +316,7 @@ function handle(ev) {
     }
     default: break;
   }
+  usageEvent(ev, t.box);
   updateStatus();
 }
 
