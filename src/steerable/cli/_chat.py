@@ -263,7 +263,7 @@ class ChatSession:
         elif name in ("/resume", "/new", "/export", "/discard") and self.busy:
             self.say("wait for the turn to end (or Ctrl+C) first", "yellow")
         elif name == "/resume" and arg:
-            self.resume(arg)
+            await self.resume(arg)
         elif name == "/resume":
             self.continue_pending()
         elif name == "/discard":
@@ -271,6 +271,7 @@ class ChatSession:
             self.send_held()
         elif name == "/new":
             self.drop_held()
+            await self.leave_session()
             app.session_id = self.driver.session_id = new_session_id()
             self.say(f"new session {app.session_id}")
         elif name == "/export":
@@ -366,7 +367,12 @@ class ChatSession:
             else:
                 self.say(describe(result, "undid" if name == "/undo" else "redid"), "")
 
-    def resume(self, session_id: str) -> None:
+    async def leave_session(self) -> None:
+        """Background commands belong to their session: leaving it stops them."""
+        for shell in await self.app.shells.stop_session(self.app.session_id):
+            self.say(f"stopped background command {shell.shell_id} ({shell.command})", "yellow")
+
+    async def resume(self, session_id: str) -> None:
         from steerable.errors import SteerableError
 
         try:
@@ -378,6 +384,8 @@ class ChatSession:
             self.say(f"cannot resume: {exc}", "red")
             return
         self.drop_held()
+        if session_id != self.app.session_id:
+            await self.leave_session()
         self.app.session_id = self.driver.session_id = session_id
         self.say(f"resumed {session_id} ({count} messages)")
         self.announce_pending()
@@ -458,6 +466,7 @@ async def _main(app: App) -> int:
         if chat.resumed is not None:
             await chat.resumed
         await chat.driver.wait_idle()
+        await app.shells.aclose()
         chat.driver.close()
         await consumer
         await app.loop.aclose()
