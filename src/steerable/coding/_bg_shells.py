@@ -275,7 +275,7 @@ class BackgroundShells:
     def tools(self) -> list[FunctionTool]:
         """``bash_output`` and ``bash_kill`` over these shells."""
 
-        # Both change no file: reading output and stopping a command this session started.
+        # Reading output changes nothing; stopping a command is an action (asked like one).
         @tool(read_only=True)
         def bash_output(id: str, ctx: ToolContext) -> str:
             """New output of a background bash command since you last looked, and whether it
@@ -286,7 +286,8 @@ class BackgroundShells:
             """
             return self.output(id, ctx.session_id)
 
-        @tool(read_only=True)
+        @tool(preview=lambda a: f"[dry-run] bash_kill would stop {a.get('id')}; nothing was "
+                            "stopped")
         async def bash_kill(id: str, ctx: ToolContext) -> str:
             """Stop a background bash command.
 

@@ -259,7 +259,22 @@ class LocalRunner:
         messages = await asyncio.to_thread(self.loop.session_messages, session_id)
         return dict(redacted({"id": session_id, "messages": [message_json(m) for m in messages],
                               "busy": busy, "queued": list(self.loop.queued(session_id)),
-                              "pending_turn": pending, "events_after": cursor}, self.redact))
+                              "pending_turn": pending, "events_after": cursor,
+                              "turns": await self._turns(session_id, len(messages))},
+                             self.redact))
+
+    async def _turns(self, session_id: str, count: int) -> list[dict[str, Any]]:
+        """How each saved turn ended, where the store keeps it (JSONL's turn markers); the
+        page shows these statuses after a reload. Empty when the store does not, or when its
+        turns do not add up to the messages read (a turn saved in between)."""
+        read = getattr(self.loop.store, "turns", None)
+        if read is None:
+            return []
+        marks = await asyncio.to_thread(read, session_id)
+        if marks and marks[-1].start >= count:
+            return []
+        return [{"turn_id": m.turn_id, "start": m.start, "status": m.status,
+                 "iterations": m.iterations} for m in marks]
 
     async def delete_session(self, session_id: str) -> None:
         if self.loop.busy(session_id):
