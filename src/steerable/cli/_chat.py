@@ -278,7 +278,7 @@ class ChatSession:
             self.export(arg.split())
         elif name in ("/undo", "/redo"):
             await self.undo(name, arg.split())
-        elif (expanded := expand_slash(app.commands, text)) is not None:
+        elif (expanded := expand_slash(app.commands, text, app.skills)) is not None:
             self.message_line(expanded)  # sent as written, even if it starts with '/'
         else:
             self.say(f"unknown or incomplete command {text!r}; /help lists them", "yellow")
@@ -388,7 +388,18 @@ class ChatSession:
             await self.leave_session()
         self.app.session_id = self.driver.session_id = session_id
         self.say(f"resumed {session_id} ({count} messages)")
+        self.show_recap()
         self.announce_pending()
+
+    def show_recap(self) -> None:
+        """The conversation so far, compactly (a continued session)."""
+        from steerable.cli._recap import recap
+
+        sid = self.app.session_id
+        if not self.app.store.exists(sid):
+            return
+        for block in recap(self.app.store.load(sid), self.app.redact):
+            self.console.print(block)
 
     def announce_pending(self) -> None:
         from steerable.errors import CheckpointError
@@ -443,13 +454,14 @@ async def _main(app: App) -> int:
     chat = ChatSession(app)
     builtin = sorted({w.split()[0] for w in HELP.split() if w.startswith("/")} | {"/help"})
     session: PromptSession[str] = PromptSession(
-        completer=slash_completer(builtin, app.commands),  # type: ignore[arg-type]
+        completer=slash_completer(builtin, app.commands, app.skills),  # type: ignore[arg-type]
         complete_while_typing=True)
     chat.invalidate = lambda: session.app.invalidate() if session.app.is_running else None
     with patch_stdout(raw=True):
         consumer = asyncio.ensure_future(chat.consume(chat.driver.events()))
         chat.say(f"steerable chat · workspace {app.workspace.root} · session {app.session_id}"
                  " · /help for keys")
+        chat.show_recap()
         chat.announce_pending()
         while not chat.quit:
             try:
