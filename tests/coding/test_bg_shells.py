@@ -284,3 +284,36 @@ def test_chat_an_idle_session_hears_that_a_command_ended(cli_env: dict[str, str]
                 if json.loads(x)["type"] == "message"]
     told = next(c for c in contents if c.startswith("Background command bg1 finished"))
     assert told.endswith("build-ok") and contents[-1] == "The build passed."
+
+
+async def test_a_hard_abort_stops_the_commands_its_turn_started(ws: Workspace) -> None:
+    from steerable import Agent, AgentLoop, EventKind, Reply, ScriptedProvider, TurnStatus
+
+    kept, dropped = marker(), marker()
+    notices: list[ShellNotice] = []
+    shells = BackgroundShells(notify=notices.append)
+    provider = ScriptedProvider([
+        Reply(tool_calls=[("bash", {"command": f"sleep {kept}", "background": True})]),
+        Reply(text="Started."),
+        Reply(tool_calls=[("bash", {"command": f"sleep {dropped}", "background": True})]),
+        Reply(tool_calls=[("bash", {"command": "sleep 30"})])])
+    agent = Agent(name="a", instructions="", provider=provider,
+                  tools=list(bash_tools(ws, shells).values()))
+    async with AgentLoop(agent) as loop:
+        loop.register_hook(shells)
+        assert (await loop.run_turn("start one", session_id="s")).status is TurnStatus.COMPLETED
+        events = loop.subscribe(kinds=[EventKind.TOOL_EXEC_START])
+        turn = loop.start_turn("start another", session_id="s")
+        async for event in events:
+            if event.arguments.get("command") == "sleep 30":
+                break
+        assert loop.interrupt_hard("s")
+        assert (await turn).status is TurnStatus.ABORTED
+        for _ in range(100):
+            if not alive(f"sleep {dropped}"):
+                break
+            await asyncio.sleep(0.05)
+        assert not alive(f"sleep {dropped}")  # rolled back with its turn
+        assert [s.shell_id for s in shells.running("s")] == ["bg1"] and alive(f"sleep {kept}")
+    await shells.aclose()
+    assert not notices and not alive(f"sleep {kept}")

@@ -272,6 +272,7 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
                      timeouts=Timeouts(approval=HUMAN_APPROVAL_TIMEOUT),
                      record_events=record_events, checkpoints=checkpoints)
     shells.notify = lambda notice: tell_session(loop, notice)
+    loop.register_hook(shells)  # a hard abort stops the commands its turn started
     undo = snapshot_hook(settings, workspace.root) if snapshots else None
     if undo is not None:
         loop.register_hook(undo, priority=SNAPSHOT_HOOK_PRIORITY, timeout=SNAPSHOT_HOOK_TIMEOUT)

@@ -67,7 +67,7 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
                             extra_tools=mcp_tools)
             telemetry(app, settings)
             runner = (_redis_runner(app, redis_url, args) if redis_url
-                      else LocalRunner(app.loop, app.redact))
+                      else LocalRunner(app.loop, app.redact, on_delete=app.shells.stop_session))
             routes, contexts = protocol_routes(runner)
             asgi = create_app(runner, token=token, undo=_undo_api(app, runner),
                               allowed_hosts=args.allow_host, allowed_origins=args.allow_origin,
@@ -132,6 +132,7 @@ def _redis_runner(app: Any, url: str, args: argparse.Namespace) -> Any:
             loop.register_hook(hook)
         # Background commands start in this worker's turns: their sessions hear from here.
         app.shells.notify = lambda notice: tell_session(loop, notice)
+        loop.register_hook(app.shells)
         return loop
 
     store = RedisSessionStore(url, redact=app.redact)

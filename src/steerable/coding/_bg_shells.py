@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from steerable._events import Event, EventKind, TurnStatus
 from steerable.coding._text import cap_text
 from steerable.errors import ToolError
 from steerable.tools import FunctionTool, ToolContext, tool
@@ -69,6 +70,8 @@ class Shell:
     session_id: str
     command: str
     pid: int
+    turn_id: str = ""
+    """The turn that started it (a hard abort of that turn stops it)."""
     started: float = field(default_factory=time.monotonic)
     ended: float | None = None
     exit_code: int | None = None
@@ -168,7 +171,7 @@ class BackgroundShells:
                 and (session_id is None or s.session_id == session_id)]
 
     async def start(self, argv: Sequence[str], cwd: str, env: Mapping[str, str], *,
-                    command: str, session_id: str) -> Shell:
+                    command: str, session_id: str, turn_id: str = "") -> Shell:
         """Start ``argv`` in the background for ``session_id``; returns at once."""
         if self._closed:
             raise ToolError("background commands are closed: the session is ending")
@@ -182,7 +185,7 @@ class BackgroundShells:
             lambda: _Pipe(lambda: holder[0] if holder else None, self.keep), *argv, cwd=cwd,
             env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, start_new_session=True)
-        shell = Shell(shell_id, session_id, command, transport.get_pid())
+        shell = Shell(shell_id, session_id, command, transport.get_pid(), turn_id)
         for text in pipe.early:
             shell.add(text, self.keep)
         holder.append(shell)
@@ -260,12 +263,25 @@ class BackgroundShells:
         await self._stop(stopped)
         return stopped
 
+    def on_event(self, event: Event) -> None:
+        """As a loop hook: a hard abort rolls its turn back, and with it the commands the turn
+        started (the conversation no longer knows them); they end without a notice."""
+        if event.kind is EventKind.TURN_END and event.status is TurnStatus.ABORTED:
+            for shell in self.running():
+                if shell.turn_id == event.turn_id:
+                    self._kill_nowait(shell)
+
+    @staticmethod
+    def _kill_nowait(shell: Shell) -> None:
+        """Kill the group now; its watcher reaps it."""
+        if shell.ended is None:
+            shell.killed = True
+            kill_group(shell.pid)
+
     async def _stop(self, shells: list[Shell]) -> None:
         tasks = []
         for shell in shells:
-            if shell.ended is None:
-                shell.killed = True
-                kill_group(shell.pid)
+            self._kill_nowait(shell)
             task = self._tasks.get(shell.shell_id)
             if task is not None:
                 tasks.append(task)

@@ -165,7 +165,7 @@ def make_bash_tool(ws: Workspace, *, default_timeout: float = DEFAULT_TIMEOUT,
         env = scrubbed_env(hidden)
         argv = gated_command(box, ws, ctx.turn_id, command, env)
         shell = await shells.start(argv, str(ws.root), env, command=command,
-                                   session_id=ctx.session_id)
+                                   session_id=ctx.session_id, turn_id=ctx.turn_id)
         return (f"started in the background as {shell.shell_id}; bash_output {shell.shell_id} "
                 "shows its output, and you get a message when it ends")
 

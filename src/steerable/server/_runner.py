@@ -153,9 +153,12 @@ class LocalRunner:
     ``SessionDriver.send`` (the same path as the CLI), events through an ``EventHub``."""
 
     def __init__(self, loop: AgentLoop, redact: Callable[[str], str] = lambda text: text, *,
-                 replay: int = 2048) -> None:
+                 replay: int = 2048,
+                 on_delete: Callable[[str], Awaitable[object]] | None = None) -> None:
         self.loop = loop
         self.redact = redact
+        self.on_delete = on_delete
+        """Called with a deleted session's id (its background commands are stopped)."""
         self.hub = EventHub(redact, replay=replay, client_buffer=max(4096, replay))
         self._drivers: dict[str, SessionDriver] = {}
         self._pump: asyncio.Task[None] | None = None
@@ -282,6 +285,8 @@ class LocalRunner:
         if not await asyncio.to_thread(self.loop.store.delete, session_id):
             raise LookupError(f"no session {session_id!r}")
         self.hub.forget(session_id)
+        if self.on_delete is not None:
+            await self.on_delete(session_id)
 
     def events(self, session_id: str, after: int | None) -> AsyncIterator[SSEItem]:
         return self.hub.stream(self.hub.attach(session_id, after))
