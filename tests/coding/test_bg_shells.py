@@ -210,24 +210,28 @@ def _need_bwrap() -> None:
         pytest.skip("bubblewrap (bwrap) is not installed or cannot create namespaces here")
 
 
+@pytest.mark.parametrize("sandbox", [True, False], ids=["bwrap", "unconfined"])
 def test_killing_the_front_end_leaves_no_background_process(cli_env: dict[str, str],
-                                                            tmp_path: Path) -> None:
-    """kill -9 of ``steerable run``: the sandbox (bwrap --die-with-parent, its own PID
-    namespace) takes the background commands and their children with it."""
-    _need_bwrap()
-    a, b = marker(), marker()
+                                                            tmp_path: Path,
+                                                            sandbox: bool) -> None:
+    """kill -9 of ``steerable run``: in the sandbox bwrap (--die-with-parent, its own PID
+    namespace) takes the commands and their children with it; unconfined, the guard process
+    kills their process groups once the front end's pipe to it closes."""
+    if sandbox:
+        _need_bwrap()
+    a, b, c = marker(), marker(), marker()
     steps = [{"tool_calls": [["bash", {"command": f"sleep {a} & sleep {b}",
                                        "background": True}]]},
-             {"tool_calls": [["bash", {"command": "echo fg-running; sleep 30"}]]},
+             {"tool_calls": [["bash", {"command": f"echo fg-running; sleep {c}"}]]},
              {"text": "never"}]
     (tmp_path / "s.json").write_text(json.dumps(steps))
     ws = tmp_path / "ws"
     ws.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "steerable", "run", "go", "--provider",
                              "scripted", "--script", str(tmp_path / "s.json"), "--workspace",
-                             str(ws), "--yes", "--json"], env=cli_env, cwd=ws,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            start_new_session=True)
+                             str(ws), "--yes", "--json", *([] if sandbox else ["--no-sandbox"])],
+                            env=cli_env, cwd=ws, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -238,11 +242,12 @@ def test_killing_the_front_end_leaves_no_background_process(cli_env: dict[str, s
         proc.wait(10)
         assert not wait_gone(f"sleep {a}") and not wait_gone(f"sleep {b}")
     finally:
-        with_group = [p for p in psutil.process_iter(["cmdline"])
-                      if f"sleep {a}" in " ".join(p.info["cmdline"] or [])
-                      or "fg-running" in " ".join(p.info["cmdline"] or [])]
-        for p in with_group:  # only if the test failed: leave nothing behind
-            p.kill()
+        # Leave nothing: the background ones if the test failed; unconfined, the foreground
+        # call's sleep too (a foreground call is not the guard's).
+        for p in psutil.process_iter(["cmdline"]):
+            line = " ".join(p.info["cmdline"] or [])
+            if any(f"sleep {m}" in line for m in (a, b, c)):
+                p.kill()
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)

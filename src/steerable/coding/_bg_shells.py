@@ -7,7 +7,8 @@ output (the newest ``keep`` characters; older ones are counted as dropped), answ
 ``ShellNotice`` to ``notify`` so the front end can tell the session (SPEC 10: as a message with
 a receipt). Each command runs as the leader of its own process group, like foreground bash;
 when it ends, whatever it left behind is killed with the group. ``stop_session`` and ``aclose``
-kill what still runs, without notices: the session (or the front end) is ending.
+kill what still runs, without notices: the session (or the front end) is ending; a
+``GroupGuard`` process kills them if this process dies without doing so (``kill -9``).
 
 A shell belongs to the session that started it: another session can neither read nor kill it.
 """
@@ -27,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from steerable._events import Event, EventKind, TurnStatus
+from steerable.coding._group_guard import GroupGuard
 from steerable.coding._text import cap_text
 from steerable.errors import ToolError
 from steerable.tools import FunctionTool, ToolContext, tool
@@ -164,6 +166,7 @@ class BackgroundShells:
         self._shells: dict[str, Shell] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._ids = itertools.count(1)
+        self._guard = GroupGuard()
         self._closed = False
 
     def running(self, session_id: str | None = None) -> list[Shell]:
@@ -178,6 +181,7 @@ class BackgroundShells:
         if len(self.running(session_id)) >= self.max_running:
             raise ToolError(f"{self.max_running} background commands already run; stop one "
                             "with bash_kill first")
+        await self._guard.ready()
         shell_id = f"bg{next(self._ids)}"
         holder: list[Shell] = []
         loop = asyncio.get_running_loop()
@@ -186,6 +190,7 @@ class BackgroundShells:
             env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, start_new_session=True)
         shell = Shell(shell_id, session_id, command, transport.get_pid(), turn_id)
+        self._guard.watch(shell.pid)
         for text in pipe.early:
             shell.add(text, self.keep)
         holder.append(shell)
@@ -208,6 +213,7 @@ class BackgroundShells:
             await asyncio.wait((pipe.exited,), timeout=PIPE_GRACE)
             raise
         finally:
+            self._guard.forget(shell.pid)
             transport.close()
             shell.exit_code = transport.get_returncode()
             shell.ended = time.monotonic()
@@ -221,9 +227,9 @@ class BackgroundShells:
 
     def _notice(self, shell: Shell) -> ShellNotice:
         text, missed = shell.take_unread()
-        head = (f"Background command {shell.shell_id} finished "
-                f"({'exit code ' + str(shell.exit_code)}, "
-                f"{(shell.ended or 0) - shell.started:.1f} s): {shell.command}")
+        took = (shell.ended or shell.started) - shell.started
+        head = (f"Background command {shell.shell_id} finished (exit code {shell.exit_code}, "
+                f"{took:.1f} s): {shell.command}")
         body = _output_text(cap_text(text, NOTICE_OUTPUT), missed)
         return ShellNotice(shell.session_id, shell.shell_id, shell.command, shell.exit_code,
                            f"{head}\n{body}")
@@ -261,6 +267,7 @@ class BackgroundShells:
         self._closed = True
         stopped = self.running()
         await self._stop(stopped)
+        await self._guard.aclose()
         return stopped
 
     def on_event(self, event: Event) -> None:

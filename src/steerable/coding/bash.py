@@ -224,7 +224,7 @@ def bash_tool(ws: Workspace, box: Sandbox, default_timeout: float, run: BashRun,
 
         Args:
             command: The command line to run with bash -c.
-            timeout: Seconds before the command is killed (default 120).
+            timeout: Seconds before the command is killed (default 120; none in background).
             background: Return at once with an id (for servers, long builds); you get a
                 message when it ends.
         """
