@@ -370,7 +370,8 @@ class ChatSession:
     async def leave_session(self) -> None:
         """Background commands belong to their session: leaving it stops them."""
         for shell in await self.app.shells.stop_session(self.app.session_id):
-            self.say(f"stopped background command {shell.shell_id} ({shell.command})", "yellow")
+            self.say(self.app.redact(f"stopped background command {shell.shell_id} "
+                                     f"({shell.command})"), "yellow")
 
     async def resume(self, session_id: str) -> None:
         from steerable.errors import SteerableError
@@ -478,7 +479,9 @@ async def _main(app: App) -> int:
         if chat.resumed is not None:
             await chat.resumed
         await chat.driver.wait_idle()
-        await app.shells.aclose()
+        for shell in await app.shells.aclose():
+            chat.say(app.redact(f"stopped background command {shell.shell_id} "
+                                f"({shell.command})"), "yellow")
         chat.driver.close()
         await consumer
         await app.loop.aclose()
