@@ -322,3 +322,30 @@ async def test_a_hard_abort_stops_the_commands_its_turn_started(ws: Workspace) -
         assert [s.shell_id for s in shells.running("s")] == ["bg1"] and alive(f"sleep {kept}")
     await shells.aclose()
     assert not notices and not alive(f"sleep {kept}")
+
+
+async def test_a_kill_racing_the_end_gives_one_outcome_each(ws: Workspace) -> None:
+    """Killed or finished, never both and never neither: a command stopped by bash_kill sends
+    no notice, one that ended on its own sends exactly one, whatever the timing."""
+    notices: list[ShellNotice] = []
+    shells = BackgroundShells(notify=notices.append, max_running=64)
+    tools = bash_tools(ws, shells)
+    rng = random.Random(7)
+    answers = {}
+    for i in range(24):
+        # The first surely ends before the kill, the second surely not; the rest race.
+        command = ["true", "sleep 5"][i] if i < 2 else f"sleep 0.0{rng.randint(0, 4)}"
+        await call(tools["bash"], ctx(), command=command, background=True)
+        while i == 0 and not notices:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(rng.choice([0, 0.001, 0.01, 0.03, 0.05]))
+        answers[f"bg{i + 1}"] = (await call(tools["bash_kill"], ctx(), id=f"bg{i + 1}")).content
+    await shells.aclose()
+    assert "already ended" in answers["bg1"] and answers["bg2"].startswith("killed")
+    told = [n.shell_id for n in notices]
+    assert len(told) == len(set(told))
+    for shell_id, answer in answers.items():
+        if answer.startswith("killed"):
+            assert shell_id not in told
+        else:
+            assert "already ended" in answer and shell_id in told
