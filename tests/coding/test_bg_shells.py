@@ -349,3 +349,15 @@ async def test_a_kill_racing_the_end_gives_one_outcome_each(ws: Workspace) -> No
             assert shell_id not in told
         else:
             assert "already ended" in answer and shell_id in told
+
+
+async def test_a_notice_no_turn_can_take_is_logged_not_raised(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from steerable import Agent, AgentLoop, ScriptedProvider
+    from steerable.cli._app import tell_session
+
+    loop = AgentLoop(Agent(name="a", instructions="", provider=ScriptedProvider([])))
+    await loop.aclose()
+    notice = ShellNotice("s", "bg3", "make", 0, "Background command bg3 finished")
+    tell_session(loop, notice)  # a closed loop refuses it
+    assert "background command bg3 ended, but session s was not told" in caplog.text
