@@ -5,7 +5,9 @@ of the tool) and when the call returns, so a ``make`` that started compilers, or
 started a ``sleep`` in the background, leaves nothing behind. Output (stdout and stderr interleaved) is
 streamed as ``TOOL_EXEC_PROGRESS`` while it arrives and capped in the result, keeping its start
 and its end. The environment given to the command lacks the API keys of the model providers so
-that ``env`` or a chatty script cannot copy them into the conversation.
+that ``env`` or a chatty script cannot copy them into the conversation. Given
+``BackgroundShells``, the tool also starts commands in the background (``background=True``),
+the same argv and environment, owned by those shells rather than by the call.
 """
 
 from __future__ import annotations
