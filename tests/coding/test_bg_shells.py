@@ -361,3 +361,19 @@ async def test_a_notice_no_turn_can_take_is_logged_not_raised(
     notice = ShellNotice("s", "bg3", "make", 0, "Background command bg3 finished")
     tell_session(loop, notice)  # a closed loop refuses it
     assert "background command bg3 ended, but session s was not told" in caplog.text
+
+
+def test_a_command_ending_during_the_last_model_call_is_still_heard(
+        cli_env: dict[str, str], tmp_path: Path) -> None:
+    steps = [{"tool_calls": [["bash", {"command": "sleep 0.3; echo bg-out",
+                                       "background": True}]]},
+             {"text": "Final answer.", "delay": 1.5},
+             {"text": "Heard of bg1."}]
+    res = run_cli(cli_env, tmp_path, steps)
+    assert res.returncode == 0, res.stderr
+    events = [json.loads(x) for x in res.stdout.splitlines()]
+    told = [e for e in events if e["kind"] == "message_state"
+            and e["text"].startswith("Background command bg1 finished")]
+    assert [e["state"] for e in told] == ["queued", "delivered"]
+    assert told[0]["text"].endswith("bg-out")
+    assert [e["text"] for e in events if e["kind"] == "turn_end"] == ["Heard of bg1."]
