@@ -33,7 +33,7 @@ from steerable.coding._text import cap_text
 from steerable.errors import ToolError
 from steerable.tools import FunctionTool, ToolContext, tool
 
-__all__ = ["BackgroundShells", "Shell", "ShellNotice", "kill_group"]
+__all__ = ["REAP_WAIT", "BackgroundShells", "Shell", "ShellNotice", "kill_group"]
 
 log = logging.getLogger("steerable")
 
@@ -44,6 +44,9 @@ NOTICE_OUTPUT = 4_000
 MAX_RUNNING = 8
 """Background commands one session may have running at once."""
 PIPE_GRACE = 0.5
+REAP_WAIT = 5.0
+"""How long a killed process may take to be reaped (SIGKILL cannot be ignored, but on a busy
+machine the exit can take more than a moment to be seen); unreaped, it would be a zombie."""
 
 
 def kill_group(pid: int) -> None:
@@ -210,7 +213,7 @@ class BackgroundShells:
         except asyncio.CancelledError:
             kill_group(shell.pid)
             shell.killed = True
-            await asyncio.wait((pipe.exited,), timeout=PIPE_GRACE)
+            await asyncio.wait((pipe.exited,), timeout=REAP_WAIT)
             raise
         finally:
             self._guard.forget(shell.pid)
