@@ -58,9 +58,9 @@ EXPORTS: dict[str, list[str]] = {
         "checkpoint_from_record", "checkpoint_to_record", "default_data_dir",
     ],
     "steerable.coding": [
-        "CommandHookSpec", "CommandHooks", "ConventionFile", "Conventions", "HookConsent",
+        "BackgroundShells", "CommandHookSpec", "CommandHooks", "ConventionFile", "Conventions", "HookConsent",
         "HookSet", "NothingToUndoError", "PLAN_STATUSES", "SNAPSHOT_HOOK_PRIORITY", "SNAPSHOT_HOOK_TIMEOUT", "Sandbox",
-        "SandboxLimits", "Skill", "SlashCommand", "SnapshotHook", "SnapshotLimits", "SnapshotStoreError", "Snapshots", "StepInfo",
+        "SandboxLimits", "Shell", "ShellNotice", "Skill", "SlashCommand", "SnapshotHook", "SnapshotLimits", "SnapshotStoreError", "Snapshots", "StepInfo",
         "UndoConflictError", "UndoResult", "Workspace", "coding_tools", "expand_command",
         "find_commands", "find_skills", "make_bash_tool",
         "make_edit_tool", "make_find_tool", "make_grep_tool", "make_ls_tool", "make_read_tool", "make_skill_tool", "make_todo_tool",

@@ -77,15 +77,18 @@ def acp_command(args: argparse.Namespace, settings: Settings) -> int:
                                                  network=bool(settings["sandbox_network"])),
                                  bash_timeout=settings["bash_timeout"],
                                  registry=app.store.directory.parent / "acp-sessions.json")
-            async with SteerableAcpAgent(app.loop, make_agent, approver=approver,
-                                         options=options) as agent:
-                # The library still routes session/resume as unstable; it is stable in the
-                # schema (v1.19), and only what the agent implements is answered anyway.
-                reader, writer = await _protocol_streams()
-                # The library's Agent protocol lists every method of the spec; the router
-                # answers method_not_found for those this agent leaves out (modes, fork...).
-                await acp.run_agent(cast(Any, agent), writer, reader,
-                                    use_unstable_protocol=True)
+            try:
+                async with SteerableAcpAgent(app.loop, make_agent, approver=approver,
+                                             options=options) as agent:
+                    # The library still routes session/resume as unstable; it is stable in
+                    # the schema (v1.19), and only what the agent implements is answered.
+                    reader, writer = await _protocol_streams()
+                    # The library's Agent protocol lists every method of the spec; the
+                    # router answers method_not_found for those this agent leaves out.
+                    await acp.run_agent(cast(Any, agent), writer, reader,
+                                        use_unstable_protocol=True)
+            finally:
+                await app.shells.aclose()  # the default agent's, should a turn have used it
         return 0
 
     return asyncio.run(main())

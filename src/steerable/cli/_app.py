@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
 import sys
 import time
@@ -29,10 +30,12 @@ from steerable.cli._undo_setup import snapshot_hook
 from steerable.coding import (
     SNAPSHOT_HOOK_PRIORITY,
     SNAPSHOT_HOOK_TIMEOUT,
+    BackgroundShells,
     CommandHooks,
     Conventions,
     HookSet,
     Sandbox,
+    ShellNotice,
     Skill,
     SlashCommand,
     SnapshotHook,
@@ -46,12 +49,14 @@ from steerable.coding import (
     skills_prompt,
 )
 from steerable.coding.policy import ToolPolicy
-from steerable.errors import ConfigurationError
+from steerable.errors import ConfigurationError, SteerableError
 from steerable.providers import FallbackProvider, Provider, select_provider
 from steerable.storage import JSONLSessionStore
 
 __all__ = ["App", "ProjectSetup", "Redactor", "build_app", "coding_agents", "make_provider",
-           "new_session_id", "project_setup", "workspace_tools"]
+           "new_session_id", "project_setup", "tell_session", "workspace_tools"]
+
+log = logging.getLogger("steerable")
 
 # Written for small local models as much as for big ones: short rules, nothing that invites a
 # report of changes (a small model asked to "say what you changed" claims changes it never made).
@@ -110,6 +115,8 @@ class App:
     skills: list[Skill] = field(default_factory=list)
     commands: list[SlashCommand] = field(default_factory=list)
     """Custom slash commands (Markdown files)."""
+    shells: BackgroundShells = field(default_factory=BackgroundShells)
+    """The commands bash runs in the background; each front end closes it when it ends."""
 
     def agent_for(self, dry_run: bool) -> Agent:
         return self.dry_agent if dry_run else self.agent
@@ -213,11 +220,26 @@ def coding_agents(settings: Settings, provider: Any, workspace: Workspace,
     return agent, dry_agent
 
 
-def workspace_tools(settings: Settings, workspace: Workspace) -> list[Tool]:
-    """The coding tools of ``workspace``, bash sandboxed as the settings say."""
+def workspace_tools(settings: Settings, workspace: Workspace,
+                    shells: BackgroundShells | None = None) -> list[Tool]:
+    """The coding tools of ``workspace``, bash sandboxed as the settings say (and able to run
+    commands in the background with ``shells``)."""
     sandbox = Sandbox(enabled=bool(settings["sandbox"]), network=bool(settings["sandbox_network"]))
-    return [*coding_tools(workspace, bash_timeout=settings["bash_timeout"], sandbox=sandbox),
+    return [*coding_tools(workspace, bash_timeout=settings["bash_timeout"], sandbox=sandbox,
+                          shells=shells),
             make_todo_tool()]
+
+
+def tell_session(loop: AgentLoop, notice: ShellNotice) -> None:
+    """A background command ended: its session is told with a message (SPEC 10) sent with
+    the ``steer`` policy: a running turn takes it before its next model call; a turn that is
+    ending, or an idle session, runs it as a turn of its own, so the model always hears of it.
+    A session whose pending turn refuses new ones hears nothing; bash_output still answers."""
+    try:
+        loop.send(notice.text, notice.session_id, "steer")
+    except (SteerableError, RuntimeError) as exc:
+        log.warning("background command %s ended, but session %s was not told: %s",
+                    notice.shell_id, notice.session_id, exc)
 
 
 def build_app(settings: Settings, *, session: str | None, can_ask: bool,
@@ -238,8 +260,10 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
     session_id = _session(store, session)
     provider = make_provider(settings, script)
     project = project_setup(settings, workspace)
+    shells = BackgroundShells()
     agent, dry_agent = coding_agents(settings, provider, workspace,
-                                     [*workspace_tools(settings, workspace), *extra_tools], project)
+                                     [*workspace_tools(settings, workspace, shells), *extra_tools],
+                                     project)
     try:
         permissions = Permissions([(action, pattern) for action, pattern, _ in settings.rules])
     except ValueError as exc:
@@ -247,6 +271,8 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
     loop = AgentLoop(agent, store=store, permissions=permissions, limits=turn_limits(settings),
                      timeouts=Timeouts(approval=HUMAN_APPROVAL_TIMEOUT),
                      record_events=record_events, checkpoints=checkpoints)
+    shells.notify = lambda notice: tell_session(loop, notice)
+    loop.register_hook(shells)  # a hard abort stops the commands its turn started
     undo = snapshot_hook(settings, workspace.root) if snapshots else None
     if undo is not None:
         loop.register_hook(undo, priority=SNAPSHOT_HOOK_PRIORITY, timeout=SNAPSHOT_HOOK_TIMEOUT)
@@ -273,7 +299,7 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
             loop.register_hook(DenyWithoutTerminal())
     return App(settings, workspace, store, loop, agent, dry_agent, session_id, redact,
                interactive, policy, undo, project.conventions, hooks, project.skills,
-               find_commands(workspace.root, [user_config_path().parent / "commands"]))
+               find_commands(workspace.root, [user_config_path().parent / "commands"]), shells)
 
 
 def _policy(settings: Settings, workspace: Workspace, provider: object) -> ToolPolicy | None:

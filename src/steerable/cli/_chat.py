@@ -255,7 +255,7 @@ class ChatSession:
         elif name in ("/resume", "/new", "/export", "/discard") and self.busy:
             self.say("wait for the turn to end (or Ctrl+C) first", "yellow")
         elif name == "/resume" and arg:
-            self.resume(arg)
+            await self.resume(arg)
         elif name == "/resume":
             self.continue_pending()
         elif name == "/discard":
@@ -263,13 +263,14 @@ class ChatSession:
             self.send_held()
         elif name == "/new":
             self.drop_held()
+            await self.leave_session()
             app.session_id = self.driver.session_id = new_session_id()
             self.say(f"new session {app.session_id}")
         elif name == "/export":
             self.export(arg.split())
         elif name in ("/undo", "/redo"):
             await self.undo(name, arg.split())
-        elif (expanded := expand_slash(app.commands, text)) is not None:
+        elif (expanded := expand_slash(app.commands, text, app.skills)) is not None:
             self.message_line(expanded)  # sent as written, even if it starts with '/'
         else:
             self.say(f"unknown or incomplete command {text!r}; /help lists them", "yellow")
@@ -358,7 +359,13 @@ class ChatSession:
             else:
                 self.say(describe(result, "undid" if name == "/undo" else "redid"), "")
 
-    def resume(self, session_id: str) -> None:
+    async def leave_session(self) -> None:
+        """Background commands belong to their session: leaving it stops them."""
+        for shell in await self.app.shells.stop_session(self.app.session_id):
+            self.say(self.app.redact(f"stopped background command {shell.shell_id} "
+                                     f"({shell.command})"), "yellow")
+
+    async def resume(self, session_id: str) -> None:
         from steerable.errors import SteerableError
 
         try:
@@ -370,9 +377,22 @@ class ChatSession:
             self.say(f"cannot resume: {exc}", "red")
             return
         self.drop_held()
+        if session_id != self.app.session_id:
+            await self.leave_session()
         self.app.session_id = self.driver.session_id = session_id
         self.say(f"resumed {session_id} ({count} messages)")
+        self.show_recap()
         self.announce_pending()
+
+    def show_recap(self) -> None:
+        """The conversation so far, compactly (a continued session)."""
+        from steerable.cli._recap import recap
+
+        sid = self.app.session_id
+        if not self.app.store.exists(sid):
+            return
+        for block in recap(self.app.store.load(sid), self.app.redact):
+            self.console.print(block)
 
     def announce_pending(self) -> None:
         from steerable.errors import CheckpointError
@@ -427,13 +447,14 @@ async def _main(app: App) -> int:
     chat = ChatSession(app)
     builtin = sorted({w.split()[0] for w in HELP.split() if w.startswith("/")} | {"/help"})
     session: PromptSession[str] = PromptSession(
-        completer=slash_completer(builtin, app.commands),  # type: ignore[arg-type]
+        completer=slash_completer(builtin, app.commands, app.skills),  # type: ignore[arg-type]
         complete_while_typing=True)
     chat.invalidate = lambda: session.app.invalidate() if session.app.is_running else None
     with patch_stdout(raw=True):
         consumer = asyncio.ensure_future(chat.consume(chat.driver.events()))
         chat.say(f"steerable chat · workspace {app.workspace.root} · session {app.session_id}"
                  " · /help for keys")
+        chat.show_recap()
         chat.announce_pending()
         while not chat.quit:
             try:
@@ -450,6 +471,9 @@ async def _main(app: App) -> int:
         if chat.resumed is not None:
             await chat.resumed
         await chat.driver.wait_idle()
+        for shell in await app.shells.aclose():
+            chat.say(app.redact(f"stopped background command {shell.shell_id} "
+                                f"({shell.command})"), "yellow")
         chat.driver.close()
         await consumer
         await app.loop.aclose()

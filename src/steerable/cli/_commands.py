@@ -99,7 +99,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             telemetry(app, settings)
             from steerable.cli._slash import expand_slash
 
-            expanded = None if prompt is None else expand_slash(app.commands, prompt)
+            expanded = None if prompt is None else expand_slash(app.commands, prompt, app.skills)
             async with recording(app, args.record):
                 return await run_prompt(app, expanded or prompt, as_json=args.json, debug=args.debug,
                                         discard_pending=args.discard_pending)

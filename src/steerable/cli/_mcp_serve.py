@@ -62,6 +62,7 @@ def mcp_serve(args: argparse.Namespace, settings: Settings) -> int:
             try:
                 await front.build_server(runner).run_stdio_async()
             finally:
+                await app.shells.aclose()  # background commands end with the server
                 await runner.aclose()
         return 0
 

@@ -177,8 +177,10 @@ async def run_prompt(app: App, prompt: str | None, *, as_json: bool, debug: bool
             for text in result.follow_ups:
                 driver.send(text, "follow_up")
             result = await driver.wait_idle() or result
+        await _end_background(app, driver)
     finally:
         loop.remove_signal_handler(signal.SIGINT)
+        await app.shells.aclose()
         driver.close()
         await consumer
         await app.loop.aclose()
@@ -214,6 +216,16 @@ async def run_prompt(app: App, prompt: str | None, *, as_json: bool, debug: bool
                          + "\n")
         return DENIED
     return code
+
+
+async def _end_background(app: App, driver: SessionDriver) -> None:
+    """The run ends with its prompt's turns: the turns that tell of background commands
+    which ended meanwhile run first; the commands still running are stopped (and said)."""
+    await driver.wait_idle()
+    for shell in await app.shells.aclose():
+        sys.stderr.write(app.redact(f"stopped background command {shell.shell_id} "
+                                    f"({shell.command}): the run ended") + "\n")
+    await driver.wait_idle()  # a command that ended just before: its turn runs too
 
 
 def session_line(app: App) -> str:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import ipaddress
 import os
 import sys
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from steerable.cli._args import UsageError
@@ -66,11 +68,11 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
             telemetry(app, settings)
             runner = (_temporal_runner(app, redis_url, args) if args.temporal
                       else _redis_runner(app, redis_url, args) if redis_url
-                      else LocalRunner(app.loop, app.redact))
+                      else LocalRunner(app.loop, app.redact, on_delete=app.shells.stop_session))
             routes, contexts = protocol_routes(runner)
             asgi = create_app(runner, token=token, undo=_undo_api(app, runner),
                               allowed_hosts=args.allow_host, allowed_origins=args.allow_origin,
-                              extra_routes=routes, contexts=contexts)
+                              extra_routes=routes, contexts=[*contexts, _shells_closed(app)])
             config = uvicorn.Config(asgi, host=args.host, port=args.port, log_level="warning",
                                     access_log=False, lifespan="on",
                                     timeout_graceful_shutdown=3)
@@ -82,6 +84,15 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
         # uvicorn shuts down gracefully on Ctrl+C / SIGTERM, then re-raises the signal:
         # for a server that is the normal way to stop.
         return 0
+
+
+@contextlib.asynccontextmanager
+async def _shells_closed(app: Any) -> AsyncIterator[None]:
+    """The background commands end with the server (before its loop closes: no notice then)."""
+    try:
+        yield
+    finally:
+        await app.shells.aclose()
 
 
 def _undo_api(app: Any, runner: Any) -> Any:
@@ -108,7 +119,7 @@ def _redis_runner(app: Any, url: str, args: argparse.Namespace) -> Any:
     if not url.startswith(("redis://", "rediss://", "unix://")):
         raise UsageError(f"--redis takes a URL like redis://HOST:PORT/DB, got {url!r}")
     from steerable import AgentLoop, HumanApprover, Timeouts
-    from steerable.cli._app import HUMAN_APPROVAL_TIMEOUT
+    from steerable.cli._app import HUMAN_APPROVAL_TIMEOUT, tell_session
     from steerable.cli._integrations import telemetry_hook
     from steerable.cli._settings import turn_limits
 
@@ -122,6 +133,9 @@ def _redis_runner(app: Any, url: str, args: argparse.Namespace) -> Any:
         hook = telemetry_hook(app.settings)  # the turns run here, not on the front loop
         if hook is not None:
             loop.register_hook(hook)
+        # Background commands start in this worker's turns: their sessions hear from here.
+        app.shells.notify = lambda notice: tell_session(loop, notice)
+        loop.register_hook(app.shells)
         return loop
 
     store = RedisSessionStore(url, redact=app.redact)

@@ -10,6 +10,7 @@ that may change it (bash included), and undo, redo and rewind over those snapsho
 ``load_hook_settings`` and ``CommandHooks`` run the command hooks of Claude Code settings files;
 ``find_skills`` and ``find_commands`` find SKILL.md skills and Markdown slash commands;
 ``make_todo_tool`` is the agent's plan, streamed as PLAN_UPDATED events.
+``BackgroundShells`` holds the commands bash started with ``background=True``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from steerable.coding._bg_shells import BackgroundShells, Shell, ShellNotice
 from steerable.coding._command_hooks import CommandHooks
 from steerable.coding._conventions import ConventionFile, Conventions, load_conventions
 from steerable.coding._hook_settings import (
@@ -61,6 +63,7 @@ __all__ = [
     "PLAN_STATUSES",
     "SNAPSHOT_HOOK_PRIORITY",
     "SNAPSHOT_HOOK_TIMEOUT",
+    "BackgroundShells",
     "CommandHookSpec",
     "CommandHooks",
     "ConventionFile",
@@ -70,6 +73,8 @@ __all__ = [
     "NothingToUndoError",
     "Sandbox",
     "SandboxLimits",
+    "Shell",
+    "ShellNotice",
     "Skill",
     "SlashCommand",
     "SnapshotHook",
@@ -108,20 +113,24 @@ def coding_tools(
     hidden_env: Iterable[str] = DEFAULT_HIDDEN_ENV,
     use_ripgrep: bool = True,
     sandbox: Sandbox | None = None,
+    shells: BackgroundShells | None = None,
 ) -> list[FunctionTool]:
     """The seven coding tools bound to ``workspace`` (plus any ``extra_roots``).
 
     ``sandbox`` confines bash (default ``Sandbox()``: bubblewrap when the machine has it;
     ``Sandbox(enabled=False)`` turns it off, ``Sandbox(network=True)`` lets commands reach
-    the network).
+    the network). With ``shells``, bash can run commands in the background, and
+    ``bash_output`` and ``bash_kill`` come too; whoever made ``shells`` closes it.
     """
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace, extra_roots)
     return [
         make_read_tool(ws),
         make_write_tool(ws),
         make_edit_tool(ws),
-        make_bash_tool(ws, default_timeout=bash_timeout, hidden_env=hidden_env, sandbox=sandbox),
+        make_bash_tool(ws, default_timeout=bash_timeout, hidden_env=hidden_env, sandbox=sandbox,
+                       shells=shells),
         make_grep_tool(ws, use_ripgrep=use_ripgrep),
         make_ls_tool(ws),
         make_find_tool(ws),
+        *(shells.tools() if shells is not None else ()),
     ]

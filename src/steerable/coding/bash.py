@@ -5,22 +5,23 @@ of the tool) and when the call returns, so a ``make`` that started compilers, or
 started a ``sleep`` in the background, leaves nothing behind. Output (stdout and stderr interleaved) is
 streamed as ``TOOL_EXEC_PROGRESS`` while it arrives and capped in the result, keeping its start
 and its end. The environment given to the command lacks the API keys of the model providers so
-that ``env`` or a chatty script cannot copy them into the conversation.
+that ``env`` or a chatty script cannot copy them into the conversation. Given
+``BackgroundShells``, the tool also starts commands in the background (``background=True``),
+the same argv and environment, owned by those shells rather than by the call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import codecs
-import contextlib
 import os
-import signal
 import subprocess
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from steerable._messages import ToolResult
 from steerable._secrets import SECRET_NAME_PATTERNS, scrub_env
+from steerable.coding._bg_shells import REAP_WAIT, BackgroundShells, kill_group
 from steerable.coding._sandbox import Sandbox, bwrap_usable
 from steerable.coding._shell import command_subjects
 from steerable.coding._text import cap_text
@@ -28,7 +29,7 @@ from steerable.coding._workspace import Workspace
 from steerable.errors import ToolError
 from steerable.tools import FunctionTool, ToolContext, tool
 
-__all__ = ["DEFAULT_HIDDEN_ENV", "BashRun", "bash_tool", "exit_result", "gated_command", "make_bash_tool",
+__all__ = ["DEFAULT_HIDDEN_ENV", "BashRun", "BashStart", "bash_tool", "exit_result", "gated_command", "make_bash_tool",
            "scrubbed_env"]
 
 DEFAULT_TIMEOUT = 120.0
@@ -43,12 +44,6 @@ DEFAULT_HIDDEN_ENV = SECRET_NAME_PATTERNS
 def scrubbed_env(hidden: Iterable[str], base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a command: secrets removed by name, by shape and by value."""
     return scrub_env(os.environ if base is None else base, hidden)
-
-
-def _kill_group(pid: int) -> None:
-    # The shell is the group leader (start_new_session), so its pid is the group id.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 class _Output:
@@ -108,23 +103,23 @@ async def _run(argv: list[str], cwd: str, env: dict[str, str], limit: float,
     try:
         done, _ = await asyncio.wait((proto.exited,), timeout=limit)
         if not done:
-            _kill_group(pid)
+            kill_group(pid)
             note = f"timed out after {limit:g} s; the command and its children were killed"
         done, _ = await asyncio.wait((proto.closed,), timeout=PIPE_GRACE)
         if not done:
-            _kill_group(pid)  # background children still hold the pipe open
+            kill_group(pid)  # background children still hold the pipe open
             note = note or "background processes still writing output were stopped"
         await proto.closed
         await proto.exited
         # Nothing the command started outlives the call: children that left the pipe (``cmd >
         # log &``) go with the group (in the sandbox the PID namespace already took them).
-        _kill_group(pid)
+        kill_group(pid)
     except asyncio.CancelledError:
         # A hard abort: kill the group at once (synchronously), then let the cancel proceed,
         # once the killed process has been reaped (a few ms): its exit is recorded before the
         # event loop may close, so no process object is left unreaped.
-        _kill_group(pid)
-        await asyncio.wait((proto.exited,), timeout=PIPE_GRACE)
+        kill_group(pid)
+        await asyncio.wait((proto.exited,), timeout=REAP_WAIT)
         raise
     finally:
         transport.close()
@@ -151,7 +146,10 @@ def gated_command(box: Sandbox, ws: Workspace, turn_id: str, command: str,
 def make_bash_tool(ws: Workspace, *, default_timeout: float = DEFAULT_TIMEOUT,
                    max_output: int = MAX_OUTPUT,
                    hidden_env: Iterable[str] = DEFAULT_HIDDEN_ENV,
-                   sandbox: Sandbox | None = None) -> FunctionTool:
+                   sandbox: Sandbox | None = None,
+                   shells: BackgroundShells | None = None) -> FunctionTool:
+    """The ``bash`` tool; with ``shells`` it also takes ``background=True`` (see
+    ``BackgroundShells``, whose ``tools()`` are its ``bash_output`` and ``bash_kill``)."""
     hidden = tuple(hidden_env)
     box = Sandbox() if sandbox is None else sandbox
     writable = [ws.root, *ws.extra_roots]
@@ -164,42 +162,80 @@ def make_bash_tool(ws: Workspace, *, default_timeout: float = DEFAULT_TIMEOUT,
         missing = box.explain_missing(out.text(), writable, env) if code == 127 else None
         return exit_result(cap_text(out.text(), max_output), code, [note, missing])
 
-    return bash_tool(ws, box, default_timeout, run)
+    async def start(command: str, ctx: ToolContext) -> str:
+        assert shells is not None
+        env = scrubbed_env(hidden)
+        argv = gated_command(box, ws, ctx.turn_id, command, env)
+        shell = await shells.start(argv, str(ws.root), env, command=command,
+                                   session_id=ctx.session_id, turn_id=ctx.turn_id)
+        return (f"started in the background as {shell.shell_id}; bash_output {shell.shell_id} "
+                "shows its output, and you get a message when it ends")
+
+    return bash_tool(ws, box, default_timeout, run, None if shells is None else start)
 
 
 BashRun = Callable[[str, ToolContext, float], Awaitable[ToolResult]]
 """How a bash tool runs a checked command line (with its timeout in seconds)."""
 
+BashStart = Callable[[str, ToolContext], Awaitable[str]]
+"""How a bash tool starts a checked command line in the background (the answer for the model)."""
 
-def bash_tool(ws: Workspace, box: Sandbox, default_timeout: float, run: BashRun) -> FunctionTool:
+
+def bash_tool(ws: Workspace, box: Sandbox, default_timeout: float, run: BashRun,
+              start: BashStart | None = None) -> FunctionTool:
     """The model's ``bash`` tool: its schema, preview, permission subjects and argument checks,
-    over ``run`` (a local process here, the editor's terminal over ACP)."""
+    over ``run`` (a local process here, the editor's terminal over ACP); with ``start`` it has
+    a ``background`` argument too."""
 
     def preview(arguments: Mapping[str, Any]) -> str:
-        return f"[dry-run] bash would run in {ws.root}; nothing was run:\n$ {arguments['command']}"
+        how = " in the background" if arguments.get("background") else ""
+        return (f"[dry-run] bash would run{how} in {ws.root}; nothing was run:\n"
+                f"$ {arguments['command']}")
 
-    @tool(name="bash", permission_key="command", preview=preview,
-          permission_subjects=lambda a: command_subjects(str(a.get("command", ""))))
-    # ``timeout`` is the model's argument (a JSON field), not an asyncio deadline of a caller.
-    async def bash(command: str, ctx: ToolContext,
-                   timeout: float | None = None) -> ToolResult:  # noqa: ASYNC109
+    async def checked(command: str, asked: float | None) -> float:
+        if not command.strip():
+            raise ToolError("command must not be empty")
+        limit = default_timeout if asked is None else asked
+        if not 0 < limit <= MAX_TIMEOUT:
+            raise ToolError(f"timeout must be between 0 and {MAX_TIMEOUT:g} seconds")
+        if box.enabled:
+            await asyncio.to_thread(bwrap_usable)  # the one-time probe, off the event loop
+        return limit
+
+    decorate = tool(name="bash", permission_key="command", preview=preview,
+                    permission_subjects=lambda a: command_subjects(str(a.get("command", ""))))
+    if start is None:
+        # ``timeout`` is the model's argument (a JSON field), not an asyncio deadline of a caller.
+        async def bash(command: str, ctx: ToolContext,
+                       timeout: float | None = None) -> ToolResult:  # noqa: ASYNC109
+            """Run a bash command in the workspace root (programs, and counts: wc -l, ls | wc -l);
+            stdout and stderr are returned together.
+
+            Args:
+                command: The command line to run with bash -c.
+                timeout: Seconds before the command is killed (default 120).
+            """
+            return await run(command, ctx, await checked(command, timeout))
+
+        return decorate(bash)
+
+    async def bash_bg(command: str, ctx: ToolContext, timeout: float | None = None,  # noqa: ASYNC109
+                      background: bool = False) -> ToolResult | str:
         """Run a bash command in the workspace root (programs, and counts: wc -l, ls | wc -l);
         stdout and stderr are returned together.
 
         Args:
             command: The command line to run with bash -c.
-            timeout: Seconds before the command is killed (default 120).
+            timeout: Seconds before the command is killed (default 120; none in background).
+            background: Return at once with an id (for servers, long builds); you get a
+                message when it ends.
         """
-        if not command.strip():
-            raise ToolError("command must not be empty")
-        limit = default_timeout if timeout is None else timeout
-        if not 0 < limit <= MAX_TIMEOUT:
-            raise ToolError(f"timeout must be between 0 and {MAX_TIMEOUT:g} seconds")
-        if box.enabled:
-            await asyncio.to_thread(bwrap_usable)  # the one-time probe, off the event loop
+        limit = await checked(command, timeout)
+        if background:
+            return await start(command, ctx)
         return await run(command, ctx, limit)
 
-    return bash
+    return decorate(bash_bg)
 
 
 def exit_result(output: str, code: int | None, notes: Iterable[str | None]) -> ToolResult:

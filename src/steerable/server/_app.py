@@ -39,7 +39,8 @@ _MESSAGE_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 _PUBLIC = ("/", "/static/app.js", "/static/undo.js", "/static/messages.js", "/static/usage.js",
            "/static/app.css", "/favicon.svg")
 _STATIC = {"app.js": "text/javascript", "undo.js": "text/javascript",
-           "messages.js": "text/javascript", "usage.js": "text/javascript", "app.css": "text/css"}
+           "messages.js": "text/javascript", "usage.js": "text/javascript",
+           "page.js": "text/javascript", "app.css": "text/css"}
 
 
 class BadRequest(Exception):

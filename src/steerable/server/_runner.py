@@ -154,9 +154,12 @@ class LocalRunner:
     ``SessionDriver.send`` (the same path as the CLI), events through an ``EventHub``."""
 
     def __init__(self, loop: AgentLoop, redact: Callable[[str], str] = lambda text: text, *,
-                 replay: int = 2048) -> None:
+                 replay: int = 2048,
+                 on_delete: Callable[[str], Awaitable[object]] | None = None) -> None:
         self.loop = loop
         self.redact = redact
+        self.on_delete = on_delete
+        """Called with a deleted session's id (its background commands are stopped)."""
         self.hub = EventHub(redact, replay=replay, client_buffer=max(4096, replay))
         self._drivers: dict[str, SessionDriver] = {}
         self._pump: asyncio.Task[None] | None = None
@@ -260,7 +263,22 @@ class LocalRunner:
         messages = await asyncio.to_thread(self.loop.session_messages, session_id)
         return dict(redacted({"id": session_id, "messages": [message_json(m) for m in messages],
                               "busy": busy, "queued": list(self.loop.queued(session_id)),
-                              "pending_turn": pending, "events_after": cursor}, self.redact))
+                              "pending_turn": pending, "events_after": cursor,
+                              "turns": await self._turns(session_id, len(messages))},
+                             self.redact))
+
+    async def _turns(self, session_id: str, count: int) -> list[dict[str, Any]]:
+        """How each saved turn ended, where the store keeps it (JSONL's turn markers); the
+        page shows these statuses after a reload. Empty when the store does not, or when its
+        turns do not add up to the messages read (a turn saved in between)."""
+        read = getattr(self.loop.store, "turns", None)
+        if read is None:
+            return []
+        marks = await asyncio.to_thread(read, session_id)
+        if marks and marks[-1].start >= count:
+            return []
+        return [{"turn_id": m.turn_id, "start": m.start, "status": m.status,
+                 "iterations": m.iterations} for m in marks]
 
     async def delete_session(self, session_id: str) -> None:
         if self.loop.busy(session_id):
@@ -268,6 +286,8 @@ class LocalRunner:
         if not await asyncio.to_thread(self.loop.store.delete, session_id):
             raise LookupError(f"no session {session_id!r}")
         self.hub.forget(session_id)
+        if self.on_delete is not None:
+            await self.on_delete(session_id)
 
     def events(self, session_id: str, after: int | None) -> AsyncIterator[SSEItem]:
         return self.hub.stream(self.hub.attach(session_id, after))

@@ -95,6 +95,8 @@ class TurnMark:
     start: int
     time: float
     status: str
+    iterations: int = 0
+    """LLM calls the turn made (0 for appended messages)."""
 
 
 @dataclass(slots=True)
@@ -120,7 +122,8 @@ class _Parsed:
     def add_marker(self, record: dict[str, Any]) -> None:
         if record.get("turn") == self._pending_turn:
             self.turns.append(TurnMark(str(record.get("turn")), len(self.messages),
-                                       float(record.get("time", 0.0)), str(record.get("status"))))
+                                       float(record.get("time", 0.0)), str(record.get("status")),
+                                       int(record.get("iterations") or 0)))
             self.messages.extend(self._pending)
         else:
             self.dropped += len(self._pending)

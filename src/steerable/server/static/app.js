@@ -45,7 +45,6 @@ function log() { return $("log"); }
 function nearBottom() { const l = log(); return l.scrollHeight - l.scrollTop - l.clientHeight < 120; }
 function scroll(force) { if (force || state.stick) { const l = log(); l.scrollTop = l.scrollHeight; } }
 function append(parent, node) {
-  state.stick = nearBottom();
   $("empty").hidden = true;
   parent.appendChild(node);
   scroll();
@@ -89,7 +88,6 @@ function streamText(t, delta) {
   if (!t.text) {
     t.text = append(t.box, el("div", "msg assistant streaming"));
   }
-  state.stick = nearBottom();
   t.text.textContent += delta;
   scroll();
 }
@@ -262,8 +260,7 @@ function handle(ev) {
         p.appendChild(c.progress);
         c.root.insertBefore(p, c.root.children[1] || null);
       }
-      c.progress.textContent += (c.progress.textContent ? "\n" : "") + ev.text;
-      c.progress.scrollTop = c.progress.scrollHeight;
+      addProgress(c.progress, ev);
       break;
     }
     case "tool_exec_end": showResult(card(ev.turn_id, ev.call_id, ev.tool_name, {}, t.box), ev.content, ev.is_error); break;
@@ -453,6 +450,7 @@ async function openSession(sid, fresh) {
   const r = fresh ? { status: 404 } : await api("GET", "/v1/sessions/" + encodeURIComponent(sid));
   if (r.status === 200) {
     renderHistory(r.data.messages);
+    markTurns(r.data.turns || [], r.data.messages.length);
     const first = r.data.messages.find((m) => m.role === "user");
     if (first) $("session-title").textContent = first.content.split("\n")[0].slice(0, 80);
     state.cursor = r.data.events_after || 0;
