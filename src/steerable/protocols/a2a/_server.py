@@ -1,0 +1,147 @@
+"""The A2A endpoints on ``steerable serve``: the agent card and the JSON-RPC endpoint.
+
+The card is served at the well-known path, built per request so that its interface URL is the
+address the client used; it is public (discovery needs no token) and, when the server has a
+token, declares the bearer scheme the JSON-RPC endpoint requires. The JSON-RPC endpoint (send,
+stream, get, list, cancel, subscribe) is the SDK's dispatcher over the SDK's default request
+handler, with one change: a message to a task whose turn is working steers the turn at once
+(the SDK would queue it until the running request ends).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import partial
+
+from a2a.server.context import ServerCallContext
+from a2a.server.events import Event
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.routes import create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    GetTaskRequest,
+    HTTPAuthSecurityScheme,
+    Message,
+    SecurityRequirement,
+    SecurityScheme,
+    SendMessageRequest,
+    StringList,
+    SubscribeToTaskRequest,
+    Task,
+)
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_CURRENT
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from steerable.protocols.a2a._executor import Runner, TurnExecutor
+
+__all__ = ["CARD_PATH", "RPC_PATH", "A2AEndpoints", "a2a_endpoints", "agent_card"]
+
+CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH
+RPC_PATH = "/a2a"
+
+
+def agent_card(url: str, *, name: str, description: str, version: str,
+               secured: bool) -> AgentCard:
+    """The card of an agent whose JSON-RPC endpoint is ``url``."""
+    card = AgentCard(
+        name=name, description=description, version=version,
+        supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC",
+                                             protocol_version=PROTOCOL_VERSION_CURRENT)],
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        default_input_modes=["text/plain", "application/json"],
+        default_output_modes=["text/plain", "application/json"],
+        skills=[AgentSkill(
+            id="turn", name="Run a turn",
+            description=("One turn of the agent on a message: its tool calls and their progress "
+                         "as status updates, the final reply as the 'response' artifact. A "
+                         "message to a working task steers it; a tool call waiting for approval "
+                         "is input-required, answered by a message saying yes or no."),
+            tags=["agent", "tools", "steering"])])
+    if secured:
+        card.security_schemes["bearer"].CopyFrom(SecurityScheme(
+            http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="Bearer")))
+        card.security_requirements.append(SecurityRequirement(
+            schemes={"bearer": StringList()}))
+    return card
+
+
+class _Handler(DefaultRequestHandler):
+    """The SDK's handler; a message to a working task steers its turn instead of waiting."""
+
+    def __init__(self, executor: TurnExecutor, card: AgentCard) -> None:
+        super().__init__(agent_executor=executor, task_store=InMemoryTaskStore(),
+                         agent_card=card)
+        self._turns = executor
+
+    async def on_message_send(self, params: SendMessageRequest,
+                              context: ServerCallContext) -> Message | Task:
+        if params.message.task_id and await self._turns.steer(params.message.task_id,
+                                                              params.message):
+            task = await self.on_get_task(GetTaskRequest(id=params.message.task_id), context)
+            assert isinstance(task, Task)  # on_get_task raises TaskNotFoundError instead
+            return task
+        result = await super().on_message_send(params, context)
+        assert isinstance(result, Message | Task)
+        return result
+
+    async def on_message_send_stream(self, params: SendMessageRequest,
+                                     context: ServerCallContext
+                                     ) -> AsyncGenerator[Event, None]:
+        if params.message.task_id and await self._turns.steer(params.message.task_id,
+                                                              params.message):
+            # The stream of the steered task goes on from here, as a subscription's does.
+            stream = self.on_subscribe_to_task(
+                SubscribeToTaskRequest(id=params.message.task_id), context)
+        else:
+            stream = super().on_message_send_stream(params, context)
+        try:
+            async for event in stream:
+                yield event
+        finally:
+            await stream.aclose()
+
+
+class A2AEndpoints:
+    """The routes to mount behind the server's guard, the paths that need no token, and the
+    context to keep open while the app runs (it drains the SDK's tasks on shutdown)."""
+
+    def __init__(self, runner: Runner, *, name: str, description: str, version: str,
+                 secured: bool) -> None:
+        self._card = partial(agent_card, name=name, description=description, version=version,
+                             secured=secured)
+        self.executor = TurnExecutor(runner)
+        self.handler = _Handler(self.executor, self._card(RPC_PATH))
+        self.routes: list[BaseRoute] = [Route(CARD_PATH, self._serve_card, methods=["GET"]),
+                                        *create_jsonrpc_routes(self.handler, RPC_PATH)]
+        self.public: Sequence[str] = (CARD_PATH,)
+
+    async def _serve_card(self, request: Request) -> Response:
+        url = str(request.base_url).rstrip("/") + RPC_PATH
+        return JSONResponse(agent_card_to_dict(self._card(url)), headers={"Cache-Control": "no-cache"})
+
+    def lifespan(self) -> AbstractAsyncContextManager[None]:
+        @asynccontextmanager
+        async def running() -> AsyncIterator[None]:
+            try:
+                yield
+            finally:
+                await self.handler.aclose()
+
+        return running()
+
+
+def a2a_endpoints(runner: Runner, *, name: str = "steerable",
+                  description: str = "A steerable agent.", version: str = "",
+                  secured: bool = False) -> A2AEndpoints:
+    """A2A over ``runner`` (a ``steerable.server.SessionRunner``); ``secured``: the server
+    requires a bearer token (the card says so)."""
+    return A2AEndpoints(runner, name=name, description=description, version=version,
+                        secured=secured)
