@@ -8,8 +8,9 @@ metadata says ``busy_policy``), then follows the session's events and publishes 
 carries the decision and resumes following from the event after the request. A message to a
 task whose turn is working steers that turn (``steer``, called by the request handler before
 the SDK would queue the message behind the running request). ``cancel`` stops the turn
-after its model call (``CancelMode.AFTER_MODEL``), denying an approval that waits, and drops
-the checkpoint such a cancel leaves: in A2A a cancelled task is over.
+after its model call (``CancelMode.AFTER_MODEL``), denying an approval that waits. Such a
+cancel leaves the session a pending turn (resumable through the native API); in A2A a
+cancelled task is over, so the next message to the context drops that pending turn.
 
 What the tasks are doing lives here, in memory, as the SDK's in-memory task store does; a
 server restart forgets both.
@@ -22,7 +23,6 @@ import json
 import re
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -37,7 +37,7 @@ from steerable._lanes import BusyPolicy, check_policy
 from steerable.errors import CheckpointError, SteerableError
 from steerable.protocols.a2a._updates import Approval, End, Progress, TurnView, decision
 
-__all__ = ["Runner", "TurnExecutor"]
+__all__ = ["Runner", "TurnExecutor", "busy_policy"]
 
 _SESSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _KEPT = 4096
@@ -78,8 +78,6 @@ class Runner(Protocol):
 
     async def revoke(self, message_id: str) -> bool: ...
 
-    async def discard_pending(self, session_id: str) -> None: ...
-
     async def get_session(self, session_id: str) -> dict[str, Any]: ...
 
     def events(self, session_id: str, after: int | None) -> AsyncIterator[tuple[int, str]]: ...
@@ -108,7 +106,9 @@ class _Tracked:
 
 def busy_policy(message: Message, default: BusyPolicy) -> BusyPolicy:
     """The ``busy_policy`` of a message's metadata, or ``default``."""
-    value = message.metadata["busy_policy"] if "busy_policy" in message.metadata else default
+    # A protobuf Struct: no ``get`` at run time, whatever the linter infers.
+    metadata = message.metadata
+    value = metadata["busy_policy"] if "busy_policy" in metadata else default  # noqa: SIM401
     try:
         return check_policy(value)
     except ValueError as exc:
@@ -268,9 +268,6 @@ class TurnExecutor(AgentExecutor):
             if end.text:
                 await updater.add_artifact([new_text_part(end.text)], name="response",
                                            last_chunk=True)
-            if end.status == "cancelled" and tracked.cancelled:
-                with suppress(LookupError, SteerableError):
-                    await self.runner.discard_pending(tracked.session_id)
             note = None
             if end.state != TaskState.TASK_STATE_COMPLETED or end.detail:
                 note = _note(updater, f"the turn ended {end.status}"

@@ -40,7 +40,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from steerable.protocols.a2a._executor import Runner, TurnExecutor
+from steerable.protocols.a2a._executor import Runner, TurnExecutor, busy_policy
 
 __all__ = ["CARD_PATH", "RPC_PATH", "A2AEndpoints", "a2a_endpoints", "agent_card"]
 
@@ -83,6 +83,7 @@ class _Handler(DefaultRequestHandler):
 
     async def on_message_send(self, params: SendMessageRequest,
                               context: ServerCallContext) -> Message | Task:
+        busy_policy(params.message, "follow_up")  # a bad one is the caller's error, at once
         if params.message.task_id and await self._turns.steer(params.message.task_id,
                                                               params.message):
             task = await self.on_get_task(GetTaskRequest(id=params.message.task_id), context)
@@ -95,6 +96,7 @@ class _Handler(DefaultRequestHandler):
     async def on_message_send_stream(self, params: SendMessageRequest,
                                      context: ServerCallContext
                                      ) -> AsyncGenerator[Event, None]:
+        busy_policy(params.message, "follow_up")
         if params.message.task_id and await self._turns.steer(params.message.task_id,
                                                               params.message):
             # The stream of the steered task goes on from here, as a subscription's does.

@@ -1,0 +1,296 @@
+"""A2A on a real ``steerable serve``, driven by the official ``a2a-sdk`` client; every answer on
+the wire is parsed strictly with the SDK's protobuf models (``_a2a_wire``). A turn with a tool,
+an approval as input-required, a steer to a working task, a new task queued behind a working
+one, cancels (while the model answers, while an approval waits), a resubscription that resumes
+a stream, the token, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("a2a.client", reason="the a2a extra is not installed")
+
+import httpx
+from a2a.client import A2ACardResolver, Client, ClientConfig, create_client
+from a2a.helpers import get_artifact_text, get_data_parts, new_data_part, new_text_part
+from a2a.types import (
+    AgentCard,
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    Task,
+    TaskState,
+)
+from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
+from google.protobuf.json_format import ParseDict
+
+from tests.protocols._a2a_wire import Recorder
+from tests.protocols._serving import served  # noqa: F401 (fixture)
+
+W, IR = TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_INPUT_REQUIRED
+DONE, CANCELED = TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED
+
+
+class Peer:
+    """The SDK's client (streaming and not) over one recorded httpx client."""
+
+    def __init__(self, card: AgentCard, http: httpx.AsyncClient) -> None:
+        self.card = card
+        self.http = http
+        self.stream: Client
+        self.blocking: Client
+
+    async def open(self) -> None:
+        self.stream = await create_client(self.card, ClientConfig(httpx_client=self.http))
+        self.blocking = await create_client(self.card, ClientConfig(httpx_client=self.http,
+                                                                    streaming=False))
+
+    async def send(self, *parts: Any, context: str, task: str | None = None,
+                   policy: str | None = None, stream: bool = True) -> list[StreamResponse]:
+        client = self.stream if stream else self.blocking
+        return [r async for r in client.send_message(request(
+            *parts, context=context, task=task, policy=policy))]
+
+
+def request(*parts: Any, context: str, task: str | None = None,
+            policy: str | None = None) -> SendMessageRequest:
+    message = Message(role=Role.ROLE_USER, message_id=f"m-{id(parts)}-{len(parts)}",
+                      context_id=context,
+                      parts=[new_text_part(p) if isinstance(p, str) else p for p in parts])
+    if task is not None:
+        message.task_id = task
+    if policy is not None:
+        message.metadata.update({"busy_policy": policy})
+    return SendMessageRequest(message=message)
+
+
+@asynccontextmanager
+async def peer(url: str, token: str | None = None) -> AsyncIterator[Peer]:
+    recorder = Recorder()
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx.AsyncClient(transport=recorder, timeout=20, headers=headers) as http:
+        card = await A2ACardResolver(http, url).get_agent_card()
+        p = Peer(card, http)
+        await p.open()
+        yield p
+    assert recorder.check() > 0
+
+
+def state(r: StreamResponse | Task) -> TaskState:
+    if isinstance(r, Task):
+        return r.status.state
+    return r.task.status.state if r.HasField("task") else r.status_update.status.state
+
+
+def states(responses: list[StreamResponse]) -> list[TaskState]:
+    """The states in order, each run of one state shown once (artifacts are left out)."""
+    out: list[TaskState] = []
+    for r in responses:
+        if r.HasField("artifact_update"):
+            continue
+        if not out or out[-1] != state(r):
+            out.append(state(r))
+    return out
+
+
+def texts(responses: list[StreamResponse]) -> list[str]:
+    return [p.text for r in responses if r.HasField("status_update")
+            for p in r.status_update.status.message.parts if p.text]
+
+
+def task_id(responses: list[StreamResponse]) -> str:
+    first = responses[0]
+    return first.task.id if first.HasField("task") else first.status_update.task_id
+
+
+async def test_the_card_and_a_turn_with_a_tool(served: Any) -> None:  # noqa: F811
+    url = served([{"tool_calls": [["read", {"path": "a.txt"}]]}, {"text": "it says hello"}])
+    async with httpx.AsyncClient(timeout=20) as http:
+        raw = (await http.get(url + "/.well-known/agent-card.json")).json()
+    card = ParseDict(raw, AgentCard())  # strict: the card has no field the model lacks
+    assert card.supported_interfaces[0].url == url + "/a2a"
+    assert card.capabilities.streaming and not card.security_requirements
+    async with peer(url) as a2a:
+        got = await a2a.send("what does a.txt say?", context="c1")
+        assert states(got) == [TaskState.TASK_STATE_SUBMITTED, W, DONE]
+        assert got[0].task.history[0].parts[0].text == "what does a.txt say?"
+        calls = [d["tool_call"] for r in got if r.HasField("status_update")
+                 for d in get_data_parts(r.status_update.status.message.parts)
+                 if "tool_call" in d]
+        assert [(c["tool_name"], c["arguments"]) for c in calls] == [("read", {"path": "a.txt"})]
+        results = [d["tool_result"] for r in got if r.HasField("status_update")
+                   for d in get_data_parts(r.status_update.status.message.parts)
+                   if "tool_result" in d]
+        assert "hello from disk" in results[0]["content"] and not results[0]["is_error"]
+        [artifact] = [r.artifact_update.artifact for r in got if r.HasField("artifact_update")]
+        assert artifact.name == "response" and get_artifact_text(artifact) == "it says hello"
+        task = await a2a.stream.get_task(GetTaskRequest(id=task_id(got)))
+    assert task.status.state == DONE and task.context_id == "c1"
+    assert get_artifact_text(task.artifacts[0]) == "it says hello"
+
+
+async def test_an_approval_is_input_required_until_a_message_answers(
+        served: Any) -> None:  # noqa: F811
+    url = served([{"tool_calls": [["write", {"path": "b.txt", "content": "new"}]]},
+                  {"text": "not written"},
+                  {"tool_calls": [["write", {"path": "b.txt", "content": "new"}]]},
+                  {"text": "written"}])
+    async with peer(url) as a2a:
+        [first] = await a2a.send("write it", context="c2", stream=False)
+        assert state(first.task) == IR
+        [asked] = get_data_parts(first.task.status.message.parts)
+        assert asked["approval"]["tool_name"] == "write"
+        tid = first.task.id
+        [again] = await a2a.send("maybe later", context="c2", task=tid, stream=False)
+        assert state(again.task) == IR  # not an answer: asked again
+        assert again.task.status.message.parts[0].text == "That is not an answer."
+        denied = await a2a.send(new_data_part({"approved": False, "reason": "not now"}),
+                                context="c2", task=tid)
+        assert states(denied)[-1] == DONE
+        assert any(t.startswith("tool write not run (denied): not now") for t in texts(denied))
+        second = await a2a.send("write it now", context="c2")
+        assert states(second)[-1] == IR
+        approved = await a2a.send("yes, go ahead", context="c2", task=task_id(second))
+        assert states(approved) == [W, DONE]
+        assert any(t.startswith("Created b.txt") for t in texts(approved))
+
+
+async def test_a_message_to_a_working_task_steers_its_turn(served: Any) -> None:  # noqa: F811
+    url = served([{"tool_calls": [["read", {"path": "a.txt"}]], "delay": 1.0},
+                  {"text": "brief, as asked"}])
+    async with peer(url) as a2a:
+        running = Background(a2a, "read a.txt", context="c3")
+        tid = await running.working()
+        [steered] = await a2a.send("answer briefly", context="c3", task=tid, stream=False)
+        assert steered.task.id == tid and state(steered.task) == W
+        got = await running.done
+        assert "steered: answer briefly" in texts(got)
+        assert states(got)[-1] == DONE
+        session = (await a2a.http.get(url + "/v1/sessions/c3")).json()
+    # The model read the steering message in its next call: it is in the session's history.
+    assert [m["content"] for m in session["messages"] if m["role"] == "user"] == [
+        "read a.txt", "answer briefly"]
+
+
+class Background:
+    """A streamed send read in the background, its answers kept as they come."""
+
+    def __init__(self, a2a: Peer, *parts: Any, context: str) -> None:
+        self.got: list[StreamResponse] = []
+        self.done = asyncio.ensure_future(self._read(a2a.stream.send_message(
+            request(*parts, context=context))))
+
+    async def _read(self, stream: AsyncIterator[StreamResponse]) -> list[StreamResponse]:
+        async for r in stream:
+            self.got.append(r)
+        return self.got
+
+    async def working(self) -> str:
+        """The task's id once it works."""
+        for _ in range(400):
+            if W in states(self.got):
+                return task_id(self.got)
+            assert not self.done.done(), self.done.result()
+            await asyncio.sleep(0.025)
+        raise AssertionError("the task never started working")
+
+
+async def test_a_new_task_in_a_busy_context_waits_for_a_turn_of_its_own(
+        served: Any) -> None:  # noqa: F811
+    url = served([{"text": "first", "delay": 1.0}, {"text": "second"}])
+    async with peer(url) as a2a:
+        running = Background(a2a, "one", context="c4")
+        await running.working()
+        queued = await a2a.send("two", context="c4")
+        first = await running.done
+    assert states(first)[-1] == DONE
+    assert states(queued) == [TaskState.TASK_STATE_SUBMITTED, W, DONE]
+    assert "queued: waiting for a turn of its own" in texts(queued)
+    [artifact] = [r.artifact_update.artifact for r in queued if r.HasField("artifact_update")]
+    assert get_artifact_text(artifact) == "second"
+
+
+async def test_cancel_stops_after_the_model_and_the_context_goes_on(
+        served: Any, tmp_path: Path) -> None:  # noqa: F811
+    url = served([{"tool_calls": [["write", {"path": "c.txt", "content": "x"}]], "delay": 1.0},
+                  {"text": "fresh start"},
+                  {"tool_calls": [["write", {"path": "d.txt", "content": "y"}]]}])
+    async with peer(url) as a2a:
+        running = Background(a2a, "write c", context="c5")
+        tid = await running.working()
+        cancelled = await a2a.stream.cancel_task(CancelTaskRequest(id=tid))
+        assert cancelled.status.state == CANCELED
+        got = await running.done
+        assert states(got)[-1] == CANCELED
+        assert not any("tool_call" in d for r in got if r.HasField("status_update")
+                       for d in get_data_parts(r.status_update.status.message.parts))
+        session = (await a2a.http.get(url + "/v1/sessions/c5")).json()
+        # The cancel kept what was done: a pending turn the native API could resume; for A2A
+        # the task is over, and the next message to the context drops it.
+        assert session["pending_turn"]["cancel_mode"] == "after_model"
+        again = await a2a.send("start over", context="c5")
+        assert states(again)[-1] == DONE
+        # A task parked on an approval is cancelled too: the call is denied, the turn stops.
+        parked = await a2a.send("write d", context="c5")
+        assert states(parked)[-1] == IR
+        stopped = await a2a.stream.cancel_task(CancelTaskRequest(id=task_id(parked)))
+        assert stopped.status.state == CANCELED
+        with pytest.raises(UnsupportedOperationError, match="terminal state"):  # it is over
+            await a2a.send("yes", context="c5", task=task_id(parked))
+        session = (await a2a.http.get(url + "/v1/sessions/c5")).json()
+    assert session["busy"] is False and session["pending_turn"]["reason"] == "cancelled"
+    assert [m["content"] for m in session["messages"] if m["role"] == "user"] == [
+        "start over"]  # the first cancelled turn's pending state was dropped by it
+    assert not (tmp_path / "ws" / "c.txt").exists() and not (tmp_path / "ws" / "d.txt").exists()
+
+
+async def test_subscribe_resumes_a_stream_that_was_dropped(served: Any) -> None:  # noqa: F811
+    url = served([{"tool_calls": [["read", {"path": "a.txt"}]], "delay": 0.5},
+                  {"text": "all done", "delay": 0.5}])
+    async with peer(url) as a2a:
+        seen: list[StreamResponse] = []
+        async for r in a2a.stream.send_message(request("read it", context="c6")):
+            seen.append(r)
+            if r.HasField("status_update") and state(r) == W:
+                break  # the client goes away while the task works
+        tid = task_id(seen)
+        resumed = [r async for r in a2a.stream.subscribe(SubscribeToTaskRequest(id=tid))]
+    assert resumed[0].HasField("task") and resumed[0].task.id == tid
+    assert states(resumed)[-1] == DONE
+    [artifact] = [r.artifact_update.artifact for r in resumed if r.HasField("artifact_update")]
+    assert get_artifact_text(artifact) == "all done"
+
+
+async def test_the_token_covers_a2a_but_not_the_card(served: Any) -> None:  # noqa: F811
+    url = served([{"text": "hi"}], extra_env={"STEERABLE_SERVER_TOKEN": "sekret"})
+    async with httpx.AsyncClient(timeout=20) as http:
+        card = ParseDict((await http.get(url + "/.well-known/agent-card.json")).json(),
+                         AgentCard())
+        refused = await http.post(url + "/a2a", json={
+            "jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}})
+    assert refused.status_code == 401
+    assert card.security_schemes["bearer"].http_auth_security_scheme.scheme == "Bearer"
+    async with peer(url, token="sekret") as a2a:
+        assert states(await a2a.send("hello", context="c7"))[-1] == DONE
+
+
+async def test_bad_input_is_refused(served: Any) -> None:  # noqa: F811
+    url = served([])
+    async with peer(url) as a2a:
+        [bad] = await a2a.send("hi", context="no/slashes", stream=False)
+        assert state(bad.task) == TaskState.TASK_STATE_REJECTED
+        assert "contextId is the session id" in bad.task.status.message.parts[0].text
+        with pytest.raises(InvalidParamsError, match="unknown busy policy"):
+            await a2a.send("hi", context="c8", policy="sometimes")
+        with pytest.raises(TaskNotFoundError):
+            await a2a.stream.get_task(GetTaskRequest(id="no-such-task"))
