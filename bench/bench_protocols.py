@@ -1,5 +1,5 @@
-"""Protocol front-end benchmarks: AG-UI at /v1/agui and MCP at /mcp against the native SSE of
-the same turn.
+"""Protocol front-end benchmarks: AG-UI at /v1/agui, MCP at /mcp and A2A at /a2a against the
+native SSE of the same turn.
 
     python bench/bench_protocols.py
 
@@ -9,7 +9,8 @@ events. Printed: the events per second one AG-UI stream carries end to end (requ
 RUN_FINISHED), the same for the native SSE of an identical turn, the AG-UI adapter's overhead
 in wall time per turn, and the adapter alone in this process (translation plus encoding of a
 recorded turn: the ceiling one stream can sustain); the MCP ``run`` tool's wall time per turn
-(progress notifications included) against the native SSE's.
+(progress notifications included) against the native SSE's; the A2A streamed send's (the SDK's
+client, status updates per tool call and result, the reply as an artifact) likewise.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
+from a2a.client import ClientConfig, create_client
+from a2a.helpers import new_text_part
+from a2a.types import Message, Role, SendMessageRequest
 from ag_ui.encoder import EventEncoder
 from mcp import Client
 
@@ -113,6 +117,17 @@ async def mcp_run(client: Client, sid: str) -> tuple[int, float]:
     return notes, time.perf_counter() - t0
 
 
+async def a2a_send(client: httpx.AsyncClient, url: str, sid: str) -> tuple[int, float]:
+    peer = await create_client(url, ClientConfig(httpx_client=client))
+    message = Message(role=Role.ROLE_USER, message_id=str(uuid.uuid4()), context_id=sid,
+                      parts=[new_text_part("go")])
+    t0 = time.perf_counter()
+    count = 0
+    async for _ in peer.send_message(SendMessageRequest(message=message)):
+        count += 1
+    return count, time.perf_counter() - t0
+
+
 def adapter_alone(lines: list[str], rounds: int = 5) -> tuple[int, float]:
     """Translate and encode a recorded turn: AG-UI events out per second, best of ``rounds``."""
     events = [json.loads(line) for line in lines]
@@ -133,15 +148,16 @@ def adapter_alone(lines: list[str], rounds: int = 5) -> tuple[int, float]:
 
 async def main(turns: int = 6) -> None:
     print(f"load average before: {Path('/proc/loadavg').read_text().split()[:3]}")
-    async with server(3 * turns) as url, httpx.AsyncClient(base_url=url, timeout=120) as client, \
+    async with server(4 * turns) as url, httpx.AsyncClient(base_url=url, timeout=120) as client, \
             Client(url + "/mcp") as mcp_client:
-        rows_native, rows_agui, rows_mcp, recorded = [], [], [], []
+        rows_native, rows_agui, rows_mcp, rows_a2a, recorded = [], [], [], [], []
         for i in range(turns):  # interleaved, so all see the same machine load
             n, secs, lines = await native(client, f"n{i}")
             rows_native.append((n, secs))
             recorded = lines
             rows_agui.append(await agui(client, f"a{i}"))
             rows_mcp.append(await mcp_run(mcp_client, f"m{i}"))
+            rows_a2a.append(await a2a_send(client, url, f"x{i}"))
     nat = statistics.median(s for _, s in rows_native)
     ag = statistics.median(s for _, s in rows_agui)
     n_native, n_agui = rows_native[-1][0], rows_agui[-1][0]
@@ -153,6 +169,9 @@ async def main(turns: int = 6) -> None:
     mc = statistics.median(s for _, s in rows_mcp)
     print(f"MCP run:    {rows_mcp[-1][0]} progress notifications per turn, median "
           f"{mc * 1000:.0f} ms: {(mc / nat - 1) * 100:+.1f}% wall time over the native SSE")
+    a2 = statistics.median(s for _, s in rows_a2a)
+    print(f"A2A stream: {rows_a2a[-1][0]} responses per turn, median {a2 * 1000:.0f} ms: "
+          f"{(a2 / nat - 1) * 100:+.1f}% wall time over the native SSE")
     out, secs = adapter_alone(recorded)
     print(f"adapter alone (translate + encode a recorded turn): {out} events in "
           f"{secs * 1000:.1f} ms ({out / secs:,.0f} events/s)")
