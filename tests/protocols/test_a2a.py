@@ -173,13 +173,18 @@ async def test_a_message_to_a_working_task_steers_its_turn(served: Any) -> None:
         tid = await running.working()
         [steered] = await a2a.send("answer briefly", context="c3", task=tid, stream=False)
         assert steered.task.id == tid and state(steered.task) == W
+        # Streamed, a steer goes on streaming the task: the task now, then the rest.
+        again = await a2a.send("and politely", context="c3", task=tid)
+        assert again[0].HasField("task") and again[0].task.id == tid
         got = await running.done
-        assert "steered: answer briefly" in texts(got)
-        assert states(got)[-1] == DONE
+        for stream in (got, again):
+            assert "steered: answer briefly" in texts(stream)
+            assert "steered: and politely" in texts(stream)
+            assert states(stream)[-1] == DONE
         session = (await a2a.http.get(url + "/v1/sessions/c3")).json()
     # The model read the steering message in its next call: it is in the session's history.
     assert [m["content"] for m in session["messages"] if m["role"] == "user"] == [
-        "read a.txt", "answer briefly"]
+        "read a.txt", "answer briefly", "and politely"]
 
 
 class Background:
