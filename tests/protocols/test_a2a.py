@@ -299,3 +299,23 @@ async def test_bad_input_is_refused(served: Any) -> None:  # noqa: F811
             await a2a.send("hi", context="c8", policy="sometimes")
         with pytest.raises(TaskNotFoundError):
             await a2a.stream.get_task(GetTaskRequest(id="no-such-task"))
+
+
+async def test_a_cancel_racing_the_start_of_its_turn_still_stops_it(
+        served: Any, tmp_path: Path) -> None:  # noqa: F811
+    """The task is answered as soon as it exists (``return_immediately``) and cancelled at once:
+    the cancel meets the task before, during or after its message reaches the session. Every
+    time the task ends cancelled and its turn stops after the model (the tool never runs)."""
+    rounds = 10
+    url = served([{"tool_calls": [["write", {"path": f"r{i}.txt", "content": "x"}]],
+                   "delay": 0.3} for i in range(rounds)])
+    async with peer(url) as a2a:
+        polling = await create_client(a2a.card, ClientConfig(
+            httpx_client=a2a.http, streaming=False, polling=True))
+        for i in range(rounds):
+            [first] = [r async for r in polling.send_message(request("go", context=f"r{i}"))]
+            cancelled = await a2a.stream.cancel_task(CancelTaskRequest(id=first.task.id))
+            assert cancelled.status.state == CANCELED, i
+            session = (await a2a.http.get(f"{url}/v1/sessions/r{i}")).json()
+            assert session["pending_turn"]["cancel_mode"] == "after_model", i
+    assert not list((tmp_path / "ws").glob("r*.txt"))

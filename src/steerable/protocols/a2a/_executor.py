@@ -23,6 +23,7 @@ import json
 import re
 from collections import OrderedDict
 from collections.abc import AsyncIterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -95,6 +96,8 @@ class _Tracked:
     """The approval the task is parked on."""
     cancelled: bool = False
     ended: bool = False
+    sent: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the task's message has been given to the runner (``view`` is then set)."""
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     """Set while no ``execute`` follows the turn."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -170,17 +173,23 @@ class TurnExecutor(AgentExecutor):
             await updater.reject(_note(updater, refusal))
             return
         policy = busy_policy(message, "follow_up")
+        # Known (and followed) before the message is sent: a cancel that comes meanwhile
+        # waits for the send, then stops the turn it started.
+        tracked = _Tracked(sid, TurnView(None))
+        tracked.idle.clear()
+        self._keep(updater.task_id, tracked)
         events = self.runner.events(sid, None)  # attached before the turn can start
         try:
             try:
                 sent = await self._send(sid, text, policy)
             except (LookupError, ValueError, SteerableError, ConnectionError) as exc:
+                tracked.ended = True
                 await updater.reject(_note(updater, str(exc)))
                 return
+            finally:
+                tracked.sent.set()
             running = sent.action in ("started", "steered")
-            tracked = _Tracked(sid, TurnView(sent.turn_id if running else None,
-                                             sent.message_id))
-            self._keep(updater.task_id, tracked)
+            tracked.view = TurnView(sent.turn_id if running else None, sent.message_id)
             if running:
                 await updater.start_work()
             else:
@@ -188,6 +197,7 @@ class TurnExecutor(AgentExecutor):
                                                     "its own"))
             await self._follow(tracked, events, updater)
         finally:
+            tracked.idle.set()
             await _close(events)
 
     async def _send(self, sid: str, text: str, policy: BusyPolicy) -> _Sent:
@@ -309,7 +319,9 @@ class TurnExecutor(AgentExecutor):
             await updater.cancel()
             return
         tracked.cancelled = True
-        if tracked.ended:
+        with suppress(TimeoutError):
+            await asyncio.wait_for(tracked.sent.wait(), self.cancel_wait)
+        if tracked.ended or not tracked.sent.is_set():
             return
         events = None if not tracked.idle.is_set() else self.runner.events(sid, tracked.after)
         try:
