@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import suppress
@@ -41,6 +42,8 @@ from steerable.protocols.a2a._updates import Approval, End, Progress, TurnView, 
 __all__ = ["Runner", "TurnExecutor", "busy_policy"]
 
 _SESSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_CLOCKS = 5.0
+"""Seconds a worker's clock may lag this process's (a turn found by its text, see TurnView)."""
 _KEPT = 4096
 """Tasks remembered; past that the oldest ended ones are forgotten first."""
 
@@ -180,6 +183,7 @@ class TurnExecutor(AgentExecutor):
         self._keep(updater.task_id, tracked)
         events = self.runner.events(sid, None)  # attached before the turn can start
         try:
+            since = time.time() - _CLOCKS
             try:
                 sent = await self._send(sid, text, policy)
             except (LookupError, ValueError, SteerableError, ConnectionError) as exc:
@@ -189,12 +193,14 @@ class TurnExecutor(AgentExecutor):
             finally:
                 tracked.sent.set()
             running = sent.action in ("started", "steered")
-            tracked.view = TurnView(sent.turn_id if running else None, sent.message_id)
-            if running:
+            tracked.view = TurnView(sent.turn_id if running else None, sent.message_id,
+                                    text=text, since=since)
+            if running and tracked.view.turn_id is not None:
                 await updater.start_work()
-            else:
+            elif not running:
                 await updater.submit(_note(updater, f"{sent.action}: waiting for a turn of "
                                                     "its own"))
+            # else started on a worker that has not said which turn: working once it starts
             await self._follow(tracked, events, updater)
         finally:
             tracked.idle.set()
@@ -252,6 +258,10 @@ class TurnExecutor(AgentExecutor):
                     await self._finish(tracked, updater, update)
                     return
                 if isinstance(update, Progress):
+                    if update.kind == "turn_start" and tracked.cancelled:
+                        # Cancelled while it waited for its turn, which a revoke could not
+                        # withdraw: stop the turn now that it is known.
+                        await self.runner.cancel(tracked.session_id, "after_model")
                     await updater.update_status(
                         TaskState.TASK_STATE_WORKING, self._message(updater, update.parts),
                         metadata={"steerable": {"event": update.kind, "seq": seq}})
@@ -342,7 +352,9 @@ class TurnExecutor(AgentExecutor):
         asked, tracked.approval = tracked.approval, None
         if asked is not None:
             await self.runner.resolve_approval(asked.request_id, False, "the task was cancelled")
-        if tracked.view.turn_id is None and tracked.view.message_id is not None:
-            await self.runner.revoke(tracked.view.message_id)
-        else:
+        if tracked.view.turn_id is not None:
             await self.runner.cancel(tracked.session_id, "after_model")
+        elif tracked.view.message_id is not None:
+            with suppress(NotImplementedError):  # a runner that cannot withdraw messages:
+                await self.runner.revoke(tracked.view.message_id)  # stopped once it starts
+
