@@ -95,20 +95,21 @@ def task_id(responses: list[StreamResponse]) -> str:
 class Background:
     """A streamed send read in the background, its answers kept as they come."""
 
-    def __init__(self, a2a: Peer, *parts: Any, context: str) -> None:
+    def __init__(self, a2a: Peer, *parts: Any, context: str, task: str | None = None,
+                 policy: str | None = None) -> None:
         self.got: list[StreamResponse] = []
         self.done = asyncio.ensure_future(self._read(a2a.stream.send_message(
-            request(*parts, context=context))))
+            request(*parts, context=context, task=task, policy=policy))))
 
     async def _read(self, stream: AsyncIterator[StreamResponse]) -> list[StreamResponse]:
         async for r in stream:
             self.got.append(r)
         return self.got
 
-    async def working(self) -> str:
-        """The task's id once it works."""
+    async def working(self, wanted: TaskState = W) -> str:
+        """The task's id once it works (or reaches ``wanted``)."""
         for _ in range(400):
-            if W in states(self.got):
+            if wanted in states(self.got):
                 return task_id(self.got)
             assert not self.done.done(), self.done.result()
             await asyncio.sleep(0.025)

@@ -119,17 +119,22 @@ async def test_a_message_to_a_working_task_steers_its_turn(served: Any) -> None:
 
 async def test_a_new_task_in_a_busy_context_waits_for_a_turn_of_its_own(
         served: Any) -> None:  # noqa: F811
-    url = served([{"text": "first", "delay": 1.0}, {"text": "second"}])
+    url = served([{"text": "first", "delay": 1.0}, {"text": "second"}, {"text": "third"}])
     async with peer(url) as a2a:
         running = Background(a2a, "one", context="c4")
-        await running.working()
-        queued = await a2a.send("two", context="c4")
-        first = await running.done
+        tid = await running.working()
+        two = Background(a2a, "two", context="c4")
+        await two.working(TaskState.TASK_STATE_SUBMITTED)
+        # To the working task, but asking for a turn of its own: a new task that refers to it.
+        three = Background(a2a, "three", context="c4", task=tid, policy="follow_up")
+        first, queued, follow = [await b.done for b in (running, two, three)]
     assert states(first)[-1] == DONE
-    assert states(queued) == [TaskState.TASK_STATE_SUBMITTED, W, DONE]
-    assert "queued: waiting for a turn of its own" in texts(queued)
-    [artifact] = [r.artifact_update.artifact for r in queued if r.HasField("artifact_update")]
-    assert get_artifact_text(artifact) == "second"
+    for stream, reply in ((queued, "second"), (follow, "third")):
+        assert states(stream) == [TaskState.TASK_STATE_SUBMITTED, W, DONE]
+        assert "queued: waiting for a turn of its own" in texts(stream)
+        [artifact] = [r.artifact_update.artifact for r in stream if r.HasField("artifact_update")]
+        assert get_artifact_text(artifact) == reply
+    assert task_id(follow) != tid and list(follow[0].task.history[0].reference_task_ids) == [tid]
 
 
 async def test_cancel_stops_after_the_model_and_the_context_goes_on(

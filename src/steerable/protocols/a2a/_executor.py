@@ -297,16 +297,16 @@ class TurnExecutor(AgentExecutor):
 
     # -- steering and cancelling -----------------------------------------------------------
 
-    async def steer(self, task_id: str, message: Message) -> bool:
-        """A message to task ``task_id`` while its turn works: True when it steered the turn.
-        False when the SDK should take it (the task is parked, over or unknown here, or the
-        message's ``busy_policy`` asks for a turn of its own). Raises the SDK's error when
-        the turn cannot take it."""
+    async def steer(self, task_id: str, message: Message) -> Literal["steered", "new", "sdk"]:
+        """A message to task ``task_id``: ``steered`` when it went into the task's working
+        turn; ``new`` when its ``busy_policy`` asks for a turn of its own (a new task of the
+        same context); ``sdk`` when the SDK should take it (the task is parked on an approval,
+        over, or unknown here). Raises the SDK's error when the turn cannot take it."""
         tracked = self._tasks.get(task_id)
         if tracked is None or tracked.ended or tracked.approval is not None:
-            return False
+            return "sdk"
         if busy_policy(message, "steer") != "steer":
-            return False
+            return "new"
         if tracked.view.turn_id is None:
             raise UnsupportedOperationError(message=(
                 f"task {task_id} waits for a turn of its own and cannot be steered yet; send "
@@ -319,7 +319,7 @@ class TurnExecutor(AgentExecutor):
             raise UnsupportedOperationError(message=(
                 f"the turn of task {task_id} took no steering ({taken.detail}); send the "
                 "message without taskId for a turn of its own"))
-        return True
+        return "steered"
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id, sid = str(context.task_id), str(context.context_id)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
+from typing import Literal
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
@@ -81,11 +82,24 @@ class _Handler(DefaultRequestHandler):
                          agent_card=card)
         self._turns = executor
 
+    async def _route(self, params: SendMessageRequest) -> Literal["steered", "sdk"]:
+        """Steer the task the message names, or make the message a new task of the same
+        context (it refers to the one it named) when its busy policy asks for a turn of its
+        own; ``steered`` or ``sdk`` (the SDK takes it from here)."""
+        message = params.message
+        busy_policy(message, "follow_up")  # a bad one is the caller's error, at once
+        if not message.task_id:
+            return "sdk"
+        route = await self._turns.steer(message.task_id, message)
+        if route == "new":
+            message.reference_task_ids.append(message.task_id)
+            message.task_id = ""
+            return "sdk"
+        return route
+
     async def on_message_send(self, params: SendMessageRequest,
                               context: ServerCallContext) -> Message | Task:
-        busy_policy(params.message, "follow_up")  # a bad one is the caller's error, at once
-        if params.message.task_id and await self._turns.steer(params.message.task_id,
-                                                              params.message):
+        if await self._route(params) == "steered":
             task = await self.on_get_task(GetTaskRequest(id=params.message.task_id), context)
             assert isinstance(task, Task)  # on_get_task raises TaskNotFoundError instead
             return task
@@ -96,9 +110,7 @@ class _Handler(DefaultRequestHandler):
     async def on_message_send_stream(self, params: SendMessageRequest,
                                      context: ServerCallContext
                                      ) -> AsyncGenerator[Event, None]:
-        busy_policy(params.message, "follow_up")
-        if params.message.task_id and await self._turns.steer(params.message.task_id,
-                                                              params.message):
+        if await self._route(params) == "steered":
             # The stream of the steered task goes on from here, as a subscription's does.
             stream = self.on_subscribe_to_task(
                 SubscribeToTaskRequest(id=params.message.task_id), context)
