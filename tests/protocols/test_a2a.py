@@ -86,11 +86,18 @@ async def test_an_approval_is_input_required_until_a_message_answers(
         assert again.task.status.message.parts[0].text == "That is not an answer."
         denied = await a2a.send(new_data_part({"approved": False, "reason": "not now"}),
                                 context="c2", task=tid)
+        assert "denied" in texts(denied)
         assert states(denied)[-1] == DONE
         assert any(t.startswith("tool write not run (denied): not now") for t in texts(denied))
         second = await a2a.send("write it now", context="c2")
         assert states(second)[-1] == IR
+        # Answered elsewhere (the native API) first: the task's answer finds it settled.
+        rid = get_data_parts(second[-1].status_update.status.message.parts)[0]["approval"][
+            "request_id"]
+        assert (await a2a.http.post(f"{url}/v1/approvals/{rid}",
+                                    json={"approved": True})).json() == {"ok": True}
         approved = await a2a.send("yes, go ahead", context="c2", task=task_id(second))
+        assert "already answered (elsewhere, or it timed out)" in texts(approved)
         assert states(approved) == [W, DONE]
         assert any(t.startswith("Created b.txt") for t in texts(approved))
 
@@ -127,6 +134,9 @@ async def test_a_new_task_in_a_busy_context_waits_for_a_turn_of_its_own(
         await two.working(TaskState.TASK_STATE_SUBMITTED)
         # To the working task, but asking for a turn of its own: a new task that refers to it.
         three = Background(a2a, "three", context="c4", task=tid, policy="follow_up")
+        [refused] = await a2a.send("four", context="c4", policy="reject", stream=False)
+        assert state(refused.task) == TaskState.TASK_STATE_REJECTED
+        assert "is busy" in refused.task.status.message.parts[0].text
         first, queued, follow = [await b.done for b in (running, two, three)]
     assert states(first)[-1] == DONE
     for stream, reply in ((queued, "second"), (follow, "third")):

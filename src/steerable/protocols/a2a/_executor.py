@@ -233,8 +233,10 @@ class TurnExecutor(AgentExecutor):
                         [new_text_part("That is not an answer."), *asked.parts]))
                     return
                 tracked.approval = None
-                await self.runner.resolve_approval(asked.request_id, *answer)
-                await updater.start_work(_note(updater, "approved" if answer[0] else "denied"))
+                taken = await self.runner.resolve_approval(asked.request_id, *answer)
+                await updater.start_work(_note(updater, (
+                    "approved" if answer[0] else "denied") if taken else
+                    "already answered (elsewhere, or it timed out)"))
             await self._follow(tracked, events, updater)
         finally:
             await _close(events)
