@@ -6,6 +6,7 @@ a stream, the token, bad input."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +222,21 @@ async def test_bad_input_is_refused(served: Any) -> None:  # noqa: F811
             await a2a.send("hi", context="c8", policy="sometimes")
         with pytest.raises(TaskNotFoundError):
             await a2a.stream.get_task(GetTaskRequest(id="no-such-task"))
+    big = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+           "params": {"message": {"messageId": "m", "role": "ROLE_USER",
+                                  "parts": [{"text": "x" * (1 << 20)}]}}}
+    chunks = [b'{"jsonrpc": "2.0", "padding": "', b"x" * (1 << 20), b'"}']
+
+    async def body() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+
+    async with httpx.AsyncClient(timeout=20) as http:
+        refused = await http.post(url + "/a2a", json=big)
+        # Streamed without a length, it is cut off as soon as it is too long.
+        streamed = await http.post(url + "/a2a", content=body())
+    assert refused.status_code == 413 and refused.json()["error"]["code"] == -32600
+    assert streamed.status_code == 413
 
 
 async def test_a_cancel_racing_the_start_of_its_turn_still_stops_it(

@@ -10,7 +10,7 @@ handler, with one change: a message to a task whose turn is working steers the t
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
 from typing import Literal
@@ -40,13 +40,17 @@ from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_CUR
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import Message as ASGIMessage
 
 from steerable.protocols.a2a._executor import Runner, TurnExecutor, busy_policy
 
-__all__ = ["CARD_PATH", "RPC_PATH", "A2AEndpoints", "a2a_endpoints", "agent_card"]
+__all__ = ["CARD_PATH", "MAX_REQUEST", "RPC_PATH", "A2AEndpoints", "a2a_endpoints",
+           "agent_card"]
 
 CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH
 RPC_PATH = "/a2a"
+MAX_REQUEST = 1 << 20
+"""Bytes a JSON-RPC request may have (the SDK's dispatcher reads any body whole)."""
 
 
 def agent_card(url: str, *, name: str, description: str, version: str,
@@ -123,6 +127,41 @@ class _Handler(DefaultRequestHandler):
             await stream.aclose()
 
 
+def _capped(endpoint: Callable[[Request], Awaitable[Response]]
+            ) -> Callable[[Request], Awaitable[Response]]:
+    """``endpoint`` behind a body cap: a larger body is refused (413, a JSON-RPC error) before
+    any of it is parsed; a smaller one is handed on as it came. (A function: Starlette calls a
+    route's object endpoint as an ASGI app.)"""
+
+    async def capped(request: Request) -> Response:
+        declared = request.headers.get("content-length")
+        too_big = declared is not None and (not declared.isdigit()
+                                            or int(declared) > MAX_REQUEST)
+        raw = bytearray()
+        if not too_big:
+            async for chunk in request.stream():
+                raw += chunk
+                if len(raw) > MAX_REQUEST:
+                    too_big = True
+                    break
+        if too_big:
+            return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32600, "message": f"request larger than {MAX_REQUEST} bytes"}}, 413)
+        body = bytes(raw)
+        given = False
+
+        async def receive() -> ASGIMessage:
+            nonlocal given
+            if not given:
+                given = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await request.receive()  # then the disconnect, for a stream
+
+        return await endpoint(Request(request.scope, receive))
+
+    return capped
+
+
 class A2AEndpoints:
     """The routes to mount behind the server's guard, the paths that need no token, and the
     context to keep open while the app runs (it drains the SDK's tasks on shutdown)."""
@@ -133,8 +172,9 @@ class A2AEndpoints:
                              secured=secured)
         self.executor = TurnExecutor(runner)
         self.handler = _Handler(self.executor, self._card(RPC_PATH))
-        self.routes: list[BaseRoute] = [Route(CARD_PATH, self._serve_card, methods=["GET"]),
-                                        *create_jsonrpc_routes(self.handler, RPC_PATH)]
+        self.routes: list[BaseRoute] = [Route(CARD_PATH, self._serve_card, methods=["GET"])]
+        for route in create_jsonrpc_routes(self.handler, RPC_PATH):
+            self.routes.append(Route(route.path, _capped(route.endpoint), methods=["POST"]))
         self.public: Sequence[str] = (CARD_PATH,)
 
     async def _serve_card(self, request: Request) -> Response:
