@@ -1,5 +1,6 @@
-"""The A2A adapter's pure part: which native events a task's turn view turns into updates, and
-how a message answers an approval. Properties over interleaved sessions' events (hypothesis)."""
+"""The A2A adapter's pure parts: which native events a task's turn view turns into updates
+(properties over interleaved turns' events, hypothesis), how a message answers an approval, and
+the task store's bound."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import pytest
 
 pytest.importorskip("a2a.types", reason="the a2a extra is not installed")
 
-from a2a.types import TaskState
+from a2a.server.context import ServerCallContext
+from a2a.types import Task, TaskState, TaskStatus
 from hypothesis import given
 from hypothesis import strategies as st
 
+from steerable.protocols.a2a import BoundedTaskStore
 from steerable.protocols.a2a._updates import Approval, End, Progress, TurnView, decision
 
 KINDS = ["llm_delta", "llm_request", "llm_response", "tool_exec_start", "tool_exec_progress",
@@ -108,3 +111,14 @@ def test_a_turn_no_runner_named_is_the_first_started_on_the_text_since_the_send(
     assert isinstance(started, Progress) and view.turn_id == "ours"
     assert view.feed(5, event("turn_end", "old", status="completed")) is None
     assert isinstance(view.feed(6, event("turn_end", "ours", status="completed")), End)
+
+
+async def test_the_task_store_drops_the_tasks_that_ended_longest_ago_never_live_ones() -> None:
+    store, context = BoundedTaskStore(limit=3), ServerCallContext()
+    ended, live = TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_INPUT_REQUIRED
+    for name, state in [("a", ended), ("b", live), ("c", ended), ("d", live), ("e", live)]:
+        await store.save(Task(id=name, context_id="s", status=TaskStatus(state=state)), context)
+    kept = [t for t in "abcde" if await store.get(t, context) is not None]
+    assert kept == ["b", "d", "e"]  # a and c ended, oldest first; the live ones stay
+    await store.save(Task(id="f", context_id="s", status=TaskStatus(state=live)), context)
+    assert await store.get("f", context) is not None  # over the limit, but nothing has ended

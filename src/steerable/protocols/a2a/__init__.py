@@ -7,11 +7,13 @@ the endpoints (the agent card at ``/.well-known/agent-card.json``, JSON-RPC at `
 from steerable.protocols.a2a._executor import Runner, TurnExecutor
 from steerable.protocols.a2a._server import (
     CARD_PATH,
+    MAX_REQUEST,
     RPC_PATH,
     A2AEndpoints,
+    BoundedTaskStore,
     a2a_endpoints,
     agent_card,
 )
 
-__all__ = ["CARD_PATH", "RPC_PATH", "A2AEndpoints", "Runner", "TurnExecutor", "a2a_endpoints",
-           "agent_card"]
+__all__ = ["CARD_PATH", "MAX_REQUEST", "RPC_PATH", "A2AEndpoints", "BoundedTaskStore", "Runner",
+           "TurnExecutor", "a2a_endpoints", "agent_card"]

@@ -10,6 +10,7 @@ handler, with one change: a message to a task whose turn is working steers the t
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
@@ -35,6 +36,7 @@ from a2a.types import (
     StringList,
     SubscribeToTaskRequest,
     Task,
+    TaskState,
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_CURRENT
 from starlette.requests import Request
@@ -44,11 +46,13 @@ from starlette.types import Message as ASGIMessage
 
 from steerable.protocols.a2a._executor import Runner, TurnExecutor, busy_policy
 
-__all__ = ["CARD_PATH", "MAX_REQUEST", "RPC_PATH", "A2AEndpoints", "a2a_endpoints",
-           "agent_card"]
+__all__ = ["CARD_PATH", "MAX_REQUEST", "RPC_PATH", "A2AEndpoints", "BoundedTaskStore",
+           "a2a_endpoints", "agent_card"]
 
 CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH
 RPC_PATH = "/a2a"
+_ENDED = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED,
+                    TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED})
 MAX_REQUEST = 1 << 20
 """Bytes a JSON-RPC request may have (the SDK's dispatcher reads any body whole)."""
 
@@ -82,7 +86,7 @@ class _Handler(DefaultRequestHandler):
     """The SDK's handler; a message to a working task steers its turn instead of waiting."""
 
     def __init__(self, executor: TurnExecutor, card: AgentCard) -> None:
-        super().__init__(agent_executor=executor, task_store=InMemoryTaskStore(),
+        super().__init__(agent_executor=executor, task_store=BoundedTaskStore(),
                          agent_card=card)
         self._turns = executor
 
@@ -125,6 +129,33 @@ class _Handler(DefaultRequestHandler):
                 yield event
         finally:
             await stream.aclose()
+
+
+class BoundedTaskStore(InMemoryTaskStore):
+    """The SDK's in-memory store, holding at most ``limit`` tasks: past that the tasks that
+    ended longest ago are dropped (a task still at work or waiting for input is never dropped),
+    so a long-running server does not keep every task it ever ran."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        super().__init__()
+        self.limit = limit
+        self._order: OrderedDict[str, tuple[ServerCallContext, bool]] = OrderedDict()
+        """Task id -> the context it was saved under (the store scopes tasks by owner) and
+        whether it has ended, oldest save first."""
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        await super().save(task, context)
+        self._order[task.id] = (context, task.status.state in _ENDED)
+        self._order.move_to_end(task.id)
+        if len(self._order) > self.limit:
+            for task_id in [t for t, (_, ended) in self._order.items() if ended][
+                    :len(self._order) - self.limit]:
+                owner, _ = self._order.pop(task_id)
+                await super().delete(task_id, owner)
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        self._order.pop(task_id, None)
+        await super().delete(task_id, context)
 
 
 def _capped(endpoint: Callable[[Request], Awaitable[Response]]
