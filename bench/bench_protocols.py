@@ -10,7 +10,10 @@ RUN_FINISHED), the same for the native SSE of an identical turn, the AG-UI adapt
 in wall time per turn, and the adapter alone in this process (translation plus encoding of a
 recorded turn: the ceiling one stream can sustain); the MCP ``run`` tool's wall time per turn
 (progress notifications included) against the native SSE's; the A2A streamed send's (the SDK's
-client, status updates per tool call and result, the reply as an artifact) likewise.
+client, status updates per tool call and result, the reply as an artifact) likewise; and the A2A
+adapter alone in this process (the SDK's request handler and task store fed a turn of 100, 400
+and 800 tool calls): the SDK copies the task, whose history keeps every status message, on each
+update, so its cost per update grows with the turn.
 """
 
 from __future__ import annotations
@@ -26,15 +29,19 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import httpx
 from a2a.client import ClientConfig, create_client
 from a2a.helpers import new_text_part
+from a2a.server.context import ServerCallContext
 from a2a.types import Message, Role, SendMessageRequest
 from ag_ui.encoder import EventEncoder
 from mcp import Client
 
+from steerable.protocols.a2a import a2a_endpoints
 from steerable.protocols.agui import RunTranslator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,6 +135,47 @@ async def a2a_send(client: httpx.AsyncClient, url: str, sid: str) -> tuple[int, 
     return count, time.perf_counter() - t0
 
 
+class _Replay:
+    """A runner whose one turn is ``calls`` tool calls and their results, already done."""
+
+    @dataclass
+    class Sent:
+        turn_id: str | None
+        action: str
+        message_id: str | None = None
+
+    def __init__(self, calls: int) -> None:
+        base = {"turn_id": "t1", "parent_turn_id": None, "tool_name": "read",
+                "arguments": {"path": "a.txt"}, "content": "hello\n" * 20, "is_error": False}
+        self.lines = [json.dumps({**base, "kind": kind, "call_id": f"c{i}"})
+                      for i in range(calls) for kind in ("tool_exec_start", "tool_exec_end")]
+        self.lines.append(json.dumps({**base, "kind": "turn_end", "status": "completed",
+                                      "text": "done"}))
+
+    async def send(self, session_id: str, text: str, policy: Any, *,
+                   discard_pending: bool = False) -> _Replay.Sent:
+        return self.Sent("t1", "started")
+
+    async def events(self, session_id: str, after: int | None) -> AsyncIterator[tuple[int, str]]:
+        for seq, line in enumerate(self.lines, 1):
+            yield seq, line
+
+
+async def a2a_alone(calls: int) -> tuple[int, float]:
+    """Updates out and seconds for one streamed task over a replayed turn, no HTTP."""
+    endpoints = a2a_endpoints(cast(Any, _Replay(calls)))
+    message = Message(role=Role.ROLE_USER, message_id="m", context_id="c",
+                      parts=[new_text_part("go")])
+    t0 = time.perf_counter()
+    out = 0
+    async for _ in endpoints.handler.on_message_send_stream(
+            SendMessageRequest(message=message), ServerCallContext()):
+        out += 1
+    seconds = time.perf_counter() - t0
+    await endpoints.handler.aclose()
+    return out, seconds
+
+
 def adapter_alone(lines: list[str], rounds: int = 5) -> tuple[int, float]:
     """Translate and encode a recorded turn: AG-UI events out per second, best of ``rounds``."""
     events = [json.loads(line) for line in lines]
@@ -175,6 +223,10 @@ async def main(turns: int = 6) -> None:
     out, secs = adapter_alone(recorded)
     print(f"adapter alone (translate + encode a recorded turn): {out} events in "
           f"{secs * 1000:.1f} ms ({out / secs:,.0f} events/s)")
+    for calls in (100, 400, 800):
+        out, secs = await a2a_alone(calls)
+        print(f"A2A adapter alone, a turn of {calls} tool calls: {out} updates in "
+              f"{secs * 1000:.0f} ms ({secs / out * 1e6:,.0f} µs per update)")
     print(f"load average after: {Path('/proc/loadavg').read_text().split()[:3]}")
 
 

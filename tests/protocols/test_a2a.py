@@ -100,7 +100,7 @@ async def test_an_approval_is_input_required_until_a_message_answers(
         approved = await a2a.send("yes, go ahead", context="c2", task=task_id(second))
         assert "already answered (elsewhere, or it timed out)" in texts(approved)
         assert states(approved) == [W, DONE]
-        assert any(t.startswith("Created b.txt") for t in texts(approved))
+        assert any(t.startswith("tool write done: Created b.txt") for t in texts(approved))
 
 
 async def test_a_message_to_a_working_task_steers_its_turn(served: Any) -> None:  # noqa: F811

@@ -42,9 +42,7 @@ def protocol_routes(runner: Any, *, agent_name: str = "steerable",
         print(f"no A2A endpoint: pip install 'steerable[a2a]' ({exc.name} is missing)",
               file=sys.stderr)
     else:
-        from steerable import __version__
-
-        a2a = a2a_endpoints(runner, name=agent_name, version=__version__, secured=secured,
+        a2a = a2a_endpoints(runner, name=agent_name, secured=secured,
                             description="steerable's coding agent: it reads, searches and "
                                         "edits files and runs commands in its workspace.")
         fronts.routes += a2a.routes

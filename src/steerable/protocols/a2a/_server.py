@@ -44,6 +44,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message as ASGIMessage
 
+from steerable import __version__
 from steerable.protocols.a2a._executor import Runner, TurnExecutor, busy_policy
 
 __all__ = ["CARD_PATH", "MAX_REQUEST", "RPC_PATH", "A2AEndpoints", "BoundedTaskStore",
@@ -137,7 +138,7 @@ class BoundedTaskStore(InMemoryTaskStore):
     so a long-running server does not keep every task it ever ran."""
 
     def __init__(self, limit: int = 4096) -> None:
-        super().__init__()
+        super().__init__(use_copying=False)
         self.limit = limit
         self._order: OrderedDict[str, tuple[ServerCallContext, bool]] = OrderedDict()
         """Task id -> the context it was saved under (the store scopes tasks by owner) and
@@ -224,7 +225,7 @@ class A2AEndpoints:
 
 
 def a2a_endpoints(runner: Runner, *, name: str = "steerable",
-                  description: str = "A steerable agent.", version: str = "",
+                  description: str = "A steerable agent.", version: str = __version__,
                   secured: bool = False) -> A2AEndpoints:
     """A2A over ``runner`` (a ``steerable.server.SessionRunner``); ``secured``: the server
     requires a bearer token (the card says so)."""

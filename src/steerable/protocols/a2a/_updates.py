@@ -23,6 +23,8 @@ __all__ = ["Approval", "End", "Progress", "TurnView", "Update", "decision"]
 
 _SHOWN = 2000
 """Characters of a tool's output or a model's text a status message carries."""
+_LINE = 160
+"""Characters of a tool's output its one-line summary shows."""
 _YES = frozenset({"yes", "y", "approve", "approved", "allow", "ok"})
 _NO = frozenset({"no", "n", "deny", "denied", "reject"})
 
@@ -167,8 +169,13 @@ def _progress(kind: str, event: dict[str, Any]) -> list[Part] | None:
             return None
         return [new_text_part(f"tool {event['tool_name']}: {_cut(event['text'])}")]
     if kind == "tool_exec_end":
+        # The output once in full (the data part) and a short line to show: a task keeps
+        # every status message in its history, and the SDK copies the task on each update.
         content = str(event.get("content") or "")
-        return [new_text_part(_cut(content)), new_data_part({"tool_result": {
+        outcome = "failed" if event.get("is_error") else "done"
+        line = " ".join(content[:_LINE].split())
+        return [new_text_part(f"tool {event['tool_name']} {outcome}: {line}"),
+                new_data_part({"tool_result": {
             "call_id": event["call_id"], "tool_name": event["tool_name"],
             "is_error": bool(event.get("is_error")), "content": _cut(content)}})]
     if kind == "tool_exec_skipped":
