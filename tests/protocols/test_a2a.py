@@ -257,3 +257,20 @@ async def test_a_cancel_racing_the_start_of_its_turn_still_stops_it(
             session = (await a2a.http.get(f"{url}/v1/sessions/r{i}")).json()
             assert session["pending_turn"]["cancel_mode"] == "after_model", i
     assert not list((tmp_path / "ws").glob("r*.txt"))
+
+
+async def test_a_sub_agent_works_inside_its_parent_s_task(served: Any) -> None:  # noqa: F811
+    url = served([
+        {"tool_calls": [["subagent", {"agent": "explorer", "task": "what is in a.txt?"}]]},
+        {"tool_calls": [["read", {"path": "a.txt"}]]}, {"text": "hello"},
+        {"text": "It says hello."}], config="explorer = true\n")
+    async with peer(url) as a2a:
+        got = await a2a.send("find it", context="c9")
+    shown = texts(got)
+    started = shown.index("sub-agent explorer started")
+    ended = next(i for i, t in enumerate(shown) if t.startswith("sub-agent ended completed"))
+    # The sub-agent's own tool call is an update of the parent's task, between the two.
+    assert any(t.startswith("tool read ") for t in shown[started:ended])
+    assert states(got)[-1] == DONE
+    [artifact] = [r.artifact_update.artifact for r in got if r.HasField("artifact_update")]
+    assert get_artifact_text(artifact) == "It says hello."
