@@ -274,3 +274,18 @@ async def test_a_sub_agent_works_inside_its_parent_s_task(served: Any) -> None: 
     assert states(got)[-1] == DONE
     [artifact] = [r.artifact_update.artifact for r in got if r.HasField("artifact_update")]
     assert get_artifact_text(artifact) == "It says hello."
+
+
+async def test_a_new_task_that_steers_joins_the_working_turn(served: Any) -> None:  # noqa: F811
+    url = served([{"tool_calls": [["read", {"path": "a.txt"}]], "delay": 1.0},
+                  {"text": "read, and steered"}])
+    async with peer(url) as a2a:
+        running = Background(a2a, "read a.txt", context="c10")
+        tid = await running.working()
+        joined = await a2a.send("also say hi", context="c10", policy="steer")
+        first = await running.done
+    assert task_id(joined) != tid
+    for stream in (first, joined):
+        assert "steered: also say hi" in texts(stream) and states(stream)[-1] == DONE
+        [artifact] = [r.artifact_update.artifact for r in stream if r.HasField("artifact_update")]
+        assert get_artifact_text(artifact) == "read, and steered"
