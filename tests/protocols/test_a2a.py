@@ -289,3 +289,15 @@ async def test_a_new_task_that_steers_joins_the_working_turn(served: Any) -> Non
         assert "steered: also say hi" in texts(stream) and states(stream)[-1] == DONE
         [artifact] = [r.artifact_update.artifact for r in stream if r.HasField("artifact_update")]
         assert get_artifact_text(artifact) == "read, and steered"
+
+
+async def test_the_server_stops_cleanly_with_a_task_parked_and_one_working(
+        served: Any) -> None:  # noqa: F811
+    """The fixture stops the server (SIGINT) and checks that it wrote no traceback."""
+    url = served([{"tool_calls": [["write", {"path": "b.txt", "content": "new"}]]},
+                  {"text": "slow", "delay": 30}])
+    async with peer(url) as a2a:
+        assert states(await a2a.send("write it", context="p1"))[-1] == IR
+        running = Background(a2a, "take your time", context="p2")
+        await running.working()
+        running.done.cancel()
