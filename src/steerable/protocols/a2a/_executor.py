@@ -35,7 +35,7 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Part, TaskState
 from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError
 
-from steerable._lanes import BusyPolicy, check_policy
+from steerable.drivers._lanes import BusyPolicy, check_policy
 from steerable.errors import CheckpointError, SteerableError
 from steerable.protocols.a2a._updates import Approval, End, Progress, TurnView, decision
 
