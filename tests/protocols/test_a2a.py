@@ -301,3 +301,19 @@ async def test_the_server_stops_cleanly_with_a_task_parked_and_one_working(
         running = Background(a2a, "take your time", context="p2")
         await running.working()
         running.done.cancel()
+
+
+async def test_cancelling_a_task_that_waits_for_its_turn_withdraws_its_message(
+        served: Any) -> None:  # noqa: F811
+    url = served([{"text": "first", "delay": 1.0}])
+    async with peer(url) as a2a:
+        running = Background(a2a, "one", context="c11")
+        await running.working()
+        waiting = Background(a2a, "two", context="c11")
+        tid = await waiting.working(TaskState.TASK_STATE_SUBMITTED)
+        cancelled = await a2a.stream.cancel_task(CancelTaskRequest(id=tid))
+        assert cancelled.status.state == CANCELED
+        assert states(await waiting.done)[-1] == CANCELED
+        assert states(await running.done)[-1] == DONE
+        session = (await a2a.http.get(url + "/v1/sessions/c11")).json()
+    assert [m["content"] for m in session["messages"] if m["role"] == "user"] == ["one"]

@@ -102,17 +102,6 @@ def test_a_text_answer_is_its_first_word(text: str, answer: tuple[bool, str] | N
     assert decision([text], [{"unrelated": 1}]) == answer
 
 
-def test_a_turn_no_runner_named_is_the_first_started_on_the_text_since_the_send() -> None:
-    view = TurnView(None, None, text="go", since=100.0)
-    assert view.feed(1, event("turn_start", "old", input="go", time=50.0)) is None  # history
-    assert view.feed(2, event("turn_start", "sub", "x", input="go", time=101.0)) is None
-    assert view.feed(3, event("turn_start", "other", input="stop", time=101.0)) is None
-    started = view.feed(4, event("turn_start", "ours", input="go", time=101.0))
-    assert isinstance(started, Progress) and view.turn_id == "ours"
-    assert view.feed(5, event("turn_end", "old", status="completed")) is None
-    assert isinstance(view.feed(6, event("turn_end", "ours", status="completed")), End)
-
-
 async def test_the_task_store_drops_the_tasks_that_ended_longest_ago_never_live_ones() -> None:
     store, context = BoundedTaskStore(limit=3), ServerCallContext()
     ended, live = TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_INPUT_REQUIRED

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import suppress
@@ -42,8 +41,6 @@ from steerable.protocols.a2a._updates import Approval, End, Progress, TurnView, 
 __all__ = ["Runner", "TurnExecutor", "busy_policy"]
 
 _SESSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_CLOCKS = 5.0
-"""Seconds a worker's clock may lag this process's (a turn found by its text, see TurnView)."""
 _KEPT = 4096
 """Tasks remembered; past that the oldest ended ones are forgotten first."""
 
@@ -183,7 +180,6 @@ class TurnExecutor(AgentExecutor):
         self._keep(updater.task_id, tracked)
         events = self.runner.events(sid, None)  # attached before the turn can start
         try:
-            since = time.time() - _CLOCKS
             try:
                 sent = await self._send(sid, text, policy)
             except (LookupError, ValueError, SteerableError, ConnectionError) as exc:
@@ -193,8 +189,7 @@ class TurnExecutor(AgentExecutor):
             finally:
                 tracked.sent.set()
             running = sent.action in ("started", "steered")
-            tracked.view = TurnView(sent.turn_id if running else None, sent.message_id,
-                                    text=text, since=since)
+            tracked.view = TurnView(sent.turn_id if running else None, sent.message_id)
             if running and tracked.view.turn_id is not None:
                 await updater.start_work()
             elif not running:
@@ -261,8 +256,8 @@ class TurnExecutor(AgentExecutor):
                     return
                 if isinstance(update, Progress):
                     if update.kind == "turn_start" and tracked.cancelled:
-                        # Cancelled while it waited for its turn, which a revoke could not
-                        # withdraw: stop the turn now that it is known.
+                        # Cancelled while it waited for its turn, too late for a revoke:
+                        # stop the turn now that it is known.
                         await self.runner.cancel(tracked.session_id, "after_model")
                     await updater.update_status(
                         TaskState.TASK_STATE_WORKING, self._message(updater, update.parts),
@@ -357,6 +352,6 @@ class TurnExecutor(AgentExecutor):
         if tracked.view.turn_id is not None:
             await self.runner.cancel(tracked.session_id, "after_model")
         elif tracked.view.message_id is not None:
-            with suppress(NotImplementedError):  # a runner that cannot withdraw messages:
-                await self.runner.revoke(tracked.view.message_id)  # stopped once it starts
+            # Too late when its turn is starting: the follower then stops that turn.
+            await self.runner.revoke(tracked.view.message_id)
 

@@ -95,10 +95,6 @@ class TurnView:
     """The turn followed; None until the message that starts it is delivered."""
     message_id: str | None = None
     """The message whose turn is awaited (a queued one); follows re-runs by ``origin_id``."""
-    text: str | None = None
-    since: float = 0.0
-    """A runner that names neither (Redis: the turn starts on some worker): the turn is the
-    first top-level one started on ``text`` at ``since`` (epoch seconds) or later."""
     turns: set[str] = field(default_factory=set)
     """The turn and its sub-turns."""
 
@@ -109,7 +105,7 @@ class TurnView:
     def feed(self, seq: int, event: dict[str, Any]) -> Update | None:
         kind = str(event.get("kind"))
         if self.turn_id is None:
-            return self._started(seq, kind, event)
+            return self._message(seq, event) if kind == "message_state" else None
         if event.get("turn_id") not in self.turns:
             return None
         if kind == "turn_end" and event.get("turn_id") == self.turn_id:
@@ -122,17 +118,6 @@ class TurnView:
             return Approval(event["request_id"], seq, approval_question(event))
         parts = _progress(kind, event)
         return None if parts is None else Progress(kind, seq, parts)
-
-    def _started(self, seq: int, kind: str, event: dict[str, Any]) -> Update | None:
-        if kind == "message_state" and self.message_id is not None:
-            return self._message(seq, event)
-        if (kind == "turn_start" and self.message_id is None and self.text is not None
-                and event.get("parent_turn_id") is None and event.get("input") == self.text
-                and float(event.get("time") or 0) >= self.since):
-            self.turn_id = str(event["turn_id"])
-            self.turns.add(self.turn_id)
-            return Progress("turn_start", seq, [new_text_part("the turn started")])
-        return None
 
     def _message(self, seq: int, event: dict[str, Any]) -> Update | None:
         if event.get("origin_id") == self.message_id and event.get("state") == "queued":
