@@ -1,5 +1,5 @@
-"""Protocol front-end benchmarks: AG-UI at /v1/agui and MCP at /mcp against the native SSE of
-the same turn.
+"""Protocol front-end benchmarks: AG-UI at /v1/agui, MCP at /mcp and A2A at /a2a against the
+native SSE of the same turn.
 
     python bench/bench_protocols.py
 
@@ -9,7 +9,11 @@ events. Printed: the events per second one AG-UI stream carries end to end (requ
 RUN_FINISHED), the same for the native SSE of an identical turn, the AG-UI adapter's overhead
 in wall time per turn, and the adapter alone in this process (translation plus encoding of a
 recorded turn: the ceiling one stream can sustain); the MCP ``run`` tool's wall time per turn
-(progress notifications included) against the native SSE's.
+(progress notifications included) against the native SSE's; the A2A streamed send's (the SDK's
+client, status updates per tool call and result, the reply as an artifact) likewise; and the A2A
+adapter alone in this process (the SDK's request handler and task store fed a turn of 100, 400
+and 800 tool calls): the SDK copies the task, whose history keeps every status message, on each
+update, so its cost per update grows with the turn.
 """
 
 from __future__ import annotations
@@ -25,12 +29,19 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import httpx
+from a2a.client import ClientConfig, create_client
+from a2a.helpers import new_text_part
+from a2a.server.context import ServerCallContext
+from a2a.types import Message, Role, SendMessageRequest
 from ag_ui.encoder import EventEncoder
 from mcp import Client
 
+from steerable.protocols.a2a import a2a_endpoints
 from steerable.protocols.agui import RunTranslator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,6 +124,58 @@ async def mcp_run(client: Client, sid: str) -> tuple[int, float]:
     return notes, time.perf_counter() - t0
 
 
+async def a2a_send(client: httpx.AsyncClient, url: str, sid: str) -> tuple[int, float]:
+    peer = await create_client(url, ClientConfig(httpx_client=client))
+    message = Message(role=Role.ROLE_USER, message_id=str(uuid.uuid4()), context_id=sid,
+                      parts=[new_text_part("go")])
+    t0 = time.perf_counter()
+    count = 0
+    async for _ in peer.send_message(SendMessageRequest(message=message)):
+        count += 1
+    return count, time.perf_counter() - t0
+
+
+class _Replay:
+    """A runner whose one turn is ``calls`` tool calls and their results, already done."""
+
+    @dataclass
+    class Sent:
+        turn_id: str | None
+        action: str
+        message_id: str | None = None
+
+    def __init__(self, calls: int) -> None:
+        base = {"turn_id": "t1", "parent_turn_id": None, "tool_name": "read",
+                "arguments": {"path": "a.txt"}, "content": "hello\n" * 20, "is_error": False}
+        self.lines = [json.dumps({**base, "kind": kind, "call_id": f"c{i}"})
+                      for i in range(calls) for kind in ("tool_exec_start", "tool_exec_end")]
+        self.lines.append(json.dumps({**base, "kind": "turn_end", "status": "completed",
+                                      "text": "done"}))
+
+    async def send(self, session_id: str, text: str, policy: Any, *,
+                   discard_pending: bool = False) -> _Replay.Sent:
+        return self.Sent("t1", "started")
+
+    async def events(self, session_id: str, after: int | None) -> AsyncIterator[tuple[int, str]]:
+        for seq, line in enumerate(self.lines, 1):
+            yield seq, line
+
+
+async def a2a_alone(calls: int) -> tuple[int, float]:
+    """Updates out and seconds for one streamed task over a replayed turn, no HTTP."""
+    endpoints = a2a_endpoints(cast(Any, _Replay(calls)))
+    message = Message(role=Role.ROLE_USER, message_id="m", context_id="c",
+                      parts=[new_text_part("go")])
+    t0 = time.perf_counter()
+    out = 0
+    async for _ in endpoints.handler.on_message_send_stream(
+            SendMessageRequest(message=message), ServerCallContext()):
+        out += 1
+    seconds = time.perf_counter() - t0
+    await endpoints.handler.aclose()
+    return out, seconds
+
+
 def adapter_alone(lines: list[str], rounds: int = 5) -> tuple[int, float]:
     """Translate and encode a recorded turn: AG-UI events out per second, best of ``rounds``."""
     events = [json.loads(line) for line in lines]
@@ -133,15 +196,16 @@ def adapter_alone(lines: list[str], rounds: int = 5) -> tuple[int, float]:
 
 async def main(turns: int = 6) -> None:
     print(f"load average before: {Path('/proc/loadavg').read_text().split()[:3]}")
-    async with server(3 * turns) as url, httpx.AsyncClient(base_url=url, timeout=120) as client, \
+    async with server(4 * turns) as url, httpx.AsyncClient(base_url=url, timeout=120) as client, \
             Client(url + "/mcp") as mcp_client:
-        rows_native, rows_agui, rows_mcp, recorded = [], [], [], []
+        rows_native, rows_agui, rows_mcp, rows_a2a, recorded = [], [], [], [], []
         for i in range(turns):  # interleaved, so all see the same machine load
             n, secs, lines = await native(client, f"n{i}")
             rows_native.append((n, secs))
             recorded = lines
             rows_agui.append(await agui(client, f"a{i}"))
             rows_mcp.append(await mcp_run(mcp_client, f"m{i}"))
+            rows_a2a.append(await a2a_send(client, url, f"x{i}"))
     nat = statistics.median(s for _, s in rows_native)
     ag = statistics.median(s for _, s in rows_agui)
     n_native, n_agui = rows_native[-1][0], rows_agui[-1][0]
@@ -153,9 +217,16 @@ async def main(turns: int = 6) -> None:
     mc = statistics.median(s for _, s in rows_mcp)
     print(f"MCP run:    {rows_mcp[-1][0]} progress notifications per turn, median "
           f"{mc * 1000:.0f} ms: {(mc / nat - 1) * 100:+.1f}% wall time over the native SSE")
+    a2 = statistics.median(s for _, s in rows_a2a)
+    print(f"A2A stream: {rows_a2a[-1][0]} responses per turn, median {a2 * 1000:.0f} ms: "
+          f"{(a2 / nat - 1) * 100:+.1f}% wall time over the native SSE")
     out, secs = adapter_alone(recorded)
     print(f"adapter alone (translate + encode a recorded turn): {out} events in "
           f"{secs * 1000:.1f} ms ({out / secs:,.0f} events/s)")
+    for calls in (100, 400, 800):
+        out, secs = await a2a_alone(calls)
+        print(f"A2A adapter alone, a turn of {calls} tool calls: {out} updates in "
+              f"{secs * 1000:.0f} ms ({secs / out * 1e6:,.0f} µs per update)")
     print(f"load average after: {Path('/proc/loadavg').read_text().split()[:3]}")
 
 

@@ -36,17 +36,20 @@ def agent_args(tmp_path: Path, script: list[dict[str, Any]]) -> list[str]:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Callable[..., str]]:
-    """Start ``steerable serve`` with a script (and ``config``, the user config.toml's text);
-    yields a function that makes the process and gives its URL."""
+    """Start ``steerable serve`` with a script (and ``config``, the user config.toml's text;
+    ``extra_env``, more environment variables); yields a function that makes the process and
+    gives its URL."""
     procs: list[subprocess.Popen[str]] = []
 
-    def start(script: list[dict[str, Any]], config: str = "") -> str:
+    def start(script: list[dict[str, Any]], config: str = "",
+              extra_env: dict[str, str] | None = None) -> str:
         if config:
             folder = tmp_path / "config" / "steerable"
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "config.toml").write_text(config)
         proc = subprocess.Popen([sys.executable, "-m", "steerable", "serve", "--port", "0",
-                                 *agent_args(tmp_path, script)], env=env(tmp_path),
+                                 *agent_args(tmp_path, script)],
+                                env={**env(tmp_path), **(extra_env or {})},
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         procs.append(proc)
         assert proc.stdout is not None

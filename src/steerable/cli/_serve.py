@@ -69,10 +69,13 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
             runner = (_temporal_runner(app, redis_url, args) if args.temporal
                       else _redis_runner(app, redis_url, args) if redis_url
                       else LocalRunner(app.loop, app.redact, on_delete=app.shells.stop_session))
-            routes, contexts = protocol_routes(runner)
+            fronts = protocol_routes(runner, agent_name=app.agent.name,
+                                     secured=token is not None)
             asgi = create_app(runner, token=token, undo=_undo_api(app, runner),
                               allowed_hosts=args.allow_host, allowed_origins=args.allow_origin,
-                              extra_routes=routes, contexts=[*contexts, _shells_closed(app)])
+                              extra_routes=fronts.routes,
+                              contexts=[*fronts.contexts, _shells_closed(app)],
+                              public_paths=fronts.public)
             config = uvicorn.Config(asgi, host=args.host, port=args.port, log_level="warning",
                                     access_log=False, lifespan="on",
                                     timeout_graceful_shutdown=3)

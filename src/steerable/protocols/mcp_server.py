@@ -124,11 +124,17 @@ async def _run(runner: Runner, ctx: Context, prompt: str, session_id: str | None
     events = runner.events(sid, None)
     try:
         sent = await _answer(runner.send(sid, prompt, "reject"))
+        # A runner whose worker starts the turn does not name it (Redis): the session was
+        # idle (policy reject), so the first top-level turn that starts is this one.
+        turn = sent.turn_id
         step = 0
         try:
             async for _seq, data in events:
                 event = json.loads(data)
-                if event.get("kind") == "turn_end" and event.get("turn_id") == sent.turn_id:
+                if turn is None and event.get("kind") == "turn_start" \
+                        and event.get("parent_turn_id") is None:
+                    turn = event["turn_id"]
+                if event.get("kind") == "turn_end" and event.get("turn_id") == turn:
                     return _outcome(sid, event)
                 shown = progress_text(event)
                 if shown is not None:

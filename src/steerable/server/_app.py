@@ -128,13 +128,15 @@ def _json_errors(handler: Handler) -> Handler:
 def create_app(runner: SessionRunner, *, token: str | None = None,
                undo: UndoAPI | None = None, allowed_hosts: Sequence[str] = (),
                allowed_origins: Sequence[str] = (), extra_routes: Sequence[BaseRoute] = (),
-               contexts: Sequence[AbstractAsyncContextManager[Any]] = ()) -> Starlette:
+               contexts: Sequence[AbstractAsyncContextManager[Any]] = (),
+               public_paths: Sequence[str] = ()) -> Starlette:
     """The server's app: JSON API, SSE and the web page over ``runner``. ``token``: the bearer
     token every API request needs (None: only loopback host names are served, plus
     ``allowed_hosts``); ``allowed_origins``: other pages (``scheme://host[:port]``) that may
     call the API from a browser. With ``undo``, the undo endpoints (``/changes``, ``/undo``,
     ``/redo``) and ``restore_files`` on a hard abort. ``extra_routes`` (the protocol front
-    ends, behind the same guard) and the ``contexts`` they need open while the app runs."""
+    ends, behind the same guard) and the ``contexts`` they need open while the app runs;
+    ``public_paths``: more paths that need no token (A2A's agent card: discovery)."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -155,7 +157,7 @@ def create_app(runner: SessionRunner, *, token: str | None = None,
     routes = [*_page_routes(), *_session_routes(runner), *_message_routes(runner),
               *_control_routes(runner, undo), *_undo_routes(undo, _S), *extra_routes]
     return Starlette(routes=routes, lifespan=lifespan,
-                     middleware=[Middleware(AccessGuard, token=token, public=_PUBLIC,
+                     middleware=[Middleware(AccessGuard, token=token, public=(*_PUBLIC, *public_paths),
                                             hosts=allowed_hosts, origins=allowed_origins)],
                      exception_handlers={HTTPException: not_found})
 

@@ -163,6 +163,13 @@ class RedisRunner:
         await self.client._redis.delete(self.client.keys.events(session_id))
 
     async def events(self, session_id: str, after: int | None) -> AsyncIterator[SSEItem]:
-        last = unpack_id(after) if after else None
+        # As ``LocalRunner``'s: ``after`` resumes after that event (0: from the oldest kept),
+        # None follows from now on (the protocol front ends attach so before a turn starts).
+        if after is None:
+            newest = await self.client._redis.xrevrange(self.client.keys.events(session_id),
+                                                        count=1)
+            last = newest[0][0].decode() if newest else None
+        else:
+            last = unpack_id(after) if after else None
         async for item in self.client.events(session_id, last):
             yield pack_id(item.id), json.dumps(redacted(item.data, self.redact), ensure_ascii=False)
