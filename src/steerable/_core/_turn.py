@@ -134,7 +134,7 @@ async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) ->
 def _final_text(st: TurnState) -> str:
     for msg in reversed(st.new):
         if msg.role == "assistant":
-            return msg.content
+            return msg.text
     return ""
 
 

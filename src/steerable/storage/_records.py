@@ -74,7 +74,7 @@ def message_from_record(raw: Any, version: int) -> Message:
 def session_title(messages: Sequence[Message], redact: Callable[[str], str] | None) -> str:
     """A new session's title: its first user message on one line, at most 100 characters,
     redacted before it is cut (a cut secret would no longer be recognised)."""
-    title = next((m.content for m in messages if m.role == "user"), "")
+    title = next((m.text for m in messages if m.role == "user"), "")
     if redact is not None:
         title = redact(title)
     return " ".join(title.split())[:100]
