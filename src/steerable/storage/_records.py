@@ -7,24 +7,101 @@ it); a reader decodes each version it knows and refuses newer ones with a clear 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import base64
+import binascii
+import hashlib
+import re
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any
 
 from steerable._messages import Message, ToolCall
+from steerable._parts import FilePart, ImagePart, Part, TextPart, text_of
+from steerable._secrets import Opaque
+from steerable.errors import SteerableError
 
-__all__ = ["SCHEMA_VERSION", "RecordError", "message_from_record", "message_to_record",
-           "session_title"]
+__all__ = ["SCHEMA_VERSION", "BlobReader", "MissingBlobError", "RecordError", "blob_key",
+           "message_from_record", "message_to_record", "session_title"]
 
 SCHEMA_VERSION = 1
+
+BlobReader = Callable[[str], bytes]
+"""Gives the bytes stored under a blob key, or raises ``MissingBlobError``."""
+
+_BLOB_KEY = re.compile(r"^[0-9a-f]{64}$")
 
 
 class RecordError(ValueError):
     """A record that is valid JSON but not a record this version can read."""
 
 
-def message_to_record(message: Message) -> dict[str, Any]:
-    """The JSON object for ``message``; fields at their default value are left out."""
-    out: dict[str, Any] = {"role": message.role, "content": message.content}
+class MissingBlobError(SteerableError):
+    """A message refers to binary data (an image, a file) that its store no longer holds."""
+
+
+def blob_key(data: bytes) -> str:
+    """The key binary data is stored under: its SHA-256, in hex (the same bytes are kept
+    once however often they are sent)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def _part_to_record(part: Part, blobs: MutableMapping[str, bytes] | None) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    out: dict[str, Any] = {"type": "image" if isinstance(part, ImagePart) else "file"}
+    if part.media_type is not None:
+        out["media_type"] = part.media_type
+    if isinstance(part, FilePart) and part.name is not None:
+        out["name"] = part.name
+    if part.data is None:
+        out["url"] = part.url
+    elif blobs is None:
+        # Opaque: redaction passes it by (blanking a piece of base64 corrupts the data).
+        out["data"] = Opaque(base64.b64encode(part.data).decode("ascii"))
+    else:
+        key = blob_key(part.data)
+        blobs[key] = part.data
+        out["blob"], out["size"] = key, len(part.data)
+    return out
+
+
+def _part_from_record(raw: Any, blobs: BlobReader | None) -> Part:
+    if not isinstance(raw, Mapping):
+        raise RecordError("a content part must be an object")
+    kind = raw.get("type")
+    if kind == "text":
+        return TextPart(str(raw["text"]))
+    if kind not in ("image", "file"):
+        raise RecordError(f"unknown content part type {kind!r}")
+    data: bytes | None = None
+    if "data" in raw:
+        try:
+            data = base64.b64decode(str(raw["data"]), validate=True)
+        except binascii.Error as exc:
+            raise RecordError(f"bad base64 in a content part: {exc}") from None
+    elif "blob" in raw:
+        key = str(raw["blob"])
+        if not _BLOB_KEY.match(key):
+            raise RecordError(f"bad blob key {key!r}")
+        if blobs is None:
+            raise MissingBlobError(f"a {kind} part refers to blob {key}, but this record was "
+                                   "read without its store's blobs")
+        data = blobs(key)
+    if kind == "image":
+        return ImagePart(data=data, media_type=raw.get("media_type"), url=raw.get("url"))
+    return FilePart(data=data, media_type=raw.get("media_type"), url=raw.get("url"),
+                    name=raw.get("name"))
+
+
+def message_to_record(message: Message,
+                      blobs: MutableMapping[str, bytes] | None = None) -> dict[str, Any]:
+    """The JSON object for ``message``; fields at their default value are left out.
+
+    Content parts become objects; the bytes of an image or file go into ``blobs`` (key ->
+    bytes, for the store to keep beside the history) and the record holds the key, or are
+    written inline as base64 when ``blobs`` is None."""
+    content = message.content
+    out: dict[str, Any] = {"role": message.role, "content": content if isinstance(
+        content, str) else [_part_to_record(p, blobs) for p in content]}
     if message.tool_calls:
         calls = []
         for call in message.tool_calls:
@@ -50,19 +127,23 @@ def _call_v1(raw: Any) -> ToolCall:
                     raw.get("arguments_error"))
 
 
-def message_from_record(raw: Any, version: int) -> Message:
-    """Decode the ``message`` field of a record written by schema ``version``."""
+def message_from_record(raw: Any, version: int, blobs: BlobReader | None = None) -> Message:
+    """Decode the ``message`` field of a record written by schema ``version``; ``blobs``
+    gives the bytes of parts stored by key (``MissingBlobError`` when they are gone)."""
     if version != 1:
         raise RecordError(f"no decoder for schema version {version}")
     if not isinstance(raw, Mapping):
         raise RecordError("a message must be an object")
     try:
+        content = raw.get("content", "")
+        if type(content) is list:
+            content = [_part_from_record(p, blobs) for p in content]
         if "tool_calls" not in raw:  # most messages: skip the tool-call decoding
-            return Message(raw["role"], raw.get("content", ""),
+            return Message(raw["role"], content,
                            tool_call_id=raw.get("tool_call_id"), name=raw.get("name"),
                            is_error=bool(raw.get("is_error", False)))
         return Message(
-            raw["role"], raw.get("content", ""),
+            raw["role"], content,
             tool_calls=tuple(_call_v1(c) for c in raw.get("tool_calls", ())),
             tool_call_id=raw.get("tool_call_id"), name=raw.get("name"),
             is_error=bool(raw.get("is_error", False)),
@@ -74,7 +155,7 @@ def message_from_record(raw: Any, version: int) -> Message:
 def session_title(messages: Sequence[Message], redact: Callable[[str], str] | None) -> str:
     """A new session's title: its first user message on one line, at most 100 characters,
     redacted before it is cut (a cut secret would no longer be recognised)."""
-    title = next((m.text for m in messages if m.role == "user"), "")
+    title = next((text_of(m.content) for m in messages if m.role == "user"), "")
     if redact is not None:
         title = redact(title)
     return " ".join(title.split())[:100]
