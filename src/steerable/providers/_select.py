@@ -68,6 +68,8 @@ def load_script(path: str | os.PathLike[str]) -> ScriptedProvider:
                 tool_calls=[(str(c[0]), c[1]) for c in step.get("tool_calls", [])],
                 delay=step.get("delay", 0.0),
                 thinking=step.get("thinking", ""),
+                argument_pieces=step.get("argument_pieces", 0),
+                piece_delay=step.get("piece_delay", 0.0),
             ))
         except (TypeError, ValueError, IndexError) as exc:
             raise ConfigurationError(f"script {p}: step {i}: {exc}") from None
