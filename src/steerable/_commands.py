@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from steerable._core._cancel import CancelMode
+from steerable._parts import Part
 from steerable._records import Record, record
 
 __all__ = ["COMMANDS", "AnswerApproval", "Cancel", "Command", "Edit", "FollowUp", "Interrupt",
@@ -39,6 +40,8 @@ class Send(Command):
     session_id: str
     policy: str | None = None
     agent: Any = None
+    parts: tuple[Part, ...] = ()
+    """Its content parts when it has images or files (``text`` is their text view)."""
 
 
 @record(kw_only=False)
@@ -54,6 +57,8 @@ class StartTurn(Command):
     by_lane: bool = False
     message_id: str | None = None
     """The message (already accepted) this turn takes as its input."""
+    parts: tuple[Part, ...] = ()
+    """The input's content parts when it has images or files (``input`` is their text)."""
 
 
 @record(kw_only=False)

@@ -19,6 +19,7 @@ from steerable._core._turn import TurnResult
 from steerable._core._turn_state import TurnState
 from steerable._events import EventKind, TurnPhase
 from steerable._lanes import SendAction
+from steerable._parts import Part, as_content, text_of
 from steerable._receipts import MessageReceipt, MessageState
 from steerable._records import Record, record
 
@@ -34,6 +35,17 @@ def check_mode(mode: object) -> None:
 def check_session_id(session_id: object) -> None:
     if not isinstance(session_id, str) or not session_id:
         raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
+
+
+def check_content(what: str, content: object) -> tuple[str, tuple[Part, ...]]:
+    """A message given as text or as content parts: its text (the parts' text view) and its
+    parts (empty for text), checked like ``check_text``."""
+    if isinstance(content, str):
+        return check_text(what, content), ()
+    parts = as_content(content)  # type: ignore[arg-type]  # (checked there, clear TypeError)
+    if not parts or isinstance(parts, str):
+        raise ValueError(f"{what} must not be empty")
+    return text_of(parts), parts
 
 
 def check_text(what: str, text: object) -> str:

@@ -28,6 +28,7 @@ from steerable._core._engine import Engine
 from steerable._core._queues import offer_steering
 from steerable._core._turn import TurnResult
 from steerable._events import FollowUpQueued, TurnStatus
+from steerable._parts import Part
 from steerable._receipts import MessageReceipt, MessageState
 from steerable.errors import SessionBusyError
 
@@ -178,7 +179,7 @@ class Lanes:
     # -- send ---------------------------------------------------------------------------------
 
     def send(self, text: str, session_id: str, policy: BusyPolicy,
-             agent: Agent | None) -> Any:
+             agent: Agent | None, parts: tuple[Part, ...] = ()) -> Any:
         if self._closed:
             raise RuntimeError("this AgentLoop is closed")
         lane = self._lanes.get(session_id)
@@ -187,9 +188,15 @@ class Lanes:
         engine = self._host._engine
         st = engine.active.get(session_id)
         if st is None and lane.runner is None and not lane.pending and self._has_slot():
-            handle = self._host.submit(StartTurn(text, session_id, agent, by_lane=True))
+            handle = self._host.submit(StartTurn(text, session_id, agent, by_lane=True,
+                                                 parts=parts))
             self._run(session_id, lane, handle)
             return handle
+        if parts:
+            # Steering and queues keep text (their checkpoints too): an image would be lost.
+            raise SessionBusyError(
+                f"session {session_id!r} is busy; a message with images or files starts a turn "
+                "of its own: send it again once the session is idle (it was not queued)")
         r = MessageReceipt("send", text, session_id)
         if policy == "reject" and (st is not None or lane.runner is not None or lane.pending):
             what = f"turn {st.turn_id} is running" if st is not None else "messages are queued"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -51,6 +51,7 @@ from steerable._handle import (
     LoopStatistics,
     TurnHandle,
     TurnInfo,
+    check_content,
     check_mode,
     check_session_id,
     check_text,
@@ -59,6 +60,7 @@ from steerable._handle import (
 from steerable._lanes import BusyPolicy, Lanes, QueuedTurn, check_policy
 from steerable._messages import Message
 from steerable._observers import Observers
+from steerable._parts import Part
 from steerable._receipts import MessageInfo, MessageReceipt
 from steerable.errors import ConfigurationError, SessionBusyError
 
@@ -183,17 +185,19 @@ class AgentLoop:
 
     # -- turns --------------------------------------------------------------------------------
 
-    def start_turn(self, input: str, session_id: str | None = None, *,
+    def start_turn(self, input: str | Sequence[Part], session_id: str | None = None, *,
                    agent: BaseAgent | None = None, discard_checkpoint: bool = False) -> TurnHandle:
-        """Start a turn and return at once. Raises ``SessionBusyError`` if the session is busy,
+        """Start a turn and return at once. ``input`` is text, or content parts (``TextPart``,
+        ``ImagePart``, ``FilePart``). Raises ``SessionBusyError`` if the session is busy,
         and ``ValueError`` (``CheckpointError``) if it has a pending checkpoint (a cancelled or
         crashed turn: ``resume`` it, or pass ``discard_checkpoint=True`` to drop it)."""
-        check_text("turn input", input)
+        text, parts = check_content("turn input", input)
         if session_id is not None:
             check_session_id(session_id)
         if agent is not None and not isinstance(agent, BaseAgent):
             raise TypeError(f"agent must be an agent, got {type(agent).__name__}")
-        handle: TurnHandle = self.submit(StartTurn(input, session_id, agent, discard_checkpoint))
+        handle: TurnHandle = self.submit(StartTurn(text, session_id, agent, discard_checkpoint,
+                                                   parts=parts))
         return handle
 
     def _start(self, cmd: StartTurn) -> TurnHandle:
@@ -208,7 +212,8 @@ class AgentLoop:
                        agent=cmd.agent or self.agent)
         inbox = self._engine.inbox
         queued = inbox.live.get(cmd.message_id) if cmd.message_id else None
-        r = queued or MessageReceipt("send", cmd.input, sid, message_id=cmd.message_id)
+        r = queued or MessageReceipt("send", cmd.input, sid, message_id=cmd.message_id,
+                                     parts=cmd.parts)
         r.turn_id = st.turn_id
         r._holder = None  # the turn's input now: no longer revocable
         st.input_receipt = r
@@ -314,7 +319,7 @@ class AgentLoop:
             self._summaries.maybe_start(st, result)
         return result
 
-    async def run_turn(self, input: str, session_id: str | None = None, *,
+    async def run_turn(self, input: str | Sequence[Part], session_id: str | None = None, *,
                        agent: BaseAgent | None = None,
                        discard_checkpoint: bool = False) -> TurnResult:
         """Start a turn and wait for it. Cancelling the caller hard-aborts the turn."""
@@ -329,7 +334,8 @@ class AgentLoop:
 
     # -- messages from users and channels -----------------------------------------------------
 
-    def send(self, text: str, session_id: str, policy: BusyPolicy | None = None, *,
+    def send(self, text: str | Sequence[Part], session_id: str,
+             policy: BusyPolicy | None = None, *,
              agent: Agent | None = None) -> TurnHandle | QueuedTurn:
         """Deliver a user's message: an idle session starts a turn (its ``TurnHandle``); a busy
         one follows ``policy`` (default ``busy_policy``): ``steer``, ``follow_up``,
@@ -339,21 +345,25 @@ class AgentLoop:
         ``TurnResult`` of the turn that took the message. Messages queued here run in order,
         one turn at a time per session, each after the turn before has been saved; the
         follow-ups a turn hands back run before them.
+
+        A message with content parts (images, files) starts a turn of its own: a busy
+        session refuses it with ``SessionBusyError`` whatever the policy, and it is not lost.
         """
-        check_text("message text", text)
+        body, parts = check_content("message text", text)
         check_session_id(session_id)  # here too: a queued message reaches start_turn later
         if policy is not None:
             check_policy(policy)
         if agent is not None and not isinstance(agent, Agent):
             raise TypeError(f"agent must be an Agent, got {type(agent).__name__}")
         self._bind_if_running()
-        sent: TurnHandle | QueuedTurn = self.submit(Send(text, session_id, policy, agent))
+        sent: TurnHandle | QueuedTurn = self.submit(Send(body, session_id, policy, agent,
+                                                         parts=parts))
         return sent
 
     def _send(self, cmd: Send) -> TurnHandle | QueuedTurn:
         policy = self.busy_policy if cmd.policy is None else check_policy(cmd.policy)
         sent: TurnHandle | QueuedTurn = self._lanes.send(cmd.text, cmd.session_id, policy,
-                                                         cmd.agent)
+                                                         cmd.agent, cmd.parts)
         return sent
 
     def busy(self, session_id: str) -> bool:

@@ -100,7 +100,8 @@ def write_first_checkpoint(engine: Engine, st: TurnState) -> None:
     if not st.durable:
         return
     st.checkpoint_seq += 1
-    st.new.append(Message("user", st.input))
+    r = st.input_receipt
+    st.new.append(Message("user", st.input if r is None else r.content()))
     try:
         cp = capture(st, "model", first=True)
     finally:

@@ -164,7 +164,8 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
             if not st.ephemeral:
                 st.base = await engine.history(st.session_id)
                 st.base_count = len(st.base)
-            st.new.append(Message("user", st.input))
+            r = st.input_receipt
+            st.new.append(Message("user", st.input if r is None else r.content()))
             if st.input_receipt is not None:
                 st.carrying.append(st.input_receipt)
             if isinstance(st.agent, CompositeAgent):
