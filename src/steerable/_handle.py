@@ -42,7 +42,10 @@ def check_content(what: str, content: object) -> tuple[str, tuple[Part, ...]]:
     parts (empty for text), checked like ``check_text``."""
     if isinstance(content, str):
         return check_text(what, content), ()
-    parts = as_content(content)  # type: ignore[arg-type]  # (checked there, clear TypeError)
+    if not isinstance(content, list | tuple):
+        raise TypeError(f"{what} must be a str or a list of parts (TextPart, ImagePart, "
+                        f"FilePart), got {type(content).__name__}")
+    parts = as_content(content)
     if not parts or isinstance(parts, str):
         raise ValueError(f"{what} must not be empty")
     return text_of(parts), parts
