@@ -57,7 +57,7 @@ def test_message_content_is_text_or_parts() -> None:
 def test_the_text_view_holds_every_text_part_and_a_placeholder_per_file(parts: list[Any]) -> None:
     text = text_of(as_content(parts))
     for p in parts:
-        assert (p.text if isinstance(p, TextPart) else f"[file: x.pdf, application/pdf, ") in text
+        assert (p.text if isinstance(p, TextPart) else "[file: x.pdf, application/pdf, ") in text
 
 
 def test_token_estimates_count_an_image_as_much_more_than_its_placeholder() -> None:
