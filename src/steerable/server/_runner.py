@@ -21,11 +21,13 @@ from steerable._core._checkpoint import Checkpoint
 from steerable._lanes import BusyPolicy, QueuedTurn
 from steerable._loop import AgentLoop, TurnHandle
 from steerable._messages import Message
+from steerable._parts import Part
 from steerable._receipts import MessageReceipt
 from steerable._secrets import redacted
 from steerable._session_driver import SessionDriver
 from steerable.errors import CheckpointError, SessionBusyError
 from steerable.server._hub import EventHub, SSEItem
+from steerable.storage._records import part_summary
 
 __all__ = ["CancelModeName", "InterruptModeName", "LocalRunner", "Sent", "SessionRunner", "Taken",
            "pending_json", "pending_or_error", "pending_refusal"]
@@ -73,7 +75,7 @@ class SessionRunner(Protocol):
 
     async def aclose(self) -> None: ...
 
-    async def send(self, session_id: str, text: str, policy: BusyPolicy | None, *,
+    async def send(self, session_id: str, text: str | list[Part], policy: BusyPolicy | None, *,
                    discard_pending: bool = False) -> Sent: ...
 
     async def steer(self, session_id: str, text: str) -> Taken: ...
@@ -108,7 +110,9 @@ class SessionRunner(Protocol):
 def message_json(message: Message) -> dict[str, Any]:
     """A message as the API shows it (before redaction, which the runner applies to the whole
     answer)."""
-    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    out: dict[str, Any] = {"role": message.role, "content": message.text}
+    if message.parts:  # the text above reads them as placeholders; their bytes stay stored
+        out["parts"] = [part_summary(p) for p in message.parts]
     if message.tool_calls:
         out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments}
                              for c in message.tool_calls]
@@ -175,7 +179,7 @@ class LocalRunner:
             driver = self._drivers[session_id] = SessionDriver(self.loop, session_id)
         return driver
 
-    async def send(self, session_id: str, text: str, policy: BusyPolicy | None, *,
+    async def send(self, session_id: str, text: str | list[Part], policy: BusyPolicy | None, *,
                    discard_pending: bool = False) -> Sent:
         driver = self._driver(session_id)
         if not self.loop.busy(session_id):  # a queued message meets no checkpoint: none is left

@@ -20,7 +20,8 @@ from steerable._secrets import Opaque
 from steerable.errors import SteerableError
 
 __all__ = ["SCHEMA_VERSION", "BlobReader", "MissingBlobError", "RecordError", "blob_key",
-           "message_from_record", "message_to_record", "session_title"]
+           "message_from_record", "message_to_record", "part_summary", "parts_from_records",
+           "session_title"]
 
 SCHEMA_VERSION = 1
 
@@ -90,6 +91,31 @@ def _part_from_record(raw: Any, blobs: BlobReader | None) -> Part:
         return ImagePart(data=data, media_type=raw.get("media_type"), url=raw.get("url"))
     return FilePart(data=data, media_type=raw.get("media_type"), url=raw.get("url"),
                     name=raw.get("name"))
+
+
+def parts_from_records(raw: Any) -> tuple[Part, ...]:
+    """Content parts given as JSON objects with their bytes inline (``{"type": "image",
+    "media_type": "image/png", "data": "<base64>"}``, ``{"type": "text", "text": ...}``, a
+    ``url`` instead of ``data``...): what an API client sends. ``RecordError`` says what is
+    wrong with the first bad one."""
+    if not isinstance(raw, list) or not raw:
+        raise RecordError("parts must be a non-empty list of part objects")
+    out = []
+    for index, item in enumerate(raw):
+        if isinstance(item, Mapping) and "blob" in item:
+            raise RecordError(f"part {index}: give the bytes as 'data' (base64) or a 'url'")
+        try:
+            out.append(_part_from_record(item, None))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RecordError(f"part {index}: {exc}") from None
+    return tuple(out)
+
+
+def part_summary(part: Part) -> dict[str, Any]:
+    """What an API shows of a part without its bytes: type, media type, name, URL, size."""
+    out = _part_to_record(part, {})
+    out.pop("blob", None)
+    return out
 
 
 def message_to_record(message: Message,
