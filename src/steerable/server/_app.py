@@ -111,9 +111,11 @@ def _content(data: dict[str, Any]) -> str | list[Part]:
     """A message's ``text``, or its ``parts`` (images and files, bytes in base64) after the
     ``text`` when both are given."""
     raw = data.get("parts")
+    text = _field(data, "text", str, required=raw is None)
+    if text is not None and len(text.encode("utf-8", "surrogatepass")) > MAX_BODY:
+        raise BadRequest(413, f"field 'text' larger than {MAX_BODY} bytes")
     if raw is None:
-        return str(_field(data, "text", str))
-    text = _field(data, "text", str, required=False)
+        return str(text)
     parts = list(parts_from_records(raw))
     return [TextPart(text), *parts] if text else parts
 
