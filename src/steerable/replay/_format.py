@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from steerable._messages import ToolCall, Usage
+from steerable._parts import Content, Part
 from steerable.errors import (
     ContextOverflowError,
     FatalProviderError,
@@ -40,7 +41,12 @@ from steerable.providers._base import (
     ToolCallChunk,
 )
 from steerable.replay._errors import RecordingError
-from steerable.storage._records import message_from_record, message_to_record
+from steerable.storage._records import (
+    message_from_record,
+    message_to_record,
+    parts_from_records,
+    parts_to_records,
+)
 
 __all__ = [
     "FORMAT",
@@ -242,3 +248,16 @@ def messages_to_json(messages: Sequence[Any]) -> list[dict[str, Any]]:
 
 def messages_from_json(raw: Sequence[Any]) -> list[Any]:
     return [message_from_record(m, 1) for m in raw]
+
+
+def with_parts(entry: dict[str, Any], parts: Sequence[Part]) -> dict[str, Any]:
+    """``entry`` (a turn or a send) with its input's parts, when it has any (bytes inline)."""
+    if parts:
+        entry["parts"] = parts_to_records(parts)
+    return entry
+
+
+def content_of(entry: Mapping[str, Any], text_field: str) -> Content:
+    """A recorded turn's or send's input: its parts when it has any, else its text."""
+    raw = entry.get("parts")
+    return parts_from_records(raw) if raw else str(entry[text_field])

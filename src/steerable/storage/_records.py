@@ -21,7 +21,7 @@ from steerable.errors import SteerableError
 
 __all__ = ["SCHEMA_VERSION", "BlobReader", "MissingBlobError", "RecordError", "blob_key",
            "message_from_record", "message_to_record", "part_summary", "parts_from_records",
-           "session_title"]
+           "parts_to_records", "session_title"]
 
 SCHEMA_VERSION = 1
 
@@ -109,6 +109,11 @@ def parts_from_records(raw: Any) -> tuple[Part, ...]:
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordError(f"part {index}: {exc}") from None
     return tuple(out)
+
+
+def parts_to_records(parts: Sequence[Part]) -> list[dict[str, Any]]:
+    """``parts`` as JSON objects with their bytes inline (what ``parts_from_records`` reads)."""
+    return [_part_to_record(p, None) for p in parts]
 
 
 def part_summary(part: Part) -> dict[str, Any]:

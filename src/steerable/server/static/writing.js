@@ -1,6 +1,7 @@
 // A tool call the model is writing, on steerable's page: while its arguments stream in
 // (TOOL_CALL_DELTA), a live line in the turn says "writing write notes.md … 1.2 KB, 40 lines";
 // the call's own card replaces it once the model's reply is complete.
+// (sizeLabel comes from parts.js, loaded before this file.)
 "use strict";
 
 const MAIN_ARG = /"(?:path|file_path|command|pattern|url|query)"\s*:\s*"((?:[^"\\]|\\.){1,80})/;
