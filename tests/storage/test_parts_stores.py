@@ -143,3 +143,24 @@ def test_a_missing_blob_is_a_clear_error(kind: str, tmp_path: Path,
     _lose_blob(store, "s", tmp_path)
     with pytest.raises(MissingBlobError, match="missing from"):
         store.load("s")
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_a_rewrite_drops_the_blobs_no_message_refers_to(kind: str, tmp_path: Path) -> None:
+    store: Any = (JSONLSessionStore(tmp_path) if kind == "jsonl"
+                  else SQLiteSessionStore(tmp_path / "s.sqlite"))
+    old, kept = (Message("user", [ImagePart(data=bytes([n]) * 100, media_type="image/png")])
+                 for n in (1, 2))
+    store.append("s", [old, Message("assistant", "a"), kept], TurnRecord("t", "completed", 1))
+    store.append("s", [Message("assistant", "b")], TurnRecord("t2", "completed", 1))
+    # compaction dropped the first exchange; the message appended meanwhile (base) stays
+    store.replace("s", [kept], base=3)
+
+    def stored() -> set[bytes]:
+        if kind == "jsonl":
+            return {p.read_bytes() for p in (tmp_path / "s.blobs").iterdir()}
+        with sqlite3.connect(store.path) as db:
+            return {bytes(d) for (d,) in db.execute("SELECT data FROM blobs")}
+
+    assert stored() == {bytes([2]) * 100}
+    assert store.load("s") == [kept, Message("assistant", "b")]

@@ -20,6 +20,7 @@ from steerable._secrets import Opaque
 from steerable.errors import SteerableError
 
 __all__ = ["SCHEMA_VERSION", "BlobReader", "MissingBlobError", "RecordError", "blob_key",
+           "blob_refs",
            "message_from_record", "message_to_record", "part_summary", "parts_from_records",
            "parts_to_records", "session_title"]
 
@@ -43,6 +44,14 @@ def blob_key(data: bytes) -> str:
     """The key binary data is stored under: its SHA-256, in hex (the same bytes are kept
     once however often they are sent)."""
     return hashlib.sha256(data).hexdigest()
+
+
+def blob_refs(raw: Any) -> set[str]:
+    """The blob keys a message record refers to."""
+    content = raw.get("content") if isinstance(raw, Mapping) else None
+    if type(content) is not list:
+        return set()
+    return {str(p["blob"]) for p in content if isinstance(p, Mapping) and "blob" in p}
 
 
 def _part_to_record(part: Part, blobs: MutableMapping[str, bytes] | None) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from steerable.storage._records import (
     BlobReader,
     MissingBlobError,
     RecordError,
+    blob_refs,
     message_from_record,
     message_to_record,
     session_title,
@@ -242,6 +243,19 @@ class SQLiteSessionStore:
                        (session_id, turn_id, len(rows), now))
             db.execute("UPDATE sessions SET count=?, updated=? WHERE session_id=?",
                        (len(rows), now, session_id))
+            self._drop_unreferenced(db, session_id, rows)
+
+    @staticmethod
+    def _drop_unreferenced(db: sqlite3.Connection, session_id: str, rows: list[str]) -> None:
+        """After a rewrite (same transaction): the blobs no message refers to any more."""
+        keep: set[str] = set()
+        for raw in rows:
+            if '"blob"' in raw:
+                keep |= blob_refs(json.loads(raw))
+        stored = {k for (k,) in db.execute("SELECT key FROM blobs WHERE session_id=?",
+                                           (session_id,))}
+        db.executemany("DELETE FROM blobs WHERE session_id=? AND key=?",
+                       [(session_id, k) for k in stored - keep])
 
     def has_turn(self, session_id: str, turn_id: str) -> bool:
         """True once the turn ``turn_id`` of this session has been saved (a worker that takes
