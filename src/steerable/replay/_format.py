@@ -23,6 +23,7 @@ from typing import Any
 
 from steerable._messages import ToolCall, Usage
 from steerable._parts import Content, Part
+from steerable._parts_json import parts_from_json, parts_to_json
 from steerable.errors import (
     ContextOverflowError,
     FatalProviderError,
@@ -41,12 +42,7 @@ from steerable.providers._base import (
     ToolCallChunk,
 )
 from steerable.replay._errors import RecordingError
-from steerable.storage._records import (
-    message_from_record,
-    message_to_record,
-    parts_from_records,
-    parts_to_records,
-)
+from steerable.storage._records import message_from_record, message_to_record
 
 __all__ = [
     "FORMAT",
@@ -253,11 +249,11 @@ def messages_from_json(raw: Sequence[Any]) -> list[Any]:
 def with_parts(entry: dict[str, Any], parts: Sequence[Part]) -> dict[str, Any]:
     """``entry`` (a turn or a send) with its input's parts, when it has any (bytes inline)."""
     if parts:
-        entry["parts"] = parts_to_records(parts)
+        entry["parts"] = parts_to_json(parts)
     return entry
 
 
 def content_of(entry: Mapping[str, Any], text_field: str) -> Content:
     """A recorded turn's or send's input: its parts when it has any, else its text."""
     raw = entry.get("parts")
-    return parts_from_records(raw) if raw else str(entry[text_field])
+    return parts_from_json(raw) if raw else str(entry[text_field])

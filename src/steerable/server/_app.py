@@ -27,11 +27,11 @@ from starlette.routing import BaseRoute, Route
 
 from steerable._lanes import BUSY_POLICIES
 from steerable._parts import Part, TextPart
+from steerable._parts_json import parts_from_json
 from steerable.errors import CheckpointError, SessionBusyError
 from steerable.server._guard import AccessGuard
 from steerable.server._runner import SessionRunner
 from steerable.server._undo_api import UndoAPI
-from steerable.storage._records import parts_from_records
 
 __all__ = ["MAX_BODY", "create_app"]
 
@@ -116,7 +116,7 @@ def _content(data: dict[str, Any]) -> str | list[Part]:
         raise BadRequest(413, f"field 'text' larger than {MAX_BODY} bytes")
     if raw is None:
         return str(text)
-    parts = list(parts_from_records(raw))
+    parts = list(parts_from_json(raw))
     return [TextPart(text), *parts] if text else parts
 
 

@@ -22,12 +22,12 @@ from steerable._lanes import BusyPolicy, QueuedTurn
 from steerable._loop import AgentLoop, TurnHandle
 from steerable._messages import Message
 from steerable._parts import Part
+from steerable._parts_json import part_summary
 from steerable._receipts import MessageReceipt
 from steerable._secrets import redacted
 from steerable._session_driver import SessionDriver
 from steerable.errors import CheckpointError, SessionBusyError
 from steerable.server._hub import EventHub, SSEItem
-from steerable.storage._records import part_summary
 
 __all__ = ["CancelModeName", "InterruptModeName", "LocalRunner", "Sent", "SessionRunner", "Taken",
            "pending_json", "pending_or_error", "pending_refusal"]

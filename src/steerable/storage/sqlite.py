@@ -31,6 +31,7 @@ from pathlib import Path
 from steerable._core._checkpoint import Checkpoint
 from steerable._core._session import SessionInfo, TurnRecord
 from steerable._messages import Message
+from steerable._parts_json import blob_refs
 from steerable._secrets import redacted
 from steerable.errors import ConfigurationError, SteerableError
 from steerable.storage._checkpoint_records import checkpoint_from_record, checkpoint_to_record
@@ -40,7 +41,6 @@ from steerable.storage._records import (
     BlobReader,
     MissingBlobError,
     RecordError,
-    blob_refs,
     message_from_record,
     message_to_record,
     session_title,
