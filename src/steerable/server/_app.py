@@ -25,9 +25,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from steerable._lanes import BUSY_POLICIES
 from steerable._parts import Part, TextPart
 from steerable._parts_json import parts_from_json
+from steerable.drivers._lanes import BUSY_POLICIES
 from steerable.errors import CheckpointError, SessionBusyError
 from steerable.server._guard import AccessGuard
 from steerable.server._runner import SessionRunner
