@@ -29,7 +29,7 @@ def idle_loop() -> AgentLoop:
 
 async def test_send_checks_its_text_session_and_agent() -> None:
     loop = idle_loop()
-    with pytest.raises(TypeError, match=r"^message text must be a str, got int$"):
+    with pytest.raises(TypeError, match=r"^message text must be a str or a list of parts \(TextPart, ImagePart, FilePart\), got int$"):
         loop.send(5, "s")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"^message text must not be empty$"):
         loop.send("  ", "s")

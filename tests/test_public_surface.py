@@ -25,7 +25,7 @@ EXPORTS: dict[str, list[str]] = {
         "Agent", "AgentLoop", "ApprovalRequested", "ApprovalResolved", "BaseAgent", "BaseTool",
         "BusyPolicy", "CancelHandle", "CancelMode", "Checkpoint", "CompressContext",
         "CompressReason", "ContextCompress", "ErrorEvent", "ErrorSource", "Event", "EventKind",
-        "ExitState", "FallbackProvider", "FollowUpQueued", "FunctionTool", "Hook", "HookAction", "HookDecision",
+        "ExitState", "FallbackProvider", "FilePart", "ImagePart", "TextPart", "FollowUpQueued", "FunctionTool", "Hook", "HookAction", "HookDecision",
         "HookResult", "HumanApprover", "InMemorySessionStore", "InProcessBus", "InboundMessage",
         "InterruptMode", "InterruptPress", "InterruptReceived", "LLMDelta", "LLMRequest",
         "LLMRequestContext", "LLMRequestEvent", "LLMResponse", "LLMResponseContext",
@@ -53,7 +53,7 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "steerable.storage": [
         "CHECKPOINT_VERSION", "Checkpoint", "CheckpointError", "CheckpointStore",
-        "JSONLSessionStore", "LeaseLostError", "RedisSessionStore", "RedisStoreError",
+        "JSONLSessionStore", "LeaseLostError", "MissingBlobError", "RedisSessionStore", "RedisStoreError",
         "RedisUnavailableError", "SQLiteSessionStore", "SQLiteStoreError", "SessionFileError",
         "checkpoint_from_record", "checkpoint_to_record", "default_data_dir",
     ],

@@ -6,10 +6,11 @@ providers and stores that need them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import field
 from typing import Any, Literal, get_args
 
+from steerable._parts import Part, as_content, text_of
 from steerable._records import Record, record
 
 __all__ = ["Message", "Role", "ToolCall", "ToolResult", "Usage", "usage_to_dict"]
@@ -108,10 +109,13 @@ class Message(Record):
 
     ``Message(role, content)``. Assistant messages may carry ``tool_calls``; tool results have
     role ``tool``, the ``tool_call_id`` they answer and the tool ``name``.
+
+    ``content`` is a string, or a list of parts (``TextPart``, ``ImagePart``, ``FilePart``),
+    kept as a tuple. Code that wants text reads ``message.text`` (see ``steerable._parts``).
     """
 
     role: Role
-    content: str = ""
+    content: str | Sequence[Part] = ""
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
@@ -122,13 +126,24 @@ class Message(Record):
             raise ValueError(
                 f"Message role must be one of {sorted(_ROLES)}, got {self.role!r}"
             )
-        if not isinstance(self.content, str):
-            raise TypeError(
-                f"Message content must be a str, got {type(self.content).__name__}"
-            )
+        if type(self.content) is not str:
+            object.__setattr__(self, "content", as_content(self.content))
         if not isinstance(self.tool_calls, tuple):
             object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
         if self.tool_calls and self.role != "assistant":
             raise ValueError("only assistant messages can carry tool_calls")
         if self.role == "tool" and not self.tool_call_id:
             raise ValueError("a tool message needs the tool_call_id it answers")
+
+    @property
+    def text(self) -> str:
+        """The content as text: itself when a string; for parts, the text parts and a short
+        placeholder per image or file."""
+        content = self.content
+        return content if type(content) is str else text_of(content)
+
+    @property
+    def parts(self) -> tuple[Part, ...]:
+        """The content parts (empty for a string content)."""
+        content = self.content
+        return () if isinstance(content, str) else tuple(content)

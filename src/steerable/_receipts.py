@@ -16,6 +16,7 @@ import enum
 from typing import Literal, Protocol
 
 from steerable._ids import random_hex
+from steerable._parts import Content, Part
 from steerable._records import Record, record
 
 __all__ = ["MessageHolder", "MessageInfo", "MessageKind", "MessageReceipt", "MessageState",
@@ -71,14 +72,18 @@ class MessageReceipt:
     """
 
     __slots__ = ("_holder", "accepted", "detail", "kind", "message_id", "origin_id",
-                 "parent_turn_id", "session_id", "state", "text", "turn_id")
+                 "parent_turn_id", "parts", "session_id", "state", "text", "turn_id")
 
     def __init__(self, kind: MessageKind, text: str, session_id: str, *,
                  turn_id: str | None = None, parent_turn_id: str | None = None,
-                 origin_id: str | None = None, message_id: str | None = None) -> None:
+                 origin_id: str | None = None, message_id: str | None = None,
+                 parts: tuple[Part, ...] = ()) -> None:
         self.message_id = message_id or new_message_id()
         self.kind: MessageKind = kind
         self.text = text
+        """The message as text (for parts: their text view, see ``Message.text``)."""
+        self.parts = parts
+        """The message's content parts when it has images or files (else empty)."""
         self.session_id = session_id
         self.turn_id = turn_id
         self.parent_turn_id = parent_turn_id
@@ -91,6 +96,10 @@ class MessageReceipt:
 
     def __bool__(self) -> bool:
         return self.accepted
+
+    def content(self) -> Content:
+        """What the message says: its parts when it has any, else its text."""
+        return self.parts or self.text
 
     def info(self) -> MessageInfo:
         return MessageInfo(message_id=self.message_id, kind=self.kind, text=self.text,

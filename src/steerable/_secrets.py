@@ -25,6 +25,7 @@ from typing import Any
 
 __all__ = [
     "SECRET_NAME_PATTERNS",
+    "Opaque",
     "Redactor",
     "StreamGuard",
     "is_secret_name",
@@ -222,10 +223,18 @@ def redacted_json(value: Any, redact: Callable[[str], str] | None) -> str:
 _ENCODE = json.JSONEncoder(ensure_ascii=False).encode
 
 
+class Opaque(str):
+    """A string that is data, not text: binary content written as base64. ``redacted``
+    passes it by, since blanking a piece that happens to look like a key would corrupt the
+    data (an image or a file is sent to the model as it is, and kept as it is)."""
+
+    __slots__ = ()
+
+
 def redacted(value: Any, redact: Callable[[str], str] | None) -> Any:
     """``value`` (JSON-like: dicts, lists, tuples, strings, numbers...) with ``redact`` applied
-    to every string in it, dictionary keys included; the one step every output takes before it
-    encodes. Nothing is changed in place."""
+    to every string in it, dictionary keys included, ``Opaque`` strings excepted; the one step
+    every output takes before it encodes. Nothing is changed in place."""
     if redact is None:
         return value
     kind = type(value)  # exact types first: this runs on every event every output writes
@@ -236,7 +245,7 @@ def redacted(value: Any, redact: Callable[[str], str] | None) -> Any:
                 for k, v in value.items()}
     if kind is list or kind is tuple:
         return [redacted(v, redact) for v in value]
-    if value is None or kind is int or kind is float or kind is bool:
+    if value is None or kind is int or kind is float or kind is bool or kind is Opaque:
         return value
     if isinstance(value, str):
         return redact(value)

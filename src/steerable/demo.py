@@ -74,7 +74,7 @@ async def run_tests(suite: str, ctx: ToolContext) -> str:
 
 
 def _answer_after_steering(request: LLMRequest) -> Reply:
-    last_user = next(m.content for m in reversed(request.messages) if m.role == "user")
+    last_user = next(m.text for m in reversed(request.messages) if m.role == "user")
     return Reply(text=f"Understood — you said: “{last_user}”. I kept the backup and stopped there.")
 
 

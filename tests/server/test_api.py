@@ -242,7 +242,8 @@ async def test_chunked_oversized_body_is_refused(tmp_path: Path) -> None:
             yield b"x" * 8192
 
     async with serving(tmp_path, [Reply(text="never")]) as s:
-        r = await s.client.post("/v1/sessions/s/messages", content=chunks())
+        # (the messages endpoint takes up to 32 MB, for attachments: the others 64 KB)
+        r = await s.client.post("/v1/sessions/s/steer", content=chunks())
         assert r.status_code == 413 and s.provider.requests == []
 
 

@@ -102,7 +102,8 @@ def write_first_checkpoint(engine: Engine, st: TurnState) -> None:
     if not st.durability.durable:
         return
     st.durability.seq += 1
-    st.transcript.new.append(Message("user", st.input))
+    r = st.inbound.input_receipt
+    st.transcript.new.append(Message("user", st.input if r is None else r.content()))
     try:
         cp = capture(st, "model", first=True)
     finally:

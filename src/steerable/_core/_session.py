@@ -115,7 +115,7 @@ class InMemorySessionStore:
         for sid, msgs in self._sessions.items():
             # As the file and database stores title a session: its first question, spaces
             # collapsed, at most 100 characters.
-            title = next((" ".join(m.content.split())[:100] for m in msgs if m.role == "user"),
+            title = next((" ".join(m.text.split())[:100] for m in msgs if m.role == "user"),
                          "")
             out.append(SessionInfo(sid, len(msgs), self._updated[sid], title))
         return sorted(out, key=lambda i: i.updated, reverse=True)

@@ -40,10 +40,10 @@ def _transcript(messages: list[Message]) -> str:
     lines = []
     for m in messages:
         if m.role == "tool":
-            lines.append(f"tool result ({m.name}): {m.content}")
+            lines.append(f"tool result ({m.name}): {m.text}")
             continue
-        if m.content:
-            lines.append(f"{m.role}: {m.content}")
+        if m.text:
+            lines.append(f"{m.role}: {m.text}")
         for call in m.tool_calls:
             lines.append(f"assistant called {call.name}({json.dumps(call.arguments, default=str)})")
     return "\n".join(lines)

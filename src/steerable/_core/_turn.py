@@ -152,7 +152,7 @@ async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) ->
 def _final_text(st: TurnState) -> str:
     for msg in reversed(st.transcript.new):
         if msg.role == "assistant":
-            return msg.content
+            return msg.text
     return ""
 
 
@@ -183,9 +183,10 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
             if not st.ephemeral:
                 st.transcript.base = await engine.history(st.session_id)
                 st.transcript.base_count = len(st.transcript.base)
-            st.transcript.new.append(Message("user", st.input))
-            if st.inbound.input_receipt is not None:
-                st.inbound.carrying.append(st.inbound.input_receipt)
+            r = st.inbound.input_receipt
+            st.transcript.new.append(Message("user", st.input if r is None else r.content()))
+            if r is not None:
+                st.inbound.carrying.append(r)
             if isinstance(st.agent, CompositeAgent):
                 # Its children call the model, each with its own input: the composite's input
                 # is delivered as it hands it to them.

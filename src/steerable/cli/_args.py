@@ -170,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="prompt template; {name} is filled from --var, wrapped as untrusted")
     run.add_argument("--var", action="append", metavar="NAME=VALUE", default=[],
                      help="a value for the template (repeatable)")
+    run.add_argument("--attach", action="append", metavar="FILE", default=[],
+                     help="send FILE with the prompt: an image, a PDF or a text file "
+                          "(repeatable; at most 20 MB each)")
     _agent_options(run)
 
     chat = sub.add_parser("chat", help="interactive session: type to steer while it works")

@@ -28,6 +28,7 @@ from steerable.cli._approve import (
     uncoverable,
 )
 from steerable.cli._args import UsageError
+from steerable.cli._attach import Attachments, with_attachments
 from steerable.cli._diff_view import coloured_diff
 from steerable.cli._pending import describe_pending
 from steerable.cli._run import on_ctrl_c, session_line
@@ -55,6 +56,7 @@ Ctrl+D, /quit  leave
 /queue         list the messages that wait (numbered)
 /revoke N      withdraw message N of the last /queue while it still waits
 /edit N TEXT   change the text of message N of the last /queue while it still waits
+/attach FILE   send an image, PDF or text file with your next message (when idle)
 /undo [N] [--force]  take back the files the agent's last N turns changed (bash included)
 /redo [--force]      re-apply what the last /undo took back"""
 
@@ -79,6 +81,7 @@ class ChatSession:
         # Messages typed while the session has a pending turn: they run, in order, once that
         # turn has been resumed or discarded (nothing typed is dropped).
         self.held: deque[str] = deque()
+        self.attachments = Attachments()
         # What the last /queue listed, by number: a message id, or the text of a held message.
         self.listed: list[tuple[str, str]] = []
         self.quit = False
@@ -109,7 +112,8 @@ class ChatSession:
             return (f" {spin} {self.view.toolbar() or 'working'}{queued}   "
                     "(Enter: steer, >>: follow-up)")
         dry = " · dry-run" if self.dry_run else ""
-        return f" session {self.app.session_id}{dry}{queued} · /help · Ctrl+D quits"
+        return (f" session {self.app.session_id}{dry}{queued}{self.attachments.label()} · "
+                "/help · Ctrl+D quits")
 
     # -- events -------------------------------------------------------------------------------
 
@@ -166,16 +170,34 @@ class ChatSession:
                      "to steer", "yellow")
             return
         if self.busy:
+            if self.attachments.parts:
+                self.say("(the attachments wait for a message sent when the agent is idle: one "
+                         "with images or files starts a turn of its own)", "yellow")
             sent = self.driver.send(body, "follow_up" if follow_up else "steer")
             if sent.action == "steered":
                 self.say(f"↳ steering sent: {body}", "cyan")
             elif not follow_up:  # the turn was ending: the message becomes the next turn
                 self.say(f"↳ queued as the next turn: {body}", "cyan")
             return  # a follow-up's FOLLOW_UP_QUEUED is printed by the view
+        if self.attachments.parts and not self.held and self.send_attached(body):
+            return
         self.held.append(body)
         if not self.send_held():
             self.say("this session has a pending turn: /resume continues it, /discard drops it "
                      "(your message stays queued)", "yellow")
+
+    def send_attached(self, body: str) -> bool:
+        """Send ``body`` with the attachments; False (they stay attached) while a pending
+        turn refuses it."""
+        from steerable.errors import CheckpointError
+
+        try:
+            self.driver.send(with_attachments(body, self.attachments.parts), "follow_up")
+        except CheckpointError:
+            self.say("the attachments stay for your next message", "yellow")
+            return False
+        self.attachments.take()
+        return True
 
     def send_held(self) -> bool:
         """Send the held messages in order; False while a pending turn still refuses them."""
@@ -240,6 +262,11 @@ class ChatSession:
             self.say(f"dry-run {arg}: {'changes are previewed only' if self.dry_run else 'tools act for real'}")
         elif name == "/queue":
             self.show_queue()
+        elif name == "/attach":
+            try:
+                self.say(self.attachments.add(arg), "cyan")
+            except ValueError as exc:
+                self.say(str(exc), "yellow")
         elif name in ("/revoke", "/edit") and self.numbered(arg) is not None:
             n, _, new = arg.partition(" ")
             if name == "/revoke":

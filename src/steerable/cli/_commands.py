@@ -91,6 +91,14 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         prompt = None
     else:
         prompt = _prompt(args)
+    from steerable.cli._attach import read_attachments, with_attachments
+
+    if args.attach and prompt is None:
+        raise UsageError("--attach goes with a prompt, not with --resume")
+    try:
+        attached = read_attachments(args.attach)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
     async def go() -> int:
         async with configured_tools(settings) as mcp_tools:
@@ -100,9 +108,11 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             from steerable.cli._slash import expand_slash
 
             expanded = None if prompt is None else expand_slash(app.commands, prompt, app.skills)
+            text = expanded or prompt
             async with recording(app, args.record):
-                return await run_prompt(app, expanded or prompt, as_json=args.json, debug=args.debug,
-                                        discard_pending=args.discard_pending)
+                return await run_prompt(app, None if text is None else with_attachments(
+                    text, attached), as_json=args.json, debug=args.debug,
+                    discard_pending=args.discard_pending)
 
     return asyncio.run(go())
 

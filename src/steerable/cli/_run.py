@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from steerable import Event, EventKind, TurnHandle, TurnResult, TurnStatus
+from steerable._parts import Part
 from steerable.cli._app import App
 from steerable.cli._approve import (
     always_rules,
@@ -135,7 +136,8 @@ async def _consume(app: App, driver: SessionDriver, events: AsyncIterator[Event]
                 await _approve(app, driver, event, renderer.pause, renderer.resume)
 
 
-def _first_turn(app: App, prompt: str | None, discard_pending: bool) -> TurnHandle:
+def _first_turn(app: App, prompt: str | list[Part] | None,
+                discard_pending: bool) -> TurnHandle:
     """The resumed pending turn (``prompt`` None), or a new turn of ``prompt``."""
     from steerable.cli._args import UsageError
     from steerable.cli._pending import describe_pending
@@ -158,9 +160,10 @@ def _first_turn(app: App, prompt: str | None, discard_pending: bool) -> TurnHand
         raise UsageError(describe_pending(sid, pending, run, drop)) from None
 
 
-async def run_prompt(app: App, prompt: str | None, *, as_json: bool, debug: bool = False,
-                     discard_pending: bool = False) -> int:
-    """Run ``prompt`` (None: resume the session's pending turn) and its follow-ups."""
+async def run_prompt(app: App, prompt: str | list[Part] | None, *, as_json: bool,
+                     debug: bool = False, discard_pending: bool = False) -> int:
+    """Run ``prompt`` (text or content parts; None: resume the session's pending turn) and
+    its follow-ups."""
     loop = asyncio.get_running_loop()
     driver = SessionDriver(app.loop, app.session_id)
     tally = _Tally(app)

@@ -34,11 +34,11 @@ def export_markdown(session_id: str, messages: Sequence[Message]) -> str:
     for m in messages:
         if m.role == "tool":
             status = " (error)" if m.is_error else ""
-            out += [f"**Result of `{m.name}`{status}:**", "", _fence(m.content), ""]
+            out += [f"**Result of `{m.name}`{status}:**", "", _fence(m.text), ""]
             continue
         out += [f"## {m.role.capitalize()}", ""]
-        if m.content:
-            out += [m.content, ""]
+        if m.text:
+            out += [m.text, ""]
         for call in m.tool_calls:
             args = json.dumps(dict(call.arguments), ensure_ascii=False, indent=2)
             out += [f"**Tool call `{call.name}`** (`{call.id}`):", "", _fence(args), ""]
@@ -90,15 +90,15 @@ def _show(session_id: str, messages: Sequence[Message], pending: str | None = No
     console.print(Text(f"session {session_id} · {len(messages)} messages", style="bold"))
     for m in messages:
         if m.role == "user":
-            console.print(Text(f"\n> {m.content}", style="bold cyan"))
+            console.print(Text(f"\n> {m.text}", style="bold cyan"))
         elif m.role == "assistant":
-            if m.content.strip():
-                console.print(Markdown(m.content))
+            if m.text.strip():
+                console.print(Markdown(m.text))
             for call in m.tool_calls:
                 args = json.dumps(dict(call.arguments), ensure_ascii=False)
                 console.print(Text(f"  ▶ {call.name} {args[:150]}", style="magenta"))
         elif m.role == "tool":
-            lines = m.content.splitlines()
+            lines = m.text.splitlines()
             shown = "\n".join(f"    {ln}" for ln in lines[:8])
             more = f"\n    … {len(lines) - 8} more lines" if len(lines) > 8 else ""
             console.print(Text(shown + more, style="red" if m.is_error else "dim"))

@@ -91,7 +91,7 @@ def _turns(snaps: Snapshots, store: JSONLSessionStore, session: str) -> list[_Tu
     out = []
     for number, mark in enumerate(marks, 1):
         first = messages[mark.start] if mark.start < len(messages) else None
-        prompt = " ".join(first.content.split())[:60] if first and first.role == "user" else ""
+        prompt = " ".join(first.text.split())[:60] if first and first.role == "user" else ""
         out.append(_Turn(number, mark.turn_id, mark.time, prompt, steps.pop(mark.turn_id, None)))
     out += [_Turn(None, s.turn_id, s.time, "", s) for s in steps.values()]
     return sorted(out, key=lambda t: t.step.time if t.step else t.time)

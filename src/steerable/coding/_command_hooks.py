@@ -203,7 +203,7 @@ class CommandHooks(Hook):
         messages = list(ctx.request.messages)
         added = "\n\n".join(extra)
         if messages and messages[0].role == "system":
-            messages[0] = Message("system", f"{messages[0].content}\n\n{added}")
+            messages[0] = Message("system", f"{messages[0].text}\n\n{added}")
         else:
             messages.insert(0, Message("system", added))
         return HookDecision(HookAction.MODIFY, messages=messages)
@@ -214,7 +214,7 @@ class CommandHooks(Hook):
             self._started = True
             for run in await self._run("SessionStart", ctx.session_id, {"source": self.source}):
                 self._session_context += _context(run)
-        prompt = next((m.content for m in reversed(ctx.request.messages) if m.role == "user"), "")
+        prompt = next((m.text for m in reversed(ctx.request.messages) if m.role == "user"), "")
         if self._continuing is None or prompt != self._continuing:
             self._stop_active = 0  # the user spoke: the Stop hooks' chain starts over
         self._continuing = None

@@ -52,6 +52,7 @@ from steerable._hooks import (
     ToolCallContext,
 )
 from steerable._messages import Message
+from steerable._parts import Content, TextPart
 from steerable.coding._evidence import evidence_counts, unsupported_facts
 from steerable.coding._workspace import Workspace
 from steerable.errors import ProviderError
@@ -163,9 +164,10 @@ class ToolPolicy(Hook):
         turn.choice = self._choice(turn.intent, request)
         messages = None
         if turn.intent == "general" and request.messages[-1].role == "user":
-            last = request.messages[-1]
-            messages = [*request.messages[:-1],
-                        Message("user", f"{last.content}\n\n{_GENERAL_NOTE}")]
+            last = request.messages[-1].content
+            note: Content = (f"{last}\n\n{_GENERAL_NOTE}" if isinstance(last, str)
+                             else (*last, TextPart(_GENERAL_NOTE)))
+            messages = [*request.messages[:-1], Message("user", note)]
         return HookDecision(HookAction.MODIFY, tool_choice=turn.choice, messages=messages)
 
     async def _classify(self, ctx: LLMRequestContext, asked: Sequence[str]) -> Intent:
@@ -319,8 +321,8 @@ def _exchange_start(messages: Sequence[Message]) -> int:
 
 def _asked(messages: Sequence[Message]) -> tuple[str, ...]:
     """The user's words of this exchange: the request and any steering added to it."""
-    return tuple(m.content for m in messages[_exchange_start(messages):]
-                 if m.role == "user" and m.content)
+    return tuple(m.text for m in messages[_exchange_start(messages):]
+                 if m.role == "user" and m.text)
 
 
 def _turn_messages(messages: Sequence[Message]) -> list[Message]:
@@ -352,8 +354,8 @@ def _evidence(messages: Sequence[Message], turn: Sequence[Message]) -> tuple[str
     results: list[str] = []
     for m in turn:
         if m.role == "tool":
-            results.append(m.content)
-        parts.append(m.content)
+            results.append(m.text)
+        parts.append(m.text)
         parts.extend(json.dumps(dict(c.arguments), ensure_ascii=False) for c in m.tool_calls)
     return "\n".join(parts), results
 

@@ -11,11 +11,12 @@ from steerable._core._agent import BaseAgent
 from steerable._core._cancel import CancelMode
 from steerable._core._permissions import Permissions
 from steerable._core._session import SessionStore
+from steerable._parts import Part, as_content, text_of
 from steerable.drivers._lanes import BusyPolicy, check_policy
 from steerable.errors import ConfigurationError
 
-__all__ = ["check_agent", "check_busy_policy", "check_config", "check_mode", "check_session_id", "check_str",
-           "check_text", "check_type"]
+__all__ = ["check_agent", "check_busy_policy", "check_config", "check_content", "check_mode",
+           "check_session_id", "check_str", "check_text", "check_type"]
 
 
 def check_mode(mode: object) -> None:
@@ -34,6 +35,20 @@ def check_text(what: str, text: object) -> str:
     if not text.strip():
         raise ValueError(f"{what} must not be empty")
     return text
+
+
+def check_content(what: str, content: object) -> tuple[str, tuple[Part, ...]]:
+    """A message given as text or as content parts: its text (the parts' text view) and its
+    parts (empty for text), checked like ``check_text``."""
+    if isinstance(content, str):
+        return check_text(what, content), ()
+    if not isinstance(content, list | tuple):
+        raise TypeError(f"{what} must be a str or a list of parts (TextPart, ImagePart, "
+                        f"FilePart), got {type(content).__name__}")
+    parts = as_content(content)
+    if not parts or isinstance(parts, str):
+        raise ValueError(f"{what} must not be empty")
+    return text_of(parts), parts
 
 
 def check_str(what: str, value: object, *, optional: bool = False) -> None:

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Self
 
 from steerable._core._agent import Agent
 from steerable._core._cancel import CancelMode
+from steerable._parts import Part, as_content
 from steerable._records import Record, record
 from steerable.drivers._checks import (
     check_agent,
@@ -67,9 +68,12 @@ class Send(Command):
     session_id: str
     policy: str | None = None
     agent: Any = None
+    parts: tuple[Part, ...] = ()
+    """Its content parts when it has images or files (``text`` is their text view)."""
 
     def check(self) -> None:
         check_text("message text", self.text)
+        as_content(self.parts)
         check_session_id(self.session_id)  # here too: a queued message starts a turn later
         if self.policy is not None:
             check_policy(self.policy)
@@ -90,9 +94,12 @@ class StartTurn(Command):
     by_lane: bool = False
     message_id: str | None = None
     """The message (already accepted) this turn takes as its input."""
+    parts: tuple[Part, ...] = ()
+    """The input's content parts when it has images or files (``input`` is their text)."""
 
     def check(self) -> None:
         check_text("turn input", self.input)
+        as_content(self.parts)
         if self.session_id is not None:
             check_session_id(self.session_id)
         check_agent(self.agent)

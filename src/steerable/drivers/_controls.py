@@ -70,7 +70,7 @@ def _target(engine: Engine, session_id: str | None, turn_id: str | None) -> Turn
 def _send(parts: LoopParts, cmd: Send) -> Any:
     parts.binding.bind_if_running("send")  # its answer is awaited on that loop
     policy = parts.busy_policy if cmd.policy is None else check_policy(cmd.policy)
-    return parts.lanes.send(cmd.text, cmd.session_id, policy, cmd.agent)
+    return parts.lanes.send(cmd.text, cmd.session_id, policy, cmd.agent, cmd.parts)
 
 
 def _message(parts: LoopParts, cmd: Steer | FollowUp) -> MessageReceipt:

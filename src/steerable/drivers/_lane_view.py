@@ -11,6 +11,7 @@ from steerable._core._engine import Engine
 from steerable._core._queues import offer_steering
 from steerable._core._turn_state import TurnState
 from steerable._events import FollowUpQueued
+from steerable._parts import Part
 from steerable._receipts import MessageReceipt, MessageState
 from steerable.drivers._commands import StartTurn
 from steerable.drivers._handle import Submits, TurnHandle
@@ -33,9 +34,10 @@ class EngineView:
         return self._engine.active.get(session_id)
 
     def start(self, text: str, session_id: str, agent: Agent | None,
-              message_id: str | None) -> TurnHandle:
+              message_id: str | None, parts: tuple[Part, ...] = ()) -> TurnHandle:
         handle: TurnHandle = self._front.submit(
-            StartTurn(text, session_id, agent, by_lane=True, message_id=message_id))
+            StartTurn(text, session_id, agent, by_lane=True, message_id=message_id,
+                      parts=parts))
         return handle
 
     def has_slot(self) -> bool:

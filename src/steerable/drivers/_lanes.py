@@ -26,6 +26,7 @@ from steerable._core._agent import Agent
 from steerable._core._turn import TurnResult
 from steerable._core._turn_state import TurnState
 from steerable._events import TurnStatus
+from steerable._parts import Part
 from steerable._receipts import MessageReceipt, MessageState
 from steerable.errors import SessionBusyError
 
@@ -62,8 +63,9 @@ class LaneEngine(Protocol):
         ...
 
     def start(self, text: str, session_id: str, agent: Agent | None,
-              message_id: str | None) -> _Handle:
-        """Start a turn of the message (``SessionBusyError`` when one runs already)."""
+              message_id: str | None, parts: tuple[Part, ...] = ()) -> _Handle:
+        """Start a turn of the message (``SessionBusyError`` when one runs already); ``parts``
+        its content parts, for a new message that has any."""
         ...
 
     def has_slot(self) -> bool:
@@ -214,7 +216,7 @@ class Lanes:
     # -- send ---------------------------------------------------------------------------------
 
     def send(self, text: str, session_id: str, policy: BusyPolicy,
-             agent: Agent | None) -> Any:
+             agent: Agent | None, parts: tuple[Part, ...] = ()) -> Any:
         if self._closed:
             raise RuntimeError("this AgentLoop is closed")
         lane = self._lanes.get(session_id)
@@ -223,9 +225,14 @@ class Lanes:
         engine = self._engine
         st = engine.running(session_id)
         if st is None and lane.runner is None and not lane.pending and engine.has_slot():
-            handle = engine.start(text, session_id, agent, None)
+            handle = engine.start(text, session_id, agent, None, parts)
             self._run(session_id, lane, handle)
             return handle
+        if parts:
+            # Steering and queues keep text (their checkpoints too): an image would be lost.
+            raise SessionBusyError(
+                f"session {session_id!r} is busy; a message with images or files starts a turn "
+                "of its own: send it again once the session is idle (it was not queued)")
         r = MessageReceipt("send", text, session_id)
         if policy == "reject" and (st is not None or lane.runner is not None or lane.pending):
             what = f"turn {st.turn_id} is running" if st is not None else "messages are queued"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
 from steerable._config import Limits, Timeouts
@@ -28,12 +28,14 @@ from steerable._core._session import InMemorySessionStore, SessionStore
 from steerable._core._turn import TurnResult, run_turn
 from steerable._events import EventKind
 from steerable._messages import Message
+from steerable._parts import Part
 from steerable._receipts import MessageInfo, MessageReceipt
 from steerable.drivers import _commands as cmd
 from steerable.drivers._binding import LoopBinding
 from steerable.drivers._checks import (
     check_busy_policy,
     check_config,
+    check_content,
     check_session_id,
     check_str,
 )
@@ -118,15 +120,17 @@ class AgentLoop:
 
     # -- turns --------------------------------------------------------------------------------
 
-    def start_turn(self, input: str, session_id: str | None = None, *,
+    def start_turn(self, input: str | Sequence[Part], session_id: str | None = None, *,
                    agent: BaseAgent | None = None, discard_checkpoint: bool = False) -> TurnHandle:
-        """Start a turn and return at once. Raises ``SessionBusyError`` if the session is busy,
+        """Start a turn and return at once. ``input`` is text, or content parts (``TextPart``,
+        ``ImagePart``, ``FilePart``). Raises ``SessionBusyError`` if the session is busy,
         and ``ValueError`` (``CheckpointError``) if it has a pending checkpoint (a cancelled or
         crashed turn: ``resume`` it, or pass ``discard_checkpoint=True`` to drop it)."""
-        return cast(TurnHandle, self.submit(cmd.StartTurn(input, session_id, agent,
-                                                          discard_checkpoint)))
+        text, parts = check_content("turn input", input)
+        return cast(TurnHandle, self.submit(cmd.StartTurn(text, session_id, agent,
+                                                          discard_checkpoint, parts=parts)))
 
-    async def run_turn(self, input: str, session_id: str | None = None, *,
+    async def run_turn(self, input: str | Sequence[Part], session_id: str | None = None, *,
                        agent: BaseAgent | None = None,
                        discard_checkpoint: bool = False) -> TurnResult:
         """Start a turn and wait for it. Cancelling the caller hard-aborts the turn."""
@@ -155,16 +159,20 @@ class AgentLoop:
 
     # -- messages from users and channels -----------------------------------------------------
 
-    def send(self, text: str, session_id: str, policy: BusyPolicy | None = None, *,
+    def send(self, text: str | Sequence[Part], session_id: str,
+             policy: BusyPolicy | None = None, *,
              agent: Agent | None = None) -> TurnHandle | QueuedTurn:
         """Deliver a user's message: an idle session starts a turn (its ``TurnHandle``); a busy
         one follows ``policy`` (default ``busy_policy``): ``steer``, ``follow_up``,
         ``interrupt``, ``rollback`` or ``reject`` (``SessionBusyError``). Either answer has
         ``.action``, ``.turn_id``, ``.message_id`` and awaits the ``TurnResult`` of the turn
         that took the message. Queued messages run in order, one turn at a time per session
-        (see ``_lanes``)."""
+        (see ``_lanes``). A message with content parts (images, files) starts a turn of its
+        own: a busy session refuses it with ``SessionBusyError`` whatever the policy (it is not
+        queued, nothing is lost)."""
+        body, parts = check_content("message text", text)
         return cast("TurnHandle | QueuedTurn",
-                    self.submit(cmd.Send(text, session_id, policy, agent)))
+                    self.submit(cmd.Send(body, session_id, policy, agent, parts=parts)))
 
     def busy(self, session_id: str) -> bool:
         """True while the session has a turn running or messages waiting for one."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,6 +22,7 @@ from steerable._core._bus import Subscription
 from steerable._core._checkpoint import Checkpoint, CheckpointStore
 from steerable._core._turn import TurnResult
 from steerable._events import ApprovalRequested, Event, EventKind, TurnStatus
+from steerable._parts import Part
 from steerable.drivers._handle import TurnHandle
 from steerable.drivers._lanes import BusyPolicy, QueuedTurn
 from steerable.drivers._loop import AgentLoop
@@ -71,8 +72,9 @@ class SessionDriver:
     def busy(self) -> bool:
         return self.loop.busy(self.session_id)
 
-    def send(self, text: str, policy: BusyPolicy | None = None) -> TurnHandle | QueuedTurn:
-        """Send ``text`` to the session (see ``AgentLoop.send``)."""
+    def send(self, text: str | Sequence[Part],
+             policy: BusyPolicy | None = None) -> TurnHandle | QueuedTurn:
+        """Send ``text`` (or content parts) to the session (see ``AgentLoop.send``)."""
         sent = self.loop.send(text, self.session_id, policy, agent=self.agent)
         if self.on_result is not None:
             self._watch(self._report(sent))

@@ -81,7 +81,8 @@ class Turns:
                        agent=cmd.agent or self.agent)
         inbox = engine.inbox
         queued = inbox.live.get(cmd.message_id) if cmd.message_id else None
-        r = queued or MessageReceipt("send", cmd.input, sid, message_id=cmd.message_id)
+        r = queued or MessageReceipt("send", cmd.input, sid, message_id=cmd.message_id,
+                                     parts=cmd.parts)
         r.turn_id = st.turn_id
         r._holder = None  # the turn's input now: no longer revocable
         st.inbound.input_receipt = r

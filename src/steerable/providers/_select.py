@@ -71,6 +71,8 @@ def load_script(path: str | os.PathLike[str]) -> ScriptedProvider:
                 delay=step.get("delay", 0.0),
                 thinking=step.get("thinking", ""),
                 usage=None if step.get("usage") is None else Usage(*step["usage"]),
+                argument_pieces=step.get("argument_pieces", 0),
+                piece_delay=step.get("piece_delay", 0.0),
             ))
         except (TypeError, ValueError, IndexError) as exc:
             raise ConfigurationError(f"script {p}: step {i}: {exc}") from None

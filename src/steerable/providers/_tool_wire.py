@@ -59,8 +59,8 @@ def _exchange_requests(messages: Sequence[Message]) -> list[str]:
     for m in reversed(messages):
         if m.role == "assistant" and not m.tool_calls:
             break
-        if m.role == "user" and m.content:
-            asked.append(m.content)
+        if m.role == "user" and m.text:
+            asked.append(m.text)
     return asked[::-1]
 
 

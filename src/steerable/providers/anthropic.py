@@ -36,6 +36,7 @@ from steerable.providers._http import (
     stream_events,
 )
 from steerable.providers._http_provider import HttpProvider
+from steerable.providers._parts_wire import anthropic_blocks
 from steerable.providers._retry import RetryPolicy
 from steerable.providers._timeouts import ProviderTimeouts
 
@@ -50,9 +51,14 @@ DEFAULT_MAX_TOKENS = 4096
 def _blocks(m: Message) -> list[dict[str, Any]]:
     if m.role == "tool":
         return [{"type": "tool_result", "tool_use_id": m.tool_call_id,
-                 "content": m.content, "is_error": m.is_error}]
-    # The API refuses empty text blocks.
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+                 "content": m.text, "is_error": m.is_error}]
+    content = m.content
+    if not isinstance(content, str) and m.role == "user":
+        blocks = anthropic_blocks(content)
+    else:
+        # The API refuses empty text blocks.
+        text = m.text
+        blocks = [{"type": "text", "text": text}] if text else []
     blocks.extend({"type": "tool_use", "id": c.id, "name": c.name, "input": dict(c.arguments)}
                   for c in m.tool_calls)
     return blocks
@@ -64,7 +70,7 @@ def wire_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]
     out: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "system":
-            system.append(m.content)
+            system.append(m.text)
             continue
         role = "assistant" if m.role == "assistant" else "user"
         blocks = _blocks(m)

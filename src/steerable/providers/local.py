@@ -44,6 +44,7 @@ from steerable.providers._model_file import (
     model_source,
     verify,
 )
+from steerable.providers._parts_wire import unsupported_parts
 from steerable.providers._retry import RetryPolicy
 from steerable.providers._shared_server import (
     ServerSpec,
@@ -70,6 +71,18 @@ LOCAL_PROFILE = ModelProfile(name="llama-cpp", text_tool_calls=True)
 """For a GGUF with no profile of its own: calls may also come as text."""
 
 _SETUP_HINT = "run `python -m steerable.providers.local setup`"
+
+
+def _refuse_unreadable(request: LLMRequest) -> None:
+    """The embedded models read text only: an image (or a binary file) would be dropped or
+    garbled by the server, so the call is refused before anything starts, naming the part;
+    the conversation keeps it, for a provider that can read it."""
+    unreadable = [p for m in request.messages for p in unsupported_parts(m.parts)]
+    if unreadable:
+        raise FatalProviderError(
+            f"the embedded local model reads text only and cannot take {', '.join(unreadable)}; "
+            "use a provider with vision (--provider openai or anthropic) for images and PDFs, "
+            "or describe the content in text")
 
 
 def _full_name(model: str) -> str:
@@ -243,6 +256,7 @@ class LocalModelProvider:
         return self._stream(request)
 
     async def _stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
+        _refuse_unreadable(request)
         inner = await self._ensure_started()
         server, spec = self._server, self._spec
         if spec is not None:

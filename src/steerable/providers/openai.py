@@ -42,6 +42,7 @@ from steerable.providers._http import (
     stream_events,
 )
 from steerable.providers._http_provider import HttpProvider
+from steerable.providers._parts_wire import openai_parts
 from steerable.providers._retry import RetryPolicy
 from steerable.providers._textcalls import TextCallBuffer
 from steerable.providers._timeouts import ProviderTimeouts
@@ -93,16 +94,16 @@ def wire_messages(messages: Sequence[Message], profile: ModelProfile) -> list[di
             calls.update((c.id, c) for c in m.tool_calls)
             if not profile.calls_in_history:
                 if m.content:
-                    out.append({"role": "assistant", "content": m.content})
+                    out.append({"role": "assistant", "content": m.text})
             elif as_text:
-                text = "\n".join([m.content, *map(tool_call_as_text, m.tool_calls)]).strip()
+                text = "\n".join([m.text, *map(tool_call_as_text, m.tool_calls)]).strip()
                 out.append({"role": "assistant", "content": text})
             else:
                 # No "content": null: OpenAI allows leaving it out, llama-cpp-python rejects null.
                 wire: dict[str, Any] = {"role": "assistant",
                                         "tool_calls": [_wire_call(c) for c in m.tool_calls]}
                 if m.content:
-                    wire["content"] = m.content
+                    wire["content"] = m.text
                 out.append(wire)
         elif m.role == "tool" and as_text:
             text = tool_result_as_user(m, calls)
@@ -112,9 +113,13 @@ def wire_messages(messages: Sequence[Message], profile: ModelProfile) -> list[di
             else:
                 out.append({"role": "user", "content": text, "_results": True})
         elif m.role == "tool":
-            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})
-        else:
+            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.text})
+        elif isinstance(m.content, str):
             out.append({"role": m.role, "content": m.content})
+        elif m.role == "user":
+            out.append({"role": "user", "content": openai_parts(m.content)})
+        else:  # system and assistant messages take text only
+            out.append({"role": m.role, "content": m.text})
     for item in out:
         item.pop("_results", None)
     return out

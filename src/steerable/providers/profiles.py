@@ -128,7 +128,7 @@ def tool_result_as_user(message: Message, calls: Mapping[str, ToolCall]) -> str:
     """The text of a user message that carries a tool result, naming the call it answers."""
     call = calls.get(message.tool_call_id or "")
     what = "Error from" if message.is_error else "Result of"
-    return f"{what} {_call_signature(call, message.name)}:\n{message.content}"
+    return f"{what} {_call_signature(call, message.name)}:\n{message.text}"
 
 
 def tool_call_as_text(call: ToolCall) -> str:

@@ -25,6 +25,7 @@ from steerable.providers._base import (
     StreamEnd,
     TextDelta,
     ThinkingDelta,
+    ToolArgsDelta,
     ToolCallChunk,
 )
 
@@ -40,7 +41,9 @@ class Reply(Record):
     ``tool_calls`` is a list of ``(name, arguments)``; arguments may be a dict or a raw JSON
     string (an invalid string tests how the loop handles malformed calls). ``delay`` waits before
     answering and is cancelled by a hard abort. ``error`` (an exception instance or class) is
-    raised instead of answering.
+    raised instead of answering. ``argument_pieces`` > 0 streams each call's arguments first as
+    that many ``ToolArgsDelta`` pieces, ``piece_delay`` seconds apart, as a model writing a long
+    call does (``TOOL_CALL_DELTA`` events).
     """
 
     text: str = ""
@@ -49,6 +52,8 @@ class Reply(Record):
     error: BaseException | type[BaseException] | None = None
     thinking: str = ""
     usage: Usage | None = None
+    argument_pieces: int = 0
+    piece_delay: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
@@ -57,6 +62,11 @@ class Reply(Record):
             raise TypeError(f"Reply.delay must be a number of seconds, got {self.delay!r}")
         if self.delay < 0:
             raise ValueError(f"Reply.delay must be >= 0, got {self.delay}")
+        if not isinstance(self.argument_pieces, int) or self.argument_pieces < 0:
+            raise ValueError(f"Reply.argument_pieces must be an int >= 0, got "
+                             f"{self.argument_pieces!r}")
+        if not isinstance(self.piece_delay, int | float) or self.piece_delay < 0:
+            raise ValueError(f"Reply.piece_delay must be >= 0 seconds, got {self.piece_delay!r}")
         for item in self.tool_calls:
             if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
                 raise TypeError(
@@ -77,6 +87,16 @@ def _parse_arguments(raw: Mapping[str, Any] | str) -> tuple[dict[str, Any], str 
     if not isinstance(value, dict):
         return {}, f"arguments must be a JSON object, got {type(value).__name__}"
     return value, None
+
+
+async def _pieces(name: str, raw: Mapping[str, Any] | str, index: int,
+                  reply: Reply) -> AsyncIterator[ToolArgsDelta]:
+    text = raw if isinstance(raw, str) else json.dumps(dict(raw))
+    size = -(-len(text) // reply.argument_pieces)  # ceiling: at most that many pieces
+    for start in range(0, len(text), size or 1):
+        if start and reply.piece_delay:
+            await asyncio.sleep(reply.piece_delay)
+        yield ToolArgsDelta(index, name, text[start:start + size])
 
 
 class ScriptedProvider:
@@ -141,7 +161,10 @@ class ScriptedProvider:
             yield ThinkingDelta(reply.thinking)
         for piece in _WORDS.findall(reply.text):
             yield TextDelta(piece)
-        for name, raw in reply.tool_calls:
+        for index, (name, raw) in enumerate(reply.tool_calls):
+            if reply.argument_pieces:
+                async for piece in _pieces(name, raw, index, reply):
+                    yield piece
             arguments, error = _parse_arguments(raw)
             yield ToolCallChunk(ToolCall(f"call_{next(self._ids)}", name, arguments, error))
         yield StreamEnd(reply.usage, "tool_calls" if reply.tool_calls else "stop")

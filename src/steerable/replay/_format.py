@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from steerable._messages import ToolCall, Usage
+from steerable._parts import Content, Part
+from steerable._parts_json import parts_from_json, parts_to_json
 from steerable.errors import (
     ContextOverflowError,
     FatalProviderError,
@@ -273,3 +275,16 @@ def messages_to_json(messages: Sequence[Any]) -> list[dict[str, Any]]:
 
 def messages_from_json(raw: Sequence[Any]) -> list[Any]:
     return [message_from_record(m, 1) for m in raw]
+
+
+def with_parts(entry: dict[str, Any], parts: Sequence[Part]) -> dict[str, Any]:
+    """``entry`` (a turn or a send) with its input's parts, when it has any (bytes inline)."""
+    if parts:
+        entry["parts"] = parts_to_json(parts)
+    return entry
+
+
+def content_of(entry: Mapping[str, Any], text_field: str) -> Content:
+    """A recorded turn's or send's input: its parts when it has any, else its text."""
+    raw = entry.get("parts")
+    return parts_from_json(raw) if raw else str(entry[text_field])

@@ -46,6 +46,7 @@ from steerable.replay._compare import IdMap, first_difference, first_request_dif
 from steerable.replay._errors import RecordingError, ReplayDivergence
 from steerable.replay._format import (
     Recording,
+    content_of,
     load_recording,
     messages_from_json,
     messages_to_json,
@@ -333,7 +334,7 @@ class Player:
             self.loop.store.replace(sid, history)
         agent = self._agents.get(str(entry["agent"]))
         try:
-            handle = self.loop.start_turn(str(entry["input"]), sid, agent=agent)
+            handle = self.loop.start_turn(content_of(entry, "input"), sid, agent=agent)
         except Exception as exc:
             self._fail(f"replay diverged: the recorded turn {entry['input']!r} could not start "
                        f"after event #{entry['after']}: {exc}")
@@ -362,7 +363,7 @@ class Player:
             self.loop.store.replace(sid, history)
         agent = self._agents.get(str(entry["agent"])) if entry.get("agent") else None
         try:
-            self.loop.send(str(entry["text"]), sid, entry.get("policy"), agent=agent)
+            self.loop.send(content_of(entry, "text"), sid, entry.get("policy"), agent=agent)
         except Exception as exc:
             self._fail(f"replay diverged: the recorded send after event #{entry['after']} "
                        f"failed in the replay: {exc}")

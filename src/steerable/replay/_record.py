@@ -33,6 +33,7 @@ from steerable.replay._format import (
     messages_to_json,
     request_to_json,
     shorten_request,
+    with_parts,
 )
 
 __all__ = ["Recorder"]
@@ -286,18 +287,20 @@ class Recorder:
             history = self._loop.session_messages(sid) if sid else []
             answer = proceed(command)
             if isinstance(command, StartTurn):
-                self._write({"type": "turn", "after": after, "session_id": answer.session_id,
-                             "input": command.input, "agent": (agent or self._loop.agent).name,
-                             "history": messages_to_json(history),
-                             # Turns the loop's lanes start are started again by the replayed
-                             # ``send``: marked so.
-                             "by_send": command.by_lane})
+                self._write(with_parts({
+                    "type": "turn", "after": after, "session_id": answer.session_id,
+                    "input": command.input, "agent": (agent or self._loop.agent).name,
+                    "history": messages_to_json(history),
+                    # Turns the loop's lanes start are started again by the replayed
+                    # ``send``: marked so.
+                    "by_send": command.by_lane}, command.parts))
                 self._sessions[answer.session_id] = None
             else:
-                self._write({"type": "control", "after": after, "verb": "send",
-                             "text": command.text, "session_id": sid, "policy": command.policy,
-                             "agent": None if agent is None else agent.name,
-                             "history": messages_to_json(history)})
+                self._write(with_parts({
+                    "type": "control", "after": after, "verb": "send", "text": command.text,
+                    "session_id": sid, "policy": command.policy,
+                    "agent": None if agent is None else agent.name,
+                    "history": messages_to_json(history)}, command.parts))
             return answer
         described = self._describe(command)
         answer = proceed(command)

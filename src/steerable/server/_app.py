@@ -25,6 +25,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from steerable._parts import Part, TextPart
+from steerable._parts_json import parts_from_json
 from steerable.drivers._lanes import BUSY_POLICIES
 from steerable.errors import CheckpointError, SessionBusyError
 from steerable.server._guard import AccessGuard
@@ -34,13 +36,17 @@ from steerable.server._undo_api import UndoAPI
 __all__ = ["MAX_BODY", "create_app"]
 
 MAX_BODY = 64 * 1024
+MAX_MESSAGE_BODY = 32 * 1024 * 1024
+"""A message may carry images and files (base64): up to 20 MB of bytes, a third more encoded."""
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _MESSAGE_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 _PUBLIC = ("/", "/static/app.js", "/static/undo.js", "/static/messages.js", "/static/usage.js",
-           "/static/app.css", "/favicon.svg")
+           "/static/page.js", "/static/parts.js", "/static/writing.js", "/static/app.css",
+           "/favicon.svg")
 _STATIC = {"app.js": "text/javascript", "undo.js": "text/javascript",
            "messages.js": "text/javascript", "usage.js": "text/javascript",
-           "page.js": "text/javascript", "app.css": "text/css"}
+           "page.js": "text/javascript", "parts.js": "text/javascript",
+           "writing.js": "text/javascript", "app.css": "text/css"}
 
 
 class BadRequest(Exception):
@@ -68,15 +74,15 @@ def _message_id(request: Request) -> str:
     return str(mid)
 
 
-async def _body(request: Request) -> dict[str, Any]:
+async def _body(request: Request, limit: int = MAX_BODY) -> dict[str, Any]:
     declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
-        raise BadRequest(413, f"body larger than {MAX_BODY} bytes")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        raise BadRequest(413, f"body larger than {limit} bytes")
     raw = bytearray()
     async for chunk in request.stream():
         raw += chunk
-        if len(raw) > MAX_BODY:
-            raise BadRequest(413, f"body larger than {MAX_BODY} bytes")
+        if len(raw) > limit:
+            raise BadRequest(413, f"body larger than {limit} bytes")
     try:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
@@ -100,6 +106,19 @@ def _field(data: dict[str, Any], name: str, kind: type, *, required: bool = True
     if choices is not None and value not in choices:
         raise BadRequest(400, f"unknown {name} {value!r}; use one of {sorted(choices)}")
     return value
+
+
+def _content(data: dict[str, Any]) -> str | list[Part]:
+    """A message's ``text``, or its ``parts`` (images and files, bytes in base64) after the
+    ``text`` when both are given."""
+    raw = data.get("parts")
+    text = _field(data, "text", str, required=raw is None)
+    if text is not None and len(text.encode("utf-8", "surrogatepass")) > MAX_BODY:
+        raise BadRequest(413, f"field 'text' larger than {MAX_BODY} bytes")
+    if raw is None:
+        return str(text)
+    parts = list(parts_from_json(raw))
+    return [TextPart(text), *parts] if text else parts
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -229,8 +248,8 @@ def _message_routes(runner: SessionRunner) -> list[Route]:
 
     async def post_message(request: Request) -> Response:
         sid = _session_id(request)
-        data = await _body(request)
-        text = _field(data, "text", str)
+        data = await _body(request, MAX_MESSAGE_BODY)
+        text = _content(data)
         policy = _field(data, "policy", str, required=False, choices=BUSY_POLICIES)
         discard = _field(data, "discard_pending", bool, required=False) or False
         sent = await runner.send(sid, text, policy, discard_pending=discard)

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from steerable._core._checkpoint import Checkpoint, CheckpointStore
+from steerable._parts import Part
 from steerable._secrets import redacted
 from steerable.drivers._lanes import BusyPolicy
 from steerable.errors import SessionBusyError
@@ -65,10 +66,13 @@ class RedisRunner:
         if self._task is not None:
             await self._task
 
-    async def send(self, session_id: str, text: str, policy: BusyPolicy | None, *,
+    async def send(self, session_id: str, text: str | list[Part], policy: BusyPolicy | None, *,
                    discard_pending: bool = False) -> Sent:
         # A worker that takes a new message drops the session's pending turn itself (the user
         # moved on), so ``discard_pending`` changes nothing here.
+        if not isinstance(text, str):
+            raise NotImplementedError("images and files are not carried over the Redis bus yet: "
+                                      "send them to a server without --redis")
         sent = await self.client.send(text, session_id, policy or "steer")
         return Sent(sent.turn_id, sent.action, sent.message_id, sent.state)
 

@@ -19,6 +19,8 @@ from typing import Any, Literal, Protocol
 from steerable._core._cancel import CancelMode
 from steerable._core._checkpoint import Checkpoint
 from steerable._messages import Message
+from steerable._parts import Part
+from steerable._parts_json import part_summary
 from steerable._receipts import MessageReceipt
 from steerable._secrets import redacted
 from steerable.drivers._handle import TurnHandle
@@ -74,7 +76,7 @@ class SessionRunner(Protocol):
 
     async def aclose(self) -> None: ...
 
-    async def send(self, session_id: str, text: str, policy: BusyPolicy | None, *,
+    async def send(self, session_id: str, text: str | list[Part], policy: BusyPolicy | None, *,
                    discard_pending: bool = False) -> Sent: ...
 
     async def steer(self, session_id: str, text: str) -> Taken: ...
@@ -109,7 +111,9 @@ class SessionRunner(Protocol):
 def message_json(message: Message) -> dict[str, Any]:
     """A message as the API shows it (before redaction, which the runner applies to the whole
     answer)."""
-    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    out: dict[str, Any] = {"role": message.role, "content": message.text}
+    if message.parts:  # the text above reads them as placeholders; their bytes stay stored
+        out["parts"] = [part_summary(p) for p in message.parts]
     if message.tool_calls:
         out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments}
                              for c in message.tool_calls]
@@ -179,7 +183,7 @@ class LocalRunner:
             driver = self._drivers[session_id] = SessionDriver(self.loop, session_id)
         return driver
 
-    async def send(self, session_id: str, text: str, policy: BusyPolicy | None, *,
+    async def send(self, session_id: str, text: str | list[Part], policy: BusyPolicy | None, *,
                    discard_pending: bool = False) -> Sent:
         driver = self._driver(session_id)
         if not self.loop.busy(session_id):  # a queued message meets no checkpoint: none is left

@@ -21,6 +21,7 @@ from steerable.storage._checkpoint_records import (
     checkpoint_from_record,
     checkpoint_to_record,
 )
+from steerable.storage._records import MissingBlobError
 from steerable.storage.jsonl import JSONLSessionStore, SessionFileError, default_data_dir
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ __all__ = [
     "CheckpointStore",
     "JSONLSessionStore",
     "LeaseLostError",
+    "MissingBlobError",
     "RedisSessionStore",
     "RedisStoreError",
     "RedisUnavailableError",

@@ -7,13 +7,16 @@ it); a reader decodes each version it knows and refuses newer ones with a clear 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any
 
 from steerable._messages import Message, ToolCall
+from steerable._parts import text_of
+from steerable._parts_json import BlobReader, part_from_json, part_to_json
+from steerable.errors import SteerableError
 
-__all__ = ["SCHEMA_VERSION", "RecordError", "message_from_record", "message_to_record",
-           "session_title"]
+__all__ = ["SCHEMA_VERSION", "BlobReader", "MissingBlobError", "RecordError",
+           "message_from_record", "message_to_record", "session_title"]
 
 SCHEMA_VERSION = 1
 
@@ -22,9 +25,20 @@ class RecordError(ValueError):
     """A record that is valid JSON but not a record this version can read."""
 
 
-def message_to_record(message: Message) -> dict[str, Any]:
-    """The JSON object for ``message``; fields at their default value are left out."""
-    out: dict[str, Any] = {"role": message.role, "content": message.content}
+class MissingBlobError(SteerableError):
+    """A message refers to binary data (an image, a file) that its store no longer holds."""
+
+
+def message_to_record(message: Message,
+                      blobs: MutableMapping[str, bytes] | None = None) -> dict[str, Any]:
+    """The JSON object for ``message``; fields at their default value are left out.
+
+    Content parts become objects; the bytes of an image or file go into ``blobs`` (key ->
+    bytes, for the store to keep beside the history) and the record holds the key, or are
+    written inline as base64 when ``blobs`` is None."""
+    content = message.content
+    out: dict[str, Any] = {"role": message.role, "content": content if isinstance(
+        content, str) else [part_to_json(p, blobs) for p in content]}
     if message.tool_calls:
         calls = []
         for call in message.tool_calls:
@@ -50,19 +64,23 @@ def _call_v1(raw: Any) -> ToolCall:
                     raw.get("arguments_error"))
 
 
-def message_from_record(raw: Any, version: int) -> Message:
-    """Decode the ``message`` field of a record written by schema ``version``."""
+def message_from_record(raw: Any, version: int, blobs: BlobReader | None = None) -> Message:
+    """Decode the ``message`` field of a record written by schema ``version``; ``blobs``
+    gives the bytes of parts stored by key (``MissingBlobError`` when they are gone)."""
     if version != 1:
         raise RecordError(f"no decoder for schema version {version}")
     if not isinstance(raw, Mapping):
         raise RecordError("a message must be an object")
     try:
+        content = raw.get("content", "")
+        if type(content) is list:
+            content = [part_from_json(p, blobs) for p in content]
         if "tool_calls" not in raw:  # most messages: skip the tool-call decoding
-            return Message(raw["role"], raw.get("content", ""),
+            return Message(raw["role"], content,
                            tool_call_id=raw.get("tool_call_id"), name=raw.get("name"),
                            is_error=bool(raw.get("is_error", False)))
         return Message(
-            raw["role"], raw.get("content", ""),
+            raw["role"], content,
             tool_calls=tuple(_call_v1(c) for c in raw.get("tool_calls", ())),
             tool_call_id=raw.get("tool_call_id"), name=raw.get("name"),
             is_error=bool(raw.get("is_error", False)),
@@ -74,7 +92,7 @@ def message_from_record(raw: Any, version: int) -> Message:
 def session_title(messages: Sequence[Message], redact: Callable[[str], str] | None) -> str:
     """A new session's title: its first user message on one line, at most 100 characters,
     redacted before it is cut (a cut secret would no longer be recognised)."""
-    title = next((m.content for m in messages if m.role == "user"), "")
+    title = next((text_of(m.content) for m in messages if m.role == "user"), "")
     if redact is not None:
         title = redact(title)
     return " ".join(title.split())[:100]

@@ -22,7 +22,8 @@ appended after the history it was computed from (``base``), so none are lost.
 
 A running (or cancelled, or killed) turn's checkpoint lives beside the session, in
 ``<session id>.checkpoint`` (see ``_checkpoint_files``); it is not history, and deleting the
-session deletes it too.
+session deletes it too. So do the images and files of its messages, in ``<session id>.blobs/``
+(see ``_blobs``): a history line holds their hash.
 
 Appending never reads or rewrites earlier turns: the marker's running ``count`` is found by
 reading the file's tail, so a turn costs the same with 1 or 10,000 messages before it.
@@ -49,9 +50,11 @@ from steerable._core._session import SessionInfo, TurnRecord
 from steerable._messages import Message
 from steerable._secrets import redacted
 from steerable.errors import ConfigurationError, SteerableError
+from steerable.storage._blobs import BlobFolder
 from steerable.storage._checkpoint_files import CheckpointFiles
 from steerable.storage._records import (
     SCHEMA_VERSION,
+    BlobReader,
     RecordError,
     message_from_record,
     message_to_record,
@@ -196,6 +199,9 @@ class JSONLSessionStore:
             )
         return self.directory / f"{session_id}.jsonl"
 
+    def _blobs_of(self, path: Path) -> BlobFolder:
+        return BlobFolder(path.with_suffix(".blobs"), path)
+
     # -- reading ------------------------------------------------------------------------------
 
     def load(self, session_id: str) -> list[Message]:
@@ -233,13 +239,14 @@ class JSONLSessionStore:
         paused = gc.isenabled()
         gc.disable()
         try:
-            fast = self._parse_fast(data)
-            return fast if fast is not None else self._parse_lines(data, path)
+            blobs = self._blobs_of(path).read
+            fast = self._parse_fast(data, blobs)
+            return fast if fast is not None else self._parse_lines(data, path, blobs)
         finally:
             if paused:
                 gc.enable()
 
-    def _parse_fast(self, data: bytes) -> _Parsed | None:
+    def _parse_fast(self, data: bytes, blobs: BlobReader) -> _Parsed | None:
         """The common case, a clean file, in one ``json.loads`` call (3x faster than a call
         per line). Any surprise returns None and the careful line-by-line parser takes over,
         with its exact diagnostics. Raw newlines occur only between records: JSON escapes
@@ -257,8 +264,8 @@ class JSONLSessionStore:
             kind = record.get("type")
             if kind == "message":
                 try:
-                    out.add_message(record.get("turn"),
-                                    message_from_record(record.get("message"), SCHEMA_VERSION))
+                    out.add_message(record.get("turn"), message_from_record(
+                        record.get("message"), SCHEMA_VERSION, blobs))
                 except RecordError:
                     return None
             elif kind == "turn":
@@ -269,7 +276,7 @@ class JSONLSessionStore:
                 return None
         return out.finish("")
 
-    def _parse_lines(self, data: bytes, path: Path) -> _Parsed:
+    def _parse_lines(self, data: bytes, path: Path, blobs: BlobReader) -> _Parsed:
         out = _Parsed()
         lines = data.split(b"\n")
         last_index = len(lines) - 1
@@ -291,7 +298,7 @@ class JSONLSessionStore:
                 out.header = record
             elif kind == "message":
                 try:
-                    message = message_from_record(record.get("message"), version)
+                    message = message_from_record(record.get("message"), version, blobs)
                 except RecordError as exc:
                     raise SessionFileError(f"session file {path} is corrupt at line {number} "
                                            f"({exc}); it was left untouched") from None
@@ -351,9 +358,11 @@ class JSONLSessionStore:
                                          "session_id": session_id, "created": now,
                                          "title": session_title(messages, self._redact)}))
             turn_id = turn.turn_id if turn is not None else f"append_{now:.6f}"
+            blobs: dict[str, bytes] = {}
             for message in messages:
                 lines.append(self._line({"v": SCHEMA_VERSION, "type": "message", "turn": turn_id,
-                                    "message": message_to_record(message)}))
+                                    "message": message_to_record(message, blobs)}))
+            self._blobs_of(path).put(blobs)  # before the lines that refer to them
             lines.append(self._line({"v": SCHEMA_VERSION, "type": "turn", "turn": turn_id,
                                 "status": turn.status if turn else "appended",
                                 "iterations": turn.iterations if turn else 0,
@@ -423,23 +432,27 @@ class JSONLSessionStore:
                                        dir=self.directory)
             os.close(fd)
             try:
-                self._write_new(Path(tmp), session_id, parsed.header, [*messages, *kept])
+                keys = self._write_new(Path(tmp), session_id, parsed.header, [*messages, *kept])
                 os.replace(tmp, path)
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
+            self._blobs_of(path).keep_only(keys)
         self._sync_directory()
 
     def _write_new(self, target: Path, session_id: str, header: dict[str, Any],
-                   messages: Sequence[Message]) -> None:
+                   messages: Sequence[Message]) -> set[str]:
+        """Write a new session file at ``target``; returns the blob keys it refers to."""
         now = time.time()
         head = dict(header) or {"v": SCHEMA_VERSION, "type": "session",
                                 "session_id": session_id, "created": now, "title": ""}
         head.update(v=SCHEMA_VERSION, session_id=session_id)
         turn_id = f"rewrite_{now:.6f}"
         lines = [self._line(head)]
+        blobs: dict[str, bytes] = {}
         lines += [self._line({"v": SCHEMA_VERSION, "type": "message", "turn": turn_id,
-                         "message": message_to_record(m)}) for m in messages]
+                         "message": message_to_record(m, blobs)}) for m in messages]
+        self._blobs_of(self.path(session_id)).put(blobs)
         lines.append(self._line({"v": SCHEMA_VERSION, "type": "turn", "turn": turn_id,
                             "status": "rewritten", "iterations": 0, "count": len(messages),
                             "time": now}))
@@ -448,6 +461,7 @@ class JSONLSessionStore:
             fh.write(text.encode("utf-8"))
             fh.flush()
             os.fsync(fh.fileno())
+        return set(blobs)
 
     # -- the rest of the protocol -------------------------------------------------------------
 
@@ -456,6 +470,7 @@ class JSONLSessionStore:
 
     def delete(self, session_id: str) -> bool:
         had_checkpoint = self._checkpoints.delete(session_id)
+        self._blobs_of(self.path(session_id)).delete()
         try:
             self.path(session_id).unlink()
         except FileNotFoundError:

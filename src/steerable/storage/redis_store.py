@@ -36,6 +36,8 @@ from steerable.storage._checkpoint_records import checkpoint_from_record, checkp
 from steerable.storage._ids import check_session_id
 from steerable.storage._records import (
     SCHEMA_VERSION,
+    BlobReader,
+    MissingBlobError,
     RecordError,
     message_from_record,
     message_to_record,
@@ -160,9 +162,26 @@ class RedisSessionStore:
         self._replace = self._redis.register_script(_REPLACE)
         self._save_checkpoint = self._redis.register_script(_SAVE_CHECKPOINT)
 
-    def _record(self, message: Message, turn_id: str) -> str:
+    def _record(self, message: Message, turn_id: str, blobs: dict[str, bytes]) -> str:
         return _encode(redacted({"v": SCHEMA_VERSION, "turn": turn_id,
-                                 "message": message_to_record(message)}, self._redact))
+                                 "message": message_to_record(message, blobs)}, self._redact))
+
+    def _put_blobs(self, session_id: str, blobs: dict[str, bytes]) -> None:
+        """Images and files go in the session's ``blobs`` hash (by SHA-256) before the history
+        entries that refer to them; a write that then fails leaves only unreferenced blobs."""
+        if blobs:
+            self._run(f"append to session {session_id!r}", self._redis.hset,
+                      self.key(session_id, "blobs"), mapping=blobs)
+
+    def _blob_reader(self, session_id: str) -> BlobReader:
+        def read(key: str) -> bytes:
+            data = self._run("read Redis", self._redis.hget, self.key(session_id, "blobs"), key)
+            if data is None:
+                raise MissingBlobError(
+                    f"session {session_id!r} in Redis refers to an image or file stored as "
+                    f"{key}, which is missing from {self.key(session_id, 'blobs')}")
+            return bytes(data)
+        return read
 
     # -- keys ---------------------------------------------------------------------------------
 
@@ -194,6 +213,7 @@ class RedisSessionStore:
         raw = self._run(f"load session {session_id!r}", self._redis.lrange,
                         self.key(session_id, "msgs"), 0, -1)
         out = []
+        blobs = self._blob_reader(session_id)
         for index, item in enumerate(raw):
             try:
                 record = json.loads(item)
@@ -204,7 +224,7 @@ class RedisSessionStore:
                     raise RedisStoreError(
                         f"session {session_id!r} has a message of schema v{version} (this "
                         f"steerable reads up to v{SCHEMA_VERSION}); upgrade steerable")
-                out.append(message_from_record(record["message"], version))
+                out.append(message_from_record(record["message"], version, blobs))
             except (ValueError, KeyError, TypeError, RecordError) as exc:
                 raise RedisStoreError(f"session {session_id!r} in Redis is corrupt at message "
                                       f"{index} ({exc}); it was left untouched") from None
@@ -228,7 +248,9 @@ class RedisSessionStore:
         args: list[Any] = [repr(now), session_title(messages, self._redact), turn_id,
                            turn.status if turn else "appended", turn.iterations if turn else 0,
                            guard[1] if guard else ""]
-        args += [self._record(m, turn_id) for m in messages]
+        blobs: dict[str, bytes] = {}
+        args += [self._record(m, turn_id, blobs) for m in messages]
+        self._put_blobs(session_id, blobs)
         self._run(f"append to session {session_id!r}", self._append, keys=keys, args=args)
 
     def replace(self, session_id: str, messages: Sequence[Message], *,
@@ -245,7 +267,9 @@ class RedisSessionStore:
         keys = self._keys(session_id) + ([guard[0]] if guard else [])
         args: list[Any] = [repr(now), turn_id, guard[1] if guard else "",
                            "" if base is None else str(base)]
-        args += [self._record(m, turn_id) for m in messages]
+        blobs: dict[str, bytes] = {}
+        args += [self._record(m, turn_id, blobs) for m in messages]
+        self._put_blobs(session_id, blobs)
         self._run(f"replace session {session_id!r}", self._replace, keys=keys, args=args)
 
     def has_turn(self, session_id: str, turn_id: str) -> bool:
@@ -284,7 +308,7 @@ class RedisSessionStore:
     def delete(self, session_id: str) -> bool:
         keys = self._keys(session_id)
         pipe = self._redis.pipeline(transaction=True)
-        pipe.delete(*keys[:3], self.key(session_id, "checkpoint"))
+        pipe.delete(*keys[:3], self.key(session_id, "checkpoint"), self.key(session_id, "blobs"))
         pipe.zrem(keys[3], keys[1])
         deleted, _ = self._run(f"delete session {session_id!r}", pipe.execute)
         return bool(deleted)

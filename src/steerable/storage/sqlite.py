@@ -6,6 +6,7 @@ Schema (``PRAGMA user_version`` = 1)::
     messages(session_id, idx, turn, v, record)      -- record: the JSON of _records.py
     turns(session_id, turn, status, iterations, count, time)
     checkpoints(session_id PRIMARY KEY, record)     -- a running turn's checkpoint (durable turns)
+    blobs(session_id, key, data)                    -- images and files, by SHA-256 (key)
 
 A turn's messages, its ``turns`` row and the session's new ``count`` are written in one
 ``BEGIN IMMEDIATE`` transaction: a process killed at any point leaves the turn either whole or
@@ -30,12 +31,15 @@ from pathlib import Path
 from steerable._core._checkpoint import Checkpoint
 from steerable._core._session import SessionInfo, TurnRecord
 from steerable._messages import Message
+from steerable._parts_json import blob_refs
 from steerable._secrets import redacted
 from steerable.errors import ConfigurationError, SteerableError
 from steerable.storage._checkpoint_records import checkpoint_from_record, checkpoint_to_record
 from steerable.storage._ids import check_session_id
 from steerable.storage._records import (
     SCHEMA_VERSION,
+    BlobReader,
+    MissingBlobError,
     RecordError,
     message_from_record,
     message_to_record,
@@ -58,6 +62,9 @@ CREATE TABLE IF NOT EXISTS turns (
 CREATE INDEX IF NOT EXISTS turns_by_session ON turns (session_id);
 CREATE TABLE IF NOT EXISTS checkpoints (
     session_id TEXT PRIMARY KEY, record TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS blobs (
+    session_id TEXT NOT NULL, key TEXT NOT NULL, data BLOB NOT NULL,
+    PRIMARY KEY (session_id, key)) WITHOUT ROWID;
 """
 
 
@@ -126,8 +133,24 @@ class SQLiteSessionStore:
                         db.execute(statement)
                 db.execute(f"PRAGMA user_version={_DB_VERSION}")
 
-    def _message(self, message: Message) -> str:
-        return _encode(redacted(message_to_record(message), self._redact))
+    def _message(self, message: Message, blobs: dict[str, bytes]) -> str:
+        return _encode(redacted(message_to_record(message, blobs), self._redact))
+
+    @staticmethod
+    def _put_blobs(db: sqlite3.Connection, session_id: str, blobs: dict[str, bytes]) -> None:
+        db.executemany("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?)",
+                       [(session_id, key, data) for key, data in blobs.items()])
+
+    def _blob_reader(self, db: sqlite3.Connection, session_id: str) -> BlobReader:
+        def read(key: str) -> bytes:
+            row = db.execute("SELECT data FROM blobs WHERE session_id=? AND key=?",
+                             (session_id, key)).fetchone()
+            if row is None:
+                raise MissingBlobError(
+                    f"session {session_id!r} in {self.path} refers to an image or file stored "
+                    f"as {key}, which is missing from its blobs table")
+            return bytes(row[0])
+        return read
 
     # -- connections --------------------------------------------------------------------------
 
@@ -171,6 +194,11 @@ class SQLiteSessionStore:
         with self._connection() as db:
             rows = db.execute("SELECT idx, v, record FROM messages WHERE session_id=? "
                               "ORDER BY idx", (session_id,)).fetchall()
+            blobs = self._blob_reader(db, session_id)
+            return self._decode(session_id, rows, blobs)
+
+    def _decode(self, session_id: str, rows: list[tuple[int, int, str]],
+                blobs: BlobReader) -> list[Message]:
         out = []
         for idx, version, raw in rows:
             if version > SCHEMA_VERSION:
@@ -178,7 +206,7 @@ class SQLiteSessionStore:
                     f"session {session_id!r} in {self.path} has a message of schema v{version}"
                     f" (this steerable reads up to v{SCHEMA_VERSION}); upgrade steerable")
             try:
-                out.append(message_from_record(json.loads(raw), version))
+                out.append(message_from_record(json.loads(raw), version, blobs))
             except (ValueError, RecordError) as exc:
                 raise SQLiteStoreError(f"session {session_id!r} in {self.path} is corrupt at "
                                        f"message {idx} ({exc}); it was left untouched") from None
@@ -188,10 +216,12 @@ class SQLiteSessionStore:
                turn: TurnRecord | None) -> None:
         check_session_id(session_id)
         # Encode first: a bad message writes nothing.
-        rows = [self._message(m) for m in messages]
+        blobs: dict[str, bytes] = {}
+        rows = [self._message(m, blobs) for m in messages]
         now = time.time()
         turn_id = turn.turn_id if turn is not None else f"append_{now:.6f}"
         with self._connection() as db, self._write(db):
+            self._put_blobs(db, session_id, blobs)
             count = self._count(db, session_id)
             if count is None:
                 db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, 0)",
@@ -217,10 +247,12 @@ class SQLiteSessionStore:
         """Rewrite the whole history in one transaction (after compression); messages after
         the first ``base`` stored ones (appended meanwhile) are kept after ``messages``."""
         check_session_id(session_id)
-        rows = [self._message(m) for m in messages]
+        blobs: dict[str, bytes] = {}
+        rows = [self._message(m, blobs) for m in messages]
         now = time.time()
         turn_id = f"rewrite_{now:.6f}"
         with self._connection() as db, self._write(db):
+            self._put_blobs(db, session_id, blobs)
             if base is not None:
                 rows += [raw for (raw,) in db.execute(
                     "SELECT record FROM messages WHERE session_id=? AND idx>=? ORDER BY idx",
@@ -235,6 +267,19 @@ class SQLiteSessionStore:
                        (session_id, turn_id, len(rows), now))
             db.execute("UPDATE sessions SET count=?, updated=? WHERE session_id=?",
                        (len(rows), now, session_id))
+            self._drop_unreferenced(db, session_id, rows)
+
+    @staticmethod
+    def _drop_unreferenced(db: sqlite3.Connection, session_id: str, rows: list[str]) -> None:
+        """After a rewrite (same transaction): the blobs no message refers to any more."""
+        keep: set[str] = set()
+        for raw in rows:
+            if '"blob"' in raw:
+                keep |= blob_refs(json.loads(raw))
+        stored = {k for (k,) in db.execute("SELECT key FROM blobs WHERE session_id=?",
+                                           (session_id,))}
+        db.executemany("DELETE FROM blobs WHERE session_id=? AND key=?",
+                       [(session_id, k) for k in stored - keep])
 
     def has_turn(self, session_id: str, turn_id: str) -> bool:
         """True once the turn ``turn_id`` of this session has been saved (a worker that takes
@@ -269,6 +314,7 @@ class SQLiteSessionStore:
         with self._connection() as db, self._write(db):
             db.execute("DELETE FROM messages WHERE session_id=?", (session_id,))
             db.execute("DELETE FROM turns WHERE session_id=?", (session_id,))
+            db.execute("DELETE FROM blobs WHERE session_id=?", (session_id,))
             had = db.execute("DELETE FROM checkpoints WHERE session_id=?",
                              (session_id,)).rowcount > 0
             return db.execute("DELETE FROM sessions WHERE session_id=?",

@@ -98,13 +98,13 @@ def replay(messages: Sequence[Message], view: ToolView) -> list[Update]:
     results = _results(messages)
     out: list[Update] = []
     for m in messages:
-        if m.role == "user" and m.content:
+        if m.role == "user" and m.text:
             out.append(UserMessageChunk(session_update="user_message_chunk",
-                                        content=text_block(m.content)))
+                                        content=text_block(m.text)))
         elif m.role == "assistant":
-            if m.content:
+            if m.text:
                 out.append(AgentMessageChunk(session_update="agent_message_chunk",
-                                             content=text_block(m.content)))
+                                             content=text_block(m.text)))
             for call in m.tool_calls:
                 out.append(_replayed_call(call, results.get(call.id), view))
     return out
@@ -117,7 +117,7 @@ def _replayed_call(call: Any, result: Message | None, view: ToolView) -> ToolCal
     if diff is not None:
         content.append(diff)
     if result is not None:
-        content.append(ContentToolCallContent(type="content", content=text_block(result.content)))
+        content.append(ContentToolCallContent(type="content", content=text_block(result.text)))
     return ToolCallStart(
         session_update="tool_call", tool_call_id=call.id,
         title=view.title(call.name, arguments),

@@ -249,7 +249,8 @@ function handle(ev) {
       }
       break;
     case "llm_delta": streamText(t, ev.text); break;
-    case "llm_response": endStream(t, ev.text); break;
+    case "tool_call_delta": writingDelta(ev, t); break;
+    case "llm_response": writingDone(ev.turn_id); endStream(t, ev.text); break;
     case "tool_exec_start": card(ev.turn_id, ev.call_id, ev.tool_name, ev.arguments, t.box); break;
     case "tool_exec_progress": {
       const c = card(ev.turn_id, ev.call_id, ev.tool_name, {}, t.box);
@@ -287,7 +288,7 @@ function handle(ev) {
 
     case "interrupt_received": note(ev.mode === "hard" ? "stopping now…" : "interrupting: the agent will sum up", "", t.box); break;
     case "error": note(ev.message, "err", t.box); break;
-    case "llm_retry": note("retrying the model call: " + ev.reason, "", t.box); break;
+    case "llm_retry": writingDone(ev.turn_id); note("retrying the model call: " + ev.reason, "", t.box); break;
     case "subturn_spawn": turnBox(ev.child_turn_id, ev.turn_id); break;
     case "subturn_end": {
       const child = state.turns.get(ev.child_turn_id);
@@ -426,7 +427,7 @@ function renderHistory(messages) {
       box.dataset.start = String(index);  // where undo finds the turn (its first message)
       turn += 1;
       append(log(), box);
-      append(box, el("div", "msg user", m.content));
+      partChips(append(box, el("div", "msg user", m.content)), m.parts);
     } else if (m.role === "assistant") {
       box = box || append(log(), el("div", "turn"));
       if (m.content) append(box, assistantText(m.content));
@@ -474,11 +475,12 @@ async function submit(ev) {
   if (ev) ev.preventDefault();
   const input = $("input");
   const text = input.value.trim();
-  if (!text) return;
+  const parts = attachedParts();
+  if (!text && !parts) return;
   if (!state.sid) await openSession(newId(), true);
   if ($("session-title").textContent === "New session") $("session-title").textContent = text.split("\n")[0].slice(0, 80);
   const busy = state.running.size > 0;
-  const body = { text };
+  const body = parts ? (text ? { text, parts } : { parts }) : { text };
   if (busy) body.policy = $("as-followup").checked ? "follow_up" : "steer";
   input.value = "";
   grow();
@@ -488,6 +490,7 @@ async function submit(ev) {
     input.value = text;
     return;
   }
+  if (parts) clearAttached();
   refreshQueue();
   if (r.data.action === "steered") note("↳ steering sent: it reaches the agent at its next step", "pending");
   else if (r.data.action === "queued" && body.policy !== "follow_up") note("queued as the next turn: " + text);
