@@ -41,10 +41,10 @@ def recap(messages: Sequence[Message], redact: Callable[[str], str],
                            style="dim"))
     for m in messages[first:]:
         if m.role == "user":
-            blocks.append(Text(f"> {redact(_cut(m.content, USER_LINES))}", style="bold cyan"))
+            blocks.append(Text(f"> {redact(_cut(m.text, USER_LINES))}", style="bold cyan"))
         elif m.role == "assistant":
-            if m.content.strip():
-                blocks.append(Markdown(redact(_cut(m.content, ANSWER_LINES))))
+            if m.text.strip():
+                blocks.append(Markdown(redact(_cut(m.text, ANSWER_LINES))))
             for call in m.tool_calls:
                 mark, style = ("✗", "red") if call.id in failed else ("✓", "green")
                 line = redact(describe_call(call.name, call.arguments))
