@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from steerable._core._cancel import CancelMode
 from steerable._records import Record, record
 
-__all__ = ["COMMANDS", "AnswerApproval", "Cancel", "Command", "Edit", "FollowUp", "Interrupt",
+__all__ = ["COMMANDS", "AnswerApproval", "AnswerQuestion", "Cancel", "Command", "Edit", "FollowUp", "Interrupt",
            "Resume", "Revoke", "Send", "StartTurn", "Steer", "from_wire"]
 
 
@@ -118,6 +118,15 @@ class AnswerApproval(Command):
 
 
 @record(kw_only=False)
+class AnswerQuestion(Command):
+    """The answer to a ``QUESTION_ASKED`` (``AgentLoop.answer``)."""
+
+    verb: ClassVar[str] = "answer"
+    request_id: str
+    value: Any
+
+
+@record(kw_only=False)
 class Revoke(Command):
     """Withdraw a queued message."""
 
@@ -136,7 +145,7 @@ class Edit(Command):
 
 COMMANDS: Mapping[str, type[Command]] = {
     cls.verb: cls for cls in (Send, StartTurn, Resume, Steer, FollowUp, Interrupt, Cancel,
-                              AnswerApproval, Revoke, Edit)
+                              AnswerApproval, AnswerQuestion, Revoke, Edit)
 }
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from steerable._core._cancel import CancelMode, SafePoint
 from steerable._core._checkpoint import Checkpoint, Stage
 from steerable._core._engine import Engine
+from steerable._core._parking import check_answered, restore_requests
 from steerable._core._turn_state import CancelStop, TurnState
 from steerable._history import MessageView
 from steerable._messages import Message
@@ -63,6 +64,7 @@ def capture(st: TurnState, stage: Stage, cancel_mode: CancelMode | None = None, 
         last_had_tools=st.last_had_tools, tools_run=MessageView.of(st.tools_run),
         usage_in=st.usage_in, usage_out=st.usage_out,
         cancel_mode=None if cancel_mode is None else cancel_mode.label,
+        requests=tuple(st.asks.requests.values()) if st.asks is not None else (),
         seq=st.checkpoint_seq, created=st.created, updated=time.time(),
     )
 
@@ -263,6 +265,7 @@ async def safe_point(engine: Engine, st: TurnState, point: SafePoint, stage: Sta
 def restore(engine: Engine, st: TurnState, cp: Checkpoint) -> None:
     """Put the checkpoint's state back into a fresh TurnState (the base is set by the caller),
     and its queued messages back into the inbox under the ids they were acknowledged with."""
+    check_answered(engine, cp)  # a parked turn resumes once every request has its answer
     st.new = list(cp.messages)
     st.iteration = cp.iteration
     st.last_had_tools = cp.last_had_tools
@@ -277,6 +280,7 @@ def restore(engine: Engine, st: TurnState, cp: Checkpoint) -> None:
         st.carrying.append(r)
     carrying = frozenset(cp.carrying)
     st.carrying += [r for r in st.injected_steering if r.message_id in carrying]
+    restore_requests(engine, st, cp)
 
 
 def _receipt(engine: Engine, st: TurnState, kind: MessageKind, text: str,

@@ -162,6 +162,8 @@ class TurnState:
     """True once the turn's checkpoint was dropped or handed on (``_durable.release``)."""
     checkpoint_written: int = 0
     """The highest ``checkpoint_seq`` the store holds (see ``_durable._save``)."""
+    asks: Any = None
+    """The turn's approvals and questions (``_parking.TurnAsks``, made on first use)."""
 
     def stop_reason(self) -> SkipReason | None:
         """Why tools not yet started must be skipped now, or None to go on."""

@@ -399,8 +399,8 @@ class Player:
                 else loop.edit_message(message, str(entry["text"]))
         elif action == "resolve_approval":
             request = self._ids.replayed_id(str(entry["request_id"])) or str(entry["request_id"])
-            done = loop.resolve_approval(request, bool(entry["approved"]),
-                                         str(entry.get("reason", "")))
+            done = bool(loop.resolve_approval(request, bool(entry["approved"]),
+                                              str(entry.get("reason", ""))))
         else:
             raise RecordingError(f"unknown recorded control {action!r}")
         if not done:

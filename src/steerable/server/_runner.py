@@ -219,7 +219,7 @@ class LocalRunner:
         return handle is not None and handle.contributed
 
     async def resolve_approval(self, request_id: str, approved: bool, reason: str) -> bool:
-        return self.loop.resolve_approval(request_id, approved, reason)
+        return bool(self.loop.resolve_approval(request_id, approved, reason))
 
     async def _pending(self, session_id: str) -> Checkpoint | None:
         return await asyncio.to_thread(self.loop.checkpoint, session_id)

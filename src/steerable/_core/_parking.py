@@ -1,0 +1,335 @@
+"""Parking: a turn whose approval or question stays open stops, and waits in its checkpoint.
+
+With ``AgentLoop(park=True)`` and a store that keeps checkpoints, a request of a top-level turn
+that is still open ``Timeouts.park_after`` seconds after it was made (default 0: at once)
+parks its call: the call stops (a tool that asked is cancelled inside its ``ask``), the other
+calls of its group finish, and the turn writes a checkpoint that records its requests, adds
+the open ones to the store's index of waiting requests (``RequestIndex``), and ends with
+``TurnStatus.WAITING``. No task, timer or process is left waiting.
+
+An answer, from any process, is written to the index first (exclusively: one answer counts);
+once every open request of the checkpoint has one, the answering loop resumes the turn. On
+resume, ``restore_requests`` puts the answers back: an approved call runs once (the approvers
+are not asked again), a denied one is skipped, and a tool that asked runs again from the
+start with ``ToolContext.resumed`` set; each of its ``ask`` calls returns the answer recorded
+for it, in order, at once (the rule for tool authors: no side effect before an ``ask`` that
+could not safely happen twice).
+
+Sub-turns and turns of a loop without ``park`` never park: their requests are live waits
+(approvals deny after ``Timeouts.approval``; questions fail the tool after as long).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from steerable._core._checkpoint import Checkpoint
+from steerable._core._engine import Engine
+from steerable._core._requests import LiveRequest, PendingRequest, check_question
+from steerable._core._turn_state import TurnState
+from steerable._events import ApprovalRequested, ApprovalResolved, QuestionAnswered, QuestionAsked
+from steerable.errors import CheckpointError, ToolError
+
+__all__ = ["PARKED", "ParkStop", "RequestIndex", "TurnAsks", "ask_question", "asks_of",
+           "can_park", "check_answered", "close_in_index", "forget_requests", "index_parked",
+           "open_requests", "parked_requests", "recorded_approval", "restore_requests",
+           "wait_approval"]
+
+PARKED: Any = object()
+"""What a wait returns when its request parked instead of being answered."""
+
+
+class ParkStop(Exception):
+    """Raised by the EXECUTING phase after the group in which a call parked (its checkpoint,
+    with the requests, was written). Private to the engine, like ``CancelStop``."""
+
+
+@runtime_checkable
+class RequestIndex(Protocol):
+    """The store's index of waiting requests: what ``pending_requests`` lists across sessions
+    and how an answer finds its turn. Each method is atomic on its own."""
+
+    def index_requests(self, session_id: str, request_ids: Sequence[str]) -> None:
+        """Record that these requests of ``session_id``'s parked turn wait for answers."""
+        ...
+
+    def request_session(self, request_id: str) -> str | None:
+        """The session a request belongs to (None: never indexed, or closed)."""
+        ...
+
+    def answer_request(self, request_id: str, answer: Mapping[str, Any]) -> bool:
+        """Record the answer unless one is recorded already (False then): exactly once."""
+        ...
+
+    def request_answers(self, request_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The answers recorded for those of ``request_ids`` that have one."""
+        ...
+
+    def waiting_requests(self) -> list[tuple[str, str]]:
+        """``(request_id, session_id)`` of every indexed request with no answer yet."""
+        ...
+
+    def claim_resume(self, checkpoint_id: str) -> bool:
+        """True for the first caller only: that one resumes the parked turn."""
+        ...
+
+    def close_requests(self, request_ids: Sequence[str]) -> None:
+        """Forget these requests (their answers were used); unknown ids are ignored."""
+        ...
+
+
+@dataclass(slots=True)
+class TurnAsks:
+    """A turn's own part for requests: what it asked, what was answered, what parked."""
+
+    requests: dict[str, PendingRequest] = field(default_factory=dict)
+    """By id: those restored from the checkpoint, and those opened since."""
+    fresh: set[str] = field(default_factory=set)
+    """Answered since the turn parked: their ``*_RESOLVED``/``QUESTION_ANSWERED`` is emitted
+    as the resumed turn uses them."""
+    asked: dict[str, int] = field(default_factory=dict)
+    """Per call id, how many times its tool called ``ask`` in this run (replay order)."""
+    live: dict[str, LiveRequest] = field(default_factory=dict)
+    """Requests of this run that parked: their live entry, dropped as the turn ends."""
+    parked_calls: set[str] = field(default_factory=set)
+
+
+def asks_of(st: TurnState) -> TurnAsks:
+    if st.asks is None:
+        st.asks = TurnAsks()
+    asks: TurnAsks = st.asks
+    return asks
+
+
+def can_park(engine: Engine, st: TurnState) -> bool:
+    return engine.park and st.durable and st.parent_turn_id is None
+
+
+def _pending(st: TurnState, request_id: str, kind: Any, call_id: str, tool_name: str,
+             **fields: Any) -> PendingRequest:
+    return PendingRequest(request_id=request_id, kind=kind, session_id=st.session_id,
+                          turn_id=st.origin_turn_id or st.turn_id, call_id=call_id,
+                          tool_name=tool_name, created=time.time(), **fields)
+
+
+async def _wait(engine: Engine, st: TurnState, req: LiveRequest, call_id: str,
+                park: Callable[[], None], live_timeout: float | None) -> Any:
+    """The answer, or ``PARKED`` (after calling ``park``), or ``TimeoutError`` when a live
+    wait (no parking) runs past ``live_timeout``."""
+    if not can_park(engine, st):
+        try:
+            return await asyncio.wait_for(asyncio.shield(req.future), live_timeout)
+        except TimeoutError:
+            engine.broker.discard(req.request_id)
+            raise
+    if engine.timeouts.park_after > 0:
+        try:
+            return await asyncio.wait_for(asyncio.shield(req.future),
+                                          engine.timeouts.park_after)
+        except TimeoutError:
+            pass
+    if req.future.done():
+        return req.future.result()
+    req.parked = True
+    asks = asks_of(st)
+    asks.live[req.request_id] = req
+    asks.parked_calls.add(call_id)
+    park()
+    return PARKED
+
+
+def recorded_approval(engine: Engine, st: TurnState, call_id: str) -> tuple[bool, str] | None:
+    """The answer a parked approval of this call got (None: it has none)."""
+    if st.asks is None:
+        return None
+    for req in st.asks.requests.values():
+        if req.kind == "approval" and req.call_id == call_id and req.answered:
+            _announce(engine, st, req)
+            return bool(req.value), req.reason
+    return None
+
+
+async def wait_approval(engine: Engine, st: TurnState, call_id: str, tool_name: str,
+                        arguments: Mapping[str, Any], open_ids: set[str],
+                        park: Callable[[], None]) -> Any:
+    """``ctx.ask_human`` inside an approver: ``(approved, reason)`` or ``PARKED``."""
+    req = engine.broker.open("approval", st.session_id)
+    rid = req.request_id
+    open_ids.add(rid)
+    asks_of(st).requests[rid] = _pending(st, rid, "approval", call_id, tool_name,
+                                         arguments=dict(arguments))
+    engine.emit(st, ApprovalRequested, request_id=rid, call_id=call_id, tool_name=tool_name,
+                arguments=arguments)
+    try:
+        answer = await _wait(engine, st, req, call_id, park, None)
+    except asyncio.CancelledError:
+        if rid in open_ids and not req.parked:
+            open_ids.remove(rid)
+            engine.broker.discard(rid)
+            engine.emit(st, ApprovalResolved, request_id=rid, call_id=call_id,
+                        tool_name=tool_name, approved=False, reason="cancelled")
+        raise
+    if answer is PARKED:
+        open_ids.discard(rid)  # it stays open, in the checkpoint: no RESOLVED now
+        return PARKED
+    approved, reason = answer
+    open_ids.discard(rid)
+    _record(st, rid, approved, reason)
+    engine.emit(st, ApprovalResolved, request_id=rid, call_id=call_id, tool_name=tool_name,
+                approved=approved, reason=reason)
+    return approved, reason
+
+
+async def ask_question(engine: Engine, st: TurnState, call_id: str, tool_name: str,
+                       park: Callable[[], None], question: Any, choices: Any,
+                       schema: Any) -> Any:
+    """``ToolContext.ask``: the recorded answer on a re-run, else ask (and wait or park)."""
+    question, choices, schema = check_question(question, choices, schema)
+    asks = asks_of(st)
+    index = asks.asked.get(call_id, 0)
+    asks.asked[call_id] = index + 1
+    for req in asks.requests.values():
+        if req.kind == "question" and req.call_id == call_id and req.index == index \
+                and req.answered:
+            _announce(engine, st, req)
+            return req.value
+    live = engine.broker.open("question", st.session_id, choices=choices, schema=schema)
+    rid = live.request_id
+    asks.requests[rid] = _pending(st, rid, "question", call_id, tool_name, question=question,
+                                  choices=choices, schema=schema, index=index)
+    engine.emit(st, QuestionAsked, request_id=rid, call_id=call_id, tool_name=tool_name,
+                question=question, choices=choices, schema=schema)
+    try:
+        answer = await _wait(engine, st, live, call_id, park,
+                             engine.timeouts.approval)
+    except TimeoutError:
+        engine.emit(st, QuestionAnswered, request_id=rid, call_id=call_id,
+                    tool_name=tool_name, outcome="timed out")
+        raise ToolError(f"Nobody answered the question within "
+                        f"{engine.timeouts.approval:g} s.") from None
+    except asyncio.CancelledError:
+        if not live.parked:
+            engine.broker.discard(rid)
+            engine.emit(st, QuestionAnswered, request_id=rid, call_id=call_id,
+                        tool_name=tool_name, outcome="cancelled")
+        raise
+    if answer is PARKED:
+        await asyncio.Event().wait()  # the executor cancels this call now; it resumes later
+    _record(st, rid, answer, "")
+    engine.emit(st, QuestionAnswered, request_id=rid, call_id=call_id, tool_name=tool_name,
+                value=answer)
+    return answer
+
+
+def _record(st: TurnState, request_id: str, value: Any, reason: str) -> None:
+    """An answer that came in time: kept, so a re-run of its call after a later park replays
+    it."""
+    asks = asks_of(st)
+    req = asks.requests.get(request_id)
+    if req is not None:
+        asks.requests[request_id] = _answered(req, value, reason)
+
+
+def _answered(req: PendingRequest, value: Any, reason: str) -> PendingRequest:
+    return PendingRequest(**{**{n: getattr(req, n) for n in req._names},
+                             "answered": True, "value": value, "reason": reason})
+
+
+def _announce(engine: Engine, st: TurnState, req: PendingRequest) -> None:
+    """An answer given while the turn was parked reaches its turn: say so, once."""
+    asks = asks_of(st)
+    if req.request_id not in asks.fresh:
+        return
+    asks.fresh.discard(req.request_id)
+    if req.kind == "approval":
+        engine.emit(st, ApprovalResolved, request_id=req.request_id, call_id=req.call_id,
+                    tool_name=req.tool_name, approved=bool(req.value), reason=req.reason)
+    else:
+        engine.emit(st, QuestionAnswered, request_id=req.request_id, call_id=req.call_id,
+                    tool_name=req.tool_name, value=req.value)
+
+
+def open_requests(st: TurnState, pending_calls: Sequence[str]) -> tuple[PendingRequest, ...]:
+    """What the park checkpoint records: every request of the calls still to run (answered
+    ones too: a re-run tool replays them)."""
+    if st.asks is None:
+        return ()
+    calls = set(pending_calls)
+    return tuple(r for r in st.asks.requests.values() if r.call_id in calls)
+
+
+def index_parked(engine: Engine, st: TurnState, requests: Sequence[PendingRequest]) -> None:
+    """After the park checkpoint is written: the open requests join the store's index."""
+    index = engine.checkpoints
+    waiting = [r.request_id for r in requests if not r.answered]
+    if waiting and isinstance(index, RequestIndex):
+        index.index_requests(st.session_id, waiting)
+
+
+def restore_requests(engine: Engine, st: TurnState, cp: Checkpoint) -> None:
+    """A resumed turn takes its checkpoint's requests, with the answers the index holds."""
+    if not cp.requests:
+        return
+    asks = asks_of(st)
+    index = engine.checkpoints
+    open_ids = [r.request_id for r in cp.requests if not r.answered]
+    answers: dict[str, dict[str, Any]] = index.request_answers(open_ids) \
+        if open_ids and isinstance(index, RequestIndex) else {}
+    for req in cp.requests:
+        got = answers.get(req.request_id)
+        if got is not None:
+            req = _answered(req, got.get("value"), str(got.get("reason", "")))
+            asks.fresh.add(req.request_id)
+        asks.requests[req.request_id] = req
+    # The calls that asked ran before: their tools see ``resumed``.
+    st.resumed_calls = frozenset(r.call_id for r in cp.requests if r.kind == "question")
+
+
+def forget_requests(st: TurnState, done_calls: Sequence[str]) -> list[str]:
+    """The calls ended (with results the next checkpoint holds): their requests leave the
+    turn. Returns their ids, for ``close_in_index`` once that checkpoint is written."""
+    asks = st.asks
+    if asks is None or not asks.requests:
+        return []
+    calls = set(done_calls)
+    gone = [rid for rid, r in asks.requests.items() if r.call_id in calls]
+    for rid in gone:
+        del asks.requests[rid]
+    return gone
+
+
+def close_in_index(engine: Engine, st: TurnState, request_ids: Sequence[str]) -> None:
+    index = engine.checkpoints
+    if request_ids and isinstance(index, RequestIndex):
+        try:
+            index.close_requests(request_ids)
+        except Exception as exc:  # stale entries are harmless: answers to them are refused
+            engine.error(st, f"closing answered requests in the store failed: {exc}",
+                         "checkpoint")
+
+
+def check_answered(engine: Engine, cp: Checkpoint) -> None:
+    """Before a parked turn is resumed: every open request has an answer in the index."""
+    waiting = cp.waiting
+    if not waiting:
+        return
+    index = engine.checkpoints
+    answers: dict[str, dict[str, Any]] = index.request_answers([r.request_id for r in waiting]) \
+        if isinstance(index, RequestIndex) else {}
+    missing = [r.request_id for r in waiting if r.request_id not in answers]
+    if missing:
+        raise CheckpointError(
+            f"session {cp.session_id!r} waits for answers to {', '.join(missing)}: answer "
+            "them (loop.answer / loop.resolve_approval resume the turn), or start a new turn "
+            "with discard_checkpoint=True to drop it")
+
+
+def parked_requests(st: TurnState) -> tuple[PendingRequest, ...]:
+    """A parked turn's open requests (its ``TurnResult.pending``)."""
+    if st.asks is None:
+        return ()
+    return tuple(r for r in st.asks.requests.values() if not r.answered)
