@@ -75,6 +75,9 @@ class Answers:
     def _parked(self, request_id: str, kind: RequestKind, value: Any, reason: str) -> Any:
         index = self._index()
         session_id = None if index is None else index.request_session(request_id)
+        if index is not None and session_id is None and index.request_answers([request_id]):
+            raise RequestClosedError(f"request {request_id} was answered already (an answer "
+                                     "counts once)")
         if index is None or session_id is None:
             raise UnknownRequestError(
                 f"no open request {request_id!r}: it was never issued here, or its turn was "

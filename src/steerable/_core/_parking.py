@@ -78,7 +78,8 @@ class RequestIndex(Protocol):
         ...
 
     def close_requests(self, request_ids: Sequence[str]) -> None:
-        """Forget these requests (their answers were used); unknown ids are ignored."""
+        """These requests' answers were used: they no longer wait, and their answers stay
+        only as a record that they were answered (a later answer is refused, not unknown)."""
         ...
 
 

@@ -109,7 +109,6 @@ class InMemorySessionStore:
     def close_requests(self, request_ids: Sequence[str]) -> None:
         for i in request_ids:
             self._requests.pop(i, None)
-            self._answers.pop(i, None)
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         self._checkpoints[checkpoint.session_id] = checkpoint  # frozen: no copy needed

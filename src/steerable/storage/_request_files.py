@@ -2,7 +2,8 @@
 
 Each waiting request is ``<request_id>.open`` (its session id); an answer is
 ``<request_id>.answer`` (a JSON object), created with ``O_CREAT | O_EXCL`` so that of two
-processes answering at once exactly one succeeds; ``resume.<checkpoint_id>`` is made the same
+processes answering at once exactly one succeeds (it stays when the request is closed, as the
+record that it was answered); ``resume.<checkpoint_id>`` is made the same
 way by the one process that resumes a parked turn. Request ids and checkpoint ids are
 URL-safe tokens, so they are safe file names; anything else is refused before it reaches the
 file system. Files are written whole to a temporary name and linked into place, so a crash
@@ -101,6 +102,5 @@ class RequestFiles:
 
     def close_requests(self, request_ids: Sequence[str]) -> None:
         for rid in request_ids:
-            for suffix in (".open", ".answer"):  # an answer left alone is never listed
-                with contextlib.suppress(FileNotFoundError, KeyError):
-                    self._path(f"{_name(rid)}{suffix}").unlink()
+            with contextlib.suppress(FileNotFoundError, KeyError):
+                self._path(f"{_name(rid)}.open").unlink()  # the answer stays: "answered"

@@ -363,10 +363,9 @@ class RedisSessionStore:
 
     def close_requests(self, request_ids: Sequence[str]) -> None:
         if request_ids:
-            pipe = self._redis.pipeline(transaction=True)
-            pipe.hdel(f"{self.prefix}requests", *request_ids)
-            pipe.hdel(f"{self.prefix}answers", *request_ids)
-            self._run("close answered requests", pipe.execute)
+            # The answers stay: the record that these were answered.
+            self._run("close answered requests", self._redis.hdel, f"{self.prefix}requests",
+                      *request_ids)
 
     def close(self) -> None:
         self._redis.close()

@@ -60,7 +60,8 @@ CREATE INDEX IF NOT EXISTS turns_by_session ON turns (session_id);
 CREATE TABLE IF NOT EXISTS checkpoints (
     session_id TEXT PRIMARY KEY, record TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS requests (
-    request_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, answer TEXT);
+    request_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, answer TEXT,
+    closed INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS resume_claims (checkpoint_id TEXT PRIMARY KEY);
 """
 
@@ -288,12 +289,12 @@ class SQLiteSessionStore:
 
     def index_requests(self, session_id: str, request_ids: Sequence[str]) -> None:
         with self._connection() as db, self._write(db):
-            db.executemany("INSERT OR IGNORE INTO requests VALUES (?, ?, NULL)",
+            db.executemany("INSERT OR IGNORE INTO requests VALUES (?, ?, NULL, 0)",
                            [(rid, session_id) for rid in request_ids])
 
     def request_session(self, request_id: str) -> str | None:
         with self._connection() as db:
-            row = db.execute("SELECT session_id FROM requests WHERE request_id=?",
+            row = db.execute("SELECT session_id FROM requests WHERE request_id=? AND closed=0",
                              (request_id,)).fetchone()
         return None if row is None else str(row[0])
 
@@ -317,7 +318,7 @@ class SQLiteSessionStore:
     def waiting_requests(self) -> list[tuple[str, str]]:
         with self._connection() as db:
             rows = db.execute("SELECT request_id, session_id FROM requests WHERE answer IS "
-                              "NULL").fetchall()
+                              "NULL AND closed=0").fetchall()
         return [(str(r), str(s)) for r, s in rows]
 
     def claim_resume(self, checkpoint_id: str) -> bool:
@@ -327,7 +328,8 @@ class SQLiteSessionStore:
 
     def close_requests(self, request_ids: Sequence[str]) -> None:
         with self._connection() as db, self._write(db):
-            db.executemany("DELETE FROM requests WHERE request_id=?",
+            # The row stays with its answer (a later answer is refused as answered).
+            db.executemany("UPDATE requests SET closed=1 WHERE request_id=?",
                            [(rid,) for rid in request_ids])
 
     def __repr__(self) -> str:
