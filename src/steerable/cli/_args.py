@@ -191,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     acp = sub.add_parser("acp", help="serve the agent to an editor over ACP (stdin/stdout)",
                          description="Run as an Agent Client Protocol agent on stdin/stdout, "
-                         "for editors (Zed, JetBrains IDEs, Neovim...): see the README for "
+                         "for editors (Zed, JetBrains IDEs, Neovim...): see docs/protocols/acp.md for "
                          "their settings. Approvals are asked in the editor unless --yes.")
     acp.add_argument("--busy-policy", default="steer",
                      choices=["steer", "follow_up", "interrupt", "rollback", "reject"],
@@ -242,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     mlist.add_argument("--json", action="store_true")
     mserve = ms.add_parser("serve", help="serve the agent as an MCP server on stdin/stdout",
                            description="Be an MCP server on stdin/stdout: tools run, steer, "
-                           "cancel, approve and status drive the agent (see the README).")
+                           "cancel, approve and status drive the agent (see docs/protocols/mcp-server.md).")
     _serve_options(mserve)
 
     config = sub.add_parser("config", help="show the merged configuration")

@@ -3,7 +3,7 @@
 ``Recorder(loop, path)`` writes a loop's events, every provider stream, every tool result and
 every control (steering, interrupts, approvals) with its position; ``replay(path)`` runs the
 same turns again against those recordings and raises ``ReplayDivergence`` at the first event or
-LLM request that differs. See the README's "Record and replay" section.
+LLM request that differs. See docs/guides/record-replay.md.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``RedisWorker`` runs turns of any session it takes (one worker per session at a time, under a
 lease); ``RedisClient`` posts messages and control commands from any process and follows a
-session's events. See the README section "Several workers: Redis".
+session's events. See docs/guides/redis-workers.md.
 """
 
 from steerable.scale._client import RedisClient, SendResult, StreamedEvent, WorkerUnavailableError
