@@ -77,7 +77,7 @@ async def test_every_public_way_in_is_one_command_through_submit() -> None:
 
 
 def test_the_verbs_are_one_table_and_the_wire_form_is_checked() -> None:
-    assert sorted(COMMANDS) == ["approval", "cancel", "edit", "follow_up", "interrupt", "resume",
+    assert sorted(COMMANDS) == ["answer", "approval", "cancel", "edit", "follow_up", "interrupt", "resume",
                                 "revoke", "send", "start_turn", "steer"]
     assert from_wire("steer", {"text": "x", "session_id": "s"}) == Steer("x", "s")
     assert from_wire("cancel", {"session_id": "s", "mode": "after_tools"}) == Cancel(

@@ -30,8 +30,8 @@ EXPORTS: dict[str, list[str]] = {
         "InterruptMode", "InterruptPress", "InterruptReceived", "LLMDelta", "LLMRequest",
         "LLMRequestContext", "LLMRequestEvent", "LLMResponse", "LLMResponseContext",
         "LLMResponseEvent", "LLMRetry", "Limits", "LoopAgent", "LoopStatistics", "Message",
-        "MessageInfo", "MessageReceipt", "MessageState", "MessageStateEvent", "OutboundReply", "ParallelAgent", "Permission", "PermissionRule", "Permissions", "PlanUpdated",
-        "Provider", "PushAck", "QueuedMessage", "QueuedTurn", "Reply", "ScriptedProvider",
+        "MessageInfo", "MessageReceipt", "MessageState", "MessageStateEvent", "OutboundReply", "ParallelAgent", "PendingRequest", "Permission", "PermissionRule", "Permissions", "PlanUpdated",
+        "Provider", "PushAck", "QuestionAnswered", "QuestionAsked", "QueuedMessage", "QueuedTurn", "Reply", "ScriptedProvider",
         "SequentialAgent", "SessionBusyError", "SessionDriver", "SessionInfo", "SessionStore",
         "SessionSummarize", "SkipReason", "StateChanged", "SteeringInjected", "Subscription",
         "SubturnEnd", "SubturnHandle", "SubturnOrphan", "SubturnResultDelivered", "SubturnSpawn",
@@ -68,9 +68,10 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "steerable.errors": [
         "CheckpointError", "ConfigurationError", "ContextOverflowError", "FatalProviderError",
-        "IllegalTransitionError", "ProviderError", "RetryableProviderError",
+        "IllegalTransitionError", "InvalidAnswerError", "ProviderError", "RequestClosedError",
+        "RequestError", "RetryableProviderError",
         "ScriptExhaustedError", "SessionBusyError", "SteerableError", "SubturnError",
-        "SubturnLimitError", "ToolArgumentsError", "ToolError",
+        "SubturnLimitError", "ToolArgumentsError", "ToolError", "UnknownRequestError",
     ],
 }  # fmt: skip
 
@@ -110,6 +111,10 @@ EVENT_FIELDS: dict[EventKind, tuple[str, tuple[str, ...]]] = {
     EventKind.SUBTURN_RESULT_DELIVERED: ("SubturnResultDelivered", ("child_turn_id", "text")),
     EventKind.SUBTURN_ORPHAN: ("SubturnOrphan", ("child_turn_id", "text")),
     EventKind.PLAN_UPDATED: ("PlanUpdated", ("call_id", "items")),
+    EventKind.QUESTION_ASKED: ("QuestionAsked", (
+        "request_id", "call_id", "tool_name", "question", "choices", "schema")),
+    EventKind.QUESTION_ANSWERED: ("QuestionAnswered", (
+        "request_id", "call_id", "tool_name", "value", "outcome")),
     EventKind.ERROR: ("ErrorEvent", ("message", "source")),
     EventKind.MESSAGE_STATE: ("MessageStateEvent", (
         "message_id", "state", "detail", "message_kind", "text", "origin_id", "request_seq")),
@@ -143,11 +148,12 @@ def test_enums_are_exactly_these() -> None:
         "FOLLOW_UP_QUEUED", "INTERRUPT_RECEIVED", "CONTEXT_COMPRESS", "SESSION_SUMMARIZE",
         "SUBTURN_SPAWN", "SUBTURN_END", "SUBTURN_RESULT_DELIVERED", "SUBTURN_ORPHAN", "ERROR",
         "MESSAGE_STATE",
-        "PLAN_UPDATED",
+        "PLAN_UPDATED", "QUESTION_ASKED", "QUESTION_ANSWERED",
     ]  # fmt: skip
     assert all(k.value == k.name.lower() for k in EventKind)
     assert [s.name for s in TurnStatus] == [
-        "COMPLETED", "INTERRUPTED", "ABORTED", "ERROR", "MAX_ITERATIONS", "CANCELLED"]
+        "COMPLETED", "INTERRUPTED", "ABORTED", "ERROR", "MAX_ITERATIONS", "CANCELLED",
+        "WAITING"]
     assert [p.name for p in TurnPhase] == [
         "IDLE", "THINKING", "EXECUTING", "COMPACTING", "ABORTING", "DONE", "ERROR"]
     assert [a.name for a in HookAction] == [

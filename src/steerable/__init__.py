@@ -54,6 +54,9 @@ if TYPE_CHECKING:
     from steerable._core._turn import (
         TurnResult,
     )
+    from steerable._core._requests import (
+        PendingRequest,
+    )
     from steerable._core._turn_state import (
         QueuedMessage,
     )
@@ -75,6 +78,8 @@ if TYPE_CHECKING:
         LLMRetry,
         MessageStateEvent,
         PlanUpdated,
+        QuestionAnswered,
+        QuestionAsked,
         SessionSummarize,
         SkipReason,
         StateChanged,
@@ -178,6 +183,9 @@ _WHERE: dict[str, str] = {
     "ContextCompress": "steerable._events",
     "ErrorEvent": "steerable._events",
     "PlanUpdated": "steerable._events",
+    "PendingRequest": "steerable._core._requests",
+    "QuestionAnswered": "steerable._events",
+    "QuestionAsked": "steerable._events",
     "ErrorSource": "steerable._events",
     "Event": "steerable._events",
     "ExitState": "steerable._turnloop",
@@ -318,11 +326,14 @@ __all__ = [
     "OutboundReply",
     "ParallelAgent",
     "Permission",
+    "PendingRequest",
     "PermissionRule",
     "Permissions",
     "PlanUpdated",
     "Provider",
     "PushAck",
+    "QuestionAnswered",
+    "QuestionAsked",
     "QueuedMessage",
     "QueuedTurn",
     "Reply",
