@@ -62,7 +62,7 @@ EXPORTS: dict[str, list[str]] = {
         "HookSet", "NothingToUndoError", "PLAN_STATUSES", "SNAPSHOT_HOOK_PRIORITY", "SNAPSHOT_HOOK_TIMEOUT", "Sandbox",
         "SandboxLimits", "Skill", "SlashCommand", "SnapshotHook", "SnapshotLimits", "SnapshotStoreError", "Snapshots", "StepInfo",
         "UndoConflictError", "UndoResult", "Workspace", "coding_tools", "expand_command",
-        "find_commands", "find_skills", "make_bash_tool",
+        "find_commands", "find_skills", "make_ask_user_tool", "make_bash_tool",
         "make_edit_tool", "make_find_tool", "make_grep_tool", "make_ls_tool", "make_read_tool", "make_skill_tool", "make_todo_tool",
         "load_conventions", "load_hook_settings", "make_write_tool", "remove_session_snapshots", "skills_prompt",
     ],

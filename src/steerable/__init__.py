@@ -42,6 +42,9 @@ if TYPE_CHECKING:
         PermissionRule,
         Permissions,
     )
+    from steerable._core._requests import (
+        PendingRequest,
+    )
     from steerable._core._session import (
         InMemorySessionStore,
         SessionInfo,
@@ -53,9 +56,6 @@ if TYPE_CHECKING:
     )
     from steerable._core._turn import (
         TurnResult,
-    )
-    from steerable._core._requests import (
-        PendingRequest,
     )
     from steerable._core._turn_state import (
         QueuedMessage,
@@ -325,8 +325,8 @@ __all__ = [
     "MessageStateEvent",
     "OutboundReply",
     "ParallelAgent",
-    "Permission",
     "PendingRequest",
+    "Permission",
     "PermissionRule",
     "Permissions",
     "PlanUpdated",

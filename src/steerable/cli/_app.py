@@ -41,6 +41,7 @@ from steerable.coding import (
     find_commands,
     find_skills,
     load_conventions,
+    make_ask_user_tool,
     make_skill_tool,
     make_todo_tool,
     skills_prompt,
@@ -217,7 +218,7 @@ def workspace_tools(settings: Settings, workspace: Workspace) -> list[Tool]:
     """The coding tools of ``workspace``, bash sandboxed as the settings say."""
     sandbox = Sandbox(enabled=bool(settings["sandbox"]), network=bool(settings["sandbox_network"]))
     return [*coding_tools(workspace, bash_timeout=settings["bash_timeout"], sandbox=sandbox),
-            make_todo_tool()]
+            make_todo_tool(), make_ask_user_tool()]
 
 
 def build_app(settings: Settings, *, session: str | None, can_ask: bool,
