@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from steerable._commands import AnswerApproval, AnswerQuestion, Command, Resume
 from steerable._core._checkpoint import Checkpoint
 from steerable._core._engine import Engine
-from steerable._core._parking import RequestIndex
+from steerable._core._parking import RequestIndex, waiting_in_store
 from steerable._core._requests import PendingRequest, RequestKind, check_answer
 from steerable._core._resume import check_agent
 from steerable._core._turn_state import TurnState
@@ -145,28 +145,7 @@ class Answers:
             out += [r for r in st.asks.requests.values()
                     if not r.answered and self.engine.broker.get(r.request_id) is not None
                     and r.request_id not in st.asks.live]
-        out += self._parked_pending(session_id)
+        if self.engine.checkpoints is not None:
+            out += [r for r in waiting_in_store(self.engine.checkpoints, session_id)
+                    if r.session_id not in self.engine.active]  # (resumed: answered)
         return sorted(out, key=lambda r: r.created)
-
-    def _parked_pending(self, session_id: str | None) -> list[PendingRequest]:
-        store = self.engine.checkpoints
-        if store is None:
-            return []
-        index = self._index()
-        sessions: dict[str, set[str] | None] = {}
-        if index is not None:
-            for rid, sid in index.waiting_requests():
-                if session_id is None or sid == session_id:
-                    ids = sessions.setdefault(sid, set())
-                    assert ids is not None
-                    ids.add(rid)
-        elif session_id is not None:
-            sessions[session_id] = None  # no index: the checkpoint alone says
-        out: list[PendingRequest] = []
-        for sid, ids in sessions.items():
-            if sid in self.engine.active:
-                continue  # resumed: its requests were answered
-            cp = store.load_checkpoint(sid)
-            if cp is not None:
-                out += [r for r in cp.waiting if ids is None or r.request_id in ids]
-        return out

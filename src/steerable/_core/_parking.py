@@ -34,10 +34,25 @@ from steerable._core._turn_state import TurnState
 from steerable._events import ApprovalRequested, ApprovalResolved, QuestionAnswered, QuestionAsked
 from steerable.errors import CheckpointError, ToolError
 
-__all__ = ["PARKED", "ParkStop", "RequestIndex", "TurnAsks", "ask_question", "asks_of",
-           "can_park", "check_answered", "close_in_index", "forget_requests", "index_parked",
-           "open_requests", "parked_requests", "recorded_approval", "restore_requests",
-           "wait_approval"]
+__all__ = [
+    "PARKED",
+    "ParkStop",
+    "RequestIndex",
+    "TurnAsks",
+    "ask_question",
+    "asks_of",
+    "can_park",
+    "check_answered",
+    "close_in_index",
+    "forget_requests",
+    "index_parked",
+    "open_requests",
+    "parked_requests",
+    "recorded_approval",
+    "restore_requests",
+    "wait_approval",
+    "waiting_in_store",
+]
 
 PARKED: Any = object()
 """What a wait returns when its request parked instead of being answered."""
@@ -334,3 +349,23 @@ def parked_requests(st: TurnState) -> tuple[PendingRequest, ...]:
     if st.asks is None:
         return ()
     return tuple(r for r in st.asks.requests.values() if not r.answered)
+
+
+def waiting_in_store(store: Any, session_id: str | None) -> list[PendingRequest]:
+    """The parked requests a store holds with no answer yet: across sessions (through its
+    index), or ``session_id``'s (its checkpoint alone, when the store has no index)."""
+    sessions: dict[str, set[str] | None] = {}
+    if isinstance(store, RequestIndex):
+        for rid, sid in store.waiting_requests():
+            if session_id is None or sid == session_id:
+                ids = sessions.setdefault(sid, set())
+                assert ids is not None
+                ids.add(rid)
+    elif session_id is not None:
+        sessions[session_id] = None
+    out: list[PendingRequest] = []
+    for sid, ids in sessions.items():
+        cp = store.load_checkpoint(sid)
+        if cp is not None:
+            out += [r for r in cp.waiting if ids is None or r.request_id in ids]
+    return sorted(out, key=lambda r: r.created)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from steerable import Event, EventKind, TurnHandle, TurnResult, TurnStatus
@@ -25,9 +25,10 @@ from steerable.cli._approve import (
     uncoverable,
 )
 from steerable.cli._diff_view import coloured_diff
+from steerable.cli._requests import ask_inline, how_to_answer
 
-__all__ = ["DENIED", "NOT_CHANGED", "exit_code", "on_ctrl_c", "run_prompt", "session_line"]
-
+__all__ = ["DENIED", "NOT_CHANGED", "WAITING", "exit_code", "on_ctrl_c", "run_prompt",
+           "session_line"]
 
 
 DENIED = 4
@@ -35,6 +36,10 @@ DENIED = 4
 
 NOT_CHANGED = 6
 """Exit code of a run asked for a change (the policy's reading) whose turn changed nothing."""
+
+WAITING = 5
+"""Exit code of a run whose turn waits for an answer (parked: ``steerable answer``,
+``steerable approve``/``deny`` resume it, from any process)."""
 
 
 class _Tally:
@@ -61,6 +66,8 @@ class _Tally:
 def exit_code(result: TurnResult) -> int:
     if result.status is TurnStatus.COMPLETED:
         return 0
+    if result.status is TurnStatus.WAITING:
+        return WAITING
     if result.status in (TurnStatus.INTERRUPTED, TurnStatus.ABORTED, TurnStatus.CANCELLED):
         return 3
     return 1
@@ -121,6 +128,8 @@ async def _consume(app: App, driver: SessionDriver, events: AsyncIterator[Event]
             sys.stdout.flush()
             if event.kind is EventKind.APPROVAL_REQUESTED and asks:
                 await _approve(app, driver, event, lambda: None, lambda: None)
+            elif event.kind is EventKind.QUESTION_ASKED and asks:
+                await ask_inline(app.loop, event, lambda: None, lambda: None, app.redact)
         return
     from rich.console import Console
 
@@ -132,6 +141,8 @@ async def _consume(app: App, driver: SessionDriver, events: AsyncIterator[Event]
             renderer.handle(event)
             if event.kind is EventKind.APPROVAL_REQUESTED and asks:
                 await _approve(app, driver, event, renderer.pause, renderer.resume)
+            elif event.kind is EventKind.QUESTION_ASKED and asks:
+                await ask_inline(app.loop, event, renderer.pause, renderer.resume, app.redact)
 
 
 def _first_turn(app: App, prompt: str | None, discard_pending: bool) -> TurnHandle:
@@ -158,8 +169,10 @@ def _first_turn(app: App, prompt: str | None, discard_pending: bool) -> TurnHand
 
 
 async def run_prompt(app: App, prompt: str | None, *, as_json: bool, debug: bool = False,
-                     discard_pending: bool = False) -> int:
-    """Run ``prompt`` (None: resume the session's pending turn) and its follow-ups."""
+                     discard_pending: bool = False,
+                     start: Callable[[], Awaitable[TurnResult]] | None = None) -> int:
+    """Run ``prompt`` (None: resume the session's pending turn; ``start``: the turn it gives,
+    as an answer that resumes a parked turn) and its follow-ups."""
     loop = asyncio.get_running_loop()
     driver = SessionDriver(app.loop, app.session_id)
     tally = _Tally(app)
@@ -170,7 +183,8 @@ async def run_prompt(app: App, prompt: str | None, *, as_json: bool, debug: bool
 
     loop.add_signal_handler(signal.SIGINT, on_ctrl_c, driver, say)
     try:
-        result: TurnResult = await _first_turn(app, prompt, discard_pending)
+        first = start() if start is not None else _first_turn(app, prompt, discard_pending)
+        result: TurnResult = await first
         if result.status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS) and result.follow_ups:
             # The follow-ups run through send: in order, each after the one before was saved.
             for text in result.follow_ups:
@@ -190,6 +204,9 @@ async def run_prompt(app: App, prompt: str | None, *, as_json: bool, debug: bool
                              "changed (undo_on_abort)\n")
     for item in result.unprocessed:
         sys.stderr.write(f"not delivered ({item.kind}): {app.redact(item.text)}\n")
+    if result.status is TurnStatus.WAITING:
+        for line in how_to_answer(result.pending):
+            sys.stderr.write(app.redact(line) + "\n")
     # stderr gets one line: the error (naming the session, which keeps the turn's consistent
     # prefix), or else the session id to continue with.
     if result.status is TurnStatus.ERROR and result.error is not None:
