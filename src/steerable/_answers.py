@@ -16,18 +16,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from steerable._commands import AnswerApproval, AnswerQuestion, Command, Resume
-from steerable._core._checkpoint import Checkpoint
 from steerable._core._engine import Engine
-from steerable._core._parking import RequestIndex, waiting_in_store
-from steerable._core._requests import PendingRequest, RequestKind, check_answer
+from steerable._core._parking import RequestIndex, record_answer, waiting_in_store
+from steerable._core._requests import PendingRequest, RequestKind
 from steerable._core._resume import check_agent
 from steerable._core._turn_state import TurnState
-from steerable.errors import (
-    InvalidAnswerError,
-    RequestClosedError,
-    RequestError,
-    UnknownRequestError,
-)
+from steerable.errors import RequestError, UnknownRequestError
 
 __all__ = ["Answers"]
 
@@ -45,6 +39,9 @@ class Answers:
     def __init__(self, host: _Host, engine: Engine) -> None:
         self.host = host
         self.engine = engine
+        self.resume: Callable[[str], Any] = self._resume_here
+        """Resumes a parked turn whose answers are all in (a Redis worker puts its own in:
+        its turns resume where the session's lease is, through the bus)."""
 
     @property
     def handlers(self) -> Mapping[type[Command], Callable[[Any], Any]]:
@@ -73,45 +70,18 @@ class Answers:
         return self._parked(cmd.request_id, "question", cmd.value, "")
 
     def _parked(self, request_id: str, kind: RequestKind, value: Any, reason: str) -> Any:
-        index = self._index()
-        session_id = None if index is None else index.request_session(request_id)
-        if index is not None and session_id is None and index.request_answers([request_id]):
-            raise RequestClosedError(f"request {request_id} was answered already (an answer "
-                                     "counts once)")
-        if index is None or session_id is None:
-            raise UnknownRequestError(
-                f"no open request {request_id!r}: it was never issued here, or its turn was "
-                "discarded (pending_requests lists what waits)")
-        if session_id in self.engine.active:
-            raise RequestClosedError(f"request {request_id} was answered already: its turn "
-                                     "is running")
-        cp = self.engine.checkpoints.load_checkpoint(session_id) \
-            if self.engine.checkpoints is not None else None
-        req = None if cp is None else \
-            next((r for r in cp.requests if r.request_id == request_id), None)
-        if cp is None or req is None or req.answered:
-            raise RequestClosedError(
-                f"request {request_id} is no longer open: it was answered, or its turn moved on")
-        if req.kind != kind:
-            verb = "loop.answer" if req.kind == "question" else "loop.resolve_approval"
-            raise RequestError(f"request {request_id} is {'a question' if req.kind == 'question' else 'an approval'}: answer it with {verb}")
-        if kind == "question":
-            value = check_answer(value, req.choices, req.schema)
-        elif not isinstance(value, bool):
-            raise InvalidAnswerError("an approval's answer is True or False")
-        if not index.answer_request(request_id, {"value": value, "reason": reason}):
-            raise RequestClosedError(f"request {request_id} was answered already (an answer "
-                                     "counts once)")
-        return self._maybe_resume(index, cp)
+        store = self.engine.checkpoints
+        if store is None:
+            raise UnknownRequestError(f"no open request {request_id!r}")
+        cp = record_answer(store, request_id, kind, value, reason,
+                           running=self.engine.active,
+                           before_claim=lambda cp: check_agent(cp, self.host.agent))
+        if cp is None:
+            return True  # recorded; the turn waits for others, or another loop resumes it
+        return self.resume(cp.session_id)
 
-    def _maybe_resume(self, index: RequestIndex, cp: Checkpoint) -> Any:
-        waiting = [r.request_id for r in cp.waiting]
-        if len(index.request_answers(waiting)) < len(waiting):
-            return True  # others of the same turn still wait
-        check_agent(cp, self.host.agent)  # before the claim: a refusal leaves it claimable
-        if not index.claim_resume(cp.checkpoint_id):
-            return True  # another loop answered the last one at the same moment: it resumes
-        return self.host._dispatch(Resume(cp.session_id))
+    def _resume_here(self, session_id: str) -> Any:
+        return self.host._dispatch(Resume(session_id))
 
     # -- after a turn -------------------------------------------------------------------------
 

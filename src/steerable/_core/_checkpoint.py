@@ -104,8 +104,11 @@ class Checkpoint(Record):
 
     @property
     def reason(self) -> str:
-        """``cancelled`` (a safe-point cancel) or ``interrupted`` (the process stopped)."""
-        return "cancelled" if self.cancel_mode is not None else "interrupted"
+        """``cancelled`` (a safe-point cancel), ``waiting`` (parked: requests are open) or
+        ``interrupted`` (the process stopped)."""
+        if self.cancel_mode is not None:
+            return "cancelled"
+        return "waiting" if self.waiting else "interrupted"
 
 
 def unresolved_calls(messages: Sequence[Message], results: Sequence[Message]) -> tuple[ToolCall, ...]:

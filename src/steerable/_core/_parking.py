@@ -23,16 +23,29 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from steerable._core._checkpoint import Checkpoint
 from steerable._core._engine import Engine
-from steerable._core._requests import LiveRequest, PendingRequest, check_question
+from steerable._core._requests import (
+    LiveRequest,
+    PendingRequest,
+    RequestKind,
+    check_answer,
+    check_question,
+)
 from steerable._core._turn_state import TurnState
 from steerable._events import ApprovalRequested, ApprovalResolved, QuestionAnswered, QuestionAsked
-from steerable.errors import CheckpointError, ToolError
+from steerable.errors import (
+    CheckpointError,
+    InvalidAnswerError,
+    RequestClosedError,
+    RequestError,
+    ToolError,
+    UnknownRequestError,
+)
 
 __all__ = [
     "PARKED",
@@ -369,3 +382,51 @@ def waiting_in_store(store: Any, session_id: str | None) -> list[PendingRequest]
         if cp is not None:
             out += [r for r in cp.waiting if ids is None or r.request_id in ids]
     return sorted(out, key=lambda r: r.created)
+
+
+def record_answer(store: Any, request_id: str, kind: RequestKind, value: Any, reason: str, *,
+                  running: Container[str] = (),
+                  before_claim: Callable[[Checkpoint], None] | None = None
+                  ) -> Checkpoint | None:
+    """Answer a parked request in ``store`` (any process, any loop over it): checked against
+    the request its checkpoint holds, then written to the index exclusively.
+
+    Returns the parked turn's checkpoint when this answer was the last one it waited for and
+    this caller claimed it (the caller resumes the turn), else None (recorded: others still
+    wait, or another caller resumes it). ``running``: sessions with a turn running in this
+    process. A ``RequestError`` says why an answer is refused; nothing is recorded then."""
+    index = store if isinstance(store, RequestIndex) else None
+    session_id = None if index is None else index.request_session(request_id)
+    if index is not None and session_id is None and index.request_answers([request_id]):
+        raise RequestClosedError(f"request {request_id} was answered already (an answer "
+                                 "counts once)")
+    if index is None or session_id is None:
+        raise UnknownRequestError(
+            f"no open request {request_id!r}: it was never issued here, or its turn was "
+            "discarded (pending_requests lists what waits)")
+    if session_id in running:
+        raise RequestClosedError(f"request {request_id} was answered already: its turn is "
+                                 "running")
+    cp = store.load_checkpoint(session_id)
+    req = None if cp is None else \
+        next((r for r in cp.requests if r.request_id == request_id), None)
+    if cp is None or req is None or req.answered:
+        raise RequestClosedError(
+            f"request {request_id} is no longer open: it was answered, or its turn moved on")
+    if req.kind != kind:
+        how = "loop.answer" if req.kind == "question" else "loop.resolve_approval"
+        what = "a question" if req.kind == "question" else "an approval"
+        raise RequestError(f"request {request_id} is {what}; answer it with {how}")
+    if kind == "question":
+        value = check_answer(value, req.choices, req.schema)
+    elif not isinstance(value, bool):
+        raise InvalidAnswerError("an approval's answer is True or False")
+    if not index.answer_request(request_id, {"value": value, "reason": reason}):
+        raise RequestClosedError(f"request {request_id} was answered already (an answer "
+                                 "counts once)")
+    waiting = [r.request_id for r in cp.waiting]
+    if len(index.request_answers(waiting)) < len(waiting):
+        return None
+    if before_claim is not None:
+        before_claim(cp)  # (a refusal here leaves the turn claimable by a loop that can)
+    return cp if index.claim_resume(cp.checkpoint_id) else None

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import steerable.errors as errors
 from steerable.errors import SessionBusyError, SteerableError
 from steerable.scale._keys import Keys
 from steerable.scale._protocol import POLICIES, Scripts, decode, encode
@@ -172,6 +173,23 @@ class RedisClient:
             raise
         except self._errors as exc:
             raise self._down(exc, "answer the approval") from None
+        _raise_refusal(answer)
+        return bool(answer.get("ok"))
+
+    async def answer(self, request_id: str, value: Any) -> bool:
+        """Answer a ``QUESTION_ASKED`` raised on any worker; False when no worker has it.
+        A refusal (the value does not fit, answered already) raises that ``RequestError``."""
+        try:
+            holder = await self._redis.get(self.keys.approval(request_id))
+            if holder is None:
+                return False
+            answer = await self._command(holder.decode(), "answer", "", {
+                "request_id": request_id, "value": value})
+        except WorkerUnavailableError:
+            raise
+        except self._errors as exc:
+            raise self._down(exc, "answer the question") from None
+        _raise_refusal(answer)
         return bool(answer.get("ok"))
 
     async def holder(self, session_id: str) -> str | None:
@@ -254,3 +272,13 @@ class RedisClient:
                     cursor = entry_id.decode()
                     yield StreamedEvent(cursor, decode(fields[b"e"]))
             await asyncio.sleep(0)
+
+
+def _raise_refusal(answer: dict[str, Any]) -> None:
+    """A worker refused an answer: raise it here as the error the worker raised."""
+    if "error" not in answer:
+        return
+    cls = getattr(errors, str(answer.get("type", "")), None)
+    if isinstance(cls, type) and issubclass(cls, errors.RequestError):
+        raise cls(str(answer["error"]))
+    raise ValueError(str(answer["error"]))

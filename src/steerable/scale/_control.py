@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from steerable._commands import Command, Interrupt, from_wire
 from steerable._core._cancel import CancelHandle
+from steerable._handle import TurnHandle
 from steerable._receipts import MessageReceipt
 from steerable.scale._protocol import decode, encode
 
@@ -44,7 +45,8 @@ class ControlHandler:
                     try:
                         answer = await self.handle(command)
                     except (ValueError, TypeError, KeyError) as exc:
-                        answer = {"error": str(exc)}
+                        # (the class name lets the poster raise a RequestError as such)
+                        answer = {"error": str(exc), "type": type(exc).__name__}
                     pipe = w._redis.pipeline(transaction=False)
                     pipe.rpush(command["reply"], encode(answer))
                     pipe.expire(command["reply"], 60)
@@ -56,9 +58,9 @@ class ControlHandler:
         command: Command
         if op == "message":
             return await self._message(session_id, args["entry"])
-        if op == "approval":
-            command = from_wire(op, {k: args[k] for k in ("request_id", "approved", "reason")
-                                     if k in args})
+        if op in ("approval", "answer"):  # a request this worker raised: live or parked
+            command = from_wire(op, {k: args[k] for k in ("request_id", "approved", "reason",
+                                                          "value") if k in args})
         elif session_id not in self.worker.running:
             return {"ok": False}  # no turn here now, as on one process
         elif op == "interrupt":
@@ -73,6 +75,8 @@ class ControlHandler:
             return {"ok": bool(answer), "message_id": answer.message_id}
         if isinstance(answer, CancelHandle):
             return {"ok": answer.contributed}
+        if isinstance(answer, TurnHandle):  # an answer resumed a turn (a worker never does)
+            return {"ok": True, "turn_id": answer.turn_id}
         return {"ok": bool(answer)}
 
     async def _message(self, session_id: str, entry: dict[str, Any]) -> dict[str, Any]:
