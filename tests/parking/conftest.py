@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests._redis import RedisServer
+from tests.coding.conftest import cli_env  # noqa: F401  (the CLI tests' fixture)
 
 
 @pytest.fixture(scope="session")

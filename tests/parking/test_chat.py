@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pexpect
 
-from tests.coding.conftest import cli_env  # noqa: F401  (the fixture)
 from tests.coding.test_chat import _spawn
 from tests.coding.test_cli import script, steerable
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.coding.conftest import cli_env  # noqa: F401  (the fixture)
 from tests.coding.test_cli import script, steerable
 
 
