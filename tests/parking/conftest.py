@@ -10,6 +10,7 @@ import pytest
 
 from tests._redis import RedisServer
 from tests.coding.conftest import cli_env  # noqa: F401  (the CLI tests' fixture)
+from tests.server.test_browser import browser  # noqa: F401  (the browser tests' fixture)
 
 
 @pytest.fixture(scope="session")

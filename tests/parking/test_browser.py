@@ -12,7 +12,7 @@ from playwright.async_api import expect
 
 from steerable import Reply, ToolContext, tool
 from tests.server.conftest import gate_tools, serving
-from tests.server.test_browser import browser, open_page, send  # noqa: F401  (the fixture)
+from tests.server.test_browser import open_page, send
 
 
 @tool(read_only=True)
