@@ -16,13 +16,10 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from steerable._core._checkpoint import Checkpoint, CheckpointStore
-from steerable._core._parking import record_answer
-from steerable._core._requests import RequestKind
 from steerable._lanes import BusyPolicy
 from steerable._secrets import redacted
 from steerable.errors import SessionBusyError, UnknownRequestError
 from steerable.scale import RedisWorker
-from steerable.scale._client import WorkerUnavailableError
 from steerable.server._hub import SSEItem
 from steerable.server._requests_api import request_json
 from steerable.server._runner import (
@@ -127,13 +124,7 @@ class RedisRunner:
         return await self.client.cancel(session_id, mode)
 
     async def resolve_approval(self, request_id: str, approved: bool, reason: str) -> bool:
-        if await self.client.resolve_approval(request_id, approved, reason):
-            return True
-        try:
-            await self._answer_parked(request_id, "approval", approved, reason)
-        except UnknownRequestError:
-            return False
-        return True
+        return await self.client.resolve_approval(request_id, approved, reason)
 
     async def pending_requests(self, session_id: str | None) -> list[dict[str, Any]]:
         """The requests raised on this worker and still open, and every parked one (the
@@ -144,26 +135,13 @@ class RedisRunner:
 
     async def answer_request(self, request_id: str, approved: bool | None, value: Any,
                              reason: str) -> str | None:
-        """To the worker that raised the request (live, or parked there); else, when no
-        worker has it (it parked and its worker is gone), through the store. A turn resumed
-        this way starts on whichever worker takes its session: no turn id yet."""
-        try:
-            if approved is None:
-                done = await self.client.answer(request_id, value)
-            else:
-                done = await self.client.resolve_approval(request_id, approved, reason)
-        except WorkerUnavailableError:
-            done = False
-        if not done:
-            await self._answer_parked(request_id, "question" if approved is None else
-                                      "approval", value if approved is None else approved, reason)
+        """Through the worker that raised the request, or the store (``RedisClient``); a
+        turn it resumes starts on whichever worker takes its session: no turn id yet."""
+        if approved is None:
+            await self.client.answer(request_id, value)
+        elif not await self.client.resolve_approval(request_id, approved, reason):
+            raise UnknownRequestError(f"no open request {request_id!r}")
         return None
-
-    async def _answer_parked(self, request_id: str, kind: RequestKind, value: Any,
-                             reason: str) -> None:
-        cp = await asyncio.to_thread(record_answer, self.store, request_id, kind, value, reason)
-        if cp is not None:
-            await self.client.resume(cp.session_id)
 
     async def _busy(self, session_id: str) -> bool:
         return await self.client.holder(session_id) is not None
