@@ -20,6 +20,7 @@ from steerable._commands import (
 )
 from steerable._core._cancel import CancelHandle
 from steerable._core._engine import Engine
+from steerable._core._parking import hold_for_parked
 from steerable._core._queues import follow_up, steer
 from steerable._core._turn_state import TurnState
 from steerable._receipts import MessageReceipt
@@ -52,6 +53,11 @@ def _target(engine: Engine, session_id: str | None, turn_id: str | None) -> Turn
 def _message(engine: Engine, cmd: Steer | FollowUp) -> MessageReceipt:
     st = _target(engine, cmd.session_id, cmd.turn_id)
     steering = isinstance(cmd, Steer)
+    if st is None and cmd.turn_id is None:  # a parked turn keeps it until it resumes
+        held = hold_for_parked(engine, "steer" if steering else "follow_up", cmd.text,
+                               cmd.session_id)
+        if held is not None:
+            return held
     if st is None:
         r = MessageReceipt("steer" if steering else "follow_up", cmd.text, cmd.session_id or "")
         return engine.inbox.reject(r, "no turn is active")

@@ -22,6 +22,7 @@ Sub-turns and turns of a loop without ``park`` never park: their requests are li
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from steerable._core._requests import (
 )
 from steerable._core._turn_state import TurnState
 from steerable._events import ApprovalRequested, ApprovalResolved, QuestionAnswered, QuestionAsked
+from steerable._receipts import MessageKind, MessageReceipt
 from steerable.errors import (
     CheckpointError,
     InvalidAnswerError,
@@ -58,6 +60,7 @@ __all__ = [
     "check_answered",
     "close_in_index",
     "forget_requests",
+    "hold_for_parked",
     "index_parked",
     "open_requests",
     "parked_requests",
@@ -430,3 +433,37 @@ def record_answer(store: Any, request_id: str, kind: RequestKind, value: Any, re
     if before_claim is not None:
         before_claim(cp)  # (a refusal here leaves the turn claimable by a loop that can)
     return cp if index.claim_resume(cp.checkpoint_id) else None
+
+
+def hold_for_parked(engine: Engine, kind: MessageKind, text: str,
+                    session_id: str | None) -> MessageReceipt | None:
+    """A steer or a follow-up for a session whose turn is parked: kept with the turn, in its
+    checkpoint (durable before acknowledged), and taken in when it resumes (a steer reaches
+    the model with the resumed turn's next call). None when the session has no parked turn.
+    (Written by this process: a resume another process starts at the same moment may miss
+    it; a Redis group routes steering to the lease holder instead, and has none here.)"""
+    store = engine.checkpoints
+    if store is None or not session_id or session_id in engine.successors:
+        return None
+    try:
+        cp = store.load_checkpoint(session_id)
+    except CheckpointError:
+        return None
+    if cp is None or not cp.waiting:
+        return None
+    r = MessageReceipt(kind, text, session_id, turn_id=cp.turn_id)
+    if kind == "steer":
+        cp = dataclasses.replace(
+            cp, steering=(*cp.steering, text),
+            steering_ids=(*_ids(cp.steering_ids, cp.steering), r.message_id))
+    else:
+        cp = dataclasses.replace(
+            cp, follow_ups=(*cp.follow_ups, text),
+            follow_up_ids=(*_ids(cp.follow_up_ids, cp.follow_ups), r.message_id))
+    store.save_checkpoint(dataclasses.replace(cp, updated=time.time()))
+    return engine.inbox.enqueue(r, f"kept with the parked turn {cp.origin_turn_id}: it "
+                                   "comes in when the turn resumes")
+
+
+def _ids(ids: tuple[str, ...], texts: tuple[str, ...]) -> tuple[str, ...]:
+    return ids if len(ids) == len(texts) else ("",) * len(texts)
