@@ -71,7 +71,7 @@ async def warm(kind: str, where: str, before: int, runs: int) -> list[float]:
         rid = await park(kind, where, f"w{before}-{i}", before)
         hit: list[float] = []
 
-        def first(request: Any) -> Reply:
+        def first(request: Any, hit: list[float] = hit) -> Reply:
             hit.append(time.perf_counter())
             return Reply(text="done")
 
