@@ -21,9 +21,25 @@ from steerable._core._parking import RequestIndex, record_answer, waiting_in_sto
 from steerable._core._requests import PendingRequest, RequestKind
 from steerable._core._resume import check_agent
 from steerable._core._turn_state import TurnState
-from steerable.errors import RequestError, UnknownRequestError
+from steerable._handle import check_session_id
+from steerable.errors import ConfigurationError, RequestError, UnknownRequestError
 
-__all__ = ["Answers"]
+__all__ = ["Answers", "PendingRequest", "check_park", "check_types"]
+
+
+def check_types(**values: tuple[Any, type]) -> None:
+    """``name=(value, type)``: a ``TypeError`` naming the first value of another type."""
+    for name, (value, kind) in values.items():
+        if not isinstance(value, kind):
+            raise TypeError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
+
+
+def check_park(park: bool, durable: bool) -> bool:
+    if park and not durable:
+        raise ConfigurationError(
+            "park=True needs a store that keeps checkpoints (JSONLSessionStore, "
+            "SQLiteSessionStore, RedisSessionStore) and checkpoints=True")
+    return park
 
 
 class _Host(Protocol):
@@ -64,7 +80,9 @@ class Answers:
             return False
 
     def question(self, cmd: AnswerQuestion) -> Any:
-        """True (answered), the resumed turn's handle, or a ``RequestError``."""
+        """True (answered), the resumed turn's handle, or a ``RequestError``: a value that
+        does not fit the question (``InvalidAnswerError``: it stays open), a second answer
+        (``RequestClosedError``), an id never issued (``UnknownRequestError``)."""
         if self.engine.broker.answer(cmd.request_id, cmd.value):
             return True
         return self._parked(cmd.request_id, "question", cmd.value, "")
@@ -108,6 +126,8 @@ class Answers:
     def pending(self, session_id: str | None) -> list[PendingRequest]:
         """Requests waiting for a person: live ones of running turns, and parked ones (across
         every session of the store, or only ``session_id``'s)."""
+        if session_id is not None:
+            check_session_id(session_id)
         out: list[PendingRequest] = []
         for st in self.engine.turns.values():
             if st.asks is None or (session_id is not None and st.session_id != session_id):

@@ -12,9 +12,9 @@ import functools
 import os
 from collections.abc import Callable, Iterable
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from steerable._answers import Answers
+from steerable._answers import Answers, PendingRequest, check_park, check_types
 from steerable._background import Summaries
 from steerable._binding import call_on
 from steerable._commands import (
@@ -43,7 +43,6 @@ from steerable._core._engine import Engine
 from steerable._core._hook_manager import Registration
 from steerable._core._permissions import Permissions
 from steerable._core._queues import hold_restored
-from steerable._core._requests import PendingRequest
 from steerable._core._resume import check_agent, check_no_checkpoint, checked_base
 from steerable._core._session import InMemorySessionStore, SessionStore
 from steerable._core._turn import TurnResult, begin_turn, run_turn
@@ -129,11 +128,7 @@ class AgentLoop:
             checkpoints=checkpoints,
         )
         self._engine.runner = functools.partial(run_turn, self._engine)
-        if park and not self._engine.durable:
-            raise ConfigurationError(
-                "park=True needs a store that keeps checkpoints (JSONLSessionStore, "
-                "SQLiteSessionStore, RedisSessionStore) and checkpoints=True")
-        self._engine.park = park
+        self._engine.park = check_park(park, self._engine.durable)
         self._answers = Answers(self, self._engine)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
@@ -464,35 +459,17 @@ class AgentLoop:
 
     def resolve_approval(self, request_id: str, approved: bool,
                          reason: str = "") -> bool | TurnHandle:
-        """Answer an APPROVAL_REQUESTED; False when no such request exists. A parked turn's
-        approval (on any loop over its store) is recorded once (``RequestClosedError`` for a
-        second answer); when it was the turn's last open request, the turn resumes and its
-        ``TurnHandle`` is returned."""
-        if not isinstance(request_id, str):
-            raise TypeError(f"request_id must be a str, got {type(request_id).__name__}")
-        if not isinstance(approved, bool):
-            raise TypeError(f"approved must be a bool, got {type(approved).__name__}")
-        if not isinstance(reason, str):
-            raise TypeError(f"reason must be a str, got {type(reason).__name__}")
-        answer: bool | TurnHandle = self.submit(AnswerApproval(request_id, approved, reason))
-        return answer
+        """Answer an APPROVAL_REQUESTED (False: no such request), or resume a parked turn."""
+        check_types(request_id=(request_id, str), approved=(approved, bool), reason=(reason, str))
+        return cast("bool | TurnHandle", self.submit(AnswerApproval(request_id, approved, reason)))
 
     def answer(self, request_id: str, value: Any) -> bool | TurnHandle:
-        """Answer a QUESTION_ASKED with ``value`` (a str, one of its ``choices``, or JSON data
-        fitting its ``schema``). ``InvalidAnswerError`` leaves the question open;
-        ``UnknownRequestError`` / ``RequestClosedError`` for an id never issued or answered
-        already. Returns the resumed turn's ``TurnHandle`` when this answered the last open
-        request of a parked turn, else True."""
-        if not isinstance(request_id, str):
-            raise TypeError(f"request_id must be a str, got {type(request_id).__name__}")
-        answer: bool | TurnHandle = self.submit(AnswerQuestion(request_id, value))
-        return answer
+        """Answer a QUESTION_ASKED (see ``steerable._answers``): True, or the resumed turn."""
+        check_types(request_id=(request_id, str))
+        return cast("bool | TurnHandle", self.submit(AnswerQuestion(request_id, value)))
 
     def pending_requests(self, session_id: str | None = None) -> list[PendingRequest]:
-        """Approvals and questions waiting for a person, oldest first: those of running turns,
-        and parked ones across every session of the store (or only ``session_id``'s)."""
-        if session_id is not None:
-            check_session_id(session_id)
+        """Approvals and questions waiting for a person (live, and parked in the store)."""
         return self._call(self._answers.pending, session_id)
 
     # -- the one way in -----------------------------------------------------------------------

@@ -289,27 +289,32 @@ class _Parked(Exception):
     """The tool's question parked: the call stops here and runs again on resume."""
 
 
+def _tool_context(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
+                  ended: asyncio.Future[None]) -> ToolContext:
+    def park() -> None:  # the tool's ask parked: stop waiting for the tool
+        rec.state = "parked"
+        if not ended.done():
+            ended.set_result(None)
+
+    return ToolContext(call_id=rec.call.id, tool_name=rec.call.name, turn_id=st.turn_id,
+                       session_id=st.session_id, parent_turn_id=st.parent_turn_id,
+                       iteration=st.iteration, dry_run=st.agent.dry_run,
+                       resumed=rec.call.id in st.resumed_calls,
+                       _report=_progress_reporter(engine, st, rec),
+                       _plan=_plan_reporter(engine, st, rec),
+                       _subturns=subturns_of(engine, st),
+                       _refuses=_refusal_check(engine, tool, st.session_id),
+                       _ask=functools.partial(ask_question, engine, st, rec.call.id,
+                                              rec.call.name, park))
+
+
 async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
                   arguments: Mapping[str, Any]) -> ToolResult:
     """Validate, then run (or preview) the tool under its timeout."""
     name = rec.call.name
     loop = asyncio.get_running_loop()
     ended: asyncio.Future[None] = loop.create_future()
-
-    def park() -> None:  # the tool's ask parked: stop waiting for the tool
-        rec.state = "parked"
-        if not ended.done():
-            ended.set_result(None)
-    ctx = ToolContext(call_id=rec.call.id, tool_name=name, turn_id=st.turn_id,
-                      session_id=st.session_id, parent_turn_id=st.parent_turn_id,
-                      iteration=st.iteration, dry_run=st.agent.dry_run,
-                      resumed=rec.call.id in st.resumed_calls,
-                      _report=_progress_reporter(engine, st, rec),
-                      _plan=_plan_reporter(engine, st, rec),
-                      _subturns=subturns_of(engine, st),
-                      _refuses=_refusal_check(engine, tool, st.session_id),
-                      _ask=functools.partial(ask_question, engine, st, rec.call.id, name, park))
-    rec.ctx = ctx
+    ctx = rec.ctx = _tool_context(engine, st, rec, tool, ended)
     try:
         args = tool.validate(arguments)
         if st.agent.dry_run and not tool.read_only:

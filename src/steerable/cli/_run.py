@@ -183,8 +183,8 @@ async def run_prompt(app: App, prompt: str | None, *, as_json: bool, debug: bool
 
     loop.add_signal_handler(signal.SIGINT, on_ctrl_c, driver, say)
     try:
-        first = start() if start is not None else _first_turn(app, prompt, discard_pending)
-        result: TurnResult = await first
+        result: TurnResult = await (start() if start is not None
+                                    else _first_turn(app, prompt, discard_pending))
         if result.status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS) and result.follow_ups:
             # The follow-ups run through send: in order, each after the one before was saved.
             for text in result.follow_ups:
@@ -202,11 +202,9 @@ async def run_prompt(app: App, prompt: str | None, *, as_json: bool, debug: bool
         if restored is not None:
             sys.stderr.write(f"put back {len(restored.paths)} path(s) the aborted turn "
                              "changed (undo_on_abort)\n")
-    for item in result.unprocessed:
-        sys.stderr.write(f"not delivered ({item.kind}): {app.redact(item.text)}\n")
-    if result.status is TurnStatus.WAITING:
-        for line in how_to_answer(result.pending):
-            sys.stderr.write(app.redact(line) + "\n")
+    lines = [f"not delivered ({item.kind}): {item.text}" for item in result.unprocessed]
+    lines += how_to_answer(result.pending) if result.status is TurnStatus.WAITING else []
+    sys.stderr.writelines(app.redact(line) + "\n" for line in lines)
     # stderr gets one line: the error (naming the session, which keeps the turn's consistent
     # prefix), or else the session id to continue with.
     if result.status is TurnStatus.ERROR and result.error is not None:
