@@ -127,7 +127,6 @@ class TurnAsks:
     """Per call id, how many times its tool called ``ask`` in this run (replay order)."""
     live: dict[str, LiveRequest] = field(default_factory=dict)
     """Requests of this run that parked: their live entry, dropped as the turn ends."""
-    parked_calls: set[str] = field(default_factory=set)
 
 
 def asks_of(st: TurnState) -> TurnAsks:
@@ -148,8 +147,8 @@ def _pending(st: TurnState, request_id: str, kind: Any, call_id: str, tool_name:
                           tool_name=tool_name, created=time.time(), **fields)
 
 
-async def _wait(engine: Engine, st: TurnState, req: LiveRequest, call_id: str,
-                park: Callable[[], None], live_timeout: float | None) -> Any:
+async def _wait(engine: Engine, st: TurnState, req: LiveRequest, park: Callable[[], None],
+                live_timeout: float | None) -> Any:
     """The answer, or ``PARKED`` (after calling ``park``), or ``TimeoutError`` when a live
     wait (no parking) runs past ``live_timeout``."""
     if not can_park(engine, st):
@@ -169,7 +168,6 @@ async def _wait(engine: Engine, st: TurnState, req: LiveRequest, call_id: str,
     req.parked = True
     asks = asks_of(st)
     asks.live[req.request_id] = req
-    asks.parked_calls.add(call_id)
     park()
     return PARKED
 
@@ -197,7 +195,7 @@ async def wait_approval(engine: Engine, st: TurnState, call_id: str, tool_name: 
     engine.emit(st, ApprovalRequested, request_id=rid, call_id=call_id, tool_name=tool_name,
                 arguments=arguments)
     try:
-        answer = await _wait(engine, st, req, call_id, park, None)
+        answer = await _wait(engine, st, req, park, None)
     except asyncio.CancelledError:
         if rid in open_ids and not req.parked:
             open_ids.remove(rid)
@@ -236,7 +234,7 @@ async def ask_question(engine: Engine, st: TurnState, call_id: str, tool_name: s
     engine.emit(st, QuestionAsked, request_id=rid, call_id=call_id, tool_name=tool_name,
                 question=question, choices=choices, schema=schema)
     try:
-        answer = await _wait(engine, st, live, call_id, park,
+        answer = await _wait(engine, st, live, park,
                              engine.timeouts.approval)
     except TimeoutError:
         engine.emit(st, QuestionAnswered, request_id=rid, call_id=call_id,

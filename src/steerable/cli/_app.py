@@ -199,7 +199,9 @@ def coding_agents(settings: Settings, provider: Any, workspace: Workspace,
             name="explorer", provider=provider, model=settings["model"],
             description="reads and searches the workspace to answer a question; changes nothing",
             instructions=EXPLORER_INSTRUCTIONS.format(root=workspace.root),
-            tools=[t for t in tools if t.read_only], max_iterations=settings["max_iterations"])]
+            # Read-only, and never asking the person: a sub-turn's question cannot park.
+            tools=[t for t in tools if t.read_only and t.name != "ask_user"],
+            max_iterations=settings["max_iterations"])]
     agent = Agent(dry_run=bool(settings["dry_run"]), **common)
     dry_agent = Agent(dry_run=True, **common) if not settings["dry_run"] else agent
     return agent, dry_agent
