@@ -401,6 +401,9 @@ class Player:
             request = self._ids.replayed_id(str(entry["request_id"])) or str(entry["request_id"])
             done = bool(loop.resolve_approval(request, bool(entry["approved"]),
                                               str(entry.get("reason", ""))))
+        elif action == "answer":
+            request = self._ids.replayed_id(str(entry["request_id"])) or str(entry["request_id"])
+            done = bool(loop.answer(request, entry.get("value")))
         else:
             raise RecordingError(f"unknown recorded control {action!r}")
         if not done:

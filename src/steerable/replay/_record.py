@@ -22,6 +22,7 @@ from typing import IO, Any
 from steerable import Agent, AgentLoop, BaseAgent, event_to_dict
 from steerable._commands import (
     AnswerApproval,
+    AnswerQuestion,
     Cancel,
     Command,
     Edit,
@@ -329,6 +330,9 @@ class Recorder:
         if isinstance(command, AnswerApproval):
             return {"action": "resolve_approval", "request_id": command.request_id,
                     "approved": command.approved, "reason": command.reason}
+        if isinstance(command, AnswerQuestion):
+            return {"action": "answer", "request_id": command.request_id,
+                    "value": command.value}
         if isinstance(command, Revoke | Edit):
             out = {"action": f"{command.verb}_message", "message_id": command.message_id}
             return out | ({"text": command.text} if isinstance(command, Edit) else {})
