@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from steerable._commands import AnswerApproval, AnswerQuestion, Command, Resume
 from steerable._core._engine import Engine
-from steerable._core._parking import RequestIndex, record_answer, waiting_in_store
+from steerable._core._parking import RequestIndex, record_answer, take_live, waiting_in_store
 from steerable._core._requests import PendingRequest, RequestKind
 from steerable._core._resume import check_agent
 from steerable._core._turn_state import TurnState
@@ -106,13 +106,10 @@ class Answers:
     def after_turn(self, st: TurnState) -> None:
         """A parked turn ended: its requests leave the live table; an answer that came while
         it was writing its checkpoint is applied now, as if it came from outside."""
-        asks = st.asks
-        if asks is None or not asks.live:
-            return
-        live, asks.live = asks.live, {}
-        for req in live.values():
+        live = take_live(st)
+        for req in live:
             self.engine.broker.discard(req.request_id)
-        for req in live.values():
+        for req in live:
             for answer in req.late:
                 value, reason = answer if req.kind == "approval" else (answer, "")
                 try:
@@ -130,11 +127,12 @@ class Answers:
             check_session_id(session_id)
         out: list[PendingRequest] = []
         for st in self.engine.turns.values():
-            if st.asks is None or (session_id is not None and st.session_id != session_id):
+            if not st.asks.requests or (session_id is not None and st.session_id != session_id):
                 continue
+            parked = st.asks.live or {}
             out += [r for r in st.asks.requests.values()
                     if not r.answered and self.engine.broker.get(r.request_id) is not None
-                    and r.request_id not in st.asks.live]
+                    and r.request_id not in parked]
         if self.engine.checkpoints is not None:
             out += [r for r in waiting_in_store(self.engine.checkpoints, session_id)
                     if r.session_id not in self.engine.active]  # (resumed: answered)

@@ -31,7 +31,7 @@ class Summaries:
         if st.session_id in self._sessions:
             return
         # The estimate uses what the turn already holds: no store read on the hot path.
-        if not needs_summary([*st.base, *st.new], policy):
+        if not needs_summary([*st.transcript.base, *st.transcript.new], policy):
             return
         self._sessions.add(st.session_id)
         task = asyncio.get_running_loop().create_task(summarize_session(self._engine, st, policy))

@@ -62,9 +62,10 @@ class TurnInfo(Record):
 
 
 def turn_info(st: TurnState) -> TurnInfo:
-    return TurnInfo(st.turn_id, st.session_id, st.parent_turn_id, st.phase, st.iteration,
-                    st.started, len(st.steering), len(st.follow_ups), st.agent.name,
-                    tuple(turn_info(c) for c in list(st.children.values())))
+    return TurnInfo(st.turn_id, st.session_id, st.parent_turn_id, st.control.phase,
+                    st.transcript.iteration, st.started, len(st.inbound.steering),
+                    len(st.inbound.follow_ups), st.agent.name,
+                    tuple(turn_info(c) for c in list(st.tree.children.values())))
 
 
 @record(kw_only=False)
@@ -116,13 +117,13 @@ class TurnHandle:
     def message_id(self) -> str | None:
         """The id of the message the turn was started with (None for a resumed turn that had
         delivered it before its checkpoint)."""
-        r = self._state.input_receipt
+        r = self._state.inbound.input_receipt
         return None if r is None else r.message_id
 
     @property
     def state(self) -> MessageState:
         """The state of that message: ``queued`` until the turn's first LLM request carries it."""
-        r = self._state.input_receipt
+        r = self._state.inbound.input_receipt
         return MessageState.DELIVERED if r is None else r.state
 
     def inject_steering(self, text: str) -> MessageReceipt:
@@ -154,7 +155,7 @@ class TurnHandle:
         handle: CancelHandle | None = self._loop.submit(
             Cancel(self.session_id, self.turn_id, mode))
         if handle is None:  # the turn has ended: nothing to change
-            return self._state.cancel.request(mode, self.turn_id, False)
+            return self._state.control.cancel.request(mode, self.turn_id, False)
         return handle
 
     def __await__(self) -> Generator[Any, None, TurnResult]:

@@ -210,7 +210,7 @@ class Lanes:
         item = QueuedTurn(r, action, agent, urgent=urgent)
         self._queue(session_id, lane, item, urgent=urgent, front=False)
         self._mirror(session_id, lane)  # durable before acknowledged
-        if not urgent and st is not None and not st.finishing:
+        if not urgent and st is not None and not st.control.finishing:
             engine.emit(st, FollowUpQueued, text=text)
         engine.inbox.enqueue(r, "waiting for a turn of its own")
         if lane.runner is None:
@@ -220,8 +220,8 @@ class Lanes:
     def _steered(self, r: MessageReceipt, st: Any, agent: Agent | None) -> QueuedTurn:
         item = QueuedTurn(r, "steered", agent)
         item._turn_id = st.turn_id
-        assert st.task is not None
-        st.task.add_done_callback(lambda t: item._finish(t.result()) if not t.cancelled()
+        assert st.control.task is not None
+        st.control.task.add_done_callback(lambda t: item._finish(t.result()) if not t.cancelled()
                                   and t.exception() is None else item._fail(
                                       RuntimeError("the steered turn did not finish")))
         return item
@@ -237,7 +237,7 @@ class Lanes:
         held[:] = receipts
         st = engine.active.get(session_id)
         if st is not None:
-            st.held = held
+            st.inbound.held = held
         if sync:
             sync_held(engine, session_id, self._host.agent)
         if not held:
@@ -273,9 +273,9 @@ class Lanes:
                     self._requeue_follow_ups(session_id, lane, result)
                     handle = None
                 st = engine.active.get(session_id)
-                if st is not None and st.task is not None:
+                if st is not None and st.control.task is not None:
                     # A turn started outside send (start_turn): its owner runs its follow-ups.
-                    await asyncio.wait([st.task])
+                    await asyncio.wait([st.control.task])
                     continue
                 if not lane.pending:
                     return
@@ -307,16 +307,11 @@ class Lanes:
                 del self._lanes[session_id]
 
     def _has_slot(self) -> bool:
-        """``Limits.active_turns``: turns running at once across sessions; past it, queue."""
-        limit = self._host._engine.limits.active_turns
-        return limit is None or len(self._host._engine.active) < limit
+        """``Limits.active_turns``: turns running at once (sub-turns too); past it, queue."""
+        return self._host._engine.slots.has_room()
 
     async def _wait_slot(self) -> None:
-        running = [st.task for st in self._host._engine.active.values() if st.task is not None]
-        if running:
-            await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-        else:
-            await asyncio.sleep(0)
+        await self._host._engine.slots.room()
 
     def _remember(self, session_id: str, result: TurnResult) -> None:
         self._recent[session_id] = result
@@ -351,8 +346,8 @@ class Lanes:
                 await lane.idle.wait()
                 continue
             st = self._host._engine.active.get(session_id)
-            if st is not None and st.task is not None:
-                await asyncio.wait([st.task])
+            if st is not None and st.control.task is not None:
+                await asyncio.wait([st.control.task])
                 continue
             return self._recent.get(session_id)
 

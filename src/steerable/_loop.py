@@ -217,7 +217,7 @@ class AgentLoop:
         r = queued or MessageReceipt("send", cmd.input, sid, message_id=cmd.message_id)
         r.turn_id = st.turn_id
         r._holder = None  # the turn's input now: no longer revocable
-        st.input_receipt = r
+        st.inbound.input_receipt = r
         handle = self._launch(st)
         if queued is None:
             inbox.enqueue(r, "the input of a new turn")
@@ -235,14 +235,14 @@ class AgentLoop:
 
     def _launch(self, st: TurnState) -> TurnHandle:
         loop = self._bind()
-        if not st.origin_turn_id:
-            st.origin_turn_id = st.turn_id
+        if not st.durability.origin_turn_id:
+            st.durability.origin_turn_id = st.turn_id
         # Composite turns run children, not a model loop: they stop at boundaries, keep no
         # checkpoint, and a cancelled one is saved like an interrupted one.
-        st.durable = self._engine.durable and not isinstance(st.agent, CompositeAgent)
+        st.durability.durable = self._engine.durable and not isinstance(st.agent, CompositeAgent)
         held = self._engine.waiting.get(st.session_id)
         if held is not None:  # messages its session's lane holds: in its checkpoints too
-            st.held = held
+            st.inbound.held = held
         self._engine.active[st.session_id] = st
         self._engine.turns[st.turn_id] = st
         self._turns_started += 1
@@ -250,7 +250,7 @@ class AgentLoop:
         if st.resume is None:
             write_first_checkpoint(self._engine, st)
         task = loop.create_task(self._drive(st))
-        st.task = task
+        st.control.task = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return TurnHandle(self, st, task)
@@ -299,12 +299,8 @@ class AgentLoop:
             self._engine.checkpoints.delete_checkpoint(session_id)
             return None
         st = TurnState(turn_id=_new_id("turn"), session_id=session_id, input=cp.input,
-                       agent=agent, resume=cp, origin_turn_id=cp.origin_turn_id,
-                       created=cp.created, base=base[cp.base_dropped:],
-                       base_rewritten=cp.base_dropped > 0,
-                       base_count=len(base) if cp.base_count is None else cp.base_count,
-                       base_dropped=cp.base_dropped)
-        restore(self._engine, st, cp)  # now: a message for it is checkpointed on top of this
+                       agent=agent, resume=cp, created=cp.created)
+        restore(self._engine, st, cp, base)  # now: a message for it is checkpointed on top
         hold_restored(self._engine, st)
         return self._launch(st)
 
@@ -520,9 +516,9 @@ class AgentLoop:
 
         def find() -> TurnHandle | None:
             st = self._engine.turns.get(turn_id)
-            if st is None or st.task is None or st.task.done():
+            if st is None or st.control.task is None or st.control.task.done():
                 return None
-            return TurnHandle(self, st, st.task)
+            return TurnHandle(self, st, st.control.task)
 
         return self._call(find)
 
@@ -544,7 +540,7 @@ class AgentLoop:
             events_emitted=bus.emitted,
             dropped=MappingProxyType(bus.dropped),
             subscribers=bus.subscriber_count,
-            active_turns=len(self._engine.turns),
+            active_turns=self._engine.slots.running,
             turns_started=self._turns_started,
             turns_finished=self._turns_finished,
         )

@@ -45,11 +45,11 @@ class BoundaryStop(Exception):
 
 def boundary_stop(st: TurnState) -> TurnStatus | None:
     """How the composite turn ``st`` must end at a boundary, or None to go on."""
-    if st.interrupt is Interrupt.HARD:
+    if st.control.interrupt is Interrupt.HARD:
         return TurnStatus.ABORTED
-    if st.interrupt is Interrupt.GRACEFUL:
+    if st.control.interrupt is Interrupt.GRACEFUL:
         return TurnStatus.INTERRUPTED
-    requested = st.cancel.requested
+    requested = st.control.cancel.requested
     if requested is CancelMode.IMMEDIATE:  # its children stopped within the grace period
         return TurnStatus.ABORTED
     if requested is not None:  # no child runs here: every cancel mode stops
@@ -131,8 +131,10 @@ async def run_composite(engine: Engine, st: TurnState) -> TurnStatus:
     """The composite's turn body: its answer becomes the turn's assistant message."""
     engine.set_phase(st, TurnPhase.EXECUTING)
     scope = CompositeScope(engine, st)
-    agent: CompositeAgent = st.agent
-    st.grace = agent.grace
+    agent = st.agent
+    if not isinstance(agent, CompositeAgent):
+        raise TypeError(f"turn {st.turn_id} runs {type(agent).__name__}, not a composite agent")
+    st.control.grace = agent.grace
     try:
         text = await agent.run(scope)
         # A stop that came while the last children ran found no boundary left: the answer is
@@ -141,9 +143,9 @@ async def run_composite(engine: Engine, st: TurnState) -> TurnStatus:
     except BoundaryStop as stop:
         text, status = scope.text, stop.status
     finally:
-        if st.grace_timer is not None:
-            st.grace_timer.cancel()
+        if st.control.grace_timer is not None:
+            st.control.grace_timer.cancel()
     if status is TurnStatus.ABORTED:
         raise asyncio.CancelledError  # the hard-abort path of run_turn: roll back
-    st.new.append(Message("assistant", text))
+    st.transcript.new.append(Message("assistant", text))
     return status

@@ -18,8 +18,9 @@ import dataclasses
 import os
 import threading
 import time
-from typing import Any
+from collections.abc import Sequence
 
+from steerable._core._agent import Agent
 from steerable._core._cancel import CancelMode, SafePoint
 from steerable._core._checkpoint import Checkpoint, Stage
 from steerable._core._engine import Engine
@@ -36,59 +37,60 @@ __all__ = ["capture", "persist_now", "release", "restore", "safe_point",
 
 def capture(st: TurnState, stage: Stage, cancel_mode: CancelMode | None = None, *,
             first: bool = False) -> Checkpoint:
-    agent = st.agent
-    tools = st.checkpoint_tools
+    agent = st.model_agent
+    tr, inb, dur = st.transcript, st.inbound, st.durability
+    tools = dur.tools
     if tools is None:  # once per turn, not per checkpoint
-        tools = st.checkpoint_tools = tuple(sorted(agent.tools_by_name))
+        tools = dur.tools = tuple(sorted(agent.tools_by_name))
     return Checkpoint(
-        session_id=st.session_id, turn_id=st.turn_id, origin_turn_id=st.origin_turn_id,
+        session_id=st.session_id, turn_id=st.turn_id, origin_turn_id=dur.origin_turn_id,
         agent=agent.name, tools=tools, input=st.input,
-        # Views, not copies (O(1) per checkpoint whatever the turn's length): st.new and
-        # st.tools_run only grow at the end, and the view is bounded to their length now.
-        stage=stage, iteration=st.iteration, messages=MessageView.of(st.new),
-        results=tuple(st.batch_results.values()) if stage == "tools" else (),
+        # Views, not copies (O(1) per checkpoint whatever the turn's length): ``tr.new`` and
+        # ``tr.tools_run`` only grow at the end, and the view is bounded to their length now.
+        stage=stage, iteration=tr.iteration, messages=MessageView.of(tr.new),
+        results=tuple(tr.batch_results.values()) if stage == "tools" else (),
         # (the queues are empty nearly always: no tuple() call for them then)
-        steering=tuple(r.text for r in st.steering) if st.steering else (),
-        steering_ids=tuple(r.message_id for r in st.steering) if st.steering else (),
-        follow_ups=tuple(r.text for r in st.follow_ups) if st.follow_ups else (),
-        follow_up_ids=tuple(r.message_id for r in st.follow_ups) if st.follow_ups else (),
-        injected_steering=tuple(r.text for r in st.injected_steering)
-        if st.injected_steering else (),
-        injected_ids=tuple(r.message_id for r in st.injected_steering)
-        if st.injected_steering else (),
-        carrying=tuple(r.message_id for r in st.carrying) if st.carrying else (),
-        held=tuple(r.text for r in st.held) if st.held else (),
-        held_ids=tuple(r.message_id for r in st.held) if st.held else (),
-        input_id="" if st.input_receipt is None else st.input_receipt.message_id,
-        base_count=None if first else st.base_count, base_dropped=st.base_dropped,
-        last_had_tools=st.last_had_tools, tools_run=MessageView.of(st.tools_run),
-        usage_in=st.usage_in, usage_out=st.usage_out,
+        steering=tuple(r.text for r in inb.steering) if inb.steering else (),
+        steering_ids=tuple(r.message_id for r in inb.steering) if inb.steering else (),
+        follow_ups=tuple(r.text for r in inb.follow_ups) if inb.follow_ups else (),
+        follow_up_ids=tuple(r.message_id for r in inb.follow_ups) if inb.follow_ups else (),
+        injected_steering=tuple(r.text for r in inb.injected_steering)
+        if inb.injected_steering else (),
+        injected_ids=tuple(r.message_id for r in inb.injected_steering)
+        if inb.injected_steering else (),
+        carrying=tuple(r.message_id for r in inb.carrying) if inb.carrying else (),
+        held=tuple(r.text for r in inb.held) if inb.held else (),
+        held_ids=tuple(r.message_id for r in inb.held) if inb.held else (),
+        input_id="" if inb.input_receipt is None else inb.input_receipt.message_id,
+        base_count=None if first else tr.base_count, base_dropped=tr.base_dropped,
+        last_had_tools=tr.last_had_tools, tools_run=MessageView.of(tr.tools_run),
+        usage_in=tr.usage_in, usage_out=tr.usage_out,
         cancel_mode=None if cancel_mode is None else cancel_mode.label,
-        requests=tuple(st.asks.requests.values()) if st.asks is not None else (),
-        seq=st.checkpoint_seq, created=st.created, updated=time.time(),
+        requests=tuple(st.asks.requests.values()) if st.asks.requests else (),
+        seq=dur.seq, created=st.created, updated=time.time(),
     )
 
 
 async def write_checkpoint(engine: Engine, st: TurnState, stage: Stage,
                            cancel_mode: CancelMode | None = None) -> None:
-    if not st.durable:
+    if not st.durability.durable:
         return
     store = engine.checkpoints
-    assert store is not None  # st.durable says the store keeps checkpoints
+    assert store is not None  # st.durability.durable says the store keeps checkpoints
     if not store.checkpoint_blocking:
-        st.checkpoint_seq += 1
+        st.durability.seq += 1
         failure = _save(engine, st, capture(st, stage, cancel_mode))
     else:
         # Parallel tools end together: one write at a time, each capturing the state when it
         # starts, so the last write on disk is the newest state.
-        while st.checkpoint_saving is not None and not st.checkpoint_saving.done():
-            await asyncio.shield(st.checkpoint_saving)
-        st.checkpoint_seq += 1
+        while st.durability.saving is not None and not st.durability.saving.done():
+            await asyncio.shield(st.durability.saving)
+        st.durability.seq += 1
         cp = capture(st, stage, cancel_mode)
-        if st.checkpoint_lock is None:
-            st.checkpoint_lock = threading.Lock()
+        if st.durability.lock is None:
+            st.durability.lock = threading.Lock()
         saving = asyncio.ensure_future(asyncio.to_thread(_save, engine, st, cp))
-        st.checkpoint_saving = saving
+        st.durability.saving = saving
         # Shielded: a hard abort does not tear a write; ``settle_writes`` waits for it.
         failure = await asyncio.shield(saving)
     if failure is not None:
@@ -99,14 +101,14 @@ async def write_checkpoint(engine: Engine, st: TurnState, stage: Stage,
 def write_first_checkpoint(engine: Engine, st: TurnState) -> None:
     """Called as the turn starts (synchronously, before ``start_turn`` returns): from then on
     a crash cannot lose the turn. It has not read the session yet: ``base_count`` is None."""
-    if not st.durable:
+    if not st.durability.durable:
         return
-    st.checkpoint_seq += 1
-    st.new.append(Message("user", st.input))
+    st.durability.seq += 1
+    st.transcript.new.append(Message("user", st.input))
     try:
         cp = capture(st, "model", first=True)
     finally:
-        st.new = []  # run_turn adds the input again once it has read the session
+        st.transcript.new = []  # run_turn adds the input again once it has read the session
     failure = _save(engine, st, cp)
     if failure is not None:
         engine.error(st, f"writing the checkpoint of session {st.session_id!r} failed: "
@@ -114,7 +116,7 @@ def write_first_checkpoint(engine: Engine, st: TurnState) -> None:
 
 
 def stage_now(st: TurnState) -> Stage:
-    last = st.new[-1]
+    last = st.transcript.new[-1]
     return "tools" if last.role == "assistant" and last.tool_calls else "model"
 
 
@@ -123,23 +125,23 @@ def persist_now(engine: Engine, st: TurnState) -> None:
     the turn took in (or a revoke or an edit of one) is in the store before it is
     acknowledged. Between safe points the turn's state is still consistent: the next thing
     it does is call the model, or run the last response's tool calls."""
-    if not st.durable or st.finishing:
+    if not st.durability.durable or st.control.finishing:
         return
-    if not st.new:  # not running yet: the first checkpoint's shape, as write_first_checkpoint
+    if not st.transcript.new:  # not running yet: a first checkpoint (write_first_checkpoint)
         write_first_checkpoint(engine, st)
         return
     store = engine.checkpoints
     assert store is not None
-    if store.checkpoint_blocking and st.checkpoint_lock is None:
-        st.checkpoint_lock = threading.Lock()
-    st.checkpoint_seq += 1
+    if store.checkpoint_blocking and st.durability.lock is None:
+        st.durability.lock = threading.Lock()
+    st.durability.seq += 1
     failure = _save(engine, st, capture(st, stage_now(st)))
     if failure is not None:
         engine.error(st, f"writing the checkpoint of session {st.session_id!r} failed: "
                      f"{failure}; the message is held in memory only", "checkpoint")
 
 
-def successor(session_id: str, agent: Any, held: list[MessageReceipt]) -> Checkpoint:
+def successor(session_id: str, agent: Agent, held: list[MessageReceipt]) -> Checkpoint:
     """The checkpoint of the turn the first held message will start: what the store keeps
     between a turn and the next one a lane runs, so a crash in between loses none of them.
     It has the shape of a turn's first checkpoint (it has not read the session)."""
@@ -157,13 +159,13 @@ def successor(session_id: str, agent: Any, held: list[MessageReceipt]) -> Checkp
 async def release(engine: Engine, st: TurnState) -> None:
     """As a turn ends: drop its checkpoint, or, when messages are held behind it, replace it
     by their successor's (never dropped first: a crash in between would lose them)."""
-    if not st.durable:
+    if not st.durability.durable:
         return
     await settle_writes(st)
     store = engine.checkpoints
     assert store is not None
     try:
-        if not st.held:
+        if not st.inbound.held:
             if store.checkpoint_blocking:
                 await asyncio.shield(asyncio.to_thread(store.delete_checkpoint, st.session_id))
             else:
@@ -172,30 +174,31 @@ async def release(engine: Engine, st: TurnState) -> None:
         engine.error(st, f"deleting the checkpoint of session {st.session_id!r} failed: {exc}; "
                      "the next turn will ask to discard it", "checkpoint")
     try:
-        if st.held:  # (also when one came in while the delete ran)
-            cp = successor(st.session_id, st.agent, st.held)
+        if st.inbound.held:  # (also when one came in while the delete ran)
+            agent = st.model_agent  # (a durable turn is never a composite's)
+            cp = successor(st.session_id, agent, st.inbound.held)
             if store.checkpoint_blocking:
                 await asyncio.shield(asyncio.to_thread(store.save_checkpoint, cp))
             else:
                 store.save_checkpoint(cp)
-            engine.successors[st.session_id] = st.agent
+            engine.successors[st.session_id] = agent
     except Exception as exc:
         engine.error(st, f"writing the checkpoint of session {st.session_id!r} failed: {exc}; "
                      "the messages queued behind the turn are held in memory only",
                      "checkpoint")
     finally:
-        st.released = True
+        st.durability.released = True
 
 
-def sync_held(engine: Engine, session_id: str, agent: Any) -> None:
+def sync_held(engine: Engine, session_id: str, agent: Agent) -> None:
     """A session's held messages changed (queued, revoked, edited, taken): the store follows
     before the call that changed them returns. ``agent`` runs them when no turn is left."""
     st = engine.active.get(session_id)
-    if st is not None and not st.finishing:
+    if st is not None and not st.control.finishing:
         persist_now(engine, st)
         return
     store = engine.checkpoints
-    if store is None or (st is not None and not st.released):
+    if store is None or (st is not None and not st.durability.released):
         return  # a turn is ending: its ``release`` writes what it holds then
     held = engine.waiting.get(session_id) or []
     try:
@@ -228,16 +231,16 @@ def _save(engine: Engine, st: TurnState, cp: Checkpoint) -> str | None:
     overwritten by a safe point's write that captured the turn before the message came."""
     store = engine.checkpoints
     assert store is not None
-    lock = st.checkpoint_lock
+    lock = st.durability.lock
     try:
         if lock is None:
             store.save_checkpoint(cp)
         else:
             with lock:
-                if cp.seq <= st.checkpoint_written:
+                if cp.seq <= st.durability.written:
                     return None
                 store.save_checkpoint(cp)
-                st.checkpoint_written = cp.seq
+                st.durability.written = cp.seq
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
@@ -245,7 +248,7 @@ def _save(engine: Engine, st: TurnState, cp: Checkpoint) -> str | None:
 
 async def settle_writes(st: TurnState) -> None:
     """Wait for a checkpoint write still under way (a hard abort does not wait for it)."""
-    saving = st.checkpoint_saving
+    saving = st.durability.saving
     if saving is not None and not saving.done():
         await asyncio.wait((saving,))
 
@@ -254,7 +257,7 @@ async def safe_point(engine: Engine, st: TurnState, point: SafePoint, stage: Sta
                      write: bool = False) -> None:
     """Stop here if a cancel says so (after writing the checkpoint it resumes from);
     otherwise write a checkpoint when ``write``."""
-    mode = st.cancel.stops_at(point)
+    mode = st.control.cancel.stops_at(point)
     if mode is not None:
         await write_checkpoint(engine, st, stage, mode)
         raise CancelStop(mode)
@@ -262,25 +265,35 @@ async def safe_point(engine: Engine, st: TurnState, point: SafePoint, stage: Sta
         await write_checkpoint(engine, st, stage)
 
 
-def restore(engine: Engine, st: TurnState, cp: Checkpoint) -> None:
-    """Put the checkpoint's state back into a fresh TurnState (the base is set by the caller),
-    and its queued messages back into the inbox under the ids they were acknowledged with."""
-    check_answered(engine, cp)  # a parked turn resumes once every request has its answer
-    st.new = list(cp.messages)
-    st.iteration = cp.iteration
-    st.last_had_tools = cp.last_had_tools
-    st.tools_run = list(cp.tools_run)
-    st.usage_in, st.usage_out = cp.usage_in, cp.usage_out
-    st.checkpoint_seq = cp.seq
-    st.batch_results = {m.tool_call_id or "": m for m in cp.results}
+def restore(engine: Engine, st: TurnState, cp: Checkpoint, base: Sequence[Message]) -> None:
+    """Put the checkpoint's state back into a fresh TurnState, on the session's history
+    ``base`` (checked against it by the caller), and its queued messages back into the inbox
+    under the ids they were acknowledged with. A parked turn resumes once every request has
+    its answer (``CheckpointError`` otherwise)."""
+    check_answered(engine, cp)
+    tr = st.transcript
+    tr.base = base[cp.base_dropped:]
+    tr.base_rewritten = cp.base_dropped > 0
+    tr.base_count = len(base) if cp.base_count is None else cp.base_count
+    tr.base_dropped = cp.base_dropped
+    tr.new = list(cp.messages)
+    tr.iteration = cp.iteration
+    tr.last_had_tools = cp.last_had_tools
+    tr.tools_run = list(cp.tools_run)
+    tr.usage_in, tr.usage_out = cp.usage_in, cp.usage_out
+    tr.batch_results = {m.tool_call_id or "": m for m in cp.results}
+    st.durability.seq = cp.seq
+    st.durability.origin_turn_id = cp.origin_turn_id
     _restore_queues(engine, st, cp)
     if cp.input_id and (cp.iteration == 0 or cp.input_id in cp.carrying):
         r = _receipt(engine, st, "send", cp.input, cp.input_id)
-        st.input_receipt = r
-        st.carrying.append(r)
+        st.inbound.input_receipt = r
+        st.inbound.carrying.append(r)
     carrying = frozenset(cp.carrying)
-    st.carrying += [r for r in st.injected_steering if r.message_id in carrying]
-    restore_requests(engine, st, cp)
+    st.inbound.carrying += [r for r in st.inbound.injected_steering if r.message_id in carrying]
+    asked = restore_requests(engine, st, cp)
+    if asked is not None:  # parked: the calls that asked ran before, and see ``resumed``
+        st.durability.resumed_calls = asked
 
 
 def _receipt(engine: Engine, st: TurnState, kind: MessageKind, text: str,
@@ -302,21 +315,21 @@ def _restore_queues(engine: Engine, st: TurnState, cp: Checkpoint) -> None:
             ids = ("",) * len(texts)
         return [_receipt(engine, st, kind, t, i) for t, i in zip(texts, ids, strict=True)]
 
-    st.steering = made("steer", cp.steering, cp.steering_ids)
+    st.inbound.steering = made("steer", cp.steering, cp.steering_ids)
     # Messages queued behind the turn by a lane that is gone: after it, as its follow-ups.
     here = {r.message_id for r in engine.waiting.get(st.session_id, ())}
     held = [(t, i) for t, i in zip(cp.held, cp.held_ids, strict=False) if i not in here]
-    st.follow_ups = [*made("follow_up", cp.follow_ups, cp.follow_up_ids),
+    st.inbound.follow_ups = [*made("follow_up", cp.follow_ups, cp.follow_up_ids),
                      *made("send", tuple(t for t, _ in held), tuple(i for _, i in held))]
     ids = cp.injected_ids if len(cp.injected_ids) == len(cp.injected_steering) \
         else ("",) * len(cp.injected_steering)
     # Delivered already (unless carried): kept only to be handed back by a rollback.
-    st.injected_steering = [
+    st.inbound.injected_steering = [
         MessageReceipt("steer", t, st.session_id, turn_id=st.turn_id, message_id=i or None)
         for t, i in zip(cp.injected_steering, ids, strict=True)]
     carried = frozenset(cp.carrying)
-    for i, r in enumerate(st.injected_steering):
+    for i, r in enumerate(st.inbound.injected_steering):
         if r.message_id in carried:
-            st.injected_steering[i] = _receipt(engine, st, "steer", r.text, r.message_id)
+            st.inbound.injected_steering[i] = _receipt(engine, st, "steer", r.text, r.message_id)
         else:
             r.state = MessageState.DELIVERED

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 from steerable._config import Limits, Timeouts
+from steerable._core._agent import Agent
 from steerable._core._bus import EventBus
 from steerable._core._cancel import CancelHandle, CancelMode
 from steerable._core._checkpoint import CheckpointStore
@@ -34,6 +35,7 @@ from steerable._events import (
     TurnPhase,
 )
 from steerable._messages import Message
+from steerable._receipts import MessageReceipt
 
 __all__ = ["Engine"]
 
@@ -66,10 +68,10 @@ class Engine:
         """True when top-level turns write checkpoints (the store keeps them, not turned off)."""
         self.inbox = Inbox(self.bus)
         """Every message given to the loop that is not yet terminal (SPEC 10)."""
-        self.waiting: dict[str, list[Any]] = {}
+        self.waiting: dict[str, list[MessageReceipt]] = {}
         """Per session, the receipts a lane holds for turns of their own (its queue, in
         order): each top-level turn's ``held`` is this list."""
-        self.successors: dict[str, Any] = {}
+        self.successors: dict[str, Agent] = {}
         """Sessions whose checkpoint is the successor (``_durable.release``) this process
         wrote for its lanes' messages, and the agent it names: the next turn replaces it."""
         self.turns: dict[str, TurnState] = {}
@@ -114,11 +116,11 @@ class Engine:
         ))
 
     def set_phase(self, st: TurnState, new: TurnPhase) -> None:
-        old = st.phase
+        old = st.control.phase
         if old is new:
             return
         check_transition(old, new)
-        st.phase = new
+        st.control.phase = new
         self.emit(st, StateChanged, old=old, new=new)
 
     # -- storage ------------------------------------------------------------------------------
@@ -141,15 +143,15 @@ class Engine:
     async def save(self, st: TurnState, status: str, rollback: bool) -> None:
         """Append the turn's messages, or on rollback write nothing of the turn."""
         store = self.store
-        record = TurnRecord(st.turn_id, status, st.iteration)
+        record = TurnRecord(st.turn_id, status, st.transcript.iteration)
         if rollback:
-            if not st.base_rewritten:
+            if not st.transcript.base_rewritten:
                 return
-            op: Any = (store.replace, st.session_id, list(st.base))
-        elif st.base_rewritten:
-            op = (store.replace, st.session_id, [*st.base, *st.new])
+            op: Any = (store.replace, st.session_id, list(st.transcript.base))
+        elif st.transcript.base_rewritten:
+            op = (store.replace, st.session_id, [*st.transcript.base, *st.transcript.new])
         else:
-            op = (store.append, st.session_id, list(st.new), record)
+            op = (store.append, st.session_id, list(st.transcript.new), record)
         if store.blocking:
             # Shielded: a save already under way finishes even if the turn is cancelled now.
             await asyncio.shield(asyncio.to_thread(*op))
@@ -160,10 +162,11 @@ class Engine:
     # These run on the loop's thread (the AgentLoop marshals calls from other threads).
 
     def interrupt_graceful(self, st: TurnState, hint: str | None) -> bool:
-        if st.finishing or st.final_call or st.interrupt is not Interrupt.NONE:
+        ctl = st.control
+        if ctl.finishing or ctl.final_call or ctl.interrupt is not Interrupt.NONE:
             return False
-        st.interrupt = Interrupt.GRACEFUL
-        st.hint = hint
+        ctl.interrupt = Interrupt.GRACEFUL
+        ctl.hint = hint
         self.emit(st, InterruptReceived, mode="graceful", hint=hint)
         return True
 
@@ -173,47 +176,49 @@ class Engine:
             return False
         # Before the task runs, cancelling it would skip TURN_START/END: the flag is enough,
         # run_turn checks it first thing.
-        if st.running and st.task is not None and not st.task.done():
+        if st.control.running and st.control.task is not None and not st.control.task.done():
             # The tools first, so they see CancelledError on the very next loop cycle instead
             # of one cycle after the turn's task has woken up and passed the cancel on.
-            for task, ctx in st.running_tools.items():
+            for task, ctx in st.control.running_tools.items():
                 ctx.cancel()
                 task.cancel()
-            st.task.cancel()
+            st.control.task.cancel()
         return True
 
     def cancel(self, st: TurnState, mode: CancelMode) -> CancelHandle:
         """Record a cancel; IMMEDIATE is the hard abort. See ``_cancel`` for the modes."""
-        open_ = not st.finishing and st.interrupt is not Interrupt.HARD
-        handle = st.cancel.request(mode, st.turn_id, open_)
+        ctl = st.control
+        open_ = not ctl.finishing and ctl.interrupt is not Interrupt.HARD
+        handle = ctl.cancel.request(mode, st.turn_id, open_)
         if handle.contributed:
-            if mode is CancelMode.IMMEDIATE and not (st.grace is not None and st.children):
+            if mode is CancelMode.IMMEDIATE and not (ctl.grace is not None and st.tree.children):
                 self.interrupt_hard(st)  # emits INTERRUPT_RECEIVED(mode="hard")
             else:
                 self.emit(st, InterruptReceived, mode=f"cancel_{mode.label}", hint=None)
-                if st.grace is not None:
+                if ctl.grace is not None:
                     self._cancel_children(st, mode)
         return handle
 
     def _cancel_children(self, st: TurnState, mode: CancelMode) -> None:
         """A composite turn passes a cancel on to its running children. IMMEDIATE gives them
-        ``st.grace`` seconds to stop at a safe point (as AFTER_MODEL) before the hard abort."""
+        ``grace`` seconds to stop at a safe point (as AFTER_MODEL) before the hard abort."""
         soft = CancelMode.AFTER_MODEL if mode is CancelMode.IMMEDIATE else mode
-        for child in list(st.children.values()):
+        for child in list(st.tree.children.values()):
             self.cancel(child, soft)
-        if mode is CancelMode.IMMEDIATE and st.grace is not None and st.grace_timer is None:
+        ctl = st.control
+        if mode is CancelMode.IMMEDIATE and ctl.grace is not None and ctl.grace_timer is None:
             loop = asyncio.get_running_loop()
-            st.grace_timer = loop.call_later(st.grace, self.interrupt_hard, st)
+            ctl.grace_timer = loop.call_later(ctl.grace, self.interrupt_hard, st)
 
     def hard_abort_inside(self, st: TurnState, reason: str) -> None:
         """A hard abort asked for from inside the turn's own task (a hook's HARD_ABORT)."""
         self._mark_hard(st, reason)
 
     def _mark_hard(self, st: TurnState, hint: str | None = None) -> bool:
-        if st.finishing or st.interrupt is Interrupt.HARD:
+        if st.control.finishing or st.control.interrupt is Interrupt.HARD:
             return False
-        st.interrupt = Interrupt.HARD
+        st.control.interrupt = Interrupt.HARD
         self.emit(st, InterruptReceived, mode="hard", hint=hint)
-        for child in list(st.children.values()):
+        for child in list(st.tree.children.values()):
             self.interrupt_hard(child)
         return True

@@ -56,10 +56,10 @@ __all__ = ["call_model"]
 
 
 def _build_request(st: TurnState, offer_tools: bool, extra: Sequence[Message]) -> LLMRequest:
-    agent = st.agent
+    agent = st.model_agent
     head = (Message("system", agent.instructions),) if agent.instructions else ()
     return LLMRequest(
-        messages=MessageView[Message](head, st.base, st.new, extra),
+        messages=MessageView[Message](head, st.transcript.base, st.transcript.new, extra),
         tools=agent.tool_specs if offer_tools else (),
         model=agent.model,
         params=agent.params,
@@ -73,7 +73,7 @@ def _tool_specs(st: TurnState, tools: Sequence[Any]) -> tuple[ToolSpec, ...]:
         if isinstance(t, ToolSpec):
             specs.append(t)
         elif isinstance(t, str):
-            tool = st.agent.tools_by_name.get(t)
+            tool = st.model_agent.tools_by_name.get(t)
             if tool is None:
                 raise ValueError(f"hook named unknown tool {t!r}")
             specs.append(ToolSpec(tool.name, tool.description, tool.parameters,
@@ -86,12 +86,12 @@ def _tool_specs(st: TurnState, tools: Sequence[Any]) -> tuple[ToolSpec, ...]:
 
 def _ctx_ids(st: TurnState) -> dict[str, Any]:
     return {"turn_id": st.turn_id, "session_id": st.session_id,
-            "parent_turn_id": st.parent_turn_id, "iteration": st.iteration}
+            "parent_turn_id": st.parent_turn_id, "iteration": st.transcript.iteration}
 
 
 def _request_event(engine: Engine, st: TurnState, request: LLMRequest, purpose: str) -> None:
     choice = request.tool_choice
-    engine.emit(st, LLMRequestEvent, iteration=st.iteration, model=request.model,
+    engine.emit(st, LLMRequestEvent, iteration=st.transcript.iteration, model=request.model,
                 message_count=len(request.messages),
                 tools=tuple(t.name for t in request.tools), tool_choice=choice.mode,
                 may_call=choice.only, reason=choice.reason, purpose=purpose)
@@ -104,7 +104,7 @@ def _asker(engine: Engine, st: TurnState) -> Any:
         _request_event(engine, st, request, purpose)
         started = time.monotonic()
         response = await _stream_once(engine, st, request, deltas=False)
-        engine.emit(st, LLMResponseEvent, iteration=st.iteration, text=response.text,
+        engine.emit(st, LLMResponseEvent, iteration=st.transcript.iteration, text=response.text,
                     tool_calls=response.tool_calls, usage=response.usage,
                     finish_reason=response.finish_reason,
                     duration=time.monotonic() - started, purpose=purpose)
@@ -152,7 +152,7 @@ async def _after_llm(
             calls = response.tool_calls
             if decision.tool_calls is not None:
                 calls = tuple(
-                    ToolCall(f"{st.turn_id}_h{st.iteration}_{i}", name, dict(args))
+                    ToolCall(f"{st.turn_id}_h{st.transcript.iteration}_{i}", name, dict(args))
                     for i, (name, args) in enumerate(decision.tool_calls)
                 )
             response = LLMResponse(
@@ -167,7 +167,7 @@ async def _compress(
     engine: Engine, st: TurnState, reason: CompressReason, target: int | None
 ) -> bool:
     """Drop old exchanges; False when nothing could be dropped. May raise AbortSignal."""
-    history = [*st.base, *st.new]
+    history = [*st.transcript.base, *st.transcript.new]
     tokens = estimate_tokens(history)
 
     def ctx() -> CompressContext:
@@ -182,16 +182,16 @@ async def _compress(
     if cut == 0:
         return False
     engine.set_phase(st, TurnPhase.COMPACTING)
-    from_base = min(cut, len(st.base))
+    from_base = min(cut, len(st.transcript.base))
     if from_base:
         # The dropped messages are gone from the session too: move the rollback snapshot.
         # New lists, never edits in place: earlier requests hold views of the old ones.
-        st.base = st.base[from_base:]
-        st.base_rewritten = True
-        st.base_dropped += from_base
+        st.transcript.base = st.transcript.base[from_base:]
+        st.transcript.base_rewritten = True
+        st.transcript.base_dropped += from_base
     if cut > from_base:
-        st.new = st.new[cut - from_base:]
-    after = [*st.base, *st.new]
+        st.transcript.new = st.transcript.new[cut - from_base:]
+    after = [*st.transcript.base, *st.transcript.new]
     engine.emit(st, ContextCompress, reason=reason, messages_before=len(history),
                 messages_after=len(after), tokens_before=tokens,
                 tokens_after=estimate_tokens(after))
@@ -204,7 +204,7 @@ def _unique_calls(st: TurnState, calls: list[ToolCall]) -> tuple[ToolCall, ...]:
     out = []
     for i, call in enumerate(calls):
         if call.id in seen:
-            call = ToolCall(f"{call.id}_{st.iteration}_{i}", call.name, call.arguments,
+            call = ToolCall(f"{call.id}_{st.transcript.iteration}_{i}", call.name, call.arguments,
                             call.arguments_error)
         seen.add(call.id)
         out.append(call)
@@ -214,9 +214,9 @@ def _unique_calls(st: TurnState, calls: list[ToolCall]) -> tuple[ToolCall, ...]:
 def _cut_reply(st: TurnState, calls: Sequence[ToolCall]) -> bool:
     """A graceful interrupt while the model writes text (no tool call yet, not the summary
     call): stop the reading now instead of waiting for the whole reply."""
-    if st.interrupt is Interrupt.GRACEFUL and not calls and not st.final_call:
-        st.reply_cut = True
-    return st.reply_cut
+    if st.control.interrupt is Interrupt.GRACEFUL and not calls and not st.control.final_call:
+        st.control.reply_cut = True
+    return st.control.reply_cut
 
 
 async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
@@ -226,19 +226,20 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
     calls: list[ToolCall] = []
     usage: Usage | None = None
     finish: str | None = None
-    provider = st.agent.provider
+    provider = st.model_agent.provider
+    iteration = st.transcript.iteration  # (one call: it does not move while this streams)
     raw = provider.stream(request)
     # Deltas are cut only where no secret can be split: outputs blank each delta on its own.
     guarded = raw if text_guarded(provider) else guard_secrets(raw, known_secrets())
     async with IdleWatchdog(engine.timeouts.llm_idle, engine.idle_timer) as watchdog, \
-            aclosing(guarded) as stream:
+            aclosing(guarded) as stream:  # type: ignore[type-var]  # (providers yield)
         async for chunk in stream:
             watchdog.tick()  # every chunk buys the provider more time
             if type(chunk) is TextDelta:
                 if chunk.text:
                     texts.append(chunk.text)
                     if deltas:
-                        engine.emit(st, LLMDelta, iteration=st.iteration, text=chunk.text)
+                        engine.emit(st, LLMDelta, iteration=iteration, text=chunk.text)
                 if deltas and texts and _cut_reply(st, calls):
                     break
             elif type(chunk) is ToolCallChunk:
@@ -246,11 +247,11 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
             elif type(chunk) is ThinkingDelta:
                 thinking.append(chunk.text)
                 if deltas:
-                    engine.emit(st, LLMDelta, iteration=st.iteration, text=chunk.text,
+                    engine.emit(st, LLMDelta, iteration=iteration, text=chunk.text,
                                 thinking=True)
             elif type(chunk) is ToolArgsDelta:
                 if chunk.text and deltas:  # a piece the guard holds back whole: no event
-                    engine.emit(st, ToolCallDelta, iteration=st.iteration,
+                    engine.emit(st, ToolCallDelta, iteration=iteration,
                                 call_index=chunk.index, tool_name=chunk.name,
                                 arguments_delta=chunk.text)
             elif type(chunk) is StreamEnd:
@@ -260,16 +261,16 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
                 texts.clear()
                 thinking.clear()
                 calls.clear()
-                engine.emit(st, LLMRetry, iteration=st.iteration, attempt=chunk.attempt,
+                engine.emit(st, LLMRetry, iteration=iteration, attempt=chunk.attempt,
                             reason=chunk.reason, delay=chunk.delay)
             else:
                 raise ProviderError(
-                    f"provider {type(st.agent.provider).__name__} yielded "
+                    f"provider {type(provider).__name__} yielded "
                     f"{type(chunk).__name__}, which is not a chunk type"
                 )
     if usage is not None:
-        st.usage_in += usage.input_tokens
-        st.usage_out += usage.output_tokens
+        st.transcript.usage_in += usage.input_tokens
+        st.transcript.usage_out += usage.output_tokens
     return LLMResponse(text="".join(texts), tool_calls=_unique_calls(st, calls),
                        thinking="".join(thinking), usage=usage, finish_reason=finish)
 
@@ -279,7 +280,7 @@ async def call_model(
 ) -> LLMResponse:
     """One LLM call, start to finish: returns the reply after ``after_llm`` hooks."""
     engine.set_phase(st, TurnPhase.THINKING)
-    window = st.agent.context_window
+    window = st.model_agent.context_window
     compressed = False
     while True:
         request = _build_request(st, offer_tools, extra)
@@ -289,9 +290,9 @@ async def call_model(
                 continue
         if engine.hooks.at("before_llm"):
             request = await _before_llm(engine, st, request)
-        st.offered = frozenset(t.name for t in request.tools)
+        st.transcript.offered = frozenset(t.name for t in request.tools)
         _request_event(engine, st, request, "")
-        if st.carrying:  # messages taken in since the last request: this one delivers them
+        if st.inbound.carrying:  # messages taken in since the last request: this one delivers them
             deliver(engine, st, engine.bus.last_seq, "in the context of an LLM request")
         started = time.monotonic()
         try:
@@ -312,7 +313,7 @@ async def call_model(
         break
     if engine.hooks.at("after_llm"):
         response = await _after_llm(engine, st, request, response)
-    engine.emit(st, LLMResponseEvent, iteration=st.iteration, text=response.text,
+    engine.emit(st, LLMResponseEvent, iteration=st.transcript.iteration, text=response.text,
                 tool_calls=response.tool_calls, usage=response.usage,
                 finish_reason=response.finish_reason, duration=time.monotonic() - started)
     return response

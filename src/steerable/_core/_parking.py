@@ -25,7 +25,6 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Callable, Container, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from steerable._core._checkpoint import Checkpoint
@@ -53,9 +52,7 @@ __all__ = [
     "PARKED",
     "ParkStop",
     "RequestIndex",
-    "TurnAsks",
     "ask_question",
-    "asks_of",
     "can_park",
     "check_answered",
     "close_in_index",
@@ -64,8 +61,10 @@ __all__ = [
     "index_parked",
     "open_requests",
     "parked_requests",
+    "record_answer",
     "recorded_approval",
     "restore_requests",
+    "take_live",
     "wait_approval",
     "waiting_in_store",
 ]
@@ -114,36 +113,21 @@ class RequestIndex(Protocol):
         ...
 
 
-@dataclass(slots=True)
-class TurnAsks:
-    """A turn's own part for requests: what it asked, what was answered, what parked."""
-
-    requests: dict[str, PendingRequest] = field(default_factory=dict)
-    """By id: those restored from the checkpoint, and those opened since."""
-    fresh: set[str] = field(default_factory=set)
-    """Answered since the turn parked: their ``*_RESOLVED``/``QUESTION_ANSWERED`` is emitted
-    as the resumed turn uses them."""
-    asked: dict[str, int] = field(default_factory=dict)
-    """Per call id, how many times its tool called ``ask`` in this run (replay order)."""
-    live: dict[str, LiveRequest] = field(default_factory=dict)
-    """Requests of this run that parked: their live entry, dropped as the turn ends."""
-
-
-def asks_of(st: TurnState) -> TurnAsks:
-    if st.asks is None:
-        st.asks = TurnAsks()
-    asks: TurnAsks = st.asks
-    return asks
+def _requests(st: TurnState) -> dict[str, PendingRequest]:
+    """The turn's table of requests, made on first use (``Asks``: this module owns it)."""
+    if st.asks.requests is None:
+        st.asks.requests = {}
+    return st.asks.requests
 
 
 def can_park(engine: Engine, st: TurnState) -> bool:
-    return engine.park and st.durable and st.parent_turn_id is None
+    return engine.park and st.durability.durable and st.parent_turn_id is None
 
 
 def _pending(st: TurnState, request_id: str, kind: Any, call_id: str, tool_name: str,
              **fields: Any) -> PendingRequest:
     return PendingRequest(request_id=request_id, kind=kind, session_id=st.session_id,
-                          turn_id=st.origin_turn_id or st.turn_id, call_id=call_id,
+                          turn_id=st.durability.origin_turn_id or st.turn_id, call_id=call_id,
                           tool_name=tool_name, created=time.time(), **fields)
 
 
@@ -166,17 +150,16 @@ async def _wait(engine: Engine, st: TurnState, req: LiveRequest, park: Callable[
     if req.future.done():
         return req.future.result()
     req.parked = True
-    asks = asks_of(st)
-    asks.live[req.request_id] = req
+    if st.asks.live is None:
+        st.asks.live = {}
+    st.asks.live[req.request_id] = req
     park()
     return PARKED
 
 
 def recorded_approval(engine: Engine, st: TurnState, call_id: str) -> tuple[bool, str] | None:
     """The answer a parked approval of this call got (None: it has none)."""
-    if st.asks is None:
-        return None
-    for req in st.asks.requests.values():
+    for req in (st.asks.requests or {}).values():
         if req.kind == "approval" and req.call_id == call_id and req.answered:
             _announce(engine, st, req)
             return bool(req.value), req.reason
@@ -190,8 +173,8 @@ async def wait_approval(engine: Engine, st: TurnState, call_id: str, tool_name: 
     req = engine.broker.open("approval", st.session_id)
     rid = req.request_id
     open_ids.add(rid)
-    asks_of(st).requests[rid] = _pending(st, rid, "approval", call_id, tool_name,
-                                         arguments=dict(arguments))
+    _requests(st)[rid] = _pending(st, rid, "approval", call_id, tool_name,
+                                  arguments=dict(arguments))
     engine.emit(st, ApprovalRequested, request_id=rid, call_id=call_id, tool_name=tool_name,
                 arguments=arguments)
     try:
@@ -219,17 +202,19 @@ async def ask_question(engine: Engine, st: TurnState, call_id: str, tool_name: s
                        schema: Any) -> Any:
     """``ToolContext.ask``: the recorded answer on a re-run, else ask (and wait or park)."""
     question, choices, schema = check_question(question, choices, schema)
-    asks = asks_of(st)
-    index = asks.asked.get(call_id, 0)
-    asks.asked[call_id] = index + 1
-    for req in asks.requests.values():
+    if st.asks.asked is None:
+        st.asks.asked = {}
+    index = st.asks.asked.get(call_id, 0)
+    st.asks.asked[call_id] = index + 1
+    requests = _requests(st)
+    for req in requests.values():
         if req.kind == "question" and req.call_id == call_id and req.index == index \
                 and req.answered:
             _announce(engine, st, req)
             return req.value
     live = engine.broker.open("question", st.session_id, choices=choices, schema=schema)
     rid = live.request_id
-    asks.requests[rid] = _pending(st, rid, "question", call_id, tool_name, question=question,
+    requests[rid] = _pending(st, rid, "question", call_id, tool_name, question=question,
                                   choices=choices, schema=schema, index=index)
     engine.emit(st, QuestionAsked, request_id=rid, call_id=call_id, tool_name=tool_name,
                 question=question, choices=choices, schema=schema)
@@ -258,10 +243,10 @@ async def ask_question(engine: Engine, st: TurnState, call_id: str, tool_name: s
 def _record(st: TurnState, request_id: str, value: Any, reason: str) -> None:
     """An answer that came in time: kept, so a re-run of its call after a later park replays
     it."""
-    asks = asks_of(st)
-    req = asks.requests.get(request_id)
+    requests = _requests(st)
+    req = requests.get(request_id)
     if req is not None:
-        asks.requests[request_id] = _answered(req, value, reason)
+        requests[request_id] = _answered(req, value, reason)
 
 
 def _answered(req: PendingRequest, value: Any, reason: str) -> PendingRequest:
@@ -271,10 +256,9 @@ def _answered(req: PendingRequest, value: Any, reason: str) -> PendingRequest:
 
 def _announce(engine: Engine, st: TurnState, req: PendingRequest) -> None:
     """An answer given while the turn was parked reaches its turn: say so, once."""
-    asks = asks_of(st)
-    if req.request_id not in asks.fresh:
+    if req.request_id not in st.asks.fresh:
         return
-    asks.fresh.discard(req.request_id)
+    st.asks.fresh = st.asks.fresh - {req.request_id}
     if req.kind == "approval":
         engine.emit(st, ApprovalResolved, request_id=req.request_id, call_id=req.call_id,
                     tool_name=req.tool_name, approved=bool(req.value), reason=req.reason)
@@ -286,10 +270,8 @@ def _announce(engine: Engine, st: TurnState, req: PendingRequest) -> None:
 def open_requests(st: TurnState, pending_calls: Sequence[str]) -> tuple[PendingRequest, ...]:
     """What the park checkpoint records: every request of the calls still to run (answered
     ones too: a re-run tool replays them)."""
-    if st.asks is None:
-        return ()
     calls = set(pending_calls)
-    return tuple(r for r in st.asks.requests.values() if r.call_id in calls)
+    return tuple(r for r in (st.asks.requests or {}).values() if r.call_id in calls)
 
 
 def index_parked(engine: Engine, st: TurnState, requests: Sequence[PendingRequest]) -> None:
@@ -300,11 +282,14 @@ def index_parked(engine: Engine, st: TurnState, requests: Sequence[PendingReques
         index.index_requests(st.session_id, waiting)
 
 
-def restore_requests(engine: Engine, st: TurnState, cp: Checkpoint) -> None:
-    """A resumed turn takes its checkpoint's requests, with the answers the index holds."""
+def restore_requests(engine: Engine, st: TurnState, cp: Checkpoint) -> frozenset[str] | None:
+    """A resumed turn takes its checkpoint's requests, with the answers the index holds.
+    Returns the calls that asked (they ran before: their tools see ``resumed``), or None
+    when the checkpoint has no requests."""
     if not cp.requests:
-        return
-    asks = asks_of(st)
+        return None
+    requests = _requests(st)
+    fresh = set(st.asks.fresh)
     index = engine.checkpoints
     open_ids = [r.request_id for r in cp.requests if not r.answered]
     answers: dict[str, dict[str, Any]] = index.request_answers(open_ids) \
@@ -313,22 +298,22 @@ def restore_requests(engine: Engine, st: TurnState, cp: Checkpoint) -> None:
         got = answers.get(req.request_id)
         if got is not None:
             req = _answered(req, got.get("value"), str(got.get("reason", "")))
-            asks.fresh.add(req.request_id)
-        asks.requests[req.request_id] = req
-    # The calls that asked ran before: their tools see ``resumed``.
-    st.resumed_calls = frozenset(r.call_id for r in cp.requests if r.kind == "question")
+            fresh.add(req.request_id)
+        requests[req.request_id] = req
+    st.asks.fresh = frozenset(fresh)
+    return frozenset(r.call_id for r in cp.requests if r.kind == "question")
 
 
 def forget_requests(st: TurnState, done_calls: Sequence[str]) -> list[str]:
     """The calls ended (with results the next checkpoint holds): their requests leave the
     turn. Returns their ids, for ``close_in_index`` once that checkpoint is written."""
-    asks = st.asks
-    if asks is None or not asks.requests:
+    requests = st.asks.requests
+    if not requests:
         return []
     calls = set(done_calls)
-    gone = [rid for rid, r in asks.requests.items() if r.call_id in calls]
+    gone = [rid for rid, r in requests.items() if r.call_id in calls]
     for rid in gone:
-        del asks.requests[rid]
+        del requests[rid]
     return gone
 
 
@@ -358,11 +343,17 @@ def check_answered(engine: Engine, cp: Checkpoint) -> None:
             "with discard_checkpoint=True to drop it")
 
 
+def take_live(st: TurnState) -> list[LiveRequest]:
+    """As a parked turn ends: the live entries of its parked requests (the caller drops them
+    from the table, and applies an answer that came while the turn was parking)."""
+    live = st.asks.live
+    st.asks.live = None
+    return [] if live is None else list(live.values())
+
+
 def parked_requests(st: TurnState) -> tuple[PendingRequest, ...]:
     """A parked turn's open requests (its ``TurnResult.pending``)."""
-    if st.asks is None:
-        return ()
-    return tuple(r for r in st.asks.requests.values() if not r.answered)
+    return tuple(r for r in (st.asks.requests or {}).values() if not r.answered)
 
 
 def waiting_in_store(store: Any, session_id: str | None) -> list[PendingRequest]:

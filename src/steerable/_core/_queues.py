@@ -17,7 +17,7 @@ from steerable._core._engine import Engine
 from steerable._core._turn_state import Interrupt, QueuedMessage, TurnState
 from steerable._events import FollowUpQueued, SteeringInjected, TurnStatus
 from steerable._messages import Message
-from steerable._receipts import MessageReceipt, MessageState
+from steerable._receipts import MessageHolder, MessageReceipt, MessageState
 
 __all__ = ["TurnQueues", "deliver", "drain_steering", "follow_up", "hold_restored", "offer_follow_up",
            "offer_steering", "settle", "steer"]
@@ -33,7 +33,7 @@ class TurnQueues:
         self.st = st
 
     def withdraw(self, receipt: MessageReceipt) -> bool:
-        for queue in (self.st.steering, self.st.follow_ups):
+        for queue in (self.st.inbound.steering, self.st.inbound.follow_ups):
             if receipt in queue:
                 queue.remove(receipt)
                 persist_now(self.engine, self.st)
@@ -44,23 +44,23 @@ class TurnQueues:
         persist_now(self.engine, self.st)
 
 
-def _holder(engine: Engine, st: TurnState) -> TurnQueues:
-    holder: TurnQueues | None = st.queues
+def _holder(engine: Engine, st: TurnState) -> MessageHolder:
+    holder = st.inbound.holder
     if holder is None:
-        holder = st.queues = TurnQueues(engine, st)
+        holder = st.inbound.holder = TurnQueues(engine, st)
     return holder
 
 
 def hold_restored(engine: Engine, st: TurnState) -> None:
     """A resumed turn's queued messages (``_durable.restore``) can be revoked and edited."""
     holder = _holder(engine, st)
-    for r in (*st.steering, *st.follow_ups):
+    for r in (*st.inbound.steering, *st.inbound.follow_ups):
         r._holder = holder
 
 
 def _refusal(engine: Engine, st: TurnState, queue: list[MessageReceipt], limit: int,
              what: str) -> str | None:
-    if st.finishing or st.interrupt is Interrupt.HARD:
+    if st.control.finishing or st.control.interrupt is Interrupt.HARD:
         return f"turn {st.turn_id} is ending"
     if len(queue) >= limit:
         engine.error(st, f"{what} queue full ({limit} messages); message refused", "queue")
@@ -81,16 +81,16 @@ def _hold(engine: Engine, st: TurnState, queue: list[MessageReceipt], r: Message
 def offer_steering(engine: Engine, st: TurnState, r: MessageReceipt) -> str | None:
     """Put ``r`` in the turn's steering queue; the reason when the turn cannot take it (``r``
     is then left as it was: the caller decides, e.g. a lane queues it for a turn of its own)."""
-    reason = _refusal(engine, st, st.steering, engine.limits.steering_queue, "steering")
+    reason = _refusal(engine, st, st.inbound.steering, engine.limits.steering_queue, "steering")
     if reason is None:
-        _hold(engine, st, st.steering, r, "steering")
+        _hold(engine, st, st.inbound.steering, r, "steering")
     return reason
 
 
 def offer_follow_up(engine: Engine, st: TurnState, r: MessageReceipt) -> str | None:
-    reason = _refusal(engine, st, st.follow_ups, engine.limits.follow_up_queue, "follow-up")
+    reason = _refusal(engine, st, st.inbound.follow_ups, engine.limits.follow_up_queue, "follow-up")
     if reason is None:
-        _hold(engine, st, st.follow_ups, r, "follow_up")
+        _hold(engine, st, st.inbound.follow_ups, r, "follow_up")
         engine.emit(st, FollowUpQueued, text=r.text)
     return reason
 
@@ -113,24 +113,24 @@ def follow_up(engine: Engine, st: TurnState, text: str) -> MessageReceipt:
 def drain_steering(engine: Engine, st: TurnState) -> bool:
     """At a checkpoint: pending steering becomes user messages of the turn (no longer
     revocable); it is delivered with the next LLM request."""
-    if not st.steering:
+    if not st.inbound.steering:
         return False
-    for r in st.steering:
+    for r in st.inbound.steering:
         r._holder = None
-        st.new.append(Message("user", r.text))
-        st.injected_steering.append(r)
-        st.carrying.append(r)
+        st.transcript.new.append(Message("user", r.text))
+        st.inbound.injected_steering.append(r)
+        st.inbound.carrying.append(r)
         engine.emit(st, SteeringInjected, text=r.text)
-    st.steering.clear()
+    st.inbound.steering.clear()
     return True
 
 
 def deliver(engine: Engine, st: TurnState, request_seq: int | None, detail: str) -> None:
     """The messages the turn took in since its last LLM request are in this one's context."""
     inbox = engine.inbox
-    for r in st.carrying:
+    for r in st.inbound.carrying:
         inbox.settle(r, MessageState.DELIVERED, detail, request_seq)
-    st.carrying.clear()
+    st.inbound.carrying.clear()
 
 
 def settle(engine: Engine, st: TurnState, status: TurnStatus, rollback: bool
@@ -141,32 +141,34 @@ def settle(engine: Engine, st: TurnState, status: TurnStatus, rollback: bool
     turn (or a parked one): its checkpoint keeps them queued, and ``resume`` continues with
     them."""
     inbox = engine.inbox
-    if status in (TurnStatus.CANCELLED, TurnStatus.WAITING) and st.durable:
-        for r in (*st.steering, *st.follow_ups):
+    if status in (TurnStatus.CANCELLED, TurnStatus.WAITING) and st.durability.durable:
+        for r in (*st.inbound.steering, *st.inbound.follow_ups):
             r._holder = None  # in the checkpoint now: a revoke could not reach it there
         return [], []
     follow_ups: list[MessageReceipt] = []
     unprocessed: list[QueuedMessage] = []
     if status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS):
         # Steering the model never saw (the budget ran out) becomes a follow-up.
-        for r in st.steering:
-            st.follow_ups.append(r)
+        for r in st.inbound.steering:
+            st.inbound.follow_ups.append(r)
             engine.emit(st, FollowUpQueued, text=r.text)
-        st.steering.clear()
-        follow_ups = list(st.follow_ups)
+        st.inbound.steering.clear()
+        follow_ups = list(st.inbound.follow_ups)
     else:
         if rollback:  # delivered steering is rolled back with the turn: hand it back too
             unprocessed += [QueuedMessage("steering", r.text, r.message_id)
-                            for r in st.injected_steering]
+                            for r in st.inbound.injected_steering]
         else:  # taken in, never sent: the model has not seen it
             unprocessed += [QueuedMessage("steering", r.text, r.message_id)
-                            for r in st.carrying if r is not st.input_receipt]
-        unprocessed += [QueuedMessage("steering", r.text, r.message_id) for r in st.steering]
-        unprocessed += [QueuedMessage("follow_up", r.text, r.message_id) for r in st.follow_ups]
+                            for r in st.inbound.carrying if r is not st.inbound.input_receipt]
+        unprocessed += [QueuedMessage("steering", r.text, r.message_id)
+                        for r in st.inbound.steering]
+        unprocessed += [QueuedMessage("follow_up", r.text, r.message_id)
+                        for r in st.inbound.follow_ups]
     why = f"turn {st.turn_id} ended ({status.value}) before it was delivered"
-    for r in (*st.carrying, *st.steering, *st.follow_ups):
+    for r in (*st.inbound.carrying, *st.inbound.steering, *st.inbound.follow_ups):
         inbox.settle(r, MessageState.RETURNED, why)
-    if st.input_receipt is not None:  # ended before its task took the input in
-        inbox.settle(st.input_receipt, MessageState.RETURNED, why)
-    st.carrying.clear()
+    if st.inbound.input_receipt is not None:  # ended before its task took the input in
+        inbox.settle(st.inbound.input_receipt, MessageState.RETURNED, why)
+    st.inbound.carrying.clear()
     return follow_ups, unprocessed

@@ -8,14 +8,16 @@ the engine (``engine.subturn_tasks``) until it ends.
 
 Delivery of an async child's result, and the races around it, are decided in one synchronous
 step on the loop's thread when the child ends:
-- the parent still runs (has not started finishing): the result waits in ``parent.results`` and
+- the parent still runs (has not started finishing): the result waits in ``parent.tree.results``
+  and
   is drained into the parent's context before its next LLM call (``SUBTURN_RESULT_DELIVERED``);
 - the parent is finishing or gone: the result is an orphan (``SUBTURN_ORPHAN``), appended to the
   session. While a top-level turn runs on that session it is held on that turn and written right
   after the turn's own save, so a rollback or a compression cannot lose it.
-``parent.finishing`` flips once, in the same step that takes the results left over, so a result
-is delivered or orphaned, never both, never neither. A child's concurrency slot is freed before
-its result is delivered, so a parent waiting for a slot can never wait on its own delivery.
+``parent.control.finishing`` flips once, in the same step that takes the results left over, so
+a result is delivered or orphaned, never both, never neither. A child's concurrency slot is
+freed before its result is delivered, so a parent waiting for a slot can never wait on its own
+delivery.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 
 from steerable._core._engine import Engine
 from steerable._core._queues import follow_up, steer
-from steerable._core._turn_state import Interrupt, TurnState
+from steerable._core._turn_state import Delivery, Interrupt, TurnState, TurnTree
 from steerable._events import (
     SubturnEnd,
     SubturnOrphan,
@@ -37,10 +39,9 @@ from steerable._events import (
     TurnStart,
     TurnStatus,
 )
-from steerable._messages import Message
 from steerable._receipts import MessageReceipt
-from steerable._records import Record, record
 from steerable.errors import SubturnError, SubturnLimitError
+from steerable.tools._base import Subturns as SpawnScope
 
 __all__ = [
     "SubturnHandle",
@@ -52,48 +53,27 @@ __all__ = [
     "wait_children",
 ]
 
-_TASK_PREVIEW = 120
 CASCADE_WAIT = 1.0
 """How long an aborted parent waits for its aborted children to end (they normally take <1 ms;
 a child stuck past this is left to the engine, which still owns its task)."""
-
-
-@record(kw_only=False)
-class Delivery(Record):
-    """An async child's result on its way to the parent's context (or the session)."""
-
-    parent: TurnState
-    child_turn_id: str
-    agent: str
-    task: str
-    status: TurnStatus
-    text: str
-
-    def message(self) -> Message:
-        task = " ".join(self.task.split())
-        if len(task) > _TASK_PREVIEW:
-            task = task[: _TASK_PREVIEW - 1] + "…"
-        head = (f"[Result of sub-agent {self.agent} (turn {self.child_turn_id}), "
-                f"{self.status.value}; task: {task}]")
-        return Message("user", f"{head}\n{self.text}" if self.text else head)
 
 
 def _new_turn_id() -> str:
     return f"turn_{os.urandom(6).hex()}"  # secrets.token_hex, without importing hmac
 
 
-def _check_limits(engine: Engine, parent: TurnState) -> None:
+def _check_limits(engine: Engine, parent: TurnState, turn_id: str) -> None:
     limits = engine.limits
     if parent.depth + 1 > limits.subturn_depth:
         raise SubturnLimitError(
             f"Sub-turn refused: nesting depth limit reached (Limits.subturn_depth="
             f"{limits.subturn_depth}); do the task yourself.", limit="subturn_depth")
-    if len(parent.children) >= limits.subturns_per_turn:
+    if len(parent.tree.children) >= limits.subturns_per_turn:
         raise SubturnLimitError(
-            f"Sub-turn refused: {len(parent.children)} sub-turns of this turn are already "
+            f"Sub-turn refused: {len(parent.tree.children)} sub-turns of this turn are already "
             f"running (Limits.subturns_per_turn={limits.subturns_per_turn}); wait for one to "
             "finish.", limit="subturns_per_turn")
-    if not engine.slots.try_take():
+    if not engine.slots.try_take(turn_id):
         raise SubturnLimitError(
             f"Sub-turn refused: {engine.limits.active_turns} turns are running "
             f"(Limits.active_turns={engine.limits.active_turns}).", limit="active_turns")
@@ -103,19 +83,20 @@ def spawn(engine: Engine, parent: TurnState, agent: Any, task: str, *, is_async:
           deliver: bool) -> SubturnHandle:
     """Start ``agent`` on ``task`` as a child of ``parent``; raise ``SubturnError`` instead
     when it cannot start (nothing is started then)."""
-    if parent.finishing or parent.interrupt is Interrupt.HARD:
+    if parent.control.finishing or parent.control.interrupt is Interrupt.HARD:
         raise SubturnError("Sub-turn refused: the turn that asked for it is ending.")
-    _check_limits(engine, parent)  # takes an active-turn slot when it passes
+    turn_id = _new_turn_id()
+    _check_limits(engine, parent, turn_id)  # takes an active-turn slot when it passes
     dry = parent.dry_run or getattr(parent.agent, "dry_run", False) is True
     if dry and getattr(agent, "dry_run", True) is False:
         # A dry run stays dry all the way down: the child runs as a dry copy of its agent.
         agent = copy.copy(agent)
         agent.dry_run = True
-    child = TurnState(turn_id=_new_turn_id(), session_id=parent.session_id, input=task,
+    child = TurnState(turn_id=turn_id, session_id=parent.session_id, input=task,
                       agent=agent, parent_turn_id=parent.turn_id, depth=parent.depth + 1,
-                      ephemeral=True, parent=parent, holds_slot=True, dry_run=dry)
+                      ephemeral=True, dry_run=dry, tree=TurnTree(parent=parent))
     engine.turns[child.turn_id] = child
-    parent.children[child.turn_id] = child
+    parent.tree.children[child.turn_id] = child
     engine.emit(parent, SubturnSpawn, child_turn_id=child.turn_id, agent=agent.name,
                 is_async=is_async)
     # The child's TURN_START now, as begin_turn does for a top-level turn: anything said to
@@ -123,7 +104,7 @@ def spawn(engine: Engine, parent: TurnState, agent: Any, task: str, *, is_async:
     engine.emit(child, TurnStart, input=task, agent=agent.name)
     child_task = asyncio.get_running_loop().create_task(
         _run_child(engine, parent, child, is_async and deliver))
-    child.task = child_task
+    child.control.task = child_task
     engine.subturn_tasks.add(child_task)
     child_task.add_done_callback(engine.subturn_tasks.discard)
     return SubturnHandle(engine, child, child_task)
@@ -134,12 +115,10 @@ async def _run_child(engine: Engine, parent: TurnState, child: TurnState, delive
     try:
         result = await engine.runner(child)
     finally:
-        # Free the slots first: whatever happens to the result, the parent may spawn again.
+        # Free the slots first (run_turn gave back the active-turn one): whatever happens to
+        # the result, the parent may spawn again.
         engine.turns.pop(child.turn_id, None)
-        parent.children.pop(child.turn_id, None)
-        if child.holds_slot:
-            child.holds_slot = False
-            engine.slots.give_back()
+        parent.tree.children.pop(child.turn_id, None)
     engine.emit(parent, SubturnEnd, child_turn_id=child.turn_id, status=result.status,
                 text=result.text)
     if deliver and result.status is not TurnStatus.ABORTED:
@@ -150,8 +129,9 @@ async def _run_child(engine: Engine, parent: TurnState, child: TurnState, delive
 
 async def _deliver(engine: Engine, item: Delivery) -> None:
     parent = item.parent
-    if not parent.finishing:
-        parent.results.append(item)  # drained before the parent's next LLM call
+    if not parent.control.finishing:
+        tree = parent.tree
+        tree.results = (*tree.results, item)  # drained before the parent's next LLM call
         return
     await _orphan(engine, [item])
 
@@ -163,8 +143,8 @@ async def _orphan(engine: Engine, items: list[Delivery]) -> None:
         return
     sid = items[0].parent.session_id
     holder = engine.active.get(sid)
-    if holder is not None and not holder.orphans_closed:
-        holder.orphans.extend(items)
+    if holder is not None and not holder.tree.orphans_closed:
+        holder.tree.orphans = (*holder.tree.orphans, *items)
         return
     await _write_orphans(engine, items)
 
@@ -188,16 +168,17 @@ async def _write_orphans(engine: Engine, items: list[Delivery]) -> None:
 
 def deliver_results(engine: Engine, st: TurnState) -> None:
     """Checkpoint before an LLM call: add finished children's results to the context."""
-    while st.results:
-        item = st.results.pop(0)
-        st.new.append(item.message())
+    tree = st.tree
+    while tree.results:
+        item, tree.results = tree.results[0], tree.results[1:]
+        st.transcript.new.append(item.message())
         engine.emit(st, SubturnResultDelivered, child_turn_id=item.child_turn_id, text=item.text)
 
 
 async def wait_children(st: TurnState) -> None:
     """After a hard abort: wait until every aborted child has ended (its TURN_END emitted),
     so that the parent's own TURN_END and rollback come last."""
-    tasks = [c.task for c in list(st.children.values()) if c.task is not None]
+    tasks = [c.control.task for c in list(st.tree.children.values()) if c.control.task is not None]
     if not tasks:
         return
     me = asyncio.current_task()
@@ -218,12 +199,12 @@ async def wait_children(st: TurnState) -> None:
 async def close_results(engine: Engine, st: TurnState) -> None:
     """At turn end (after the save): results that arrived too late become orphans; a top-level
     turn then writes the orphans it held back while it ran."""
-    leftovers, st.results = st.results, []
+    leftovers, st.tree.results = list(st.tree.results), ()
     if st.ephemeral:
         await _orphan(engine, leftovers)
         return
-    held, st.orphans = [*st.orphans, *leftovers], []
-    st.orphans_closed = True
+    held, st.tree.orphans = [*st.tree.orphans, *leftovers], ()
+    st.tree.orphans_closed = True
     if held:
         await _write_orphans(engine, held)
 
@@ -315,9 +296,9 @@ class Subturns:
             raise
 
 
-def subturns_of(engine: Engine, st: TurnState) -> Subturns:
+def subturns_of(engine: Engine, st: TurnState) -> SpawnScope:
     """The turn's spawn scope, made once per turn (most turns never spawn)."""
-    scope = st.subturns
+    scope = st.tree.subturns
     if scope is None:
-        scope = st.subturns = Subturns(engine, st)
-    return scope  # type: ignore[no-any-return]
+        scope = st.tree.subturns = Subturns(engine, st)
+    return scope

@@ -54,11 +54,12 @@ async def _ask_for_summary(engine: Engine, st: TurnState, policy: SummaryPolicy,
     request = LLMRequest(
         messages=(Message("system", policy.prompt),
                   Message("user", f"<conversation>\n{_transcript(older)}\n</conversation>")),
-        model=st.agent.model, params=st.agent.params,
+        model=st.model_agent.model, params=st.model_agent.params,
     )
     parts: list[str] = []
     try:
-        async with aclosing(st.agent.provider.stream(request)) as stream:
+        stream_of = st.model_agent.provider.stream  # an async generator in every provider
+        async with aclosing(stream_of(request)) as stream:  # type: ignore[type-var]
             async for chunk in stream:
                 if isinstance(chunk, TextDelta):
                     parts.append(chunk.text)
@@ -104,6 +105,6 @@ async def summarize_session(engine: Engine, st: TurnState, policy: SummaryPolicy
                 Message("user", f"{SUMMARY_HEADER}\n{summary}"), *messages[cut:]]):
             engine.emit(st, SessionSummarize, messages_summarized=cut, summary=summary)
             return True
-        if running is not None and running.task is not None:
-            await asyncio.wait([running.task])  # let that turn end and be saved, then retry
+        if running is not None and running.control.task is not None:
+            await asyncio.wait([running.control.task])  # let that turn end and be saved, then retry
     return False

@@ -93,7 +93,7 @@ def _skip(
     else:
         text = SKIP_TEXT[reason]
     rec.message = _tool_message(rec.call, text, True)
-    st.batch_results[rec.call.id] = rec.message
+    st.transcript.batch_results[rec.call.id] = rec.message
     engine.emit(st, ToolExecSkipped, call_id=rec.call.id, tool_name=rec.call.name,
                 reason=reason, detail=detail)
 
@@ -101,7 +101,7 @@ def _skip(
 def _start(engine: Engine, st: TurnState, rec: _Call, arguments: Mapping[str, Any]) -> None:
     rec.state = "running"
     rec.started = time.monotonic()
-    engine.emit(st, ToolExecStart, iteration=st.iteration, call_id=rec.call.id,
+    engine.emit(st, ToolExecStart, iteration=st.transcript.iteration, call_id=rec.call.id,
                 tool_name=rec.call.name, arguments=arguments)
 
 
@@ -111,7 +111,7 @@ def _finish(engine: Engine, st: TurnState, rec: _Call, result: ToolResult) -> No
     rec.state = "done"
     rec.ctx = None  # rec -> ctx -> progress reporter -> rec: a cycle only the collector frees
     rec.message = _tool_message(rec.call, result.content, result.is_error)
-    st.batch_results[rec.call.id] = rec.message
+    st.transcript.batch_results[rec.call.id] = rec.message
     engine.emit(st, ToolExecEnd, call_id=rec.call.id, tool_name=rec.call.name,
                 is_error=result.is_error, content=result.content,
                 duration=time.monotonic() - rec.started if rec.started else 0.0)
@@ -125,30 +125,31 @@ def skip_calls(
         rec = _Call(call, None)
         _skip(engine, st, rec, reason)
         assert rec.message is not None
-        st.new.append(rec.message)
+        st.transcript.new.append(rec.message)
 
 
 def close_cancelled(engine: Engine, st: TurnState) -> None:
     """A cancelled turn that keeps no checkpoint is saved like an interrupted one: the calls
     of its last response get their results so far, the rest a ``cancelled`` skip."""
-    last = st.new[-1] if st.new else None
+    last = st.transcript.new[-1] if st.transcript.new else None
     if last is None or last.role != "assistant" or not last.tool_calls:
         return
     for call in last.tool_calls:
-        done = st.batch_results.get(call.id)
+        done = st.transcript.batch_results.get(call.id)
         if done is None:
             rec = _Call(call, None)
             _skip(engine, st, rec, "cancelled")
             done = rec.message
         assert done is not None
-        st.new.append(done)
+        st.transcript.new.append(done)
 
 
 def _hook_ctx(st: TurnState, call: ToolCall, rec: _Call) -> ToolCallContext:
     return ToolCallContext(turn_id=st.turn_id, session_id=st.session_id,
-                           parent_turn_id=st.parent_turn_id, iteration=st.iteration, call=call,
+                           parent_turn_id=st.parent_turn_id, iteration=st.transcript.iteration,
+                           call=call,
                            read_only=bool(rec.tool and rec.tool.read_only),
-                           dry_run=st.agent.dry_run)
+                           dry_run=st.model_agent.dry_run)
 
 
 async def _before_tool(
@@ -233,8 +234,8 @@ async def _after_tool(
 ) -> ToolResult:
     def ctx() -> ToolResultContext:
         return ToolResultContext(turn_id=st.turn_id, session_id=st.session_id,
-                                 parent_turn_id=st.parent_turn_id, iteration=st.iteration,
-                                 call=call, result=result)
+                                 parent_turn_id=st.parent_turn_id,
+                                 iteration=st.transcript.iteration, call=call, result=result)
 
     async with aclosing(decisions(engine, st, "after_tool", ctx)) as chain:
         async for reg, _, decision in chain:
@@ -298,8 +299,8 @@ def _tool_context(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
 
     return ToolContext(call_id=rec.call.id, tool_name=rec.call.name, turn_id=st.turn_id,
                        session_id=st.session_id, parent_turn_id=st.parent_turn_id,
-                       iteration=st.iteration, dry_run=st.agent.dry_run,
-                       resumed=rec.call.id in st.resumed_calls,
+                       iteration=st.transcript.iteration, dry_run=st.model_agent.dry_run,
+                       resumed=rec.call.id in st.durability.resumed_calls,
                        _report=_progress_reporter(engine, st, rec),
                        _plan=_plan_reporter(engine, st, rec),
                        _subturns=subturns_of(engine, st),
@@ -312,12 +313,13 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
                   arguments: Mapping[str, Any]) -> ToolResult:
     """Validate, then run (or preview) the tool under its timeout."""
     name = rec.call.name
+    dry = st.model_agent.dry_run
     loop = asyncio.get_running_loop()
     ended: asyncio.Future[None] = loop.create_future()
     ctx = rec.ctx = _tool_context(engine, st, rec, tool, ended)
     try:
         args = tool.validate(arguments)
-        if st.agent.dry_run and not tool.read_only:
+        if dry and not tool.read_only:
             # Previews may read files (a diff for write/edit): keep them off the loop's thread.
             return ToolResult(await asyncio.to_thread(tool.preview, args, ctx))
     except ToolError as exc:
@@ -327,8 +329,9 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
                           is_error=True)
     timeout = tool.timeout if tool.timeout is not None else engine.timeouts.tool
     task = loop.create_task(_run_tool(tool, args, ctx, ended))
-    st.running_tools[task] = ctx  # a hard abort cancels it directly, without waiting for us
-    st.tools_run.append(name)
+    running = st.control.running_tools
+    running[task] = ctx  # a hard abort cancels it directly, without waiting for us
+    st.transcript.tools_run.append(name)
     timer = None if timeout is None else loop.call_later(timeout, _expire, ended,
                                                          context=bare_context())
     try:
@@ -338,7 +341,7 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
         engine.reaper.adopt(task)
         raise
     finally:
-        del st.running_tools[task]
+        del running[task]
         if timer is not None:
             timer.cancel()
     if rec.state == "parked":
@@ -390,7 +393,7 @@ async def _run_call(engine: Engine, st: TurnState, rec: _Call,
         return
     if sem is not None:
         async with sem:
-            if st.cancel.stops_at(SafePoint.BEFORE_CALL) is not None:
+            if st.control.cancel.stops_at(SafePoint.BEFORE_CALL) is not None:
                 return  # left pending: the turn stops after this group, resume runs it
             reason = st.stop_reason()
             if reason is not None:
@@ -416,7 +419,8 @@ async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
     if decision is not None:  # RESPOND: the hook's result stands in for the tool
         _start(engine, st, rec, call.arguments)
         result = ToolResult(decision.result or "", bool(decision.is_error))
-    elif rec.tool is None or (st.offered is not None and call.name not in st.offered):
+    elif rec.tool is None or ((offered := st.transcript.offered) is not None
+                              and call.name not in offered):
         _start(engine, st, rec, call.arguments)
         result = _unavailable(st, call.name)
     elif call.arguments_error is not None:
@@ -431,7 +435,7 @@ async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
         if perm is Permission.DENY:
             _skip(engine, st, rec, "denied", f"refused by the rule '{rule}'")
             return
-        needs_ask = perm is Permission.ASK and not (st.agent.dry_run and not tool.read_only)
+        needs_ask = perm is Permission.ASK and not (st.model_agent.dry_run and not tool.read_only)
         decided = recorded_approval(engine, st, call.id) if needs_ask else None
         if decided is None and needs_ask and engine.hooks.at("approve_tool"):
             decided = await _approve(engine, st, rec, call)
@@ -510,9 +514,10 @@ async def _run_group(engine: Engine, st: TurnState, group: list[_Call]) -> None:
 
 def _unavailable(st: TurnState, name: str) -> ToolResult:
     """The answer to a call of a tool that does not exist, or was not offered to this call."""
-    offered = st.offered if st.offered is not None else frozenset(st.agent.tools_by_name)
-    known = ", ".join(t for t in st.agent.tools_by_name if t in offered) or "none"
-    if name in st.agent.tools_by_name:
+    tools = st.model_agent.tools_by_name
+    offered = st.transcript.offered
+    known = ", ".join(t for t in tools if offered is None or t in offered) or "none"
+    if name in tools:
         return ToolResult(f"Tool '{name}' is not available for this call. Available tools: "
                           f"{known}.", is_error=True)
     return ToolResult(f"Unknown tool '{name}'. Available tools: {known}.", is_error=True)
@@ -522,8 +527,8 @@ def _recs(st: TurnState, calls: tuple[ToolCall, ...], resumed: bool) -> list[_Ca
     """The calls of a response, with the results a resumed checkpoint already holds."""
     recs = []
     for call in calls:
-        rec = _Call(call, st.agent.tools_by_name.get(call.name))
-        done = st.batch_results.get(call.id)
+        rec = _Call(call, st.model_agent.tools_by_name.get(call.name))
+        done = st.transcript.batch_results.get(call.id)
         if done is not None:
             rec.state, rec.message = "done", done
         recs.append(rec)
@@ -533,7 +538,7 @@ def _recs(st: TurnState, calls: tuple[ToolCall, ...], resumed: bool) -> list[_Ca
         for group in _groups(recs):
             open_ = [r.call.id for r in group if r.state != "done"]
             if open_:
-                st.resumed_calls = frozenset(open_)
+                st.durability.resumed_calls = frozenset(open_)
                 break
     return recs
 
@@ -555,7 +560,7 @@ async def execute_tools(engine: Engine, st: TurnState, calls: tuple[ToolCall, ..
     """Run ``calls`` and append one result message per call, in declared order.
 
     ``resumed``: the calls come from the checkpoint the turn resumed; those with a result in
-    ``st.batch_results`` are not run again. A safe-point cancel stops between groups
+    ``st.transcript.batch_results`` are not run again. A safe-point cancel stops between groups
     (``CancelStop``): the calls not yet run stay pending in the checkpoint, nothing is
     appended."""
     engine.set_phase(st, TurnPhase.EXECUTING)
@@ -591,6 +596,6 @@ async def execute_tools(engine: Engine, st: TurnState, calls: tuple[ToolCall, ..
                 _skip(engine, st, rec, "aborted", note)
         raise
     finally:
-        st.resumed_calls = frozenset()
+        st.durability.resumed_calls = frozenset()
         if not cancelled:
-            st.new.extend(rec.message for rec in recs if rec.message is not None)
+            st.transcript.new.extend(rec.message for rec in recs if rec.message is not None)

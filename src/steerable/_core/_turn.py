@@ -89,91 +89,94 @@ class TurnResult(Record):
 def _interrupt_note(st: TurnState) -> str:
     """The hint, and which tools really ran: a summary written without knowing claimed
     reads and edits that never happened."""
-    ran = (f"Tools that ran in this turn: {', '.join(st.tools_run)}; no other tool ran."
-           if st.tools_run else "No tool ran in this turn.")
-    return f"{st.hint or DEFAULT_INTERRUPT_HINT}\n({ran})"
+    ran = (f"Tools that ran in this turn: {', '.join(st.transcript.tools_run)}; no other tool ran."
+           if st.transcript.tools_run else "No tool ran in this turn.")
+    return f"{st.control.hint or DEFAULT_INTERRUPT_HINT}\n({ran})"
 
 
 async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) -> TurnStatus:
-    max_iter = st.agent.max_iterations
+    max_iter = st.model_agent.max_iterations
+    # The parts are made with the state and never replaced: one lookup each, not per use.
+    tr, ctl = st.transcript, st.control
     if resume_tools:  # a checkpoint taken while the last response's tools were running
-        await execute_tools(engine, st, st.new[-1].tool_calls, resumed=True)
+        await execute_tools(engine, st, tr.new[-1].tool_calls, resumed=True)
     while True:
-        graceful = st.interrupt is Interrupt.GRACEFUL
-        last = graceful or st.iteration + 1 >= max_iter
+        graceful = ctl.interrupt is Interrupt.GRACEFUL
+        last = graceful or tr.iteration + 1 >= max_iter
         if not graceful:
             drained = drain_steering(engine, st)  # checkpoint: before every LLM call
             # Saved before the first call and when steering changed the context; otherwise
             # the checkpoint after the last tool already holds this state.
             await safe_point(engine, st, SafePoint.BEFORE_MODEL, "model",
-                             write=drained or st.iteration == 0)
-        st.iteration += 1
-        if st.results:
+                             write=drained or tr.iteration == 0)
+        tr.iteration += 1
+        if st.tree.results:
             deliver_results(engine, st)  # async children that ended since the last call
         extra = (Message("user", _interrupt_note(st)),) if graceful else ()
-        st.final_call = last
+        ctl.final_call = last
         response = await call_model(engine, st, offer_tools=not last, extra=extra)
-        st.final_call = False
+        ctl.final_call = False
         text = response.text
-        if graceful and is_echo(text, st.hint or DEFAULT_INTERRUPT_HINT):
-            text = fallback_summary(st.tools_run)
-        if st.reply_cut:  # stopped mid-reply: what was written stands as the answer
-            st.new.append(Message("assistant", f"{text.rstrip()} […interrupted]"))
+        if graceful and is_echo(text, ctl.hint or DEFAULT_INTERRUPT_HINT):
+            text = fallback_summary(tr.tools_run)
+        if ctl.reply_cut:  # stopped mid-reply: what was written stands as the answer
+            tr.new.append(Message("assistant", f"{text.rstrip()} […interrupted]"))
             return TurnStatus.INTERRUPTED
-        st.new.append(Message("assistant", text, tool_calls=response.tool_calls))
-        st.batch_results.clear()
+        tr.new.append(Message("assistant", text, tool_calls=response.tool_calls))
+        tr.batch_results.clear()
         if graceful:
             skip_calls(engine, st, response.tool_calls, "interrupted")
             return TurnStatus.INTERRUPTED
         if last:
             skip_calls(engine, st, response.tool_calls, "max_iterations")
-            return TurnStatus.MAX_ITERATIONS if st.last_had_tools else TurnStatus.COMPLETED
-        st.last_had_tools = bool(response.tool_calls)
+            return TurnStatus.MAX_ITERATIONS if tr.last_had_tools else TurnStatus.COMPLETED
+        tr.last_had_tools = bool(response.tool_calls)
         if response.tool_calls:
             # The response is paid for: saved before any of its tools start.
             await safe_point(engine, st, SafePoint.AFTER_MODEL, "tools", write=True)
             await execute_tools(engine, st, response.tool_calls)
-        elif not st.steering and st.interrupt is Interrupt.NONE:
+        elif not st.inbound.steering and ctl.interrupt is Interrupt.NONE:
             return TurnStatus.COMPLETED
         # steering pending after a final answer, or an interrupt: iterate again
 
 
 def _final_text(st: TurnState) -> str:
-    for msg in reversed(st.new):
+    for msg in reversed(st.transcript.new):
         if msg.role == "assistant":
             return msg.content
     return ""
 
 
 def begin_turn(engine: Engine, st: TurnState) -> None:
-    """Emit TURN_START. Called synchronously by whoever starts the turn, so that anything said
-    to the turn before its task first runs (steering, an interrupt) comes after it."""
+    """Emit TURN_START, and take an active-turn slot if one is free (else the turn's task waits
+    for one). Called synchronously by whoever starts the turn, so that anything said to the turn
+    before its task first runs (steering, an interrupt) comes after it, and the turn counts as
+    running (``TurnSlots``) from the moment it is started."""
+    engine.slots.try_take(st.turn_id)
     engine.emit(st, TurnStart, input=st.input, agent=st.agent.name,
                 resumed_from=None if st.resume is None else st.resume.turn_id)
 
 
 async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
     """Run ``st`` (already begun) to its end. Never raises."""
-    st.running = True
+    st.control.running = True
     status = TurnStatus.ERROR
     error: BaseException | None = None
     rollback = False
-    took_slot = False
     try:
-        if st.interrupt is Interrupt.HARD:  # aborted before its task first ran
+        if st.control.interrupt is Interrupt.HARD:  # aborted before its task first ran
             raise asyncio.CancelledError
-        if not st.holds_slot and engine.slots.limit is not None:
-            await engine.slots.take()  # Limits.active_turns: wait for a free slot
-            st.holds_slot = took_slot = True
+        if not engine.slots.holds(st.turn_id):
+            await engine.slots.take(st.turn_id)  # Limits.active_turns: wait for a free slot
         if st.resume is not None:  # resume() loaded, checked and restored it already
             status = await _iterate(engine, st, resume_tools=st.resume.stage == "tools")
         else:
             if not st.ephemeral:
-                st.base = await engine.history(st.session_id)
-                st.base_count = len(st.base)
-            st.new.append(Message("user", st.input))
-            if st.input_receipt is not None:
-                st.carrying.append(st.input_receipt)
+                st.transcript.base = await engine.history(st.session_id)
+                st.transcript.base_count = len(st.transcript.base)
+            st.transcript.new.append(Message("user", st.input))
+            if st.inbound.input_receipt is not None:
+                st.inbound.carrying.append(st.inbound.input_receipt)
             if isinstance(st.agent, CompositeAgent):
                 # Its children call the model, each with its own input: the composite's input
                 # is delivered as it hands it to them.
@@ -190,7 +193,7 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
         status, rollback = TurnStatus.ABORTED, True
     except CancelStop:
         status = TurnStatus.CANCELLED
-        if not st.durable:
+        if not st.durability.durable:
             close_cancelled(engine, st)
     except ParkStop:
         status = TurnStatus.WAITING  # its checkpoint holds the open requests
@@ -206,13 +209,13 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
             await wait_children(st)  # every aborted descendant ends before this turn does
         return await _finish(engine, st, status, error, rollback)
     finally:
-        if took_slot:
-            st.holds_slot = False
-            engine.slots.give_back()
+        # Every turn's slot (a sub-turn's too, taken as it was spawned) is given back here,
+        # before anything waits on the result: a parent waiting for a slot never waits on it.
+        engine.slots.give_back(st.turn_id)
 
 
 def _ended_by(st: TurnState, status: TurnStatus) -> CancelMode | None:
-    requested = st.cancel.requested
+    requested = st.control.cancel.requested
     if status is TurnStatus.CANCELLED:
         return requested
     if status is TurnStatus.ABORTED and requested is CancelMode.IMMEDIATE:
@@ -227,12 +230,12 @@ async def _store_outcome(engine: Engine, st: TurnState, status: TurnStatus,
     Ordering matters for a crash in between: an aborted turn drops its checkpoint first (a
     restart must not continue what the user aborted); a saved turn appends its history
     first (``resume`` recognises a checkpoint whose turn is already in the history)."""
-    if status in KEEPS_CHECKPOINT and st.durable:
+    if status in KEEPS_CHECKPOINT and st.durability.durable:
         await settle_writes(st)  # the checkpoint stays: resume continues from it
-        if st.held:  # with what waits behind it now (it ran after them after the last write)
-            mode = st.cancel.requested if status is TurnStatus.CANCELLED else None
+        if st.inbound.held:  # with what waits behind it now (it ran after them since the write)
+            mode = st.control.cancel.requested if status is TurnStatus.CANCELLED else None
             await write_checkpoint(engine, st, stage_now(st), mode)
-        st.released = True
+        st.durability.released = True
         return None
     if rollback:
         await release(engine, st)
@@ -249,7 +252,7 @@ async def _store_outcome(engine: Engine, st: TurnState, status: TurnStatus,
 
 async def _finish(engine: Engine, st: TurnState, status: TurnStatus,
                   error: BaseException | None, rollback: bool) -> TurnResult:
-    st.finishing = True
+    st.control.finishing = True
     if status is TurnStatus.ERROR:
         engine.set_phase(st, TurnPhase.ERROR)
     else:
@@ -262,23 +265,24 @@ async def _finish(engine: Engine, st: TurnState, status: TurnStatus,
     if failure is not None and error is None:
         error, status = failure, TurnStatus.ERROR
     ended_by = _ended_by(st, status)
-    usage = Usage(st.usage_in, st.usage_out) if (st.usage_in or st.usage_out) else None
+    tr, dur = st.transcript, st.durability
+    usage = Usage(tr.usage_in, tr.usage_out) if (tr.usage_in or tr.usage_out) else None
     duration = time.monotonic() - st.started
     result = TurnResult(
         turn_id=st.turn_id, session_id=st.session_id, status=status, text=text,
-        iterations=st.iteration, follow_ups=tuple(r.text for r in follow_ups),
+        iterations=tr.iteration, follow_ups=tuple(r.text for r in follow_ups),
         follow_up_ids=tuple(r.message_id for r in follow_ups), unprocessed=tuple(unprocessed),
-        error=error, messages=tuple(st.new), tools_run=tuple(st.tools_run), usage=usage,
+        error=error, messages=tuple(tr.new), tools_run=tuple(tr.tools_run), usage=usage,
         duration=duration, parent_turn_id=st.parent_turn_id,
-        checkpoint_id=f"{st.origin_turn_id}.{st.checkpoint_seq}"
-        if status in KEEPS_CHECKPOINT and st.durable else None,
+        checkpoint_id=f"{dur.origin_turn_id}.{dur.seq}"
+        if status in KEEPS_CHECKPOINT and dur.durable else None,
         resumed_from=None if st.resume is None else st.resume.turn_id,
         pending=parked_requests(st) if status is TurnStatus.WAITING else (),
     )
     await close_results(engine, st)  # results too late for this turn: to the session
-    engine.emit(st, TurnEnd, status=status, text=text, iterations=st.iteration,
+    engine.emit(st, TurnEnd, status=status, text=text, iterations=st.transcript.iteration,
                 error=None if error is None else f"{type(error).__name__}: {error}",
                 duration=duration, usage=usage,
                 cancel_mode=None if ended_by is None else ended_by.label)
-    st.cancel.settle(ended_by)
+    st.control.cancel.settle(ended_by)
     return result

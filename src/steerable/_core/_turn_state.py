@@ -1,4 +1,5 @@
-"""Per-turn state: phase machine, queues, interrupt flags and the turn's own messages.
+"""Per-turn state, split by owner: identity, transcript, control, inbound messages, the turn
+tree and checkpoint bookkeeping; plus the phase machine and interrupt levels.
 
 Everything a checkpoint needs to capture is plain data here (messages, iteration, queues), so a
 turn can be saved at a safe point and resumed. The state is touched only from the loop's thread;
@@ -15,14 +16,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from steerable._core._agent import Agent, BaseAgent
 from steerable._core._cancel import CancelMode, CancelState
-from steerable._events import SkipReason, TurnPhase
+from steerable._core._checkpoint import Checkpoint
+from steerable._core._requests import LiveRequest, PendingRequest
+from steerable._events import SkipReason, TurnPhase, TurnStatus
 from steerable._messages import Message
-from steerable._receipts import MessageReceipt
+from steerable._receipts import MessageHolder, MessageReceipt
 from steerable._records import Record, record
 from steerable.errors import IllegalTransitionError
+from steerable.tools._base import Subturns, ToolContext
 
-__all__ = ["CancelStop", "Interrupt", "QueuedMessage", "TurnState", "check_transition"]
+__all__ = ["OWNERS", "Asks", "CancelStop", "Control", "Delivery", "Durability", "Inbound",
+           "Interrupt", "QueuedMessage", "Transcript", "TurnState", "TurnTree",
+           "check_transition"]
 
 P = TurnPhase
 _ALLOWED: dict[TurnPhase, frozenset[TurnPhase]] = {
@@ -63,17 +70,21 @@ class QueuedMessage(Record):
     ``delivered`` for steering a hard abort rolled back."""
 
 
+# -- the parts of a turn's state, each written by the modules its docstring names ----------
+# ``tests/test_turn_state_owners.py`` checks it: a write to a part's field (an assignment, an
+# augmented one, an item store, a mutating method call) from any other module fails the suite.
+# A part's owners are in its ``OWNERS`` entry below (module names, or a package's prefix).
+
+
 @dataclass(slots=True)
-class TurnState:
-    turn_id: str
-    session_id: str
-    input: str
-    agent: Any  # steerable._core._agent.Agent (Any keeps this module free of imports upward)
-    parent_turn_id: str | None = None
-    depth: int = 0
-    ephemeral: bool = False
-    phase: TurnPhase = TurnPhase.IDLE
-    iteration: int = 0
+class Transcript:
+    """What the turn has said and done: its messages, iterations, tools and usage.
+
+    Owners: ``_turn`` (the iteration loop), ``_model_call`` (responses, compression, usage),
+    ``_tool_exec`` (tool results), ``_queues`` (steering drained into the context),
+    ``_subturn`` (children's results delivered), ``_composite`` (a composite's answer) and
+    ``_durable`` (restoring a checkpoint)."""
+
     base: Sequence[Message] = ()
     """The session history before this turn: the rollback snapshot."""
     base_rewritten: bool = False
@@ -81,6 +92,62 @@ class TurnState:
     new: list[Message] = field(default_factory=list)
     """The turn's own messages. ``base`` and ``new`` are append-only: LLM requests hold views
     of them (``MessageView``), so a change other than an append must assign a new list."""
+    iteration: int = 0
+    last_had_tools: bool = False
+    offered: frozenset[str] | None = None
+    """Names of the tools the last model call was offered, after ``before_llm`` hooks (None:
+    not known, as after a resume: every tool of the agent). A call to any other tool is
+    answered with an error, never run: a hook that narrowed the offer narrowed what runs."""
+    tools_run: list[str] = field(default_factory=list)
+    usage_in: int = 0
+    usage_out: int = 0
+    base_count: int = 0
+    """Messages the session held when the turn began (its checkpoints say so to ``resume``)."""
+    base_dropped: int = 0
+    """Of those, how many compression dropped during the turn."""
+    batch_results: dict[str, Message] = field(default_factory=dict)
+    """Results so far of the tool calls being executed (by call id), for checkpoints."""
+
+
+@dataclass(slots=True)
+class Control:
+    """Where the turn is and what it was told: phase, interrupts, cancel, its task. (Whether it
+    holds an active-turn slot is for ``TurnSlots`` to know: one count of running turns.)
+
+    Owners: ``_engine`` (phase machine, interrupts, the grace timer), ``_turn`` (running,
+    finishing, the final call), ``_model_call`` (a reply cut short),
+    ``_composite`` (grace), ``_tool_exec`` (running tools), ``_subturn`` (a child's task)
+    and the driver that starts a turn's task (``_loop``, ``drivers``)."""
+
+    phase: TurnPhase = TurnPhase.IDLE
+    interrupt: Interrupt = Interrupt.NONE
+    hint: str | None = None
+    final_call: bool = False
+    """True while the last, tool-less call is in flight (graceful interrupts are then no-ops)."""
+    running: bool = False
+    """True once the turn's task has started running (a cancel before that would skip it)."""
+    finishing: bool = False
+    """True once the turn is saving its result: interrupts can no longer change anything."""
+    reply_cut: bool = False
+    """A graceful interrupt stopped the model's text mid-stream (no tool was running)."""
+    cancel: CancelState = field(default_factory=CancelState)
+    grace: float | None = None
+    """Composite turns: how long running children may take to stop on an IMMEDIATE cancel
+    before they are aborted (None: not a composite, IMMEDIATE aborts at once)."""
+    grace_timer: asyncio.TimerHandle | None = None
+    task: asyncio.Task[Any] | None = None
+    running_tools: dict[asyncio.Future[Any], ToolContext] = field(default_factory=dict)
+    """Each running tool's task and its ToolContext: a hard abort cancels them at once."""
+
+
+@dataclass(slots=True)
+class Inbound:
+    """Messages given to the turn: its queues, what it carries to the next request, its input.
+
+    Owners: ``_queues`` (queueing, draining, settling), ``_turn`` (the input taken in),
+    ``_durable`` (restoring a checkpoint's queues) and the drivers (the input's receipt, the
+    lane's held list: ``_loop``, ``_lanes``, ``drivers``)."""
+
     # Lists, not deques: a deque allocates a 64-slot block (~760 bytes) as it is made, and
     # these queues are empty in nearly every turn (1.5 KB of the ~10 KB a live turn holds).
     steering: list[MessageReceipt] = field(default_factory=list)
@@ -93,87 +160,162 @@ class TurnState:
     the lane's, shared). The turn's checkpoints keep them; see ``_durable.hand_on``."""
     input_receipt: MessageReceipt | None = None
     """The receipt of the message the turn was started with (None for a sub-turn's input)."""
-    queues: Any = None
-    """The ``_queues.TurnQueues`` holder of the queues (made when a message first arrives)."""
-    interrupt: Interrupt = Interrupt.NONE
-    hint: str | None = None
-    final_call: bool = False
-    """True while the last, tool-less call is in flight (graceful interrupts are then no-ops)."""
-    running: bool = False
-    """True once the turn's task has started running (a cancel before that would skip it)."""
-    finishing: bool = False
-    """True once the turn is saving its result: interrupts can no longer change anything."""
-    last_had_tools: bool = False
-    offered: frozenset[str] | None = None
-    """Names of the tools the last model call was offered, after ``before_llm`` hooks (None:
-    not known, as after a resume: every tool of the agent). A call to any other tool is
-    answered with an error, never run: a hook that narrowed the offer narrowed what runs."""
-    children: dict[str, Any] = field(default_factory=dict)
-    """Running sub-turns (TurnState) by turn id; a child leaves when it ends."""
-    parent: Any = None
+    holder: MessageHolder | None = None
+    """The ``_queues.TurnQueues`` revoke and edit reach the queues through (made when a
+    message first arrives)."""
+
+
+@dataclass(slots=True)
+class TurnTree:
+    """The turn's place among turns: its parent, running children and their results.
+
+    Owner: ``_subturn``."""
+
+    parent: TurnState | None = None
     """The spawning turn's state (None at top level)."""
-    results: list[Any] = field(default_factory=list)
-    """Async children's results waiting for the next checkpoint (``_subturn.ChildResult``)."""
-    orphans: list[Any] = field(default_factory=list)
+    children: dict[str, TurnState] = field(default_factory=dict)
+    """Running sub-turns by turn id; a child leaves when it ends."""
+    # Tuples, replaced on each change: nearly every turn has none, and an empty tuple is
+    # shared where an empty list costs 56 bytes per turn.
+    results: tuple[Delivery, ...] = ()
+    """Async children's results waiting for the next checkpoint."""
+    orphans: tuple[Delivery, ...] = ()
     """Top level only: orphaned results held back while this turn runs, written after its save."""
     orphans_closed: bool = False
     """True once this turn wrote its held-back orphans: later ones go straight to the store."""
-    dry_run: bool = False
-    """Inherited dry-run: set on a sub-turn whose ancestor runs dry, so its tools do too."""
-    grace: float | None = None
-    """Composite turns: how long running children may take to stop on an IMMEDIATE cancel
-    before they are aborted (None: not a composite, IMMEDIATE aborts at once)."""
-    grace_timer: asyncio.TimerHandle | None = None
-    holds_slot: bool = False
-    """True while the turn counts against ``Limits.active_turns``."""
-    subturns: Any = None
+    subturns: Subturns | None = None
     """The ``_subturn.Subturns`` scope tools of this turn spawn through (made on first use)."""
-    tools_run: list[str] = field(default_factory=list)
-    running_tools: dict[asyncio.Future[Any], Any] = field(default_factory=dict)
-    """Each running tool's task and its ToolContext: a hard abort cancels them at once."""
-    reply_cut: bool = False
-    """A graceful interrupt stopped the model's text mid-stream (no tool was running)."""
-    usage_in: int = 0
-    usage_out: int = 0
-    started: float = field(default_factory=time.monotonic)
-    created: float = field(default_factory=time.time)
-    """Wall-clock start of the turn (of its first run, for a resumed turn)."""
-    task: asyncio.Task[Any] | None = None
-    cancel: CancelState = field(default_factory=CancelState)
-    # -- durability (see _durable.py) --
+
+
+@dataclass(slots=True)
+class Durability:
+    """Checkpoint bookkeeping (see ``_durable``).
+
+    Owners: ``_durable``, ``_turn`` (released at the end), ``_tool_exec`` (calls resumed) and
+    the driver that decides whether a turn writes checkpoints (``_loop``, ``drivers``)."""
+
     durable: bool = False
     """True when the store keeps checkpoints and this turn writes them (never for sub-turns)."""
     origin_turn_id: str = ""
     """The id the turn was first started with; a resumed turn keeps it in its checkpoints."""
-    resume: Any = None  # the Checkpoint this turn continues (None for a fresh turn)
     resumed_calls: frozenset[str] = frozenset()
     """Calls that may have been running when the process that wrote the checkpoint died."""
-    base_count: int = 0
-    base_dropped: int = 0
-    batch_results: dict[str, Message] = field(default_factory=dict)
-    """Results so far of the tool calls being executed (by call id), for checkpoints."""
-    checkpoint_seq: int = 0
-    checkpoint_tools: tuple[str, ...] | None = None
+    seq: int = 0
+    tools: tuple[str, ...] | None = None
     """The agent's tool names, sorted, for its checkpoints (computed once per turn)."""
-    checkpoint_saving: asyncio.Future[Any] | None = None
-    checkpoint_lock: threading.Lock | None = None
+    saving: asyncio.Future[str | None] | None = None
+    lock: threading.Lock | None = None
     """Stores that write from a thread: one write at a time, never an older over a newer."""
+    written: int = 0
+    """The highest ``seq`` the store holds (see ``_durable._save``)."""
     released: bool = False
     """True once the turn's checkpoint was dropped or handed on (``_durable.release``)."""
-    checkpoint_written: int = 0
-    """The highest ``checkpoint_seq`` the store holds (see ``_durable._save``)."""
-    asks: Any = None
-    """The turn's approvals and questions (``_parking.TurnAsks``, made on first use)."""
+
+
+
+@dataclass(slots=True)
+class Asks:
+    """The turn's approvals and questions: what it asked, what was answered, what parked.
+
+    Owner: ``_parking``. Nearly every turn asks nothing: its tables are made on first use (an
+    empty dict costs 64 bytes per turn)."""
+
+    requests: dict[str, PendingRequest] | None = None
+    """By id: those restored from a parked checkpoint (with their answers), and those opened
+    since; a request leaves when its call has ended."""
+    fresh: frozenset[str] = frozenset()
+    """Answered while the turn was parked: their ``*_RESOLVED``/``QUESTION_ANSWERED`` is
+    emitted as the resumed turn uses them."""
+    asked: dict[str, int] | None = None
+    """Per call id, how many times its tool called ``ask`` in this run (replay order)."""
+    live: dict[str, LiveRequest] | None = None
+    """Requests of this run that parked: their live entry, dropped as the turn ends."""
+
+OWNERS: dict[str, tuple[str, ...]] = {
+    "transcript": ("_core._turn", "_core._model_call", "_core._tool_exec", "_core._queues",
+                   "_core._subturn", "_core._composite", "_core._durable"),
+    "control": ("_core._engine", "_core._turn", "_core._model_call", "_core._composite",
+                "_core._tool_exec", "_core._subturn", "_loop", "drivers"),
+    "inbound": ("_core._queues", "_core._turn", "_core._durable", "_loop", "_lanes", "drivers"),
+    "tree": ("_core._subturn",),
+    "durability": ("_core._durable", "_core._turn", "_core._tool_exec", "_loop", "drivers"),
+    "asks": ("_core._parking",),
+}
+"""Which modules (under ``steerable.``; a package's name covers its modules) may write each
+part's fields. The identity fields of ``TurnState`` itself are written by its constructor
+only."""
+
+
+@dataclass(slots=True)
+class TurnState:
+    """One turn's state: who it is (set once, as it is made) and the parts its phases own.
+
+    The identity fields are read on the hottest paths (every event carries them), so they sit
+    on the state itself, one attribute away; everything that changes lives in a part."""
+
+    turn_id: str
+    session_id: str
+    input: str
+    agent: BaseAgent
+    parent_turn_id: str | None = None
+    depth: int = 0
+    ephemeral: bool = False
+    dry_run: bool = False
+    """Inherited dry-run: set on a sub-turn whose ancestor runs dry, so its tools do too."""
+    resume: Checkpoint | None = None
+    """The checkpoint this turn continues (None for a fresh turn)."""
+    started: float = field(default_factory=time.monotonic)
+    created: float = field(default_factory=time.time)
+    """Wall-clock start of the turn (of its first run, for a resumed turn)."""
+    transcript: Transcript = field(default_factory=Transcript)
+    control: Control = field(default_factory=Control)
+    inbound: Inbound = field(default_factory=Inbound)
+    tree: TurnTree = field(default_factory=TurnTree)
+    durability: Durability = field(default_factory=Durability)
+    asks: Asks = field(default_factory=Asks)
+    model_agent: Agent = field(init=False, repr=False, compare=False)
+    """``agent`` as the ``Agent`` of a turn that calls a model: every turn but a composite
+    agent's, which runs its children instead, never reaches the model or tool phases, and
+    has this slot unset (reading it would raise ``AttributeError``). Narrowed once, here, so
+    the hot paths read a typed attribute instead of checking the agent's class each time."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.agent, Agent):
+            self.model_agent = self.agent
 
     def stop_reason(self) -> SkipReason | None:
         """Why tools not yet started must be skipped now, or None to go on."""
-        if self.interrupt is Interrupt.HARD:
+        interrupt = self.control.interrupt
+        if interrupt is Interrupt.HARD:
             return "aborted"
-        if self.interrupt is Interrupt.GRACEFUL:
+        if interrupt is Interrupt.GRACEFUL:
             return "interrupted"
-        if self.steering:
+        if self.inbound.steering:
             return "steering"
         return None
+
+
+@record(kw_only=False)
+class Delivery(Record):
+    """An async child's result on its way to the parent's context (or the session)."""
+
+    parent: TurnState
+    child_turn_id: str
+    agent: str
+    task: str
+    status: TurnStatus
+    text: str
+
+    def message(self) -> Message:
+        task = " ".join(self.task.split())
+        if len(task) > _TASK_PREVIEW:
+            task = task[: _TASK_PREVIEW - 1] + "…"
+        head = (f"[Result of sub-agent {self.agent} (turn {self.child_turn_id}), "
+                f"{self.status.value}; task: {task}]")
+        return Message("user", f"{head}\n{self.text}" if self.text else head)
+
+
+_TASK_PREVIEW = 120
 
 
 class CancelStop(Exception):
