@@ -286,10 +286,6 @@ def _plan_reporter(engine: Engine, st: TurnState, rec: _Call) -> Any:
     return report
 
 
-class _Parked(Exception):
-    """The tool's question parked: the call stops here and runs again on resume."""
-
-
 def _tool_context(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
                   ended: asyncio.Future[None]) -> ToolContext:
     def park() -> None:  # the tool's ask parked: stop waiting for the tool
@@ -347,7 +343,7 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
     if rec.state == "parked":
         ctx.cancel()
         engine.reaper.adopt(task)  # it waits inside its ask: cancelled there, re-run on resume
-        raise _Parked
+        raise ParkStop  # (for this call: the turn parks after its group)
     if not task.done():  # the timer ended the wait (or the tool's own step is not over)
         ctx.cancel()
         engine.reaper.adopt(task)
@@ -448,7 +444,7 @@ async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
         _start(engine, st, rec, call.arguments)
         try:
             result = await _invoke(engine, st, rec, tool, call.arguments)
-        except _Parked:
+        except ParkStop:
             return
     if engine.hooks.at("after_tool"):
         result = await _after_tool(engine, st, call, result)
