@@ -12,26 +12,20 @@ Every refusal is a ``RequestError`` saying why, and changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
-from steerable._commands import AnswerApproval, AnswerQuestion, Command, Resume
+from steerable._core._agent import BaseAgent
 from steerable._core._engine import Engine
 from steerable._core._parking import RequestIndex, record_answer, take_live, waiting_in_store
 from steerable._core._requests import PendingRequest, RequestKind
 from steerable._core._resume import check_agent
 from steerable._core._turn_state import TurnState
-from steerable._handle import check_session_id
+from steerable.drivers._checks import check_session_id
+from steerable.drivers._commands import AnswerApproval, AnswerQuestion, Resume
 from steerable.errors import ConfigurationError, RequestError, UnknownRequestError
 
-__all__ = ["Answers", "PendingRequest", "check_park", "check_types"]
-
-
-def check_types(**values: tuple[Any, type]) -> None:
-    """``name=(value, type)``: a ``TypeError`` naming the first value of another type."""
-    for name, (value, kind) in values.items():
-        if not isinstance(value, kind):
-            raise TypeError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
+__all__ = ["Answers", "check_park"]
 
 
 def check_park(park: bool, durable: bool) -> bool:
@@ -42,26 +36,18 @@ def check_park(park: bool, durable: bool) -> bool:
     return park
 
 
-class _Host(Protocol):
-    agent: Any
-
-    def _dispatch(self, command: Command) -> Any: ...
-
-
 class Answers:
-    """The loop's handlers for ``AnswerApproval`` and ``AnswerQuestion``, and the listing of
-    what waits (``pending_requests``)."""
+    """What runs ``AnswerApproval`` and ``AnswerQuestion`` (their rows in ``VERBS``), and the
+    listing of what waits (``pending_requests``), for one loop's turns."""
 
-    def __init__(self, host: _Host, engine: Engine) -> None:
-        self.host = host
+    def __init__(self, engine: Engine, agent: BaseAgent,
+                 resume_here: Callable[[Resume], Any]) -> None:
         self.engine = engine
-        self.resume: Callable[[str], Any] = self._resume_here
+        self.agent = agent
+        self._resume_here = resume_here
+        self.resume: Callable[[str], Any] = lambda sid: self._resume_here(Resume(sid))
         """Resumes a parked turn whose answers are all in (a Redis worker puts its own in:
         its turns resume where the session's lease is, through the bus)."""
-
-    @property
-    def handlers(self) -> Mapping[type[Command], Callable[[Any], Any]]:
-        return {AnswerApproval: self.approval, AnswerQuestion: self.question}
 
     def _index(self) -> RequestIndex | None:
         index = self.engine.checkpoints
@@ -93,13 +79,10 @@ class Answers:
             raise UnknownRequestError(f"no open request {request_id!r}")
         cp = record_answer(store, request_id, kind, value, reason,
                            running=self.engine.active,
-                           before_claim=lambda cp: check_agent(cp, self.host.agent))
+                           before_claim=lambda cp: check_agent(cp, self.agent))
         if cp is None:
             return True  # recorded; the turn waits for others, or another loop resumes it
         return self.resume(cp.session_id)
-
-    def _resume_here(self, session_id: str) -> Any:
-        return self.host._dispatch(Resume(session_id))
 
     # -- after a turn -------------------------------------------------------------------------
 
