@@ -69,7 +69,7 @@ async def test_every_public_way_in_is_one_command_through_submit() -> None:
 
 
 def test_the_verbs_are_one_table_and_the_wire_form_is_checked() -> None:
-    assert sorted(COMMANDS) == ["approval", "cancel", "edit", "follow_up", "interrupt", "resume",
+    assert sorted(COMMANDS) == ["answer", "approval", "cancel", "edit", "follow_up", "interrupt", "resume",
                                 "revoke", "send", "start_turn", "steer"]
     assert from_wire("steer", {"text": "x", "session_id": "s"}) == cmd.Steer("x", "s")
     assert from_wire("cancel", {"session_id": "s", "mode": "after_tools"}) == cmd.Cancel(
@@ -99,6 +99,10 @@ _TEXT = st.text(min_size=1, max_size=20).filter(str.strip)
 _BY_TYPE: dict[str, st.SearchStrategy[Any]] = {
     "str": _TEXT, "str | None": st.none() | _TEXT, "bool": st.booleans(),
     "CancelMode": st.sampled_from(list(CancelMode)),
+    # An answer to a question: any JSON value (what its schema allows is checked elsewhere).
+    "Any": st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
+                        lambda inner: st.lists(inner, max_size=3)
+                        | st.dictionaries(st.text(), inner, max_size=3), max_leaves=6),
 }
 
 

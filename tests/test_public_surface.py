@@ -30,8 +30,8 @@ EXPORTS: dict[str, list[str]] = {
         "InterruptMode", "InterruptPress", "InterruptReceived", "LLMDelta", "LLMRequest",
         "LLMRequestContext", "LLMRequestEvent", "LLMResponse", "LLMResponseContext",
         "LLMResponseEvent", "LLMRetry", "Limits", "LoopAgent", "LoopStatistics", "Message",
-        "MessageInfo", "MessageReceipt", "MessageState", "MessageStateEvent", "OutboundReply", "ParallelAgent", "Permission", "PermissionRule", "Permissions", "PlanUpdated",
-        "Provider", "PushAck", "QueuedMessage", "QueuedTurn", "Reply", "ScriptedProvider",
+        "MessageInfo", "MessageReceipt", "MessageState", "MessageStateEvent", "OutboundReply", "ParallelAgent", "PendingRequest", "Permission", "PermissionRule", "Permissions", "PlanUpdated",
+        "Provider", "PushAck", "QuestionAnswered", "QuestionAsked", "QueuedMessage", "QueuedTurn", "Reply", "ScriptedProvider",
         "SequentialAgent", "SessionBusyError", "SessionDriver", "SessionInfo", "SessionStore",
         "SessionSummarize", "SkipReason", "StateChanged", "SteeringInjected", "Subscription",
         "SubturnEnd", "SubturnHandle", "SubturnOrphan", "SubturnResultDelivered", "SubturnSpawn",
@@ -62,15 +62,16 @@ EXPORTS: dict[str, list[str]] = {
         "HookSet", "NothingToUndoError", "PLAN_STATUSES", "SNAPSHOT_HOOK_PRIORITY", "SNAPSHOT_HOOK_TIMEOUT", "Sandbox",
         "SandboxLimits", "Shell", "ShellNotice", "Skill", "SlashCommand", "SnapshotHook", "SnapshotLimits", "SnapshotStoreError", "Snapshots", "StepInfo",
         "UndoConflictError", "UndoResult", "Workspace", "coding_tools", "expand_command",
-        "find_commands", "find_skills", "make_bash_tool",
+        "find_commands", "find_skills", "make_ask_user_tool", "make_bash_tool",
         "make_edit_tool", "make_find_tool", "make_grep_tool", "make_ls_tool", "make_read_tool", "make_skill_tool", "make_todo_tool",
         "load_conventions", "load_hook_settings", "make_write_tool", "remove_session_snapshots", "skills_prompt",
     ],
     "steerable.errors": [
         "CheckpointError", "ConfigurationError", "ContextOverflowError", "FatalProviderError",
-        "IllegalTransitionError", "OutputValidationError", "ProviderError",
-        "RetryableProviderError", "ScriptExhaustedError", "SessionBusyError", "SteerableError", "SubturnError",
-        "SubturnLimitError", "ToolArgumentsError", "ToolError",
+        "IllegalTransitionError", "InvalidAnswerError", "OutputValidationError", "ProviderError",
+        "RequestClosedError", "RequestError", "RetryableProviderError",
+        "ScriptExhaustedError", "SessionBusyError", "SteerableError", "SubturnError",
+        "SubturnLimitError", "ToolArgumentsError", "ToolError", "UnknownRequestError",
     ],
     "steerable.temporal": [
         "DEFAULT_TASK_QUEUE", "CallOptions", "EventLog", "Receipt", "TemporalClient",
@@ -114,6 +115,10 @@ EVENT_FIELDS: dict[EventKind, tuple[str, tuple[str, ...]]] = {
     EventKind.SUBTURN_RESULT_DELIVERED: ("SubturnResultDelivered", ("child_turn_id", "text")),
     EventKind.SUBTURN_ORPHAN: ("SubturnOrphan", ("child_turn_id", "text")),
     EventKind.PLAN_UPDATED: ("PlanUpdated", ("call_id", "items")),
+    EventKind.QUESTION_ASKED: ("QuestionAsked", (
+        "request_id", "call_id", "tool_name", "question", "choices", "schema")),
+    EventKind.QUESTION_ANSWERED: ("QuestionAnswered", (
+        "request_id", "call_id", "tool_name", "value", "outcome")),
     EventKind.ERROR: ("ErrorEvent", ("message", "source")),
     EventKind.MESSAGE_STATE: ("MessageStateEvent", (
         "message_id", "state", "detail", "message_kind", "text", "origin_id", "request_seq")),
@@ -147,12 +152,12 @@ def test_enums_are_exactly_these() -> None:
         "FOLLOW_UP_QUEUED", "INTERRUPT_RECEIVED", "CONTEXT_COMPRESS", "SESSION_SUMMARIZE",
         "SUBTURN_SPAWN", "SUBTURN_END", "SUBTURN_RESULT_DELIVERED", "SUBTURN_ORPHAN", "ERROR",
         "MESSAGE_STATE",
-        "PLAN_UPDATED",
+        "PLAN_UPDATED", "QUESTION_ASKED", "QUESTION_ANSWERED",
     ]  # fmt: skip
     assert all(k.value == k.name.lower() for k in EventKind)
     assert [s.name for s in TurnStatus] == [
         "COMPLETED", "INTERRUPTED", "ABORTED", "ERROR", "MAX_ITERATIONS", "CANCELLED",
-        "BUDGET_EXCEEDED"]
+        "BUDGET_EXCEEDED", "WAITING"]
     assert [p.name for p in TurnPhase] == [
         "IDLE", "THINKING", "EXECUTING", "COMPACTING", "ABORTING", "DONE", "ERROR"]
     assert [a.name for a in HookAction] == [

@@ -28,12 +28,20 @@ class Timeouts(Record):
     approval: float = 60.0
     tool: float | None = None
     llm_idle: float | None = 300.0
+    park_after: float = 0.0
+    """With ``AgentLoop(park=True)``: how long an open approval or question is waited for
+    live before its turn parks (``TurnStatus.WAITING``); 0 parks at once."""
 
     def __post_init__(self) -> None:
         _check_positive("Timeouts", "hook", self.hook)
         _check_positive("Timeouts", "approval", self.approval)
         _check_positive("Timeouts", "tool", self.tool, allow_none=True)
         _check_positive("Timeouts", "llm_idle", self.llm_idle, allow_none=True)
+        if isinstance(self.park_after, bool) or not isinstance(self.park_after, int | float) \
+                or not 0 <= self.park_after < self.approval:
+            raise ValueError(
+                f"Timeouts.park_after must be a number from 0 up to (not including) approval "
+                f"({self.approval:g} s), got {self.park_after!r}")
 
 
 @record

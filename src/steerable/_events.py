@@ -34,6 +34,8 @@ __all__ = [
     "LLMResponseEvent",
     "LLMRetry",
     "MessageStateEvent",
+    "QuestionAnswered",
+    "QuestionAsked",
     "SessionSummarize",
     "SkipReason",
     "StateChanged",
@@ -82,6 +84,8 @@ class EventKind(enum.StrEnum):
     ERROR = "error"
     MESSAGE_STATE = "message_state"
     PLAN_UPDATED = "plan_updated"
+    QUESTION_ASKED = "question_asked"
+    QUESTION_ANSWERED = "question_answered"
 
 
 class TurnStatus(enum.StrEnum):
@@ -98,6 +102,10 @@ class TurnStatus(enum.StrEnum):
     BUDGET_EXCEEDED = "budget_exceeded"
     """A ``Limits`` budget (tokens, cost, tool calls) was reached: the turn ended as a graceful
     interrupt does, with one summary call and no more tools."""
+    WAITING = "waiting"
+    """Parked: an approval or a question is open (``TurnResult.pending``); its checkpoint is
+    kept and answering the last open request (``AgentLoop.answer``/``resolve_approval``, on
+    any loop over the same store) resumes it."""
 
 
 SkipReason = Literal["interrupted", "steering", "denied", "aborted", "max_iterations",
@@ -329,6 +337,34 @@ class ApprovalResolved(_Event):
 
 
 @record
+class QuestionAsked(_Event):
+    """A tool asked the person a question (``ToolContext.ask``); ``AgentLoop.answer`` answers."""
+
+    kind: ClassVar[Literal[EventKind.QUESTION_ASKED]] = EventKind.QUESTION_ASKED
+    request_id: str
+    call_id: str
+    tool_name: str
+    question: str
+    choices: tuple[str, ...] | None = None
+    """The answers allowed (None: free text, or what ``schema`` allows)."""
+    schema: Mapping[str, Any] | None = None
+    """A JSON schema the answer must satisfy (None: any string)."""
+
+
+@record
+class QuestionAnswered(_Event):
+    """A question was closed: ``answered`` (``value`` holds the answer), or ``timed out`` /
+    ``cancelled`` (live questions only; a parked one waits as long as it takes)."""
+
+    kind: ClassVar[Literal[EventKind.QUESTION_ANSWERED]] = EventKind.QUESTION_ANSWERED
+    request_id: str
+    call_id: str
+    tool_name: str
+    value: Any = None
+    outcome: str = "answered"
+
+
+@record
 class SteeringInjected(_Event):
     """A steering message entered the running turn."""
 
@@ -468,6 +504,8 @@ Event = (
     | ToolExecSkipped
     | ApprovalRequested
     | ApprovalResolved
+    | QuestionAsked
+    | QuestionAnswered
     | SteeringInjected
     | FollowUpQueued
     | InterruptReceived
@@ -489,7 +527,7 @@ EVENT_CLASSES: Mapping[EventKind, type[Event]] = {
         ToolCallDelta, ToolExecStart, ToolExecProgress, ToolExecEnd, ToolExecSkipped,
         ApprovalRequested, ApprovalResolved, SteeringInjected, FollowUpQueued, InterruptReceived, ContextCompress,
         SessionSummarize, SubturnSpawn, SubturnEnd, SubturnResultDelivered, SubturnOrphan,
-        ErrorEvent, MessageStateEvent, PlanUpdated,
+        ErrorEvent, MessageStateEvent, PlanUpdated, QuestionAsked, QuestionAnswered,
     )
 }  # fmt: skip
 

@@ -4,6 +4,10 @@
      ├── ConfigurationError (also ValueError)   bad arguments to Agent, AgentLoop, @tool
      ├── SessionBusyError (also RuntimeError)    a second turn started on a busy session
      ├── CheckpointError (also ValueError)       a turn checkpoint that cannot be resumed
+     ├── RequestError (also ValueError)          an answer to an approval or question refused
+     │    ├── UnknownRequestError                no such request was ever issued (or it is gone)
+     │    ├── RequestClosedError                 the request was answered (or closed) already
+     │    └── InvalidAnswerError                 the value fails the question's choices or schema
      ├── IllegalTransitionError (also RuntimeError)  a turn-state bug: never caught, always fixed
  ├── OutputValidationError (also ValueError)  the final answer never fit ``Agent(output_type=)``
      ├── ToolError                               a tool failed in a way the model should read
@@ -28,8 +32,11 @@ __all__ = [
     "ContextOverflowError",
     "FatalProviderError",
     "IllegalTransitionError",
+    "InvalidAnswerError",
     "OutputValidationError",
     "ProviderError",
+    "RequestClosedError",
+    "RequestError",
     "RetryableProviderError",
     "ScriptExhaustedError",
     "SessionBusyError",
@@ -38,6 +45,7 @@ __all__ = [
     "SubturnLimitError",
     "ToolArgumentsError",
     "ToolError",
+    "UnknownRequestError",
 ]
 
 
@@ -57,6 +65,24 @@ class CheckpointError(SteerableError, ValueError):
     """A turn checkpoint that cannot be resumed: unreadable, foreign, from another schema, or
     written by another agent. The message names the file or session and what to do; the
     session's history is never affected."""
+
+
+class RequestError(SteerableError, ValueError):
+    """An answer to an approval or a question was refused; nothing changed, and a request
+    that was open stays open. The message says why and what to do."""
+
+
+class UnknownRequestError(RequestError):
+    """No open request has this id: it was never issued (ids are unguessable) or its turn
+    was discarded."""
+
+
+class RequestClosedError(RequestError):
+    """The request was answered already (an answer counts once) or its turn moved on."""
+
+
+class InvalidAnswerError(RequestError):
+    """The value does not fit the question's ``choices`` or ``schema``; it stays open."""
 
 
 class IllegalTransitionError(SteerableError, RuntimeError):

@@ -59,16 +59,20 @@ def test_run_json_prints_every_event_and_exits_0(cli_env, tmp_path: Path, ws: Pa
     assert [m["role"] for m in js["messages"]] == ["user", "assistant", "tool", "assistant"]
 
 
-def test_asked_calls_are_denied_without_a_terminal_unless_yes(cli_env, tmp_path: Path,
-                                                               ws: Path) -> None:
+def test_asked_calls_wait_without_a_terminal_unless_yes(cli_env, tmp_path: Path,
+                                                         ws: Path) -> None:
     steps = [{"tool_calls": [["write", {"path": "b.txt", "content": "x"}]]}, {"text": "ok"}]
     res = steerable(cli_env, "run", "write", "--json", "--provider", "scripted",
                     "--script", script(tmp_path, steps), "--workspace", str(ws))
-    skipped = [json.loads(x) for x in res.stdout.splitlines() if '"tool_exec_skipped"' in x]
-    assert res.returncode == 4 and skipped[0]["reason"] == "denied"  # nothing was done
-    assert "no terminal" in skipped[0]["detail"] and not (ws / "b.txt").exists()
+    events = [json.loads(x) for x in res.stdout.splitlines()]
+    assert res.returncode == 5, res.stderr  # parked: nobody denied it, nothing was done
+    assert events[-1]["kind"] == "turn_end" and events[-1]["status"] == "waiting"
+    asked = next(e for e in events if e["kind"] == "approval_requested")
+    assert f"steerable approve {asked['request_id']}" in res.stderr
+    assert not (ws / "b.txt").exists()
     res = steerable(cli_env, "run", "write", "--yes", "--provider", "scripted",
-                    "--script", script(tmp_path, steps), "--workspace", str(ws))
+                    "--script", script(tmp_path, steps), "--workspace", str(ws),
+                    "--session", "new")
     assert res.returncode == 0 and (ws / "b.txt").read_text() == "x"
     assert "✓ write b.txt" in res.stdout and "completed · 2 iterations" in res.stdout
 

@@ -46,6 +46,6 @@ def test_a_question_cannot_write_even_with_yes_and_invented_facts_are_marked(
              if e["kind"] == "llm_request"]
     assert asked[:2] == [("classify", "none", None),
                          ("", "required", ["read", "grep", "ls", "find", "bash_output",
-                                            "todo"])]
+                                            "todo", "ask_user"])]
     assert ("evidence", "none", None) in asked
     assert "⚠ unverified: 12" in events[-1]["text"]

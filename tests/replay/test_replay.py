@@ -534,3 +534,24 @@ async def test_messages_given_to_send_replay_with_their_policies(tmp_path: Path)
     assert _comparable(list(out.events)) == _comparable(rec.events)
     assert [m.content for m in out.sessions["s1"] if m.role == "user"] == \
         ["start", "also this", "and then that"]
+
+
+async def test_a_question_is_replayed_with_its_answer(tmp_path: Path) -> None:
+    @tool(read_only=True)
+    async def pick(ctx: ToolContext) -> str:
+        """Ask for a size."""
+        return "size " + await ctx.ask("Which size?", choices=["S", "M"])
+
+    path = tmp_path / "ask.jsonl"
+    loop = AgentLoop(_agent([Reply(tool_calls=[("pick", {})]), Reply(text="noted")], [pick]))
+    async with Recorder(loop, path):
+        sub = loop.subscribe()
+        handle = loop.start_turn("pick one", session_id="s1")
+        asked = await _on(sub, EventKind.QUESTION_ASKED)
+        assert loop.answer(asked.request_id, "M")
+        live = await handle
+    await loop.aclose()
+    out = await replay(path, tools=[pick])
+    assert [e.value for e in out.events if e.kind is EventKind.QUESTION_ANSWERED] == ["M"]
+    assert out.text == live.text == "noted"
+    assert _comparable(list(out.events)) == _comparable(load_recording(path).events)

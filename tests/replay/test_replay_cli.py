@@ -78,17 +78,18 @@ def test_replay_reports_a_divergence_and_bad_files(env: dict[str, str], tmp_path
     assert res.returncode == 1 and "is not a steerable recording" in res.stderr
 
 
-def test_a_run_whose_calls_were_refused_without_a_terminal_replays(env: dict[str, str],
-                                                                    tmp_path: Path) -> None:
+def test_a_run_whose_calls_were_refused_by_a_rule_replays(env: dict[str, str],
+                                                          tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"tool_calls": [["write", {"path": "b.txt", "content": "x"}]]},
                                   {"text": "I could not write it."}]))
     rec = tmp_path / "denied.jsonl"
     live = cli(env, "run", "write b.txt", "--json", "--provider", "scripted", "--script",
-               str(script), "--workspace", str(tmp_path), "--record", str(rec))
+               str(script), "--workspace", str(tmp_path), "--record", str(rec),
+               "--deny", "write")
     assert live.returncode == 4, live.stderr  # the one action asked for was denied
     skipped = [e for e in _events(live.stdout) if e["kind"] == "tool_exec_skipped"]
-    assert skipped and skipped[0]["reason"] == "denied" and "no terminal" in skipped[0]["detail"]
+    assert skipped and skipped[0]["reason"] == "denied" and "rule" in skipped[0]["detail"]
     again = cli(env, "replay", str(rec), "--json")
     assert again.returncode == 0, again.stderr
     assert _events(again.stdout) == _events(live.stdout)

@@ -10,7 +10,8 @@ that never runs out of script and reads its orders from the last user message:
 
 argv: redis url, worker name, ledger file, lease seconds, [sqlite path]. Environment:
 ``TEST_LEASE_RENEW`` (seconds between renewals), ``TEST_ASK=1`` (every ``work`` call waits for
-a person's approval), ``TEST_MAX_SESSIONS`` (sessions this worker runs at once).
+a person's approval), ``TEST_PARK=1`` (an open approval parks its turn at once),
+``TEST_MAX_SESSIONS`` (sessions this worker runs at once).
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ async def main() -> None:
     worker = RedisWorker(agent, url, store=store,
                          lease=LeaseTiming(ttl=ttl, renew=float(renew) if renew else None),
                          worker_id=f"{name}-w",
-                         max_sessions=int(os.environ.get("TEST_MAX_SESSIONS", "64")))
+                         max_sessions=int(os.environ.get("TEST_MAX_SESSIONS", "64")),
+                         park=os.environ.get("TEST_PARK") == "1")
     if os.environ.get("TEST_ASK") == "1":
         worker.loop.register_hook(HumanApprover())
     runner = asyncio.get_running_loop().create_task(worker.run())

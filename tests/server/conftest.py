@@ -53,13 +53,14 @@ async def serving(tmp_path: Path, script: Sequence[Any], tools: Sequence[Any] = 
                   token: str | None = None, approvals: bool = False,
                   replay: int = 2048, provider: Any = None,
                   subagents: Sequence[Any] = (),
-                  undo: SnapshotHook | None = None) -> AsyncIterator[Served]:
-    """``undo``: a snapshot hook to register, with the server's undo endpoints over it."""
+                  undo: SnapshotHook | None = None, park: bool = False) -> AsyncIterator[Served]:
+    """``undo``: a snapshot hook to register, with the server's undo endpoints over it;
+    ``park``: requests park their turn at once (``AgentLoop(park=True)``)."""
     provider = provider or ScriptedProvider(list(script))
     store_dir = tmp_path / "sessions"
     agent = Agent(name="t", instructions="test", provider=provider, tools=list(tools),
                   subagents=list(subagents))
-    loop = AgentLoop(agent, store=JSONLSessionStore(store_dir))
+    loop = AgentLoop(agent, store=JSONLSessionStore(store_dir), park=park)
     if approvals:
         loop.register_hook(HumanApprover())
     runner = LocalRunner(loop, replay=replay)

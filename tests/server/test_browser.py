@@ -119,7 +119,7 @@ async def test_approve_a_write(tmp_path: Path, browser: Any) -> None:
         await send(page, "write the notes")
         approve = page.locator(".card[data-call] .approval button.btn-ok")
         await approve.wait_for()
-        assert await page.inner_text("#status") == "waiting for approval"
+        assert await page.inner_text("#status") == "waiting for you"
         assert "notes.txt" in await page.locator(".card .tool-sum").last.inner_text()
         assert written == {}
         await approve.click()

@@ -2,42 +2,15 @@
 
 ``HumanApprover`` is a hook; register it and every call that needs approval emits
 ``APPROVAL_REQUESTED`` with a ``request_id``, then waits for ``loop.resolve_approval`` (or the
-approval timeout, which denies). The broker is the loop-wide table of open requests.
-
-A request id is the only thing an answer needs, so it is a capability: 128 random bits, never
-a counter. Two processes (Redis workers) can then never hand out the same id, and nobody who
-did not see the request (a web page guessing ids) can answer it.
+approval timeout, which denies); with ``AgentLoop(park=True)`` the turn parks instead
+(``_parking``). Request ids and the table of open requests are ``_requests``.
 """
 
 from __future__ import annotations
 
-import asyncio
-
 from steerable._hooks import HookAction, HookDecision, ToolCallContext
-from steerable._ids import random_hex
 
-__all__ = ["ApprovalBroker", "HumanApprover"]
-
-
-class ApprovalBroker:
-    def __init__(self) -> None:
-        self._pending: dict[str, asyncio.Future[tuple[bool, str]]] = {}
-
-    def open(self) -> tuple[str, asyncio.Future[tuple[bool, str]]]:
-        request_id = f"approval_{random_hex(16)}"
-        future: asyncio.Future[tuple[bool, str]] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = future
-        return request_id, future
-
-    def discard(self, request_id: str) -> None:
-        self._pending.pop(request_id, None)
-
-    def resolve(self, request_id: str, approved: bool, reason: str) -> bool:
-        future = self._pending.pop(request_id, None)
-        if future is None or future.done():
-            return False
-        future.set_result((approved, reason))
-        return True
+__all__ = ["HumanApprover"]
 
 
 class HumanApprover:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, Protocol, runtime_checkable
 
+from steerable._core._requests import PendingRequest
 from steerable._messages import Message, ToolCall
 from steerable._records import Record, record
 
@@ -79,6 +80,9 @@ class Checkpoint(Record):
     cancel_mode: str | None = None
     """Set when a safe-point cancel stopped the turn (``after_model`` / ``after_tools``);
     None while running (or when its process died)."""
+    requests: tuple[PendingRequest, ...] = ()
+    """Approvals and questions of this turn's calls: those still open park the turn
+    (``TurnStatus.WAITING``); answered ones keep their answer for the re-run tool's ``ask``."""
     seq: int = 0
     """How many checkpoints this turn has written, this one included."""
     created: float = 0.0
@@ -94,9 +98,17 @@ class Checkpoint(Record):
         return unresolved_calls(self.messages, self.results) if self.stage == "tools" else ()
 
     @property
+    def waiting(self) -> tuple[PendingRequest, ...]:
+        """The requests still open: the turn is parked until each has an answer."""
+        return tuple(r for r in self.requests if not r.answered)
+
+    @property
     def reason(self) -> str:
-        """``cancelled`` (a safe-point cancel) or ``interrupted`` (the process stopped)."""
-        return "cancelled" if self.cancel_mode is not None else "interrupted"
+        """``cancelled`` (a safe-point cancel), ``waiting`` (parked: requests are open) or
+        ``interrupted`` (the process stopped)."""
+        if self.cancel_mode is not None:
+            return "cancelled"
+        return "waiting" if self.waiting else "interrupted"
 
 
 def unresolved_calls(messages: Sequence[Message], results: Sequence[Message]) -> tuple[ToolCall, ...]:

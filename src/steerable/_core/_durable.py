@@ -23,6 +23,7 @@ from steerable._core._agent import Agent
 from steerable._core._cancel import CancelMode, SafePoint
 from steerable._core._checkpoint import Checkpoint, Stage
 from steerable._core._engine import Engine
+from steerable._core._parking import check_answered, restore_requests
 from steerable._core._turn_state import CancelStop, TurnState
 from steerable._history import MessageView
 from steerable._ids import random_hex
@@ -65,6 +66,7 @@ def capture(st: TurnState, stage: Stage, cancel_mode: CancelMode | None = None, 
         last_had_tools=tr.last_had_tools, tools_run=MessageView.of(tr.tools_run),
         usage_in=tr.usage_in, usage_out=tr.usage_out,
         cancel_mode=None if cancel_mode is None else cancel_mode.label,
+        requests=tuple(st.asks.requests.values()) if st.asks.requests else (),
         seq=dur.seq, created=st.created, updated=time.time(),
     )
 
@@ -267,7 +269,9 @@ async def safe_point(engine: Engine, st: TurnState, point: SafePoint, stage: Sta
 def restore(engine: Engine, st: TurnState, cp: Checkpoint, base: Sequence[Message]) -> None:
     """Put the checkpoint's state back into a fresh TurnState, on the session's history
     ``base`` (checked against it by the caller), and its queued messages back into the inbox
-    under the ids they were acknowledged with."""
+    under the ids they were acknowledged with. A parked turn resumes once every request has
+    its answer (``CheckpointError`` otherwise)."""
+    check_answered(engine, cp)
     tr = st.transcript
     tr.base = base[cp.base_dropped:]
     tr.base_rewritten = cp.base_dropped > 0
@@ -288,6 +292,9 @@ def restore(engine: Engine, st: TurnState, cp: Checkpoint, base: Sequence[Messag
         st.inbound.carrying.append(r)
     carrying = frozenset(cp.carrying)
     st.inbound.carrying += [r for r in st.inbound.injected_steering if r.message_id in carrying]
+    asked = restore_requests(engine, st, cp)
+    if asked is not None:  # parked: the calls that asked ran before, and see ``resumed``
+        st.durability.resumed_calls = asked
 
 
 def _receipt(engine: Engine, st: TurnState, kind: MessageKind, text: str,

@@ -14,7 +14,6 @@ from typing import Any, cast
 
 from steerable._config import Limits, Timeouts
 from steerable._core._agent import Agent
-from steerable._core._approval import ApprovalBroker
 from steerable._core._bus import EventBus
 from steerable._core._cancel import CancelHandle, CancelMode
 from steerable._core._checkpoint import CheckpointStore
@@ -22,6 +21,7 @@ from steerable._core._hook_manager import HookManager
 from steerable._core._inbox import Inbox
 from steerable._core._permissions import Permissions
 from steerable._core._reaper import Reaper
+from steerable._core._requests import RequestTable
 from steerable._core._session import SessionStore, TurnRecord
 from steerable._core._slots import TurnSlots
 from steerable._core._turn_state import Interrupt, TurnState, check_transition
@@ -54,7 +54,9 @@ class Engine:
         self.bus = EventBus()
         self.reaper = Reaper()
         self.hooks = HookManager(self.reaper, self._report_hook_error)
-        self.broker = ApprovalBroker()
+        self.broker = RequestTable()
+        self.park = False
+        """Top-level durable turns park on an open request (``AgentLoop(park=True)``)."""
         self.store = store
         self.limits = limits
         self.timeouts = timeouts

@@ -138,9 +138,10 @@ def settle(engine: Engine, st: TurnState, status: TurnStatus, rollback: bool
     """As the turn ends: its follow-ups (completed turns), or what it hands back unprocessed.
 
     Every message the turn still holds becomes ``RETURNED``, except in a cancelled durable
-    turn: its checkpoint keeps them queued, and ``resume`` continues with them."""
+    turn (or a parked one): its checkpoint keeps them queued, and ``resume`` continues with
+    them."""
     inbox = engine.inbox
-    if status is TurnStatus.CANCELLED and st.durability.durable:
+    if status in (TurnStatus.CANCELLED, TurnStatus.WAITING) and st.durability.durable:
         for r in (*st.inbound.steering, *st.inbound.follow_ups):
             r._holder = None  # in the checkpoint now: a revoke could not reach it there
         return [], []

@@ -8,8 +8,8 @@ store sees whole turns only. ``blocking`` tells the loop to call the store from 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from steerable._core._checkpoint import Checkpoint
 from steerable._history import MessageView
@@ -77,6 +77,38 @@ class InMemorySessionStore:
         self._sessions: dict[str, list[Message]] = {}
         self._updated: dict[str, float] = {}
         self._checkpoints: dict[str, Checkpoint] = {}
+        # The index of waiting requests (``_parking.RequestIndex``): id -> session, answers.
+        self._requests: dict[str, str] = {}
+        self._answers: dict[str, dict[str, Any]] = {}
+        self._claims: set[str] = set()
+
+    def index_requests(self, session_id: str, request_ids: Sequence[str]) -> None:
+        self._requests.update(dict.fromkeys(request_ids, session_id))
+
+    def request_session(self, request_id: str) -> str | None:
+        return self._requests.get(request_id)
+
+    def answer_request(self, request_id: str, answer: Mapping[str, Any]) -> bool:
+        if request_id in self._answers:
+            return False
+        self._answers[request_id] = dict(answer)
+        return True
+
+    def request_answers(self, request_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        return {i: self._answers[i] for i in request_ids if i in self._answers}
+
+    def waiting_requests(self) -> list[tuple[str, str]]:
+        return [(i, s) for i, s in self._requests.items() if i not in self._answers]
+
+    def claim_resume(self, checkpoint_id: str) -> bool:
+        if checkpoint_id in self._claims:
+            return False
+        self._claims.add(checkpoint_id)
+        return True
+
+    def close_requests(self, request_ids: Sequence[str]) -> None:
+        for i in request_ids:
+            self._requests.pop(i, None)
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         self._checkpoints[checkpoint.session_id] = checkpoint  # frozen: no copy needed

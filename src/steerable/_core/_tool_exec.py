@@ -12,6 +12,7 @@ that were running or waiting.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -24,12 +25,23 @@ from steerable._core._cancel import SafePoint
 from steerable._core._durable import safe_point, write_checkpoint
 from steerable._core._engine import Engine
 from steerable._core._hook_chain import decisions, ignored
+from steerable._core._parking import (
+    PARKED,
+    ParkStop,
+    ask_question,
+    can_park,
+    close_in_index,
+    forget_requests,
+    index_parked,
+    open_requests,
+    recorded_approval,
+    wait_approval,
+)
 from steerable._core._permissions import Permission
 from steerable._core._subturn import subturns_of
 from steerable._core._turn_state import AbortSignal, CancelStop, TurnState
 from steerable._core._watchdog import bare_context
 from steerable._events import (
-    ApprovalRequested,
     ApprovalResolved,
     PlanUpdated,
     SkipReason,
@@ -61,7 +73,7 @@ SKIP_TEXT = {
 class _Call:
     call: ToolCall
     tool: Tool | None
-    state: str = "pending"  # pending -> running -> done
+    state: str = "pending"  # pending -> running -> done (or -> parked: its request waits)
     message: Message | None = None
     started: float = 0.0
     ctx: ToolContext | None = None
@@ -158,28 +170,26 @@ async def _before_tool(
     return call, None
 
 
-async def _approve(engine: Engine, st: TurnState, rec: _Call, call: ToolCall) -> tuple[bool, str]:
-    """Ask every approver in turn; the first denial (or failure, or timeout) refuses."""
+async def _approve(engine: Engine, st: TurnState, rec: _Call,
+                   call: ToolCall) -> tuple[bool, str] | None:
+    """Ask every approver in turn; the first denial (or failure, or timeout) refuses. None:
+    a person's approval parked (the turn parks after this group)."""
     open_requests: set[str] = set()
+    parked: asyncio.Future[None] | None = None
+    if can_park(engine, st):
+        parked = asyncio.get_running_loop().create_future()
+
+    def park() -> None:
+        if parked is not None and not parked.done():
+            parked.set_result(None)
 
     async def ask_human() -> tuple[bool, str]:
-        request_id, future = engine.broker.open()
-        open_requests.add(request_id)
-        engine.emit(st, ApprovalRequested, request_id=request_id, call_id=call.id,
-                    tool_name=call.name, arguments=call.arguments)
-        try:
-            approved, reason = await future
-        except asyncio.CancelledError:
-            if request_id in open_requests:
-                open_requests.remove(request_id)
-                engine.broker.discard(request_id)
-                engine.emit(st, ApprovalResolved, request_id=request_id, call_id=call.id,
-                            tool_name=call.name, approved=False, reason="cancelled")
-            raise
-        open_requests.discard(request_id)
-        engine.emit(st, ApprovalResolved, request_id=request_id, call_id=call.id,
-                    tool_name=call.name, approved=approved, reason=reason)
-        return approved, reason
+        answer = await wait_approval(engine, st, call.id, call.name, call.arguments,
+                                     open_requests, park)
+        if answer is PARKED:
+            await asyncio.Event().wait()  # the chain is cancelled now; the turn parks
+        approved, reason = answer
+        return bool(approved), str(reason)
 
     def make_ctx() -> ToolCallContext:
         ctx = _hook_ctx(st, call, rec)
@@ -193,18 +203,32 @@ async def _approve(engine: Engine, st: TurnState, rec: _Call, call: ToolCall) ->
             engine.emit(st, ApprovalResolved, request_id=request_id, call_id=call.id,
                         tool_name=call.name, approved=False, reason="timed out")
 
-    # The same chain as every other point: priority order, failures reported, aborts obeyed;
-    # here a failure, a timeout or any answer but "yes" refuses the call.
-    chain = decisions(engine, st, "approve_tool", make_ctx, approving=True,
-                      after_each=close_open_requests)
-    async with aclosing(chain):
-        async for reg, _, decision in chain:
-            if decision.action is not HookAction.DENY_TOOL:
-                engine.error(st, f"approver {reg.label} answered {decision.action}; treated as "
-                             "a denial", "hook")
-            return False, decision.reason if decision.reason not in ("", "denied") \
-                else f"denied by {reg.label}"
-    return True, ""
+    async def decide() -> tuple[bool, str]:
+        # The same chain as every other point: priority order, failures reported, aborts
+        # obeyed; here a failure, a timeout or any answer but "yes" refuses the call.
+        chain = decisions(engine, st, "approve_tool", make_ctx, approving=True,
+                          after_each=close_open_requests)
+        async with aclosing(chain):
+            async for reg, _, decision in chain:
+                if decision.action is not HookAction.DENY_TOOL:
+                    engine.error(st, f"approver {reg.label} answered {decision.action}; "
+                                 "treated as a denial", "hook")
+                return False, decision.reason if decision.reason not in ("", "denied") \
+                    else f"denied by {reg.label}"
+        return True, ""
+
+    if parked is None:
+        return await decide()
+    deciding = asyncio.ensure_future(decide())
+    try:
+        await asyncio.wait((deciding, parked), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        engine.reaper.adopt(deciding)
+        raise
+    if deciding.done():
+        return deciding.result()
+    engine.reaper.adopt(deciding)  # the approver waits in the checkpoint now, not here
+    return None
 
 
 async def _after_tool(
@@ -264,20 +288,33 @@ def _plan_reporter(engine: Engine, st: TurnState, rec: _Call) -> Any:
     return report
 
 
+def _tool_context(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
+                  ended: asyncio.Future[None]) -> ToolContext:
+    def park() -> None:  # the tool's ask parked: stop waiting for the tool
+        rec.state = "parked"
+        if not ended.done():
+            ended.set_result(None)
+
+    return ToolContext(call_id=rec.call.id, tool_name=rec.call.name, turn_id=st.turn_id,
+                       session_id=st.session_id, parent_turn_id=st.parent_turn_id,
+                       iteration=st.transcript.iteration, dry_run=st.model_agent.dry_run,
+                       resumed=rec.call.id in st.durability.resumed_calls,
+                       _report=_progress_reporter(engine, st, rec),
+                       _plan=_plan_reporter(engine, st, rec),
+                       _subturns=subturns_of(engine, st),
+                       _refuses=_refusal_check(engine, tool, st.session_id),
+                       _ask=functools.partial(ask_question, engine, st, rec.call.id,
+                                              rec.call.name, park))
+
+
 async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
                   arguments: Mapping[str, Any]) -> ToolResult:
     """Validate, then run (or preview) the tool under its timeout."""
     name = rec.call.name
     dry = st.model_agent.dry_run
-    ctx = ToolContext(call_id=rec.call.id, tool_name=name, turn_id=st.turn_id,
-                      session_id=st.session_id, parent_turn_id=st.parent_turn_id,
-                      iteration=st.transcript.iteration, dry_run=dry,
-                      resumed=rec.call.id in st.durability.resumed_calls,
-                      _report=_progress_reporter(engine, st, rec),
-                      _plan=_plan_reporter(engine, st, rec),
-                      _subturns=subturns_of(engine, st),
-                      _refuses=_refusal_check(engine, tool, st.session_id))
-    rec.ctx = ctx
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[None] = loop.create_future()
+    ctx = rec.ctx = _tool_context(engine, st, rec, tool, ended)
     try:
         args = tool.validate(arguments)
         if dry and not tool.read_only:
@@ -289,8 +326,6 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
         return ToolResult(f"Tool '{name}' rejected its arguments: {type(exc).__name__}: {exc}",
                           is_error=True)
     timeout = tool.timeout if tool.timeout is not None else engine.timeouts.tool
-    loop = asyncio.get_running_loop()
-    ended: asyncio.Future[None] = loop.create_future()
     task = loop.create_task(_run_tool(tool, args, ctx, ended))
     running = st.control.running_tools
     running[task] = ctx  # a hard abort cancels it directly, without waiting for us
@@ -307,6 +342,10 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
         del running[task]
         if timer is not None:
             timer.cancel()
+    if rec.state == "parked":
+        ctx.cancel()
+        engine.reaper.adopt(task)  # it waits inside its ask: cancelled there, re-run on resume
+        raise ParkStop  # (for this call: the turn parks after its group)
     if not task.done():  # the timer ended the wait (or the tool's own step is not over)
         ctx.cancel()
         engine.reaper.adopt(task)
@@ -362,7 +401,10 @@ async def _run_call(engine: Engine, st: TurnState, rec: _Call,
     else:
         await _run_call_body(engine, st, rec)
     # Its result is saved before anything else starts, so a resume never runs it again.
+    used = forget_requests(st, [rec.call.id]) if rec.state == "done" else []
     await write_checkpoint(engine, st, "tools")
+    if used:
+        close_in_index(engine, st, used)
 
 
 async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
@@ -392,13 +434,20 @@ async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
             _skip(engine, st, rec, "denied", f"refused by the rule '{rule}'")
             return
         needs_ask = perm is Permission.ASK and not (st.model_agent.dry_run and not tool.read_only)
-        if needs_ask and engine.hooks.at("approve_tool"):
-            approved, reason = await _approve(engine, st, rec, call)
-            if not approved:
-                _skip(engine, st, rec, "denied", reason)
+        decided = recorded_approval(engine, st, call.id) if needs_ask else None
+        if decided is None and needs_ask and engine.hooks.at("approve_tool"):
+            decided = await _approve(engine, st, rec, call)
+            if decided is None:
+                rec.state = "parked"
                 return
+        if decided is not None and not decided[0]:
+            _skip(engine, st, rec, "denied", decided[1])
+            return
         _start(engine, st, rec, call.arguments)
-        result = await _invoke(engine, st, rec, tool, call.arguments)
+        try:
+            result = await _invoke(engine, st, rec, tool, call.arguments)
+        except ParkStop:
+            return
     if engine.hooks.at("after_tool"):
         result = await _after_tool(engine, st, call, result)
     _finish(engine, st, rec, result)
@@ -493,7 +542,8 @@ def _recs(st: TurnState, calls: tuple[ToolCall, ...], resumed: bool) -> list[_Ca
         if done is not None:
             rec.state, rec.message = "done", done
         recs.append(rec)
-    if resumed and st.resume is not None and st.resume.cancel_mode is None:
+    if resumed and st.resume is not None and st.resume.cancel_mode is None \
+            and not st.resume.requests:  # (a parked turn: _parking.restore_requests says)
         # The process died here: the first unfinished group may have been running.
         for group in _groups(recs):
             open_ = [r.call.id for r in group if r.state != "done"]
@@ -501,6 +551,18 @@ def _recs(st: TurnState, calls: tuple[ToolCall, ...], resumed: bool) -> list[_Ca
                 st.durability.resumed_calls = frozenset(open_)
                 break
     return recs
+
+
+async def _park(engine: Engine, st: TurnState, recs: list[_Call]) -> None:
+    """A call of this group parked: checkpoint the turn with its requests, then stop."""
+    requests = open_requests(st, [r.call.id for r in recs if r.state != "done"])
+    await write_checkpoint(engine, st, "tools")
+    try:
+        index_parked(engine, st, requests)
+    except Exception as exc:  # the checkpoint still lists them: pending_requests(session) does
+        engine.error(st, f"indexing the waiting requests of session {st.session_id!r} "
+                     f"failed: {exc}", "checkpoint")
+    raise ParkStop
 
 
 async def execute_tools(engine: Engine, st: TurnState, calls: tuple[ToolCall, ...],
@@ -526,8 +588,10 @@ async def execute_tools(engine: Engine, st: TurnState, calls: tuple[ToolCall, ..
                     _skip(engine, st, rec, reason)
                 break
             await _run_group(engine, st, group)
+            if any(rec.state == "parked" for rec in group):
+                await _park(engine, st, recs)
             await safe_point(engine, st, SafePoint.AFTER_TOOLS, "tools")
-    except CancelStop:
+    except (CancelStop, ParkStop):
         cancelled = True
         raise
     except BaseException as exc:
@@ -540,7 +604,7 @@ async def execute_tools(engine: Engine, st: TurnState, calls: tuple[ToolCall, ..
                     rec.ctx.cancel()
                 _finish(engine, st, rec,
                         ToolResult(f"Tool '{rec.call.name}' was cancelled: {note}.", True))
-            elif rec.state == "pending":
+            elif rec.state in ("pending", "parked"):
                 _skip(engine, st, rec, "aborted", note)
         raise
     finally:

@@ -26,7 +26,9 @@ from steerable._core._durable import (
 from steerable._core._engine import Engine
 from steerable._core._interrupt_text import fallback_summary, is_echo
 from steerable._core._model_call import call_model
+from steerable._core._parking import ParkStop, parked_requests
 from steerable._core._queues import deliver, drain_steering, settle
+from steerable._core._requests import PendingRequest
 from steerable._core._subturn import close_results, deliver_results, wait_children
 from steerable._core._tool_exec import close_cancelled, execute_tools, skip_calls
 from steerable._core._turn_state import (
@@ -46,7 +48,10 @@ from steerable._events import (
 from steerable._messages import Message, Usage
 from steerable._records import Record, record
 
-__all__ = ["DEFAULT_INTERRUPT_HINT", "TurnResult", "begin_turn", "run_turn"]
+__all__ = ["DEFAULT_INTERRUPT_HINT", "KEEPS_CHECKPOINT", "TurnResult", "begin_turn", "run_turn"]
+
+KEEPS_CHECKPOINT = (TurnStatus.CANCELLED, TurnStatus.WAITING)
+"""A durable turn that ends so keeps its checkpoint (``resume``, or an answer, continues it)."""
 
 _ANSWERED = (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS)
 """Statuses whose text is the turn's answer (others end with a summary or nothing)."""
@@ -86,6 +91,8 @@ class TurnResult(Record):
     output: Any = None
     """The final answer as a value of the agent's ``output_type`` (None without one, and when
     the turn did not end with a valid answer: interrupted, budget, error...)."""
+    pending: tuple[PendingRequest, ...] = ()
+    """For a ``waiting`` (parked) turn: the approvals and questions it waits for."""
 
 
 def _interrupt_note(st: TurnState) -> str:
@@ -205,6 +212,8 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
         status = TurnStatus.CANCELLED
         if not st.durability.durable:
             close_cancelled(engine, st)
+    except ParkStop:
+        status = TurnStatus.WAITING  # its checkpoint holds the open requests
     except AbortSignal as sig:
         status, rollback = TurnStatus.ABORTED, sig.hard
         if not sig.hard:
@@ -238,10 +247,11 @@ async def _store_outcome(engine: Engine, st: TurnState, status: TurnStatus,
     Ordering matters for a crash in between: an aborted turn drops its checkpoint first (a
     restart must not continue what the user aborted); a saved turn appends its history
     first (``resume`` recognises a checkpoint whose turn is already in the history)."""
-    if status is TurnStatus.CANCELLED and st.durability.durable:
+    if status in KEEPS_CHECKPOINT and st.durability.durable:
         await settle_writes(st)  # the checkpoint stays: resume continues from it
         if st.inbound.held:  # with what waits behind it now (it ran after them since the write)
-            await write_checkpoint(engine, st, stage_now(st), st.control.cancel.requested)
+            mode = st.control.cancel.requested if status is TurnStatus.CANCELLED else None
+            await write_checkpoint(engine, st, stage_now(st), mode)
         st.durability.released = True
         return None
     if rollback:
@@ -284,9 +294,10 @@ async def _finish(engine: Engine, st: TurnState, status: TurnStatus,
         error=error, messages=tuple(tr.new), tools_run=tuple(tr.tools_run), usage=usage,
         duration=duration, parent_turn_id=st.parent_turn_id,
         checkpoint_id=f"{dur.origin_turn_id}.{dur.seq}"
-        if status is TurnStatus.CANCELLED and dur.durable else None,
+        if status in KEEPS_CHECKPOINT and dur.durable else None,
         resumed_from=None if st.resume is None else st.resume.turn_id,
         output=st.ledger.output if status in _ANSWERED else None,
+        pending=parked_requests(st) if status is TurnStatus.WAITING else (),
     )
     await close_results(engine, st)  # results too late for this turn: to the session
     engine.emit(st, TurnEnd, status=status, text=text, iterations=st.transcript.iteration,

@@ -19,6 +19,7 @@ from typing import Any
 from steerable._core._agent import Agent, BaseAgent
 from steerable._core._cancel import CancelMode, CancelState
 from steerable._core._checkpoint import Checkpoint
+from steerable._core._requests import LiveRequest, PendingRequest
 from steerable._events import SkipReason, TurnPhase, TurnStatus
 from steerable._messages import Message
 from steerable._receipts import MessageHolder, MessageReceipt
@@ -26,8 +27,9 @@ from steerable._records import Record, record
 from steerable.errors import IllegalTransitionError
 from steerable.tools._base import Subturns, ToolContext
 
-__all__ = ["OWNERS", "CancelStop", "Control", "Delivery", "Durability", "Inbound", "Interrupt",
-           "Ledger", "QueuedMessage", "Transcript", "TurnState", "TurnTree", "check_transition"]
+__all__ = ["OWNERS", "Asks", "CancelStop", "Control", "Delivery", "Durability", "Inbound",
+           "Interrupt", "Ledger", "QueuedMessage", "Transcript", "TurnState", "TurnTree",
+           "check_transition"]
 
 P = TurnPhase
 _ALLOWED: dict[TurnPhase, frozenset[TurnPhase]] = {
@@ -239,6 +241,25 @@ class Durability:
     """True once the turn's checkpoint was dropped or handed on (``_durable.release``)."""
 
 
+
+@dataclass(slots=True)
+class Asks:
+    """The turn's approvals and questions: what it asked, what was answered, what parked.
+
+    Owner: ``_parking``. Nearly every turn asks nothing: its tables are made on first use (an
+    empty dict costs 64 bytes per turn)."""
+
+    requests: dict[str, PendingRequest] | None = None
+    """By id: those restored from a parked checkpoint (with their answers), and those opened
+    since; a request leaves when its call has ended."""
+    fresh: frozenset[str] = frozenset()
+    """Answered while the turn was parked: their ``*_RESOLVED``/``QUESTION_ANSWERED`` is
+    emitted as the resumed turn uses them."""
+    asked: dict[str, int] | None = None
+    """Per call id, how many times its tool called ``ask`` in this run (replay order)."""
+    live: dict[str, LiveRequest] | None = None
+    """Requests of this run that parked: their live entry, dropped as the turn ends."""
+
 OWNERS: dict[str, tuple[str, ...]] = {
     "transcript": ("_core._turn", "_core._model_call", "_core._tool_exec", "_core._queues",
                    "_core._subturn", "_core._composite", "_core._durable", "_core._budget",
@@ -249,6 +270,7 @@ OWNERS: dict[str, tuple[str, ...]] = {
     "tree": ("_core._subturn",),
     "durability": ("_core._durable", "_core._turn", "_core._tool_exec", "drivers"),
     "ledger": ("_core._budget", "_core._answer"),
+    "asks": ("_core._parking",),
 }
 """Which modules (under ``steerable.``; a package's name covers its modules) may write each
 part's fields. The identity fields of ``TurnState`` itself are written by its constructor
@@ -282,6 +304,7 @@ class TurnState:
     tree: TurnTree = field(default_factory=TurnTree)
     durability: Durability = field(default_factory=Durability)
     ledger: Ledger = field(default_factory=Ledger)
+    asks: Asks = field(default_factory=Asks)
     model_agent: Agent = field(init=False, repr=False, compare=False)
     """``agent`` as the ``Agent`` of a turn that calls a model: every turn but a composite
     agent's, which runs its children instead, never reaches the model or tool phases, and

@@ -14,8 +14,6 @@ from typing import Any
 from steerable import (
     Agent,
     AgentLoop,
-    HookAction,
-    HookDecision,
     Message,
     Permissions,
     ScriptedProvider,
@@ -44,6 +42,7 @@ from steerable.coding import (
     find_commands,
     find_skills,
     load_conventions,
+    make_ask_user_tool,
     make_skill_tool,
     make_todo_tool,
     skills_prompt,
@@ -82,16 +81,9 @@ quotes), concisely; say so if you could not find something."""
 # Approvals wait for a person, who may be away for a while; the loop's 60 s default is for bots.
 HUMAN_APPROVAL_TIMEOUT = 24 * 3600.0
 POLICY_TIMEOUT = 3600.0
-
-
-class DenyWithoutTerminal:
-    """The approver when nobody can be asked: refuse, and say how to allow."""
-
-    name = "no-terminal"
-
-    def approve_tool(self, ctx: Any) -> HookDecision:
-        return HookDecision(HookAction.DENY_TOOL, reason="no terminal to ask for approval; "
-                            "rerun with --yes or add an --allow rule")
+PAGE_PARK_AFTER = 300.0
+"""The server's page answers requests live for this long; then the turn parks (and waits in
+the store, for an answer from the page, the API or ``steerable answer``, as long as it takes)."""
 
 
 @dataclass
@@ -214,7 +206,9 @@ def coding_agents(settings: Settings, provider: Any, workspace: Workspace,
             name="explorer", provider=provider, model=settings["model"],
             description="reads and searches the workspace to answer a question; changes nothing",
             instructions=EXPLORER_INSTRUCTIONS.format(root=workspace.root),
-            tools=[t for t in tools if t.read_only], max_iterations=settings["max_iterations"])]
+            # Read-only, and never asking the person: a sub-turn's question cannot park.
+            tools=[t for t in tools if t.read_only and t.name != "ask_user"],
+            max_iterations=settings["max_iterations"])]
     agent = Agent(dry_run=bool(settings["dry_run"]), **common)
     dry_agent = Agent(dry_run=True, **common) if not settings["dry_run"] else agent
     return agent, dry_agent
@@ -227,7 +221,7 @@ def workspace_tools(settings: Settings, workspace: Workspace,
     sandbox = Sandbox(enabled=bool(settings["sandbox"]), network=bool(settings["sandbox_network"]))
     return [*coding_tools(workspace, bash_timeout=settings["bash_timeout"], sandbox=sandbox,
                           shells=shells),
-            make_todo_tool()]
+            make_todo_tool(), make_ask_user_tool()]
 
 
 def tell_session(loop: AgentLoop, notice: ShellNotice) -> None:
@@ -268,9 +262,14 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
         permissions = Permissions([(action, pattern) for action, pattern, _ in settings.rules])
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    # Nobody to ask now (no terminal, no page, no editor): requests park at once and wait in
+    # the store; a page parks them after a while; a terminal or an editor asks live.
+    asks_live = approver is not None or (not ask_by_events and can_ask and sys.stdin.isatty())
+    park = checkpoints and not asks_live
     loop = AgentLoop(agent, store=store, permissions=permissions, limits=turn_limits(settings),
-                     timeouts=Timeouts(approval=HUMAN_APPROVAL_TIMEOUT),
-                     record_events=record_events, checkpoints=checkpoints)
+                     timeouts=Timeouts(approval=HUMAN_APPROVAL_TIMEOUT,
+                                       park_after=PAGE_PARK_AFTER if ask_by_events else 0.0),
+                     record_events=record_events, checkpoints=checkpoints, park=park)
     shells.notify = lambda notice: tell_session(loop, notice)
     loop.register_hook(shells)  # a hard abort stops the commands its turn started
     undo = snapshot_hook(settings, workspace.root) if snapshots else None
@@ -286,17 +285,11 @@ def build_app(settings: Settings, *, session: str | None, can_ask: bool,
     if not settings["yes"]:
         if approver is not None:
             loop.register_hook(approver)
-        elif ask_by_events:
-            from steerable import HumanApprover
-
-            loop.register_hook(HumanApprover())
-        elif can_ask and sys.stdin.isatty():
-            from steerable import HumanApprover
-
-            loop.register_hook(HumanApprover())
-            interactive = True
         else:
-            loop.register_hook(DenyWithoutTerminal())
+            from steerable import HumanApprover
+
+            loop.register_hook(HumanApprover())
+            interactive = asks_live
     return App(settings, workspace, store, loop, agent, dry_agent, session_id, redact,
                interactive, policy, undo, project.conventions, hooks, project.skills,
                find_commands(workspace.root, [user_config_path().parent / "commands"]), shells)

@@ -23,7 +23,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 _EPILOG = """\
-exit codes: 0 completed, 1 error, 2 bad command line, 3 interrupted, aborted or cancelled.
+exit codes: 0 completed, 1 error, 2 bad command line, 3 interrupted, aborted or cancelled,
+4 every action denied, 5 waiting for an answer (steerable answer/approve/deny), 6 nothing
+changed.
 configuration: flags > environment (STEERABLE_*) > ./.steerable.toml > user config.toml.
 """
 
@@ -147,6 +149,30 @@ def _undo_parsers(sub: Any) -> None:
     _undo_options(rewind)
 
 
+def _answer_parsers(sub: Any) -> None:
+    answer = sub.add_parser("answer", help="answer a waiting question and resume its turn",
+                            description="Answer the question REQUEST_ID (printed by a run that "
+                            "left its turn waiting, or 'steerable waiting'); once the turn has "
+                            "every answer it needs it resumes here, rendered as 'run' does.",
+                            epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    answer.add_argument("request_id", metavar="REQUEST_ID")
+    answer.add_argument("value", metavar="VALUE",
+                        help="the answer (JSON when the question's schema wants a number, a "
+                             "bool, a list or an object)")
+    for verb, what in (("approve", "allow"), ("deny", "refuse")):
+        p = sub.add_parser(verb, help=f"{what} a waiting tool call and resume its turn",
+                           epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("request_id", metavar="REQUEST_ID")
+        p.add_argument("--reason", default="", help="said to the model (with deny)")
+        p.add_argument("--json", action="store_true", help="print the events as JSON lines")
+        _agent_options(p)
+    answer.add_argument("--json", action="store_true", help="print the events as JSON lines")
+    _agent_options(answer)
+    waiting = sub.add_parser("waiting", help="list the questions and approvals that wait for "
+                             "an answer, across sessions")
+    waiting.add_argument("--json", action="store_true", help="one JSON object per line")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="steerable", epilog=_EPILOG,
                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -229,6 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-sandbox", dest="sandbox", action="store_const", const=False,
                    default=None, help="run bash unconfined (default: in bubblewrap when "
                    "installed)")
+
+    _answer_parsers(sub)
 
     sessions = sub.add_parser("sessions", help="list, show, export, fork or remove sessions")
     ss = sessions.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser,

@@ -4,7 +4,9 @@ Enter while a turn runs sends the line as steering (it reaches the model at the 
 checkpoint); a line starting with ``>>`` queues a follow-up (a new turn once this one has ended
 and been saved). Ctrl+C interrupts gracefully, a second Ctrl+C within 2 s aborts, Ctrl+D quits.
 Finished things (answers, tool results) are printed above the prompt; what is running now is
-shown in the toolbar under it. Approvals are asked in the prompt itself: y, n or a (always).
+shown in the toolbar under it. Approvals are asked in the prompt itself: y, n or a (always);
+a tool's question (``ctx.ask``, the agent's ``ask_user``) too: the next line answers it.
+``/waiting`` lists the questions and approvals that wait, across sessions.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ Ctrl+D, /quit  leave
 /resume        continue this session's pending turn (cancelled, or cut off by a crash)
 /discard       drop this session's pending turn
 /queue         list the messages that wait (numbered)
+/waiting       list the questions and approvals waiting for an answer, in every session
 /revoke N      withdraw message N of the last /queue while it still waits
 /edit N TEXT   change the text of message N of the last /queue while it still waits
 /attach FILE   send an image, PDF or text file with your next message (when idle)
@@ -74,6 +77,7 @@ class ChatSession:
         self.view = TurnView(app.redact)
         self.driver = SessionDriver(app.loop, app.session_id, on_result=self.on_result)
         self.approvals: deque[Any] = deque()
+        self.questions: deque[Any] = deque()
         self.dry_run = bool(app.settings["dry_run"])
         self.driver.agent = app.agent_for(self.dry_run)
         self.show_events = False
@@ -101,6 +105,10 @@ class ChatSession:
     def message(self) -> str:
         if self.approvals:
             return "allow? [y]es/[n]o/[a]lways > "
+        if self.questions:
+            picks = self.questions[0].choices
+            shown = " [" + " / ".join(picks) + "]" if picks else ""
+            return f"answer{shown} > "
         return "steer > " if self.busy else "> "
 
     def toolbar(self) -> str:
@@ -139,6 +147,12 @@ class ChatSession:
             elif event.kind is EventKind.APPROVAL_RESOLVED:
                 self.approvals = deque(a for a in self.approvals
                                        if a.request_id != event.request_id)
+            elif event.kind is EventKind.QUESTION_ASKED and self.app.interactive_approvals:
+                self.say(f"? {self.app.redact(event.question)}", "yellow")
+                self.questions.append(event)
+            elif event.kind is EventKind.QUESTION_ANSWERED:
+                self.questions = deque(q for q in self.questions
+                                       if q.request_id != event.request_id)
             elif (event.kind is EventKind.MESSAGE_STATE
                   and event.state is MessageState.REJECTED and event.message_kind == "send"):
                 self.say(f"not taken: {self.app.redact(event.text)} ({event.detail})", "red")
@@ -150,6 +164,9 @@ class ChatSession:
         text = line.strip()
         if self.approvals:
             self.answer(text)
+            return
+        if self.questions and not text.startswith("/"):
+            self.answer_question(text)
             return
         if not text:
             return
@@ -232,6 +249,30 @@ class ChatSession:
         self.driver.answer(choice != "n", request_id=event.request_id, allow=rules,
                            reason="the user said no" if choice == "n" else "")
 
+    def answer_question(self, text: str) -> None:
+        from steerable.cli._requests import parse_value
+        from steerable.errors import InvalidAnswerError, RequestError
+
+        event = self.questions[0]
+        try:
+            self.app.loop.answer(event.request_id, parse_value(text, event.schema))
+        except InvalidAnswerError as exc:  # still open: the next line tries again
+            self.say(str(exc), "yellow")
+            return
+        except RequestError as exc:
+            self.say(str(exc), "yellow")
+        if self.questions and self.questions[0] is event:
+            self.questions.popleft()
+
+    def show_waiting(self) -> None:
+        from steerable.cli._requests import how_to_answer
+
+        pending = self.app.loop.pending_requests()
+        if not pending:
+            self.say("nothing waits for an answer")
+            return
+        self.say("\n".join(self.app.redact(line) for line in how_to_answer(pending)[1:]), "")
+
     def on_result(self, result: TurnResult) -> None:
         """Each finished turn: say what it could not deliver, and why it failed."""
         redact = self.app.redact
@@ -243,6 +284,7 @@ class ChatSession:
 
     def ctrl_c(self) -> None:
         self.approvals.clear()
+        self.questions.clear()
         on_ctrl_c(self.driver, lambda text: self.say(self.app.redact(text), "yellow"))
 
     async def command(self, text: str) -> None:
@@ -267,6 +309,8 @@ class ChatSession:
                 self.say(self.attachments.add(arg), "cyan")
             except ValueError as exc:
                 self.say(str(exc), "yellow")
+        elif name == "/waiting":
+            self.show_waiting()
         elif name in ("/revoke", "/edit") and self.numbered(arg) is not None:
             n, _, new = arg.partition(" ")
             if name == "/revoke":

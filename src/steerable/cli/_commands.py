@@ -30,6 +30,12 @@ def dispatch(args: argparse.Namespace) -> int:
         return config_show(settings, args.json)
     if args.command == "run":
         return _run(args, settings)
+    if args.command in ("answer", "approve", "deny", "waiting"):
+        from steerable.cli import _answer
+
+        if args.command == "waiting":
+            return _answer.waiting_command(args, settings)
+        return _answer.answer_command(args, settings)
     if args.command == "serve":
         from steerable.cli._serve import serve
 

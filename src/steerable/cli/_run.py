@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from steerable import Event, EventKind, TurnHandle, TurnResult, TurnStatus
@@ -25,10 +25,11 @@ from steerable.cli._approve import (
     uncoverable,
 )
 from steerable.cli._diff_view import coloured_diff
+from steerable.cli._requests import ask_inline, how_to_answer
 from steerable.drivers._session_driver import DOUBLE_PRESS, SessionDriver
 
-__all__ = ["DENIED", "NOT_CHANGED", "exit_code", "on_ctrl_c", "run_prompt", "session_line"]
-
+__all__ = ["DENIED", "NOT_CHANGED", "WAITING", "exit_code", "on_ctrl_c", "run_prompt",
+           "session_line"]
 
 
 DENIED = 4
@@ -36,6 +37,10 @@ DENIED = 4
 
 NOT_CHANGED = 6
 """Exit code of a run asked for a change (the policy's reading) whose turn changed nothing."""
+
+WAITING = 5
+"""Exit code of a run whose turn waits for an answer (parked: ``steerable answer``,
+``steerable approve``/``deny`` resume it, from any process)."""
 
 
 class _Tally:
@@ -62,6 +67,8 @@ class _Tally:
 def exit_code(result: TurnResult) -> int:
     if result.status is TurnStatus.COMPLETED:
         return 0
+    if result.status is TurnStatus.WAITING:
+        return WAITING
     if result.status in (TurnStatus.INTERRUPTED, TurnStatus.ABORTED, TurnStatus.CANCELLED,
                          TurnStatus.BUDGET_EXCEEDED):
         return 3
@@ -123,6 +130,8 @@ async def _consume(app: App, driver: SessionDriver, events: AsyncIterator[Event]
             sys.stdout.flush()
             if event.kind is EventKind.APPROVAL_REQUESTED and asks:
                 await _approve(app, driver, event, lambda: None, lambda: None)
+            elif event.kind is EventKind.QUESTION_ASKED and asks:
+                await ask_inline(app.loop, event, lambda: None, lambda: None, app.redact)
         return
     from rich.console import Console
 
@@ -134,6 +143,8 @@ async def _consume(app: App, driver: SessionDriver, events: AsyncIterator[Event]
             renderer.handle(event)
             if event.kind is EventKind.APPROVAL_REQUESTED and asks:
                 await _approve(app, driver, event, renderer.pause, renderer.resume)
+            elif event.kind is EventKind.QUESTION_ASKED and asks:
+                await ask_inline(app.loop, event, renderer.pause, renderer.resume, app.redact)
 
 
 def _first_turn(app: App, prompt: str | list[Part] | None,
@@ -161,9 +172,10 @@ def _first_turn(app: App, prompt: str | list[Part] | None,
 
 
 async def run_prompt(app: App, prompt: str | list[Part] | None, *, as_json: bool,
-                     debug: bool = False, discard_pending: bool = False) -> int:
-    """Run ``prompt`` (text or content parts; None: resume the session's pending turn) and
-    its follow-ups."""
+                     debug: bool = False, discard_pending: bool = False,
+                     start: Callable[[], Awaitable[TurnResult]] | None = None) -> int:
+    """Run ``prompt`` (text or content parts; None: resume the session's pending turn;
+    ``start``: the turn it gives, as an answer that resumes a parked turn) and its follow-ups."""
     loop = asyncio.get_running_loop()
     driver = SessionDriver(app.loop, app.session_id)
     tally = _Tally(app)
@@ -174,7 +186,8 @@ async def run_prompt(app: App, prompt: str | list[Part] | None, *, as_json: bool
 
     loop.add_signal_handler(signal.SIGINT, on_ctrl_c, driver, say)
     try:
-        result: TurnResult = await _first_turn(app, prompt, discard_pending)
+        result: TurnResult = await (start() if start is not None
+                                    else _first_turn(app, prompt, discard_pending))
         if result.status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS) and result.follow_ups:
             # The follow-ups run through send: in order, each after the one before was saved.
             for text in result.follow_ups:
@@ -194,8 +207,9 @@ async def run_prompt(app: App, prompt: str | list[Part] | None, *, as_json: bool
         if restored is not None:
             sys.stderr.write(f"put back {len(restored.paths)} path(s) the aborted turn "
                              "changed (undo_on_abort)\n")
-    for item in result.unprocessed:
-        sys.stderr.write(f"not delivered ({item.kind}): {app.redact(item.text)}\n")
+    lines = [f"not delivered ({item.kind}): {item.text}" for item in result.unprocessed]
+    lines += how_to_answer(result.pending) if result.status is TurnStatus.WAITING else []
+    sys.stderr.writelines(app.redact(line) + "\n" for line in lines)
     # stderr gets one line: the error (naming the session, which keeps the turn's consistent
     # prefix), or else the session id to continue with.
     if result.status is TurnStatus.ERROR and result.error is not None:

@@ -122,15 +122,17 @@ def _redis_runner(app: Any, url: str, args: argparse.Namespace) -> Any:
     if not url.startswith(("redis://", "rediss://", "unix://")):
         raise UsageError(f"--redis takes a URL like redis://HOST:PORT/DB, got {url!r}")
     from steerable import AgentLoop, HumanApprover, Timeouts
-    from steerable.cli._app import HUMAN_APPROVAL_TIMEOUT, tell_session
+    from steerable.cli._app import HUMAN_APPROVAL_TIMEOUT, PAGE_PARK_AFTER, tell_session
     from steerable.cli._integrations import telemetry_hook
     from steerable.cli._settings import turn_limits
 
     def make_loop(store: Any) -> AgentLoop:
+        # A request open PAGE_PARK_AFTER parks: any worker resumes the turn once answered.
         loop = AgentLoop(app.agent, store=store, permissions=app.loop.permissions,
                          limits=turn_limits(app.settings),
-                         timeouts=Timeouts(approval=HUMAN_APPROVAL_TIMEOUT),
-                         record_events=args.record_events)
+                         timeouts=Timeouts(approval=HUMAN_APPROVAL_TIMEOUT,
+                                           park_after=PAGE_PARK_AFTER),
+                         record_events=args.record_events, park=True)
         if not app.settings["yes"]:
             loop.register_hook(HumanApprover())  # asked on the page, answered from anywhere
         hook = telemetry_hook(app.settings)  # the turns run here, not on the front loop

@@ -9,7 +9,8 @@ that may change it (bash included), and undo, redo and rewind over those snapsho
 ``load_conventions`` reads the project's own instructions (AGENTS.md or CLAUDE.md files);
 ``load_hook_settings`` and ``CommandHooks`` run the command hooks of Claude Code settings files;
 ``find_skills`` and ``find_commands`` find SKILL.md skills and Markdown slash commands;
-``make_todo_tool`` is the agent's plan, streamed as PLAN_UPDATED events.
+``make_todo_tool`` is the agent's plan, streamed as PLAN_UPDATED events; ``make_ask_user_tool``
+lets the agent ask the person a question (``ToolContext.ask``).
 ``BackgroundShells`` holds the commands bash started with ``background=True``.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from steerable.coding._ask import make_ask_user_tool
 from steerable.coding._bg_shells import BackgroundShells, Shell, ShellNotice
 from steerable.coding._command_hooks import CommandHooks
 from steerable.coding._conventions import ConventionFile, Conventions, load_conventions
@@ -91,6 +93,7 @@ __all__ = [
     "find_skills",
     "load_conventions",
     "load_hook_settings",
+    "make_ask_user_tool",
     "make_bash_tool",
     "make_edit_tool",
     "make_find_tool",

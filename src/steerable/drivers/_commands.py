@@ -31,7 +31,7 @@ from steerable.drivers._checks import (
 )
 from steerable.drivers._lanes import check_policy
 
-__all__ = ["AnswerApproval", "Cancel", "Command", "Edit", "FollowUp", "Interrupt", "Resume",
+__all__ = ["AnswerApproval", "AnswerQuestion", "Cancel", "Command", "Edit", "FollowUp", "Interrupt", "Resume",
            "Revoke", "Send", "StartTurn", "Steer"]
 
 
@@ -198,6 +198,19 @@ class AnswerApproval(Command):
         check_str("request_id", self.request_id)
         check_type("approved", self.approved, bool)
         check_str("reason", self.reason)
+
+
+@record(kw_only=False)
+class AnswerQuestion(Command):
+    """The answer to a ``QUESTION_ASKED`` (``AgentLoop.answer``): checked against the
+    question's choices or schema where it is answered."""
+
+    verb: ClassVar[str] = "answer"
+    request_id: str
+    value: Any
+
+    def check(self) -> None:
+        check_str("request_id", self.request_id)
 
 
 @record(kw_only=False)

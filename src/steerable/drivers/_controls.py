@@ -25,12 +25,14 @@ from typing import Any
 
 from steerable._core._cancel import CancelHandle
 from steerable._core._engine import Engine
+from steerable._core._parking import hold_for_parked
 from steerable._core._queues import follow_up, steer
 from steerable._core._turn_state import TurnState
 from steerable._receipts import MessageReceipt
 from steerable.drivers._binding import LoopBinding
 from steerable.drivers._commands import (
     AnswerApproval,
+    AnswerQuestion,
     Cancel,
     Command,
     Edit,
@@ -77,6 +79,11 @@ def _message(parts: LoopParts, cmd: Steer | FollowUp) -> MessageReceipt:
     engine = parts.engine
     st = _target(engine, cmd.session_id, cmd.turn_id)
     steering = isinstance(cmd, Steer)
+    if st is None and cmd.turn_id is None:  # a parked turn keeps it until it resumes
+        held = hold_for_parked(engine, "steer" if steering else "follow_up", cmd.text,
+                               cmd.session_id)
+        if held is not None:
+            return held
     if st is None:
         r = MessageReceipt("steer" if steering else "follow_up", cmd.text, cmd.session_id or "")
         return engine.inbox.reject(r, "no turn is active")
@@ -106,8 +113,8 @@ VERBS: Mapping[type[Command], Handler] = {
     FollowUp: _message,
     Interrupt: _interrupt,
     Cancel: _cancel,
-    AnswerApproval: lambda parts, cmd: parts.engine.broker.resolve(
-        cmd.request_id, cmd.approved, cmd.reason),
+    AnswerApproval: lambda parts, cmd: parts.turns.answers.approval(cmd),
+    AnswerQuestion: lambda parts, cmd: parts.turns.answers.question(cmd),
     Revoke: lambda parts, cmd: parts.engine.inbox.revoke(cmd.message_id),
     Edit: lambda parts, cmd: parts.engine.inbox.edit(cmd.message_id, cmd.text),
 }

@@ -24,6 +24,7 @@ from steerable._core._cancel import CancelHandle, CancelMode
 from steerable._core._checkpoint import Checkpoint
 from steerable._core._engine import Engine
 from steerable._core._permissions import Permissions
+from steerable._core._requests import PendingRequest
 from steerable._core._session import InMemorySessionStore, SessionStore
 from steerable._core._turn import TurnResult, run_turn
 from steerable._events import EventKind
@@ -31,6 +32,7 @@ from steerable._messages import Message
 from steerable._parts import Part
 from steerable._receipts import MessageInfo, MessageReceipt
 from steerable.drivers import _commands as cmd
+from steerable.drivers._answers import check_park
 from steerable.drivers._binding import LoopBinding
 from steerable.drivers._checks import (
     check_busy_policy,
@@ -66,7 +68,8 @@ class AgentLoop:
                  limits: Limits | None = None, timeouts: Timeouts | None = None,
                  permissions: Permissions | Iterable[tuple[str, str]] | None = None,
                  record_events: str | os.PathLike[str] | None = None,
-                 busy_policy: BusyPolicy = "steer", checkpoints: bool = True) -> None:
+                 busy_policy: BusyPolicy = "steer", checkpoints: bool = True,
+                 park: bool = False) -> None:
         self.permissions = check_config(agent, store, limits, timeouts, permissions)
         policy = check_busy_policy(busy_policy)
         self.agent = agent
@@ -75,6 +78,7 @@ class AgentLoop:
             limits=limits or Limits(), timeouts=timeouts or Timeouts(),
             permissions=self.permissions, checkpoints=checkpoints)
         engine.runner = functools.partial(run_turn, engine)
+        engine.park = check_park(park, engine.durable)  # see docs/concepts/parking.md
         record = record_events if record_events is not None else os.environ.get(_RECORD_ENV)
         self._observers = Observers(engine, os.fspath(record) if record else None)
         self._binding = LoopBinding(engine.bus.bind, self._observers.start)
@@ -246,9 +250,26 @@ class AgentLoop:
         wins. ``await handle.wait()``; ``handle.contributed``."""
         return cast("CancelHandle | None", self.submit(cmd.Cancel(session_id, mode=mode)))
 
-    def resolve_approval(self, request_id: str, approved: bool, reason: str = "") -> bool:
-        """Answer an APPROVAL_REQUESTED; False when no such request is open."""
-        return bool(self.submit(cmd.AnswerApproval(request_id, approved, reason)))
+    def resolve_approval(self, request_id: str, approved: bool,
+                         reason: str = "") -> bool | TurnHandle:
+        """Answer an APPROVAL_REQUESTED; False when no such request exists. A parked turn's
+        approval is answered from any loop over its store, once (``RequestClosedError`` for
+        a second answer); the last answer a parked turn waits for resumes it: its
+        ``TurnHandle`` is returned."""
+        return cast("bool | TurnHandle",
+                    self.submit(cmd.AnswerApproval(request_id, approved, reason)))
+
+    def answer(self, request_id: str, value: Any) -> bool | TurnHandle:
+        """Answer a QUESTION_ASKED with ``value`` (a str, one of its ``choices``, or JSON data
+        fitting its ``schema``): ``InvalidAnswerError`` leaves it open, a second answer is
+        ``RequestClosedError``, an id never issued ``UnknownRequestError``. True, or the
+        resumed turn's ``TurnHandle`` when a parked turn waited for this answer last."""
+        return cast("bool | TurnHandle", self.submit(cmd.AnswerQuestion(request_id, value)))
+
+    def pending_requests(self, session_id: str | None = None) -> list[PendingRequest]:
+        """Approvals and questions waiting for a person, oldest first: those of running turns,
+        and parked ones across every session of the store (or only ``session_id``'s)."""
+        return self._binding.call(self._turns.answers.pending, session_id)
 
     # -- questions ----------------------------------------------------------------------------
 

@@ -200,7 +200,7 @@ class SessionDriver:
         for pattern in allow:
             self.loop.permissions.add("allow", pattern, session_id=session)
         self._approvals.pop(rid, None)
-        return self.loop.resolve_approval(rid, approved, reason)
+        return bool(self.loop.resolve_approval(rid, approved, reason))
 
     def deny_open(self, reason: str) -> None:
         for rid in list(self._approvals):

@@ -23,6 +23,7 @@ from steerable._core._turn import TurnResult, begin_turn, run_turn
 from steerable._core._turn_state import TurnState
 from steerable._ids import random_hex
 from steerable._receipts import MessageReceipt
+from steerable.drivers._answers import Answers
 from steerable.drivers._background import Summaries
 from steerable.drivers._binding import LoopBinding
 from steerable.drivers._commands import Resume, StartTurn
@@ -65,6 +66,8 @@ class Turns:
         self.finished = 0
         self.closed = False
         self.summaries = Summaries(engine)
+        self.answers = Answers(engine, agent, self.resume)
+        """Answers to approvals and questions, live or parked (``_answers``)."""
 
     # -- starting -----------------------------------------------------------------------------
 
@@ -128,6 +131,7 @@ class Turns:
         engine = self.engine
         try:
             result = await run_turn(engine, st)
+            self.answers.after_turn(st)
         finally:
             engine.turns.pop(st.turn_id, None)
             if engine.active.get(st.session_id) is st:

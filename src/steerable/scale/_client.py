@@ -21,12 +21,15 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import steerable.errors as errors
+from steerable._core._parking import record_answer
+from steerable._core._requests import RequestKind
 from steerable._receipts import new_message_id
 from steerable.errors import SessionBusyError, SteerableError
 from steerable.scale._keys import Keys
 from steerable.scale._protocol import POLICIES, Scripts, decode, encode
 from steerable.storage._ids import check_session_id
-from steerable.storage.redis_store import RedisUnavailableError
+from steerable.storage.redis_store import RedisSessionStore, RedisUnavailableError
 
 __all__ = ["MessageAck", "RedisClient", "SendResult", "StreamedEvent", "WorkerUnavailableError",
            "connect"]
@@ -119,10 +122,14 @@ class RedisClient:
         self._own = client is None
         self._scripts = Scripts(self._redis, self.keys)
         self._errors = unavailable_errors()
+        self._store: Any = None
+        """A store client for parked requests (made when one is first answered here)."""
 
     async def aclose(self) -> None:
         if self._own:
             await self._redis.aclose()
+        if self._store is not None:
+            self._store.close()
 
     def _down(self, exc: BaseException, what: str) -> RedisUnavailableError:
         return RedisUnavailableError(
@@ -213,18 +220,47 @@ class RedisClient:
         return await self._ok("cancel", session_id, {"mode": mode})
 
     async def resolve_approval(self, request_id: str, approved: bool, reason: str = "") -> bool:
-        """Answer an ``APPROVAL_REQUESTED`` raised on any worker; False when none is open."""
+        """Answer an ``APPROVAL_REQUESTED`` raised on any worker, live or parked; False when
+        no such request exists. A parked turn whose last request this answered resumes on
+        whichever worker takes its session; a second answer raises ``RequestClosedError``."""
+        try:
+            return await self._answer("approval", request_id, approved, reason)
+        except errors.UnknownRequestError:
+            return False
+
+    async def answer(self, request_id: str, value: Any) -> bool:
+        """Answer a ``QUESTION_ASKED`` raised on any worker, live or parked (as
+        ``AgentLoop.answer``: a ``RequestError`` says why an answer is refused)."""
+        return await self._answer("question", request_id, value, "")
+
+    async def _answer(self, kind: RequestKind, request_id: str, value: Any,
+                      reason: str) -> bool:
+        """To the worker that raised the request (it answers a live wait, or records a parked
+        request's answer); else, when no worker has it any more, through the store here."""
+        args = {"request_id": request_id, "approved": value, "reason": reason} \
+            if kind == "approval" else {"request_id": request_id, "value": value}
         try:
             holder = await self._redis.get(self.keys.approval(request_id))
-            if holder is None:
-                return False
-            answer = await self._command(holder.decode(), "approval", "", {
-                "request_id": request_id, "approved": approved, "reason": reason})
+            if holder is not None:
+                answer = await self._command(holder.decode(), "approval" if kind == "approval"
+                                             else "answer", "", args)
+                _raise_refusal(answer)
+                if answer.get("ok"):
+                    return True
         except WorkerUnavailableError:
-            raise
+            pass  # gone: a parked request is in the store; a live one died with its turn
         except self._errors as exc:
-            raise self._down(exc, "answer the approval") from None
-        return bool(answer.get("ok"))
+            raise self._down(exc, f"answer the {kind}") from None
+        store = self._parked_store()
+        cp = await asyncio.to_thread(record_answer, store, request_id, kind, value, reason)
+        if cp is not None:
+            await self.resume(cp.session_id)
+        return True
+
+    def _parked_store(self) -> Any:
+        if self._store is None:
+            self._store = RedisSessionStore(self.url, prefix=self.keys.prefix)
+        return self._store
 
     async def holder(self, session_id: str) -> str | None:
         """The worker id holding the session's lease (running or about to run its turns)."""
@@ -371,3 +407,13 @@ class RedisClient:
                     cursor = entry_id.decode()
                     yield StreamedEvent(cursor, decode(fields[b"e"]))
             await asyncio.sleep(0)
+
+
+def _raise_refusal(answer: dict[str, Any]) -> None:
+    """A worker refused an answer: raise it here as the error the worker raised."""
+    if "error" not in answer:
+        return
+    cls = getattr(errors, str(answer.get("type", "")), None)
+    if isinstance(cls, type) and issubclass(cls, errors.RequestError):
+        raise cls(str(answer["error"]))
+    raise ValueError(str(answer["error"]))

@@ -17,6 +17,7 @@ from typing import Any
 from steerable._core._cancel import CancelHandle
 from steerable._receipts import MessageReceipt
 from steerable.drivers._controls import COMMANDS, from_wire
+from steerable.drivers._handle import TurnHandle
 from steerable.scale._host import WorkerHost
 from steerable.scale._protocol import decode, encode
 
@@ -43,7 +44,8 @@ class ControlHandler:
                     try:
                         answer = await self.handle(command)
                     except (ValueError, TypeError, KeyError) as exc:
-                        answer = {"error": str(exc)}
+                        # (the class name lets the poster raise a RequestError as such)
+                        answer = {"error": str(exc), "type": type(exc).__name__}
                     pipe = w._redis.pipeline(transaction=False)
                     pipe.rpush(command["reply"], encode(answer))
                     pipe.expire(command["reply"], 60)
@@ -79,6 +81,8 @@ class ControlHandler:
                     "state": answer.state.value, "detail": answer.detail}
         if isinstance(answer, CancelHandle):
             return {"ok": answer.contributed}
+        if isinstance(answer, TurnHandle):  # an answer resumed a turn (a worker never does)
+            return {"ok": True, "turn_id": answer.turn_id}
         return {"ok": bool(answer)}
 
     async def _message(self, session_id: str, entry: dict[str, Any]) -> dict[str, Any]:

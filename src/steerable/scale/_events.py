@@ -84,9 +84,11 @@ class EventPublisher:
                 fence = token.rsplit(":", 1)[1]
                 record = redacted(event_to_dict(event), w.redact)
                 rows.setdefault((session_id, fence), []).append(encode(record))
-            if event.kind is EventKind.APPROVAL_REQUESTED:
+            # Requests this worker raised: answers are routed here (a parked one too: the
+            # worker records it in the store and queues the turn's resume).
+            if event.kind in (EventKind.APPROVAL_REQUESTED, EventKind.QUESTION_ASKED):
                 approvals.append((getattr(event, "request_id", ""), True))
-            elif event.kind is EventKind.APPROVAL_RESOLVED:
+            elif event.kind in (EventKind.APPROVAL_RESOLVED, EventKind.QUESTION_ANSWERED):
                 approvals.append((getattr(event, "request_id", ""), False))
             elif event.kind is EventKind.TURN_END and event.parent_turn_id is None:
                 ended.append(event.turn_id)

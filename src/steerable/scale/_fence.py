@@ -8,7 +8,7 @@ is why the Redis store is the one to use across machines.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from steerable._core._checkpoint import Checkpoint, CheckpointStore
@@ -109,6 +109,35 @@ class FencedCheckpointStore(FencedStore):
     def _checkpoints(self) -> CheckpointStore:
         assert isinstance(self.inner, CheckpointStore)
         return self.inner
+
+    # The index of waiting requests (parking), when the inner store keeps one: named here,
+    # since a protocol check does not look through ``__getattr__``. Unfenced: a request is
+    # indexed after its fenced checkpoint, and answers come from any process by design.
+
+    def index_requests(self, session_id: str, request_ids: Sequence[str]) -> None:
+        self.inner.index_requests(session_id, request_ids)  # type: ignore[attr-defined]
+
+    def request_session(self, request_id: str) -> str | None:
+        found: str | None = self.inner.request_session(request_id)  # type: ignore[attr-defined]
+        return found
+
+    def answer_request(self, request_id: str, answer: Mapping[str, Any]) -> bool:
+        return bool(self.inner.answer_request(request_id, answer))  # type: ignore[attr-defined]
+
+    def request_answers(self, request_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        got: dict[str, dict[str, Any]] = self.inner.request_answers(  # type: ignore[attr-defined]
+            request_ids)
+        return got
+
+    def waiting_requests(self) -> list[tuple[str, str]]:
+        got: list[tuple[str, str]] = self.inner.waiting_requests()  # type: ignore[attr-defined]
+        return got
+
+    def claim_resume(self, checkpoint_id: str) -> bool:
+        return bool(self.inner.claim_resume(checkpoint_id))  # type: ignore[attr-defined]
+
+    def close_requests(self, request_ids: Sequence[str]) -> None:
+        self.inner.close_requests(request_ids)  # type: ignore[attr-defined]
 
 
 def fence(inner: SessionStore, keys: Keys, sync_client: Any) -> FencedStore:

@@ -121,6 +121,9 @@ class RedisWorker:
         self._errors = unavailable_errors()
         self._stop: asyncio.Event | None = None
         self._tg: asyncio.TaskGroup | None = None
+        # A parked turn whose last answer reaches this worker resumes where the session's
+        # lease is: through the session's queue, like any message, never on this loop directly.
+        self.loop._turns.answers.resume = self._post_resume
         self._capacity = asyncio.Condition()
         self.ready = asyncio.Event()
         """Set once the worker reads its inbox (tests and the server wait for it)."""
@@ -162,6 +165,15 @@ class RedisWorker:
     def stop(self) -> None:
         if self._stop is not None:
             self._stop.set()
+
+    def _post_resume(self, session_id: str) -> bool:
+        """Queue the resume of a parked turn (its answers are in): the worker that takes the
+        session resumes it."""
+        if self._tg is None:
+            raise RuntimeError("this worker is not running; the turn stays parked until "
+                               "another process resumes it")
+        self._tg.create_task(self.client.resume(session_id))
+        return True
 
     async def _hand_over(self) -> None:
         for session_id in list(self.running):

@@ -30,6 +30,7 @@ from steerable._parts_json import parts_from_json
 from steerable.drivers._lanes import BUSY_POLICIES
 from steerable.errors import CheckpointError, SessionBusyError
 from steerable.server._guard import AccessGuard
+from steerable.server._requests_api import request_routes
 from steerable.server._runner import SessionRunner
 from steerable.server._undo_api import UndoAPI
 
@@ -41,12 +42,13 @@ MAX_MESSAGE_BODY = 32 * 1024 * 1024
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _MESSAGE_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 _PUBLIC = ("/", "/static/app.js", "/static/undo.js", "/static/messages.js", "/static/usage.js",
-           "/static/page.js", "/static/parts.js", "/static/writing.js", "/static/app.css",
-           "/favicon.svg")
+           "/static/page.js", "/static/parts.js", "/static/writing.js", "/static/requests.js",
+           "/static/app.css", "/favicon.svg")
 _STATIC = {"app.js": "text/javascript", "undo.js": "text/javascript",
            "messages.js": "text/javascript", "usage.js": "text/javascript",
            "page.js": "text/javascript", "parts.js": "text/javascript",
-           "writing.js": "text/javascript", "app.css": "text/css"}
+           "writing.js": "text/javascript", "requests.js": "text/javascript",
+           "app.css": "text/css"}
 
 
 class BadRequest(Exception):
@@ -174,7 +176,8 @@ def create_app(runner: SessionRunner, *, token: str | None = None,
                       "method not allowed" if status == 405 else "error")
 
     routes = [*_page_routes(), *_session_routes(runner), *_message_routes(runner),
-              *_control_routes(runner, undo), *_undo_routes(undo, _S), *extra_routes]
+              *_control_routes(runner, undo), *_undo_routes(undo, _S),
+              *request_routes(runner, _body, _json_errors), *extra_routes]
     return Starlette(routes=routes, lifespan=lifespan,
                      middleware=[Middleware(AccessGuard, token=token, public=(*_PUBLIC, *public_paths),
                                             hosts=allowed_hosts, origins=allowed_origins)],

@@ -19,9 +19,10 @@ from steerable._core._checkpoint import Checkpoint, CheckpointStore
 from steerable._parts import Part
 from steerable._secrets import redacted
 from steerable.drivers._lanes import BusyPolicy
-from steerable.errors import SessionBusyError
+from steerable.errors import SessionBusyError, UnknownRequestError
 from steerable.scale import RedisWorker
 from steerable.server._hub import SSEItem
+from steerable.server._requests_api import request_json
 from steerable.server._runner import (
     CancelModeName,
     InterruptModeName,
@@ -133,6 +134,23 @@ class RedisRunner:
 
     async def resolve_approval(self, request_id: str, approved: bool, reason: str) -> bool:
         return await self.client.resolve_approval(request_id, approved, reason)
+
+    async def pending_requests(self, session_id: str | None) -> list[dict[str, Any]]:
+        """The requests raised on this worker and still open, and every parked one (the
+        store's index); a live request of another worker is answered through it, but not
+        listed here."""
+        pending = self.worker.loop.pending_requests(session_id)
+        return list(redacted([request_json(r) for r in pending], self.redact))
+
+    async def answer_request(self, request_id: str, approved: bool | None, value: Any,
+                             reason: str) -> str | None:
+        """Through the worker that raised the request, or the store (``RedisClient``); a
+        turn it resumes starts on whichever worker takes its session: no turn id yet."""
+        if approved is None:
+            await self.client.answer(request_id, value)
+        elif not await self.client.resolve_approval(request_id, approved, reason):
+            raise UnknownRequestError(f"no open request {request_id!r}")
+        return None
 
     async def _busy(self, session_id: str) -> bool:
         return await self.client.holder(session_id) is not None

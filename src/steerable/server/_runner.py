@@ -27,8 +27,9 @@ from steerable.drivers._handle import TurnHandle
 from steerable.drivers._lanes import BusyPolicy, QueuedTurn
 from steerable.drivers._loop import AgentLoop
 from steerable.drivers._session_driver import SessionDriver
-from steerable.errors import CheckpointError, SessionBusyError
+from steerable.errors import CheckpointError, SessionBusyError, UnknownRequestError
 from steerable.server._hub import EventHub, SSEItem
+from steerable.server._requests_api import request_json
 
 __all__ = ["CancelModeName", "InterruptModeName", "LocalRunner", "Sent", "SessionRunner", "Taken",
            "pending_json", "pending_or_error", "pending_refusal"]
@@ -89,6 +90,11 @@ class SessionRunner(Protocol):
 
     async def resolve_approval(self, request_id: str, approved: bool, reason: str) -> bool: ...
 
+    async def pending_requests(self, session_id: str | None) -> list[dict[str, Any]]: ...
+
+    async def answer_request(self, request_id: str, approved: bool | None, value: Any,
+                             reason: str) -> str | None: ...
+
     async def queue(self, session_id: str) -> list[dict[str, Any]]: ...
 
     async def revoke(self, message_id: str) -> bool: ...
@@ -130,13 +136,19 @@ def pending_json(cp: Checkpoint) -> dict[str, Any]:
     return {"turn_id": cp.turn_id, "origin_turn_id": cp.origin_turn_id,
             "reason": cp.reason, "cancel_mode": cp.cancel_mode, "iteration": cp.iteration,
             "input": cp.input, "pending_tools": [c.name for c in cp.pending_calls],
-            "updated": cp.updated}
+            "waiting": [request_json(r) for r in cp.waiting], "updated": cp.updated}
 
 
 def pending_refusal(session_id: str, cp: Checkpoint) -> CheckpointError:
     """Why a new message cannot start a turn, and the three HTTP ways on (a 409)."""
-    why = f"cancelled ({cp.cancel_mode})" if cp.cancel_mode else "cut off (its process stopped)"
     base = f"/v1/sessions/{session_id}"
+    if cp.waiting:
+        ids = ", ".join(r.request_id for r in cp.waiting)
+        return CheckpointError(
+            f"session {session_id!r} has a turn waiting for answers ({ids}): POST "
+            f"/v1/requests/ID answers each (the turn then resumes), DELETE {base}/pending_turn "
+            'drops it, or send the message again with "discard_pending": true')
+    why = f"cancelled ({cp.cancel_mode})" if cp.cancel_mode else "cut off (its process stopped)"
     return CheckpointError(
         f"session {session_id!r} has a pending turn, {why} after {cp.iteration} LLM call(s): "
         f"POST {base}/resume continues it, DELETE {base}/pending_turn drops it, or send the "
@@ -227,7 +239,23 @@ class LocalRunner:
         return handle is not None and handle.contributed
 
     async def resolve_approval(self, request_id: str, approved: bool, reason: str) -> bool:
-        return self.loop.resolve_approval(request_id, approved, reason)
+        return bool(self.loop.resolve_approval(request_id, approved, reason))
+
+    async def pending_requests(self, session_id: str | None) -> list[dict[str, Any]]:
+        pending = self.loop.pending_requests(session_id)
+        return list(redacted([request_json(r) for r in pending], self.redact))
+
+    async def answer_request(self, request_id: str, approved: bool | None, value: Any,
+                             reason: str) -> str | None:
+        """Answer an approval (``approved`` set) or a question (``value``); the id of the
+        turn it resumed, if it did."""
+        if approved is None:
+            got = self.loop.answer(request_id, value)
+        else:
+            got = self.loop.resolve_approval(request_id, approved, reason)
+            if got is False:
+                raise UnknownRequestError(f"no open request {request_id!r}")
+        return None if isinstance(got, bool) else got.turn_id
 
     async def _pending(self, session_id: str) -> Checkpoint | None:
         return await asyncio.to_thread(self.loop.checkpoint, session_id)

@@ -6,6 +6,7 @@
      "steering": [...], "follow_ups": [...], "injected_steering": [...],
      "input_id": ..., "steering_ids": [...], "follow_up_ids": [...], "injected_ids": [...],
      "carrying": [...], "held": [...], "held_ids": [...] (each present only when not empty),
+     "requests": [{"id", "kind", "call_id", "question"..., "answer"?}...] (only when parked),
      "tools_run": ["read", ["bash", 3], ...] (run-length coded), "base_count": N | null, "base_dropped": N, "last_had_tools": bool, "tools_run": [...],
      "usage_in": N, "usage_out": N, "cancel_mode": null | "after_model" | "after_tools",
      "seq": N, "created": t, "updated": t}
@@ -23,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from steerable._core._checkpoint import Checkpoint
+from steerable._core._requests import request_from_record, request_to_record
 from steerable._messages import Message
 from steerable.errors import CheckpointError
 from steerable.storage._records import (
@@ -59,6 +61,8 @@ def checkpoint_to_record(cp: Checkpoint, *, messages: bool = True) -> dict[str, 
             out[name] = list(ids)
     if cp.input_id:
         out["input_id"] = cp.input_id
+    if cp.requests:  # a parked turn's approvals and questions (absent: none, as before)
+        out["requests"] = [request_to_record(r) for r in cp.requests]
     out["tools_run"] = _runs(cp.tools_run)
     for name in _INTS:
         out[name] = getattr(cp, name)
@@ -122,7 +126,8 @@ def _from_v1(raw: Mapping[str, Any], messages: Sequence[Message] | None) -> Chec
         last_had_tools=bool(raw.get("last_had_tools", False)), cancel_mode=mode,
         created=float(raw.get("created", 0.0)), updated=float(raw.get("updated", 0.0)),
         base_count=base_count, tools_run=_unruns(raw.get("tools_run", ())),
-        input_id=str(raw.get("input_id", "")), **fields,
+        input_id=str(raw.get("input_id", "")),
+        requests=tuple(request_from_record(r) for r in raw.get("requests", ())), **fields,
     )
 
 

@@ -60,6 +60,7 @@ from steerable.storage._records import (
     message_to_record,
     session_title,
 )
+from steerable.storage._request_files import RequestFiles
 
 __all__ = ["JSONLSessionStore", "SessionFileError", "TurnMark", "default_data_dir"]
 
@@ -185,6 +186,15 @@ class JSONLSessionStore:
         self.directory = base.expanduser()
         self._redact = redact
         self._checkpoints = CheckpointFiles(self.path, redact)
+        # Session ids never start with a dot: this folder cannot clash with a session.
+        self.requests = RequestFiles(self.directory / ".requests")
+        self.index_requests = self.requests.index_requests
+        self.request_session = self.requests.request_session
+        self.answer_request = self.requests.answer_request
+        self.request_answers = self.requests.request_answers
+        self.waiting_requests = self.requests.waiting_requests
+        self.claim_resume = self.requests.claim_resume
+        self.close_requests = self.requests.close_requests
 
     def _line(self, record: dict[str, Any]) -> str:
         return _line(redacted(record, self._redact))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from steerable._core._checkpoint import Checkpoint
@@ -342,6 +342,54 @@ class RedisSessionStore:
     def delete_checkpoint(self, session_id: str) -> bool:
         return bool(self._run("delete a checkpoint", self._redis.delete,
                               self.key(session_id, "checkpoint")))
+
+    # -- the index of waiting requests (parking) --------------------------------------------
+    # Two hashes: request id -> session id, and request id -> answer (HSETNX: the first
+    # answer wins); a resume claim is one SET NX key.
+
+    def index_requests(self, session_id: str, request_ids: Sequence[str]) -> None:
+        if request_ids:
+            self._run("index waiting requests", self._redis.hset, f"{self.prefix}requests",
+                      mapping=dict.fromkeys(request_ids, session_id))
+
+    def request_session(self, request_id: str) -> str | None:
+        raw = self._run("read Redis", self._redis.hget, f"{self.prefix}requests", request_id)
+        return None if raw is None else raw.decode() if isinstance(raw, bytes) else str(raw)
+
+    def answer_request(self, request_id: str, answer: Mapping[str, Any]) -> bool:
+        return bool(self._run("answer a request", self._redis.hsetnx, f"{self.prefix}answers",
+                              request_id, _encode(dict(answer))))
+
+    def request_answers(self, request_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        if not request_ids:
+            return {}
+        raw = self._run("read Redis", self._redis.hmget, f"{self.prefix}answers",
+                        list(request_ids))
+        return {rid: json.loads(value) for rid, value in zip(request_ids, raw, strict=True)
+                if value is not None}
+
+    def waiting_requests(self) -> list[tuple[str, str]]:
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hgetall(f"{self.prefix}requests")
+        pipe.hkeys(f"{self.prefix}answers")
+        indexed, answered = self._run("read Redis", pipe.execute)
+
+        def text(value: Any) -> str:
+            return value.decode() if isinstance(value, bytes) else str(value)
+
+        done = {text(a) for a in answered}
+        return [(text(r), text(s)) for r, s in indexed.items() if text(r) not in done]
+
+    def claim_resume(self, checkpoint_id: str) -> bool:
+        return bool(self._run("claim a parked turn", self._redis.set,
+                              f"{self.prefix}resume:{checkpoint_id}", b"1", nx=True,
+                              ex=7 * 24 * 3600))
+
+    def close_requests(self, request_ids: Sequence[str]) -> None:
+        if request_ids:
+            # The answers stay: the record that these were answered.
+            self._run("close answered requests", self._redis.hdel, f"{self.prefix}requests",
+                      *request_ids)
 
     def close(self) -> None:
         self._redis.close()

@@ -24,9 +24,10 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from steerable._core._checkpoint import Checkpoint
 from steerable._core._session import SessionInfo, TurnRecord
@@ -65,6 +66,10 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 CREATE TABLE IF NOT EXISTS blobs (
     session_id TEXT NOT NULL, key TEXT NOT NULL, data BLOB NOT NULL,
     PRIMARY KEY (session_id, key)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS requests (
+    request_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, answer TEXT,
+    closed INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS resume_claims (checkpoint_id TEXT PRIMARY KEY);
 """
 
 
@@ -349,6 +354,53 @@ class SQLiteSessionStore:
         with self._connection() as db, self._write(db):
             return db.execute("DELETE FROM checkpoints WHERE session_id=?",
                               (session_id,)).rowcount > 0
+
+    # -- the index of waiting requests (parking) --------------------------------------------
+
+    def index_requests(self, session_id: str, request_ids: Sequence[str]) -> None:
+        with self._connection() as db, self._write(db):
+            db.executemany("INSERT OR IGNORE INTO requests VALUES (?, ?, NULL, 0)",
+                           [(rid, session_id) for rid in request_ids])
+
+    def request_session(self, request_id: str) -> str | None:
+        with self._connection() as db:
+            row = db.execute("SELECT session_id FROM requests WHERE request_id=? AND closed=0",
+                             (request_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def answer_request(self, request_id: str, answer: Mapping[str, Any]) -> bool:
+        """Exactly once: only the first answer finds ``answer IS NULL``."""
+        with self._connection() as db, self._write(db):
+            return db.execute(
+                "UPDATE requests SET answer=? WHERE request_id=? AND answer IS NULL",
+                (_encode(dict(answer)), request_id)).rowcount > 0
+
+    def request_answers(self, request_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        with self._connection() as db:
+            for rid in request_ids:
+                row = db.execute("SELECT answer FROM requests WHERE request_id=? AND answer "
+                                 "IS NOT NULL", (rid,)).fetchone()
+                if row is not None:
+                    out[rid] = json.loads(row[0])
+        return out
+
+    def waiting_requests(self) -> list[tuple[str, str]]:
+        with self._connection() as db:
+            rows = db.execute("SELECT request_id, session_id FROM requests WHERE answer IS "
+                              "NULL AND closed=0").fetchall()
+        return [(str(r), str(s)) for r, s in rows]
+
+    def claim_resume(self, checkpoint_id: str) -> bool:
+        with self._connection() as db, self._write(db):
+            return db.execute("INSERT OR IGNORE INTO resume_claims VALUES (?)",
+                              (checkpoint_id,)).rowcount > 0
+
+    def close_requests(self, request_ids: Sequence[str]) -> None:
+        with self._connection() as db, self._write(db):
+            # The row stays with its answer (a later answer is refused as answered).
+            db.executemany("UPDATE requests SET closed=1 WHERE request_id=?",
+                           [(rid,) for rid in request_ids])
 
     def __repr__(self) -> str:
         return f"<SQLiteSessionStore {self.path}>"

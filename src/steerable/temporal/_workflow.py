@@ -311,7 +311,8 @@ class SessionWorkflow:
     @workflow.update(name="resolve_approval")
     async def resolve_approval(self, request_id: str, approved: bool, reason: str) -> bool:
         with self._handling():
-            return self.loop.resolve_approval(request_id, approved, reason)
+            # A TurnHandle (a parked turn resumed) cannot happen here: the workflow never parks.
+            return self.loop.resolve_approval(request_id, approved, reason) is not False
 
     @workflow.update(name="close")
     async def close(self) -> bool:

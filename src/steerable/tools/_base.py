@@ -76,15 +76,17 @@ class ToolContext:
     dry_run: bool = False
     resumed: bool = False
     """True when this call may already have run (in part) before: its turn was resumed from a
-    checkpoint taken while it was running, in a process that then died. Tools with side
-    effects can use it to check before doing them twice (execution is at-least-once for
-    exactly this call)."""
+    checkpoint taken while it was running, in a process that then died, or the call asked a
+    question that parked its turn (``ask``). Tools with side effects can use it to check
+    before doing them twice (execution is at-least-once for exactly this call)."""
     _cancel_event: threading.Event | None = None
     _cancel_requested: bool = False
     _report: Callable[[str, Mapping[str, Any]], None] | None = None
     _subturns: Subturns | None = None
     _refuses: Callable[[str], bool] | None = None
     _plan: Callable[[tuple[Mapping[str, str], ...]], None] | None = None
+    _ask: Callable[[str, Sequence[str] | None, Mapping[str, Any] | None], Awaitable[Any]] \
+        | None = None
 
     @property
     def cancelled(self) -> threading.Event:
@@ -124,6 +126,21 @@ class ToolContext:
         if self._subturns is None:
             raise RuntimeError("this ToolContext was not made by a running turn; it cannot spawn")
         return self._subturns
+
+    async def ask(self, question: str, *, choices: Sequence[str] | None = None,
+                  schema: Mapping[str, Any] | None = None) -> Any:
+        """Ask the person ``question`` and return the answer (``QUESTION_ASKED``; answered by
+        ``AgentLoop.answer``): a str, one of ``choices``, or JSON data that fits ``schema``.
+
+        On a loop with ``park=True`` an unanswered question parks the turn: this call is
+        cancelled, and once answered (from any process) the tool runs again from the start
+        with ``resumed`` set, and this ``ask`` returns the answer at once. So do nothing
+        before an ``ask`` that must not happen twice. Without parking, the wait is live and
+        a question left unanswered ``Timeouts.approval`` seconds fails the tool.
+        """
+        if self._ask is None:
+            raise RuntimeError("this ToolContext was not made by a running turn; it cannot ask")
+        return await self._ask(question, choices, schema)
 
     def refuses(self, subject: str) -> bool:
         """Whether a deny or ask rule for this tool (or its family) names ``subject``.

@@ -7,6 +7,7 @@ const $ = (id) => document.getElementById(id);
 const state = {
   sid: null, cursor: 0, follow: null, running: new Set(), turns: new Map(), cards: new Map(),
   approvals: new Map(), queued: 0, undoOff: false, editing: null, queueTimer: null,
+  waitingTimer: null,
 };
 
 // -- the token: given once as #token=..., kept for this tab only --------------------------
@@ -272,7 +273,9 @@ function handle(ev) {
       break;
     }
     case "approval_requested": askApproval(ev, card(ev.turn_id, ev.call_id, ev.tool_name, ev.arguments, t.box)); break;
-    case "approval_resolved": resolveApproval(ev); break;
+    case "approval_resolved": resolveApproval(ev); waitingSoon(); break;
+    case "question_asked": questionAsked(ev, t); break;
+    case "question_answered": questionAnswered(ev); break;
     case "steering_injected": {
       endStream(t, null);
       const pending = log().querySelector(".note.pending");
@@ -306,7 +309,8 @@ function handle(ev) {
         const bits = [ev.status, ev.iterations + (ev.iterations === 1 ? " call" : " calls"), ev.duration.toFixed(1) + " s"];
         append(t.box, el("div", "turn-end" + (ev.status === "completed" ? "" : " bad"), bits.join(" · ")));
         if (ev.error) note(ev.error, "err", t.box);
-        if (ev.status === "cancelled") refreshPending();
+        if (ev.status === "cancelled" || ev.status === "waiting") refreshPending();
+        if (ev.status === "waiting") waitingSoon();
         loadSessions();
         refreshChanges();
       }
@@ -321,7 +325,7 @@ function handle(ev) {
 function updateStatus() {
   const busy = state.running.size > 0;
   const pill = $("status");
-  if (state.approvals.size) { pill.className = "pill pill-waiting"; pill.textContent = "waiting for approval"; }
+  if (state.approvals.size) { pill.className = "pill pill-waiting"; pill.textContent = "waiting for you"; }
   else if (busy) { pill.className = "pill pill-working"; pill.textContent = "working"; }
   else { pill.className = "pill pill-idle"; pill.textContent = "idle"; }
   $("interrupt").disabled = !busy;

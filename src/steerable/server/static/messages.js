@@ -91,12 +91,16 @@ function showPending(p) {
   if (!p) return;
   if (p.error) {
     $("pending-text").textContent = "This session's unfinished turn cannot be read (" + p.error + "). Discard it to go on.";
+  } else if (p.reason === "waiting") {
+    const n = p.waiting.length;
+    $("pending-text").textContent = "This turn waits for your answer to " + (n === 1 ? "1 request" : n + " requests") + " (Waiting for you, on the left); it goes on once answered. Or discard it to send something new.";
   } else {
     const why = p.reason === "cancelled" ? "was cancelled (" + p.cancel_mode + ")" : "was cut off (its process stopped)";
     const calls = p.iteration + (p.iteration === 1 ? " model call" : " model calls");
     $("pending-text").textContent = "A turn " + why + " after " + calls + ": “" + p.input.split("\n")[0].slice(0, 80) + "”. Resume it, or discard it to send something new.";
   }
   $("pending-resume").disabled = !!p.error;
+  $("pending-resume").hidden = p.reason === "waiting";
   $("pending-discard").disabled = false;
 }
 
