@@ -41,7 +41,6 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from steerable._events import Event, EventKind
 from steerable._hooks import (
@@ -66,8 +65,16 @@ from steerable.coding._workspace import Workspace
 from steerable.errors import ProviderError
 from steerable.providers._base import LLMRequest, ToolChoice, ToolSpec
 
-__all__ = ["NOTHING_CHANGED_MARK", "UNVERIFIED_MARK", "Intent", "ToolPolicy", "Verdict",
-           "WORKSPACE_READERS", "classify_request", "parse_kind"]
+__all__ = [
+    "NOTHING_CHANGED_MARK",
+    "UNVERIFIED_MARK",
+    "WORKSPACE_READERS",
+    "Intent",
+    "ToolPolicy",
+    "Verdict",
+    "classify_request",
+    "parse_kind",
+]
 
 UNVERIFIED_MARK = "⚠ unverified"
 """Starts the line that lists what the answer states but no tool result showed."""
