@@ -2,7 +2,7 @@
 
     pip install --no-deps bfcl-eval   # the data ships inside the wheel
     python bench/bench_bfcl.py [--model qwen2.5-coder-0.5b-instruct] [--limit N]
-                               [--policy on|off|both] [--category simple ...]
+                               [--policy on|off|both] [--category simple ...] [--private]
 
 Each case is one turn of an ``AgentLoop`` with the embedded model (``LocalModelProvider``,
 its profile: calls written as text, held to the tools' schemas by a grammar), the case's
@@ -203,8 +203,10 @@ async def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, help="the first N cases of each category")
     p.add_argument("--policy", choices=["on", "off", "both"], default="both")
     p.add_argument("--category", action="append", choices=list(CATEGORIES))
+    p.add_argument("--private", action="store_true",
+                   help="a server of its own, not the shared one another run may be using")
     args = p.parse_args(argv)
-    provider = LocalModelProvider(model=args.model) if args.model else LocalModelProvider()
+    provider = LocalModelProvider(model=args.model, shared=not args.private)
     configs = {"on": [True], "off": [False], "both": [False, True]}[args.policy]
     print(f"BFCL v4, model {provider.model}, limit {args.limit or 'none'}", flush=True)
     try:
