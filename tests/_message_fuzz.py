@@ -38,6 +38,7 @@ from steerable import (
     Reply,
     SessionBusyError,
     ToolContext,
+    TurnHandle,
     TurnResult,
     tool,
 )
@@ -72,14 +73,26 @@ class Tally:
 
 
 class _Loop(AgentLoop):
-    """Keeps every turn's result: where a RETURNED message must be found."""
+    """Keeps every turn's result: where a RETURNED message must be found. The turns are seen
+    where they come in (the command seam): each answer that is a turn's handle. A result is
+    read from its task as soon as the task is done (no callback a loop iteration later)."""
 
-    results: list[TurnResult]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._turn_tasks: dict[asyncio.Task[TurnResult], None] = {}
+        self.intercept_commands(self._keep)
 
-    async def _drive(self, st: Any) -> TurnResult:
-        result = await super()._drive(st)
-        self.results.append(result)
-        return result
+    def _keep(self, command: Any, *, proceed: Any) -> Any:
+        answer = proceed(command)
+        if isinstance(answer, TurnHandle):
+            # ``send`` answers with the handle its ``StartTurn`` made: one turn, kept once.
+            self._turn_tasks[answer._task] = None
+        return answer
+
+    @property
+    def results(self) -> list[TurnResult]:
+        return [t.result() for t in self._turn_tasks
+                if t.done() and not t.cancelled() and t.exception() is None]
 
 
 async def _yield(rng: random.Random, most: int) -> None:
@@ -123,7 +136,6 @@ class _Run:
     def _new_loop(self, store: InMemorySessionStore) -> _Loop:
         loop = _Loop(_agent(self.rng), store=store, limits=self.limits,
                      busy_policy=self.rng.choice(POLICIES))
-        loop.results = []
         self.sub = loop.subscribe(buffer=1_000_000)
         return loop
 

@@ -72,6 +72,10 @@ EXPORTS: dict[str, list[str]] = {
         "ScriptExhaustedError", "SessionBusyError", "SteerableError", "SubturnError",
         "SubturnLimitError", "ToolArgumentsError", "ToolError",
     ],
+    "steerable.temporal": [
+        "DEFAULT_TASK_QUEUE", "CallOptions", "EventLog", "Receipt", "TemporalClient",
+        "TemporalWorker", "TurnOutcome", "workflow_id",
+    ],
 }  # fmt: skip
 
 COMMON_FIELDS = ("turn_id", "parent_turn_id", "session_id", "seq", "time")

@@ -6,7 +6,7 @@ from typing import Any
 
 from steerable import EventKind, TurnStatus
 from steerable._events import EVENT_CLASSES
-from steerable._top_session import TopSessions
+from steerable.drivers._top_session import TopSessions
 
 
 def ev(kind: EventKind, turn: str, session: str, parent: str | None = None, **fields: Any) -> Any:

@@ -10,11 +10,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from steerable._composites import (
-        LoopAgent,
-        ParallelAgent,
-        SequentialAgent,
-    )
     from steerable._config import (
         Limits,
         SummaryPolicy,
@@ -94,11 +89,6 @@ if TYPE_CHECKING:
         TurnStatus,
         event_to_dict,
     )
-    from steerable._gateway import (
-        InboundMessage,
-        InProcessBus,
-        OutboundReply,
-    )
     from steerable._hooks import (
         CompressContext,
         Hook,
@@ -109,16 +99,6 @@ if TYPE_CHECKING:
         LLMResponseContext,
         ToolCallContext,
         ToolResultContext,
-    )
-    from steerable._lanes import (
-        BusyPolicy,
-        QueuedTurn,
-    )
-    from steerable._loop import (
-        AgentLoop,
-        LoopStatistics,
-        TurnHandle,
-        TurnInfo,
     )
     from steerable._messages import (
         Message,
@@ -131,11 +111,33 @@ if TYPE_CHECKING:
         MessageReceipt,
         MessageState,
     )
-    from steerable._session_driver import (
+    from steerable.drivers._composites import (
+        LoopAgent,
+        ParallelAgent,
+        SequentialAgent,
+    )
+    from steerable.drivers._gateway import (
+        InboundMessage,
+        InProcessBus,
+        OutboundReply,
+    )
+    from steerable.drivers._handle import (
+        LoopStatistics,
+        TurnHandle,
+        TurnInfo,
+    )
+    from steerable.drivers._lanes import (
+        BusyPolicy,
+        QueuedTurn,
+    )
+    from steerable.drivers._loop import (
+        AgentLoop,
+    )
+    from steerable.drivers._session_driver import (
         InterruptPress,
         SessionDriver,
     )
-    from steerable._turnloop import (
+    from steerable.drivers._turnloop import (
         ExitState,
         PushAck,
         TurnInput,
@@ -164,12 +166,12 @@ __version__ = "0.1.0"
 
 _WHERE: dict[str, str] = {
     "Agent": "steerable._core._agent",
-    "AgentLoop": "steerable._loop",
+    "AgentLoop": "steerable.drivers._loop",
     "ApprovalRequested": "steerable._events",
     "ApprovalResolved": "steerable._events",
     "BaseAgent": "steerable._core._agent",
     "BaseTool": "steerable.tools",
-    "BusyPolicy": "steerable._lanes",
+    "BusyPolicy": "steerable.drivers._lanes",
     "CancelHandle": "steerable._core._cancel",
     "CancelMode": "steerable._core._cancel",
     "Checkpoint": "steerable._core._checkpoint",
@@ -180,7 +182,7 @@ _WHERE: dict[str, str] = {
     "PlanUpdated": "steerable._events",
     "ErrorSource": "steerable._events",
     "Event": "steerable._events",
-    "ExitState": "steerable._turnloop",
+    "ExitState": "steerable.drivers._turnloop",
     "EventKind": "steerable._events",
     "FallbackProvider": "steerable.providers",
     "FollowUpQueued": "steerable._events",
@@ -191,10 +193,10 @@ _WHERE: dict[str, str] = {
     "HookResult": "steerable._hooks",
     "HumanApprover": "steerable._core._approval",
     "InMemorySessionStore": "steerable._core._session",
-    "InProcessBus": "steerable._gateway",
-    "InboundMessage": "steerable._gateway",
+    "InProcessBus": "steerable.drivers._gateway",
+    "InboundMessage": "steerable.drivers._gateway",
     "InterruptMode": "steerable._events",
-    "InterruptPress": "steerable._session_driver",
+    "InterruptPress": "steerable.drivers._session_driver",
     "InterruptReceived": "steerable._events",
     "LLMDelta": "steerable._events",
     "LLMRequest": "steerable.providers",
@@ -205,27 +207,27 @@ _WHERE: dict[str, str] = {
     "LLMResponseEvent": "steerable._events",
     "LLMRetry": "steerable._events",
     "Limits": "steerable._config",
-    "LoopAgent": "steerable._composites",
-    "LoopStatistics": "steerable._loop",
+    "LoopAgent": "steerable.drivers._composites",
+    "LoopStatistics": "steerable.drivers._handle",
     "Message": "steerable._messages",
     "MessageInfo": "steerable._receipts",
     "MessageReceipt": "steerable._receipts",
     "MessageState": "steerable._receipts",
     "MessageStateEvent": "steerable._events",
-    "OutboundReply": "steerable._gateway",
-    "ParallelAgent": "steerable._composites",
+    "OutboundReply": "steerable.drivers._gateway",
+    "ParallelAgent": "steerable.drivers._composites",
     "Permission": "steerable._core._permissions",
     "PermissionRule": "steerable._core._permissions",
     "Permissions": "steerable._core._permissions",
     "Provider": "steerable.providers",
-    "PushAck": "steerable._turnloop",
+    "PushAck": "steerable.drivers._turnloop",
     "QueuedMessage": "steerable._core._turn_state",
-    "QueuedTurn": "steerable._lanes",
+    "QueuedTurn": "steerable.drivers._lanes",
     "Reply": "steerable.providers",
     "ScriptedProvider": "steerable.providers",
-    "SequentialAgent": "steerable._composites",
+    "SequentialAgent": "steerable.drivers._composites",
     "SessionBusyError": "steerable.errors",
-    "SessionDriver": "steerable._session_driver",
+    "SessionDriver": "steerable.drivers._session_driver",
     "SessionInfo": "steerable._core._session",
     "SessionStore": "steerable._core._session",
     "SessionSummarize": "steerable._events",
@@ -252,10 +254,10 @@ _WHERE: dict[str, str] = {
     "ToolResult": "steerable._messages",
     "ToolResultContext": "steerable._hooks",
     "TurnEnd": "steerable._events",
-    "TurnHandle": "steerable._loop",
-    "TurnInfo": "steerable._loop",
-    "TurnInput": "steerable._turnloop",
-    "TurnLoop": "steerable._turnloop",
+    "TurnHandle": "steerable.drivers._handle",
+    "TurnInfo": "steerable.drivers._handle",
+    "TurnInput": "steerable.drivers._turnloop",
+    "TurnLoop": "steerable.drivers._turnloop",
     "TurnPhase": "steerable._events",
     "TurnRecord": "steerable._core._session",
     "TurnResult": "steerable._core._turn",

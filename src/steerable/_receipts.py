@@ -13,9 +13,9 @@ The receipt is written only on the loop's thread; reading ``.state`` from any th
 from __future__ import annotations
 
 import enum
-import os
 from typing import Literal, Protocol
 
+from steerable._ids import random_hex
 from steerable._records import Record, record
 
 __all__ = ["MessageHolder", "MessageInfo", "MessageKind", "MessageReceipt", "MessageState",
@@ -46,7 +46,7 @@ class MessageState(enum.StrEnum):
 
 def new_message_id() -> str:
     """96 random bits: unique within any store without coordination between processes."""
-    return f"msg_{os.urandom(12).hex()}"
+    return f"msg_{random_hex(12)}"
 
 
 class MessageHolder(Protocol):

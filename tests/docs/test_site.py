@@ -22,6 +22,7 @@ PAGES = {
     "steerable": "core", "steerable.errors": "errors", "steerable.tools": "tools",
     "steerable.providers": "providers", "steerable.storage": "storage",
     "steerable.coding": "coding", "steerable.replay": "replay", "steerable.scale": "scale",
+    "steerable.temporal": "temporal",
     "steerable.server": "server", "steerable.integrations.otel": "integrations",
     "steerable.integrations.mcp": "integrations",
 }

@@ -416,9 +416,9 @@ async def test_a_replay_that_ends_early_or_cannot_deliver_a_control(tmp_path: Pa
     with pytest.raises(ReplayDivergence, match=r"ended after .* events; the recording goes on"):
         await replay(rec)
     rec = load_recording(path)
-    rec.entries.append({"type": "control", "after": len(rec.events), "action": "interrupt_hard",
-                        "session_id": "s1"})
-    with pytest.raises(ReplayDivergence, match=r"interrupt_hard after event .* changed nothing"):
+    rec.entries.append({"type": "control", "after": len(rec.events), "verb": "interrupt",
+                        "hard": True, "session_id": "s1"})
+    with pytest.raises(ReplayDivergence, match=r"interrupt after event .* changed nothing"):
         await replay(rec)
 
 
@@ -467,10 +467,23 @@ async def test_a_cancel_at_a_safe_point_is_replayed(tmp_path: Path) -> None:
     await loop.aclose()
     assert live.status.value == "cancelled"
     (control,) = load_recording(path).of_type("control")
-    assert (control["action"], control["mode"]) == ("cancel", "AFTER_TOOLS")
+    assert (control["verb"], control["mode"]) == ("cancel", "AFTER_TOOLS")
     out = await replay(path)
     assert out.results[0].status.value == "cancelled"
     assert _comparable(list(out.events)) == _comparable(load_recording(path).events)
+    # The same run as version 1 wrote it (each control named by a loop method) replays alike.
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    lines[0]["version"] = 1
+    for entry in lines:
+        if entry["type"] == "control":
+            del entry["verb"]
+            entry["action"] = "cancel"
+    old = tmp_path / "cancel-v1.jsonl"
+    old.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    (control,) = load_recording(old).of_type("control")
+    assert (control["verb"], control["mode"]) == ("cancel", "AFTER_TOOLS")
+    again = await replay(old)
+    assert _comparable(list(again.events)) == _comparable(list(out.events))
 
 
 async def test_a_resumed_turn_is_refused_with_the_reason(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """The server's Redis runner shows, resumes and discards a pending turn like the local one
 (whichever worker holds the session); a new message drops it, as a worker always did. Its
-queue endpoints say plainly (501) that they are not built across workers."""
+queue endpoints list, edit and withdraw what waits, in the holder's turn and in Redis."""
 
 from __future__ import annotations
 
@@ -117,22 +117,64 @@ async def test_a_running_turn_is_neither_resumed_nor_discarded_through_redis(
         await runner.aclose()
 
 
-async def test_the_queue_of_a_session_shared_through_redis_is_a_clear_501(
+async def test_the_queue_of_a_session_shared_through_redis_is_listed_edited_and_withdrawn(
         redis_url: str) -> None:
     import httpx
 
     from steerable.server import create_app
 
-    worker = RedisWorker(gated_agent(asyncio.Event(), 1), redis_url)
+    gate = asyncio.Event()
+    worker = RedisWorker(gated_agent(gate, 2), redis_url, lease=LeaseTiming(ttl=1.0))
     runner = RedisRunner(worker)
     await runner.start()
     try:
         transport = httpx.ASGITransport(app=create_app(runner))
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
-            for method, path, body in (("GET", "/v1/sessions/s/queue", None),
-                                       ("DELETE", "/v1/messages/msg_1", None),
-                                       ("PATCH", "/v1/messages/msg_1", {"text": "x"})):
-                r = await c.request(method, path, json=body)
-                assert r.status_code == 501 and "--redis" in r.json()["error"], path
+            first = (await c.post("/v1/sessions/q/messages", json={"text": "first"})).json()
+            assert first["message_id"] and first["state"] == "queued"
+            await events_until(runner.client, "q", lambda e: e["kind"] == "tool_exec_start")
+            steer = (await c.post("/v1/sessions/q/steer", json={"text": "steer me"})).json()
+            assert steer["ok"] is True and steer["state"] == "queued"
+            later = [(await c.post("/v1/sessions/q/messages",
+                                   json={"text": text, "policy": "follow_up"})).json()
+                     for text in ("second", "third")]
+            assert [s["action"] for s in later] == ["queued", "queued"]
+            follow = (await c.post("/v1/sessions/q/follow_up", json={"text": "fourth"})).json()
+            assert follow["ok"] is True
+            listed = (await c.get("/v1/sessions/q/queue")).json()["messages"]
+            assert [(m["message_id"], m["kind"], m["text"]) for m in listed] == [
+                (steer["message_id"], "steer", "steer me"),
+                (later[0]["message_id"], "send", "second"),
+                (later[1]["message_id"], "send", "third"),
+                (follow["message_id"], "send", "fourth")]
+            assert {m["state"] for m in listed} == {"queued"}
+            edit = {"text": "second, edited"}
+            assert (await c.patch(f"/v1/messages/{later[0]['message_id']}", json=edit)).json() \
+                == {"ok": True}
+            assert (await c.patch(f"/v1/messages/{steer['message_id']}",
+                                  json={"text": "steer me better"})).json() == {"ok": True}
+            for gone in (later[1], follow):
+                assert (await c.delete(f"/v1/messages/{gone['message_id']}")).json() \
+                    == {"ok": True}
+            assert (await c.delete(f"/v1/messages/{later[1]['message_id']}")).json() \
+                == {"ok": False}  # withdrawn already
+            assert (await c.delete("/v1/messages/msg_nobody")).json() == {"ok": False}
+            listed = (await c.get("/v1/sessions/q/queue")).json()["messages"]
+            assert [m["text"] for m in listed] == ["steer me better", "second, edited"]
+            gate.set()
+            events = await events_until(runner.client, "q", ended(2))
+            await idle(runner, "q")
+            assert (await c.get("/v1/sessions/q/queue")).json() == {"messages": []}
+            # A taken message is no longer the caller's to change.
+            assert (await c.delete(f"/v1/messages/{later[0]['message_id']}")).json() \
+                == {"ok": False}
+        seen = [m.content for r in worker.loop.agent.provider.requests  # type: ignore[attr-defined]
+                for m in r.messages if m.role == "user"]
+        assert "steer me better" in seen and "second, edited" in seen
+        assert not {"steer me", "second", "third", "fourth"} & set(seen)
+        delivered = {e["message_id"] for e in events
+                     if e["kind"] == "message_state" and e["state"] == "delivered"}
+        assert {first["message_id"], steer["message_id"], later[0]["message_id"]} <= delivered
     finally:
+        gate.set()
         await runner.aclose()

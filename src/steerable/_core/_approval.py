@@ -12,9 +12,9 @@ did not see the request (a web page guessing ids) can answer it.
 from __future__ import annotations
 
 import asyncio
-import secrets
 
 from steerable._hooks import HookAction, HookDecision, ToolCallContext
+from steerable._ids import random_hex
 
 __all__ = ["ApprovalBroker", "HumanApprover"]
 
@@ -24,7 +24,7 @@ class ApprovalBroker:
         self._pending: dict[str, asyncio.Future[tuple[bool, str]]] = {}
 
     def open(self) -> tuple[str, asyncio.Future[tuple[bool, str]]]:
-        request_id = f"approval_{secrets.token_hex(16)}"
+        request_id = f"approval_{random_hex(16)}"
         future: asyncio.Future[tuple[bool, str]] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         return request_id, future

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from steerable._core._checkpoint import Checkpoint, Stage
 from steerable._core._engine import Engine
 from steerable._core._turn_state import CancelStop, TurnState
 from steerable._history import MessageView
+from steerable._ids import random_hex
 from steerable._messages import Message
 from steerable._receipts import MessageKind, MessageReceipt, MessageState
 
@@ -145,7 +145,7 @@ def successor(session_id: str, agent: Agent, held: list[MessageReceipt]) -> Chec
     It has the shape of a turn's first checkpoint (it has not read the session)."""
     first, rest = held[0], held[1:]
     now = time.time()
-    turn_id = f"turn_{os.urandom(6).hex()}"
+    turn_id = f"turn_{random_hex(6)}"
     return Checkpoint(
         session_id=session_id, turn_id=turn_id, origin_turn_id=turn_id, agent=agent.name,
         tools=tuple(sorted(agent.tools_by_name)), input=first.text, stage="model",

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import os
 from collections.abc import Generator
 from typing import Any
 
@@ -39,6 +38,7 @@ from steerable._events import (
     TurnStart,
     TurnStatus,
 )
+from steerable._ids import random_hex
 from steerable._receipts import MessageReceipt
 from steerable.errors import SubturnError, SubturnLimitError
 from steerable.tools._base import Subturns as SpawnScope
@@ -59,7 +59,7 @@ a child stuck past this is left to the engine, which still owns its task)."""
 
 
 def _new_turn_id() -> str:
-    return f"turn_{os.urandom(6).hex()}"  # secrets.token_hex, without importing hmac
+    return f"turn_{random_hex(6)}"
 
 
 def _check_limits(engine: Engine, parent: TurnState, turn_id: str) -> None:

@@ -115,7 +115,7 @@ class Control:
     Owners: ``_engine`` (phase machine, interrupts, the grace timer), ``_turn`` (running,
     finishing, the final call), ``_model_call`` (a reply cut short),
     ``_composite`` (grace), ``_tool_exec`` (running tools), ``_subturn`` (a child's task)
-    and the driver that starts a turn's task (``_loop``, ``drivers``)."""
+    and the driver that starts a turn's task (``drivers``)."""
 
     phase: TurnPhase = TurnPhase.IDLE
     interrupt: Interrupt = Interrupt.NONE
@@ -144,7 +144,7 @@ class Inbound:
 
     Owners: ``_queues`` (queueing, draining, settling), ``_turn`` (the input taken in),
     ``_durable`` (restoring a checkpoint's queues) and the drivers (the input's receipt, the
-    lane's held list: ``_loop``, ``_lanes``, ``drivers``)."""
+    lane's held list: ``drivers``)."""
 
     # Lists, not deques: a deque allocates a 64-slot block (~760 bytes) as it is made, and
     # these queues are empty in nearly every turn (1.5 KB of the ~10 KB a live turn holds).
@@ -190,7 +190,7 @@ class Durability:
     """Checkpoint bookkeeping (see ``_durable``).
 
     Owners: ``_durable``, ``_turn`` (released at the end), ``_tool_exec`` (calls resumed) and
-    the driver that decides whether a turn writes checkpoints (``_loop``, ``drivers``)."""
+    the driver that decides whether a turn writes checkpoints (``drivers``)."""
 
     durable: bool = False
     """True when the store keeps checkpoints and this turn writes them (never for sub-turns)."""
@@ -214,10 +214,10 @@ OWNERS: dict[str, tuple[str, ...]] = {
     "transcript": ("_core._turn", "_core._model_call", "_core._tool_exec", "_core._queues",
                    "_core._subturn", "_core._composite", "_core._durable"),
     "control": ("_core._engine", "_core._turn", "_core._model_call", "_core._composite",
-                "_core._tool_exec", "_core._subturn", "_loop", "drivers"),
-    "inbound": ("_core._queues", "_core._turn", "_core._durable", "_loop", "_lanes", "drivers"),
+                "_core._tool_exec", "_core._subturn", "drivers"),
+    "inbound": ("_core._queues", "_core._turn", "_core._durable", "drivers"),
     "tree": ("_core._subturn",),
-    "durability": ("_core._durable", "_core._turn", "_core._tool_exec", "_loop", "drivers"),
+    "durability": ("_core._durable", "_core._turn", "_core._tool_exec", "drivers"),
 }
 """Which modules (under ``steerable.``; a package's name covers its modules) may write each
 part's fields. The identity fields of ``TurnState`` itself are written by its constructor

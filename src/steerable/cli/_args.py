@@ -108,6 +108,12 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--script", help=argparse.SUPPRESS)
 
 
+def _temporal_options(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--temporal", metavar="HOST:PORT", help=what)
+    p.add_argument("--task-queue", default="steerable", metavar="NAME",
+                   help="the Temporal task queue of the sessions (default: steerable)")
+
+
 def _undo_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--session", metavar="ID",
                    help="the session whose changes to take back (default: the latest one that "
@@ -181,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="be one worker of a group sharing sessions through Redis "
                        "(redis://HOST:PORT/DB; default: $STEERABLE_REDIS_URL): any process "
                        "takes any message, events and control reach the right worker")
+    _temporal_options(serve, "run the sessions on Temporal at HOST:PORT, this process "
+                      "being one of its workers (events through --redis URL)")
     serve.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                        help="without a token only localhost and loopback addresses are served "
                        "(against DNS rebinding); also serve this host name (repeatable)")
@@ -188,6 +196,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="let pages of this origin (scheme://host[:port]) call the API from "
                        "a browser (repeatable; default: the server's own pages only)")
     _serve_options(serve)
+
+    worker = sub.add_parser("worker", help="run sessions for a Temporal server (no HTTP)",
+                            description="Be one worker of the sessions run on Temporal: each "
+                            "session is a workflow, each model and tool call an activity. "
+                            "Front ends are 'steerable serve --temporal' processes or "
+                            "steerable.temporal.TemporalClient.")
+    _temporal_options(worker, "the Temporal frontend to work for (required)")
+    worker.add_argument("--redis", metavar="URL", help="Redis for the sessions' event stream "
+                        "(redis://HOST:PORT/DB; default: $STEERABLE_REDIS_URL)")
+    _serve_options(worker)
 
     acp = sub.add_parser("acp", help="serve the agent to an editor over ACP (stdin/stdout)",
                          description="Run as an Agent Client Protocol agent on stdin/stdout, "

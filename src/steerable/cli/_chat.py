@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from steerable import Event, EventKind, MessageState, TurnResult, TurnStatus
-from steerable._session_driver import SessionDriver
 from steerable.cli._app import App, build_app, existing_session, new_session_id
 from steerable.cli._approve import (
     always_rules,
@@ -30,21 +29,14 @@ from steerable.cli._approve import (
 )
 from steerable.cli._args import UsageError
 from steerable.cli._diff_view import coloured_diff
+from steerable.cli._pending import describe_pending
 from steerable.cli._run import on_ctrl_c, session_line
 from steerable.cli._settings import Settings
 from steerable.cli._slash import expand_slash, extra_help, slash_completer
+from steerable.drivers._session_driver import SessionDriver
 
-__all__ = ["chat", "describe_pending"]
+__all__ = ["chat"]
 
-
-def describe_pending(session_id: str, cp: Any, resume: str, discard: str) -> str:
-    """One paragraph on a session's pending turn, and the commands that continue or drop it."""
-    why = f"cancelled ({cp.cancel_mode})" if cp.cancel_mode else "cut off (its process stopped)"
-    tools = ", ".join(c.name for c in cp.pending_calls)
-    todo = f"; tool calls still to run: {tools}" if tools else ""
-    return (f"session {session_id} has a pending turn, {why} after {cp.iteration} LLM "
-            f"call(s){todo}. Input: {cp.input[:80]!r}. Continue it with {resume}, or drop it "
-            f"with {discard}.")
 
 DOUBLE_PRESS = 2.0
 

@@ -34,6 +34,10 @@ def dispatch(args: argparse.Namespace) -> int:
         from steerable.cli._serve import serve
 
         return serve(args, settings)
+    if args.command == "worker":
+        from steerable.cli._serve import temporal_worker_command
+
+        return temporal_worker_command(args, settings)
     if args.command == "acp":
         from steerable.cli._acp import acp_command
 

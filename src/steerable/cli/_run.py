@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from steerable import Event, EventKind, TurnHandle, TurnResult, TurnStatus
-from steerable._session_driver import DOUBLE_PRESS, SessionDriver
 from steerable.cli._app import App
 from steerable.cli._approve import (
     always_rules,
@@ -25,6 +24,7 @@ from steerable.cli._approve import (
     uncoverable,
 )
 from steerable.cli._diff_view import coloured_diff
+from steerable.drivers._session_driver import DOUBLE_PRESS, SessionDriver
 
 __all__ = ["DENIED", "NOT_CHANGED", "exit_code", "on_ctrl_c", "run_prompt", "session_line"]
 
@@ -137,7 +137,7 @@ async def _consume(app: App, driver: SessionDriver, events: AsyncIterator[Event]
 def _first_turn(app: App, prompt: str | None, discard_pending: bool) -> TurnHandle:
     """The resumed pending turn (``prompt`` None), or a new turn of ``prompt``."""
     from steerable.cli._args import UsageError
-    from steerable.cli._chat import describe_pending
+    from steerable.cli._pending import describe_pending
     from steerable.errors import CheckpointError
 
     sid = app.session_id

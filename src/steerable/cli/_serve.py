@@ -21,7 +21,7 @@ from steerable.cli._settings import Settings
 if TYPE_CHECKING:
     import uvicorn
 
-__all__ = ["TOKEN_ENV", "serve"]
+__all__ = ["TOKEN_ENV", "serve", "temporal_worker_command"]
 
 TOKEN_ENV = "STEERABLE_SERVER_TOKEN"
 REDIS_ENV = "STEERABLE_REDIS_URL"
@@ -64,7 +64,8 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
                             record_events=args.record_events, ask_by_events=True,
                             extra_tools=mcp_tools)
             telemetry(app, settings)
-            runner = (_redis_runner(app, redis_url, args) if redis_url
+            runner = (_temporal_runner(app, redis_url, args) if args.temporal
+                      else _redis_runner(app, redis_url, args) if redis_url
                       else LocalRunner(app.loop, app.redact))
             routes, contexts = protocol_routes(runner)
             asgi = create_app(runner, token=token, undo=_undo_api(app, runner),
@@ -123,6 +124,70 @@ def _redis_runner(app: Any, url: str, args: argparse.Namespace) -> Any:
 
     store = RedisSessionStore(url, redact=app.redact)
     return RedisRunner(RedisWorker(make_loop, url, store=store, redact=app.redact), app.redact)
+
+
+def _temporal_worker(app: Any, redis_url: str | None, args: argparse.Namespace) -> Any:
+    """A Temporal worker of ``app``'s agent, permissions and approvals (as a lone server's)."""
+    try:
+        from steerable.temporal import TemporalWorker
+    except ImportError as exc:
+        raise UsageError(f"--temporal needs the temporal extra: pip install "
+                         f"'steerable[temporal]' ({exc.name} is missing)") from None
+    from steerable.errors import ConfigurationError
+
+    if redis_url is not None and not redis_url.startswith(("redis://", "rediss://", "unix://")):
+        raise UsageError(f"--redis takes a URL like redis://HOST:PORT/DB, got {redis_url!r}")
+    try:
+        return TemporalWorker(app.agent, target=args.temporal, task_queue=args.task_queue,
+                              events_url=redis_url, permissions=app.loop.permissions,
+                              human_approval=not app.settings["yes"], redact=app.redact)
+    except ConfigurationError as exc:
+        raise UsageError(f"--temporal: {exc}") from None
+
+
+def _temporal_runner(app: Any, redis_url: str | None, args: argparse.Namespace) -> Any:
+    """This process as a front end and one worker of the sessions on Temporal."""
+    if redis_url is None:
+        raise UsageError(f"serve --temporal needs --redis URL (or {REDIS_ENV}) for the "
+                         "sessions' event stream")
+    worker = _temporal_worker(app, redis_url, args)
+    from steerable.server._temporal_runner import TemporalRunner
+    from steerable.temporal import TemporalClient
+
+    async def connect() -> Any:
+        return await TemporalClient.connect(args.temporal, task_queue=args.task_queue,
+                                            events_url=redis_url)
+
+    return TemporalRunner(worker, connect, app.redact)
+
+
+def temporal_worker_command(args: argparse.Namespace, settings: Settings) -> int:
+    """``steerable worker --temporal HOST:PORT``: run sessions until interrupted."""
+    if not args.temporal:
+        raise UsageError("worker needs --temporal HOST:PORT")
+    from steerable.cli._app import build_app
+
+    redis_url = getattr(args, "redis", None) or os.environ.get(REDIS_ENV) or None
+    app = build_app(settings, session=None, can_ask=False, script=args.script,
+                    record_events=args.record_events, ask_by_events=True)
+    worker = _temporal_worker(app, redis_url, args)
+
+    async def main() -> int:
+        task = asyncio.ensure_future(worker.run())
+        ready = asyncio.ensure_future(worker.ready.wait())
+        await asyncio.wait([task, ready], return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            ready.cancel()
+            task.result()
+        sys.stdout.write(f"working for {args.temporal} (task queue {args.task_queue})\n")
+        sys.stdout.flush()
+        await task
+        return 0
+
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:
+        return 0
 
 
 async def _serve(server: uvicorn.Server) -> int:

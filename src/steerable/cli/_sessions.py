@@ -68,7 +68,7 @@ def _list(store: JSONLSessionStore, as_json: bool) -> int:
 
 def _pending(store: JSONLSessionStore, session_id: str) -> str | None:
     """The paragraph on a pending turn (or on an unreadable checkpoint), None if none."""
-    from steerable.cli._chat import describe_pending
+    from steerable.cli._pending import describe_pending
     from steerable.errors import CheckpointError
 
     try:

@@ -66,7 +66,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from steerable._lanes import BusyPolicy
+from steerable.drivers._lanes import BusyPolicy
 from steerable.errors import SteerableError
 
 __all__ = ["MAX_INPUT", "RunTranslator", "Runner", "agui_route", "parse_input"]

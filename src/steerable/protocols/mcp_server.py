@@ -26,7 +26,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Receive, Scope, Send
 
-from steerable._lanes import BusyPolicy
+from steerable.drivers._lanes import BusyPolicy
 from steerable.errors import SteerableError
 
 __all__ = ["Runner", "build_server", "http_endpoint", "progress_text"]

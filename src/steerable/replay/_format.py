@@ -4,8 +4,10 @@ A recording starts with a ``header`` line (format version, the agents and their 
 permission rules) followed by entries of these types:
 
 - ``turn``: a top-level turn was started (input, session, the session's history before it);
-- ``control``: steering, a follow-up, an interrupt or an approval answer, with ``after`` = how
-  many events the loop had emitted when it was made (its position);
+- ``control``: an inbound command (steering, a follow-up, an interrupt, a cancel, an approval
+  answer, a revoke, an edit, a send) as its ``verb`` and the fields of its wire form
+  (``Command.fields``), with ``after`` = how many events the loop had emitted when it was made
+  (its position). Version 1 named the loop method instead (``action``); it is read still;
 - ``llm``: one provider call: the request as sent and every chunk streamed back (or the error);
 - ``tool``: one tool's raw result, before any ``after_tool`` hook changed it;
 - ``event``: one event, in the JSON form of ``event_to_dict``.
@@ -56,7 +58,27 @@ __all__ = [
 ]
 
 FORMAT = "steerable-recording"
-VERSION = 1
+VERSION = 2
+_READS = (1, 2)
+"""Versions this steerable reads: 1 named each control by a loop method (``_V1_CONTROLS``)."""
+
+_V1_CONTROLS: Mapping[str, tuple[str, Mapping[str, Any]]] = {
+    "inject_steering": ("steer", {}), "inject_follow_up": ("follow_up", {}),
+    "interrupt_graceful": ("interrupt", {}), "interrupt_hard": ("interrupt", {"hard": True}),
+    "cancel": ("cancel", {}), "send": ("send", {}), "revoke_message": ("revoke", {}),
+    "edit_message": ("edit", {}), "resolve_approval": ("approval", {}),
+}
+
+
+def _upgrade_control(entry: dict[str, Any]) -> dict[str, Any]:
+    """A version 1 control (``action``: the loop method) in the form of version 2 (``verb``)."""
+    action = entry.pop("action", None)
+    if action is None:
+        return entry
+    if action not in _V1_CONTROLS:
+        raise RecordingError(f"unknown recorded control {action!r}")
+    verb, extra = _V1_CONTROLS[action]
+    return {**entry, "verb": verb, **extra}
 
 _ERRORS: Mapping[str, type[ProviderError]] = {
     cls.__name__: cls
@@ -191,10 +213,10 @@ def _check_header(header: Any, path: Path) -> dict[str, Any]:
             or header.get("format") != FORMAT:
         raise RecordingError(f"{path} is not a steerable recording (no header line)")
     version = header.get("version")
-    if version != VERSION:
+    if version not in _READS:
         raise RecordingError(
             f"{path} was written by recording format {version!r}; this steerable reads "
-            f"version {VERSION} (upgrade steerable to replay it)"
+            f"versions {', '.join(map(str, _READS))} (upgrade steerable to replay it)"
         )
     return header
 
@@ -231,7 +253,7 @@ def load_recording(path: str | Path) -> Recording:
             raise RecordingError(f"{path}:{number} is not valid JSON") from None
         if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):
             raise RecordingError(f"{path}:{number} is not a recording entry")
-        rec.entries.append(entry)
+        rec.entries.append(_upgrade_control(entry) if entry["type"] == "control" else entry)
     _expand_requests(rec.entries)
     return rec
 

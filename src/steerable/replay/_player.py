@@ -27,7 +27,6 @@ from typing import Any
 from steerable import (
     Agent,
     AgentLoop,
-    CancelMode,
     Event,
     EventKind,
     HookAction,
@@ -41,6 +40,7 @@ from steerable import (
     TurnResult,
     event_to_dict,
 )
+from steerable.drivers._controls import from_wire
 from steerable.providers._base import LLMRequest
 from steerable.replay._compare import IdMap, first_difference, first_request_difference
 from steerable.replay._errors import RecordingError, ReplayDivergence
@@ -378,33 +378,23 @@ class Player:
             self._sent_results.append(result)
 
     def _control(self, entry: Mapping[str, Any]) -> None:
-        action, sid, loop = str(entry["action"]), entry.get("session_id"), self.loop
-        if action == "inject_steering":
-            done = bool(loop.inject_steering(entry["text"], session_id=sid))
-        elif action == "inject_follow_up":
-            done = bool(loop.inject_follow_up(entry["text"], session_id=sid))
-        elif action == "interrupt_graceful":
-            done = loop.interrupt_graceful(session_id=sid, hint=entry.get("hint"))
-        elif action == "interrupt_hard":
-            done = loop.interrupt_hard(session_id=sid)
-        elif action == "cancel":
-            mode = entry.get("mode", "IMMEDIATE")
-            done = loop.cancel(session_id=sid, mode=CancelMode[mode] if isinstance(mode, str)
-                               else CancelMode(mode)) is not None
-        elif action == "send":
+        """Make a recorded command again: decoded by the one table of verbs (``from_wire``),
+        with the ids of messages and approvals mapped to the replay's own."""
+        verb, sid = str(entry["verb"]), entry.get("session_id")
+        if verb == "send":
             done = self._send(entry)
-        elif action in ("revoke_message", "edit_message"):
-            message = self._ids.replayed_id(str(entry["message_id"])) or str(entry["message_id"])
-            done = loop.revoke_message(message) if action == "revoke_message" \
-                else loop.edit_message(message, str(entry["text"]))
-        elif action == "resolve_approval":
-            request = self._ids.replayed_id(str(entry["request_id"])) or str(entry["request_id"])
-            done = loop.resolve_approval(request, bool(entry["approved"]),
-                                         str(entry.get("reason", "")))
         else:
-            raise RecordingError(f"unknown recorded control {action!r}")
+            fields = {k: v for k, v in entry.items() if k not in ("type", "after", "verb")}
+            for key in ("message_id", "request_id"):
+                if key in fields:
+                    fields[key] = self._ids.replayed_id(str(fields[key])) or str(fields[key])
+            try:
+                command = from_wire(verb, fields)
+            except (ValueError, TypeError) as exc:
+                raise RecordingError(f"unknown recorded control {verb!r}: {exc}") from None
+            done = bool(self.loop.submit(command))
         if not done:
-            self._fail(f"replay diverged: the recorded {action} after event #{entry['after']} "
+            self._fail(f"replay diverged: the recorded {verb} after event #{entry['after']} "
                        f"changed nothing in the replay (session {sid!r})")
 
     async def run(self) -> ReplayResult:

@@ -20,21 +20,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from steerable import Agent, AgentLoop, BaseAgent, event_to_dict
-from steerable._commands import (
-    AnswerApproval,
-    Cancel,
-    Command,
-    Edit,
-    FollowUp,
-    Interrupt,
-    Resume,
-    Revoke,
-    Send,
-    StartTurn,
-    Steer,
-)
 from steerable._hooks import ToolResultContext
 from steerable._secrets import Redactor, known_secrets, redacted
+from steerable.drivers._commands import Command, Resume, Send, StartTurn
 from steerable.providers._base import Chunk, LLMRequest, Provider, guard_secrets, text_guarded
 from steerable.replay._errors import RecordingError
 from steerable.replay._format import (
@@ -306,7 +294,7 @@ class Recorder:
                              "by_send": command.by_lane})
                 self._sessions[answer.session_id] = None
             else:
-                self._write({"type": "control", "after": after, "action": "send",
+                self._write({"type": "control", "after": after, "verb": "send",
                              "text": command.text, "session_id": sid, "policy": command.policy,
                              "agent": None if agent is None else agent.name,
                              "history": messages_to_json(history)})
@@ -324,29 +312,19 @@ class Recorder:
         return answer
 
     def _describe(self, command: Command) -> dict[str, Any] | None:
-        """A control as the recording names it (the loop method a replay calls); None for
-        one aimed at a sub-turn (a replay cannot name it)."""
-        if isinstance(command, AnswerApproval):
-            return {"action": "resolve_approval", "request_id": command.request_id,
-                    "approved": command.approved, "reason": command.reason}
-        if isinstance(command, Revoke | Edit):
-            out = {"action": f"{command.verb}_message", "message_id": command.message_id}
-            return out | ({"text": command.text} if isinstance(command, Edit) else {})
-        sid = getattr(command, "session_id", None)
-        if sid is None:
-            sid = self._active_session()
-        turn_id = getattr(command, "turn_id", None)
-        if turn_id is not None:
-            top = None if sid is None else self._loop.active_turn(sid)
-            if top is None or top.turn_id != turn_id:
-                return None
-        if isinstance(command, Steer | FollowUp):
-            action = "inject_steering" if isinstance(command, Steer) else "inject_follow_up"
-            return {"action": action, "text": command.text, "session_id": sid}
-        if isinstance(command, Interrupt):
-            if command.hard:
-                return {"action": "interrupt_hard", "session_id": sid}
-            return {"action": "interrupt_graceful", "session_id": sid, "hint": command.hint}
-        if isinstance(command, Cancel):
-            return {"action": "cancel", "session_id": sid, "mode": command.mode.name}
-        return None
+        """A command as the recording names it: its verb and wire form (the replay decodes it
+        with ``from_wire``, as a Redis worker does). A control for a turn is named by its
+        session (a replay's turns have other ids); None for one aimed at a sub-turn (a replay
+        cannot name it) or one that cannot cross a process."""
+        if not command.remote:
+            return None
+        fields = command.fields()
+        if "session_id" in fields:
+            sid = fields["session_id"] or self._active_session()
+            turn_id = fields.pop("turn_id", None)
+            if turn_id is not None:
+                top = None if sid is None else self._loop.active_turn(sid)
+                if top is None or top.turn_id != turn_id:
+                    return None
+            fields["session_id"] = sid
+        return {"verb": command.verb, **fields}

@@ -4,16 +4,32 @@ the recording, at the pace the player sets (see ``_player.Player.gate``)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from steerable import BaseTool, ToolContext, ToolResult
 from steerable.providers._base import Chunk, LLMRequest
 from steerable.replay._format import chunk_from_json, error_from_json
 
-if TYPE_CHECKING:
-    from steerable.replay._player import Player
+__all__ = ["Pacer", "ReplayProvider", "ReplayTool"]
 
-__all__ = ["ReplayProvider", "ReplayTool"]
+
+class Pacer(Protocol):
+    """What the stand-ins need of the player (``_player.Player``): the recording's answers
+    and its pace. A protocol, so this module never imports the player that imports it."""
+
+    def take_llm(self, agent: str, request: LLMRequest) -> dict[str, Any]: ...
+
+    def tool_result(self, call_id: str) -> dict[str, Any] | None: ...
+
+    def progress_of(self, call_id: str) -> list[tuple[int, dict[str, Any]]]: ...
+
+    async def gate(self) -> None: ...
+
+    async def until_index(self, index: int) -> None: ...
+
+    async def until_ready(self, call_id: str) -> None: ...
+
+    async def wait_cancelled(self) -> None: ...
 
 
 class ReplayProvider:
@@ -22,7 +38,7 @@ class ReplayProvider:
 
     text_guarded = True
 
-    def __init__(self, player: Player, agent: str) -> None:
+    def __init__(self, player: Pacer, agent: str) -> None:
         self._player = player
         self._agent = agent
 
@@ -51,7 +67,7 @@ class ReplayProvider:
 class ReplayTool(BaseTool):
     """A recorded tool: same name, schema and read-only flag; its result is the recorded one."""
 
-    def __init__(self, player: Player, spec: Mapping[str, Any]) -> None:
+    def __init__(self, player: Pacer, spec: Mapping[str, Any]) -> None:
         self._player = player
         self.name = str(spec["name"])
         self.description = str(spec.get("description", ""))

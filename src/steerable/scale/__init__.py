@@ -5,12 +5,19 @@ lease); ``RedisClient`` posts messages and control commands from any process and
 session's events. See docs/guides/redis-workers.md.
 """
 
-from steerable.scale._client import RedisClient, SendResult, StreamedEvent, WorkerUnavailableError
+from steerable.scale._client import (
+    MessageAck,
+    RedisClient,
+    SendResult,
+    StreamedEvent,
+    WorkerUnavailableError,
+)
 from steerable.scale._lease import LeaseTiming
 from steerable.scale._worker import RedisWorker, WorkerStatistics
 
 __all__ = [
     "LeaseTiming",
+    "MessageAck",
     "RedisClient",
     "RedisWorker",
     "SendResult",

@@ -5,6 +5,11 @@ A message for a session no worker holds is queued and a worker is woken; for a h
 goes to the holder, which applies the busy policy exactly as one process would. Control
 commands (steer, follow-up, interrupt, cancel, approval answers) go to the worker running the
 turn and return its answer.
+
+Every message has an id and a state (SPEC 10), whichever process holds it: a posted message's
+id is its queue entry's, kept by the turn that takes it; a steer or a follow-up gets its id from
+the worker whose turn took it. ``queue`` lists what waits (in the holder's turn and in the
+session's Redis queue); ``revoke`` and ``edit`` find a message by its id alone.
 """
 
 from __future__ import annotations
@@ -16,15 +21,19 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from steerable._receipts import new_message_id
 from steerable.errors import SessionBusyError, SteerableError
 from steerable.scale._keys import Keys
 from steerable.scale._protocol import POLICIES, Scripts, decode, encode
 from steerable.storage._ids import check_session_id
 from steerable.storage.redis_store import RedisUnavailableError
 
-__all__ = ["RedisClient", "SendResult", "StreamedEvent", "WorkerUnavailableError", "connect"]
+__all__ = ["MessageAck", "RedisClient", "SendResult", "StreamedEvent", "WorkerUnavailableError",
+           "connect"]
 
 INBOX_MAXLEN = 100_000
+MESSAGE_TTL = 7 * 86_400
+"""Seconds a message's id finds its session (``revoke``/``edit`` by id alone)."""
 _FIRST_WAIT = 0.2
 """Seconds a command waits for the holder's answer before it checks that the holder lives."""
 
@@ -42,6 +51,24 @@ class SendResult:
 
     action: str
     turn_id: str | None = None
+    message_id: str | None = None
+    state: str | None = None
+    """``queued`` (waiting in the session's queue or the running turn's), or the state the
+    holder's receipt was in when it answered."""
+
+
+@dataclass(frozen=True, slots=True)
+class MessageAck:
+    """The receipt of a steer or a follow-up given to a turn on another process: falsy when
+    refused (no turn running, or it could not take it: ``detail`` says why)."""
+
+    ok: bool
+    message_id: str | None = None
+    state: str = "rejected"
+    detail: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,22 +139,30 @@ class RedisClient:
             raise ValueError("message text must be a non-empty str")
         if policy not in POLICIES:
             raise ValueError(f"unknown busy policy {policy!r}; use one of {', '.join(POLICIES)}")
-        entry = {"id": secrets.token_hex(8), "text": text, "policy": policy, "posted": time.time()}
+        mid = new_message_id()
+        entry = {"id": mid, "text": text, "policy": policy, "posted": time.time()}
         try:
+            # Named before it is posted: once anyone can know the id, it finds its session.
+            await self._redis.set(self.keys.message(mid), session_id, ex=MESSAGE_TTL)
             holder, waiting = await self._scripts.post(session_id, entry, maxlen=INBOX_MAXLEN)
             if holder is None:
-                return SendResult("started" if waiting == 1 else "queued")
+                return SendResult("started" if waiting == 1 else "queued", None, mid, "queued")
             try:
                 answer = await self._command(holder, "message", session_id, {"entry": entry})
             except WorkerUnavailableError:
                 # The holder is gone: queue behind its turn, which the next holder resumes.
                 await self._scripts.post(session_id, entry, maxlen=INBOX_MAXLEN, force=True)
-                return SendResult("queued")
+                return SendResult("queued", None, mid, "queued")
+            answered = answer.get("message_id")
+            if answered and answered != mid:  # a receipt of the holder's turn (a steer)
+                await self._redis.set(self.keys.message(answered), session_id,
+                                      ex=MESSAGE_TTL)
         except self._errors as exc:
             raise self._down(exc, f"post to session {session_id!r}") from None
         if answer.get("action") == "rejected":
             raise SessionBusyError(f"session {session_id!r} is busy (turn {answer.get('turn_id')})")
-        return SendResult(str(answer["action"]), answer.get("turn_id"))
+        return SendResult(str(answer["action"]), answer.get("turn_id"),
+                          answer.get("message_id", mid), answer.get("state", "queued"))
 
     async def resume(self, session_id: str) -> SendResult:
         """Continue the session's cancelled turn from its checkpoint, as its next turn (a
@@ -144,21 +179,38 @@ class RedisClient:
 
     # -- control ------------------------------------------------------------------------------
 
-    async def steer(self, text: str, session_id: str) -> bool:
-        return await self._control("steer", session_id, {"text": text})
+    async def steer(self, text: str, session_id: str) -> MessageAck:
+        """Steer the session's running turn, on whichever worker runs it."""
+        return await self._message("steer", text, session_id)
 
-    async def follow_up(self, text: str, session_id: str) -> bool:
-        return await self._control("follow_up", session_id, {"text": text})
+    async def follow_up(self, text: str, session_id: str) -> MessageAck:
+        """A follow-up for the session's running turn (handed back when it ends)."""
+        return await self._message("follow_up", text, session_id)
+
+    async def _message(self, op: str, text: str, session_id: str) -> MessageAck:
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("message text must be a non-empty str")
+        answer = await self._control(op, session_id, {"text": text})
+        if answer is None:
+            return MessageAck(False, None, "rejected", "no turn is active")
+        mid = answer.get("message_id")
+        if mid:
+            try:
+                await self._redis.set(self.keys.message(mid), session_id, ex=MESSAGE_TTL)
+            except self._errors as exc:
+                raise self._down(exc, f"{op} session {session_id!r}") from None
+        return MessageAck(bool(answer.get("ok")), mid, str(answer.get("state", "rejected")),
+                          str(answer.get("detail", "")))
 
     async def interrupt(self, session_id: str, mode: str = "graceful") -> bool:
         if mode not in ("graceful", "hard"):
             raise ValueError(f"interrupt mode must be 'graceful' or 'hard', got {mode!r}")
-        return await self._control("interrupt", session_id, {"mode": mode})
+        return await self._ok("interrupt", session_id, {"hard": mode == "hard"})
 
     async def cancel(self, session_id: str, mode: str = "immediate") -> bool:
         if mode not in ("immediate", "after_model", "after_tools"):
             raise ValueError(f"unknown cancel mode {mode!r}")
-        return await self._control("cancel", session_id, {"mode": mode})
+        return await self._ok("cancel", session_id, {"mode": mode})
 
     async def resolve_approval(self, request_id: str, approved: bool, reason: str = "") -> bool:
         """Answer an ``APPROVAL_REQUESTED`` raised on any worker; False when none is open."""
@@ -182,12 +234,19 @@ class RedisClient:
             raise self._down(exc, "read the session's lease") from None
         return None if token is None else token.decode().rsplit(":", 1)[0]
 
-    async def _control(self, op: str, session_id: str, args: dict[str, Any]) -> bool:
+    async def _ok(self, op: str, session_id: str, args: dict[str, Any]) -> bool:
+        answer = await self._control(op, session_id, args)
+        return answer is not None and bool(answer.get("ok"))
+
+    async def _control(self, op: str, session_id: str,
+                       args: dict[str, Any]) -> dict[str, Any] | None:
+        """The holder's answer to a command for the session's turn; None when no worker
+        holds the session (no turn anywhere: like one process, nothing is kept for later)."""
         check_session_id(session_id)
         try:
             token = await self._redis.get(self.keys.lease(session_id))
             if token is None:
-                return False  # no turn anywhere: like one process, nothing is kept for later
+                return None
             answer = await self._command(token.decode(), op, session_id, args)
         except WorkerUnavailableError:
             raise  # a ConnectionError too, but Redis itself answered
@@ -195,7 +254,65 @@ class RedisClient:
             raise self._down(exc, f"{op} session {session_id!r}") from None
         if "error" in answer:
             raise ValueError(str(answer["error"]))
-        return bool(answer.get("ok"))
+        return answer
+
+    # -- messages that wait -------------------------------------------------------------------
+
+    async def queue(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's messages not yet delivered, in order: those the running turn holds
+        (its input until its first LLM request, steering, follow-ups) as its worker lists
+        them, then those waiting in the session's Redis queue. Each: ``message_id``, ``kind``,
+        ``text``, ``state``, ``turn_id``, ``origin_id``."""
+        check_session_id(session_id)
+        try:
+            held = await self._control("queue", session_id, {})
+        except WorkerUnavailableError:
+            held = None  # its turn is resumed elsewhere soon: what waits in Redis still shows
+        listed = list(held["messages"]) if held is not None else []
+        try:
+            raw = await self._redis.lrange(self.keys.queue(session_id), 0, -1)
+            if held is None:  # a dead holder's turn: its message waits for the next one
+                inflight = await self._redis.get(self.keys.inflight(session_id))
+                raw = [inflight, *raw] if inflight is not None else raw
+        except self._errors as exc:
+            raise self._down(exc, f"list the queue of session {session_id!r}") from None
+        seen = {m["message_id"] for m in listed}
+        for entry in map(decode, raw):
+            if entry.get("resume") or entry["id"] in seen:
+                continue
+            seen.add(entry["id"])
+            listed.append({"message_id": entry["id"], "kind": "send", "text": entry["text"],
+                           "state": "queued", "turn_id": entry.get("turn_id"),
+                           "origin_id": None})
+        return listed
+
+    async def revoke(self, message_id: str) -> bool:
+        """Withdraw a message while it waits (in the session's queue, or in the running
+        turn's steering or follow-ups); False once a turn took it."""
+        return await self._change(message_id, None, "revoke")
+
+    async def edit(self, message_id: str, text: str) -> bool:
+        """Change a waiting message's text (it keeps its id and place); False once a turn
+        took it."""
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("message text must be a non-empty str")
+        return await self._change(message_id, text, "edit")
+
+    async def _change(self, message_id: str, text: str | None, op: str) -> bool:
+        if not isinstance(message_id, str) or not message_id:
+            raise ValueError("message_id must be a non-empty str")
+        try:
+            sid = await self._redis.get(self.keys.message(message_id))
+            if sid is None:
+                return False
+            session_id = sid.decode()
+            if await self._scripts.change(session_id, message_id, text):
+                return True
+        except self._errors as exc:
+            raise self._down(exc, f"{op} message {message_id!r}") from None
+        args = {"message_id": message_id} | ({} if text is None else {"text": text})
+        answer = await self._control(op, session_id, args)
+        return answer is not None and bool(answer.get("ok"))
 
     async def _command(self, token: str, op: str, session_id: str,
                        args: dict[str, Any]) -> dict[str, Any]:

@@ -10,16 +10,15 @@ dies afterwards loses none of them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from steerable._commands import Command, Interrupt, from_wire
 from steerable._core._cancel import CancelHandle
 from steerable._receipts import MessageReceipt
+from steerable.drivers._controls import COMMANDS, from_wire
+from steerable.scale._host import WorkerHost
 from steerable.scale._protocol import decode, encode
-
-if TYPE_CHECKING:
-    from steerable.scale._worker import RedisWorker
 
 __all__ = ["ControlHandler"]
 
@@ -27,7 +26,7 @@ log = logging.getLogger("steerable.scale")
 
 
 class ControlHandler:
-    def __init__(self, worker: RedisWorker) -> None:
+    def __init__(self, worker: WorkerHost) -> None:
         self.worker = worker
         self.loop = worker.loop
 
@@ -52,25 +51,32 @@ class ControlHandler:
                     await pipe.execute()
 
     async def handle(self, wire: dict[str, Any]) -> dict[str, Any]:
-        op, session_id, args = wire["op"], wire["session"], wire["args"]
-        command: Command
+        """The answer to one command: a posted message, the listing of what waits, or a
+        command of the loop's one table of verbs (``from_wire``)."""
+        op, session_id, args = wire["op"], wire["session"], dict(wire["args"])
         if op == "message":
             return await self._message(session_id, args["entry"])
-        if op == "approval":
-            command = from_wire(op, {k: args[k] for k in ("request_id", "approved", "reason")
-                                     if k in args})
-        elif session_id not in self.worker.running:
-            return {"ok": False}  # no turn here now, as on one process
-        elif op == "interrupt":
-            command = Interrupt(session_id, hard=args["mode"] == "hard")
-        else:  # the loop's own commands, by the verbs of its one table
-            command = from_wire(op, {"session_id": session_id, **args})
-        return self._answer(self.loop.submit(command))
+        if op == "queue":
+            return {"messages": self._queued(session_id)}
+        cls = COMMANDS.get(op)
+        if cls is not None and "session_id" in {f.name for f in dataclasses.fields(cls)}:  # a command for the session's turn
+            if session_id not in self.worker.running:
+                return {"ok": False}  # no turn here now, as on one process
+            args["session_id"] = session_id
+        return self._answer(self.loop.submit(from_wire(op, args)))
+
+    def _queued(self, session_id: str) -> list[dict[str, Any]]:
+        if session_id not in self.worker.tokens:
+            return []
+        return [{"message_id": m.message_id, "kind": m.kind, "text": m.text,
+                 "state": m.state.value, "turn_id": m.turn_id, "origin_id": m.origin_id}
+                for m in self.loop.queued_messages(session_id)]
 
     @staticmethod
     def _answer(answer: Any) -> dict[str, Any]:
         if isinstance(answer, MessageReceipt):
-            return {"ok": bool(answer), "message_id": answer.message_id}
+            return {"ok": bool(answer), "message_id": answer.message_id,
+                    "state": answer.state.value, "detail": answer.detail}
         if isinstance(answer, CancelHandle):
             return {"ok": answer.contributed}
         return {"ok": bool(answer)}
@@ -79,30 +85,34 @@ class ControlHandler:
         w = self.worker
         token = w.tokens.get(session_id)
         handle = w.running.get(session_id)
+        queued = {"message_id": entry["id"], "state": "queued"}
         if token is None:
             # Let go of the session since the poster looked: queue it for whoever takes it.
             _, waiting = await w.scripts.post(session_id, entry, maxlen=100_000, force=True)
-            return {"action": "started" if waiting == 1 else "queued"}
+            return {"action": "started" if waiting == 1 else "queued", **queued}
         if handle is None or handle.done():
             waiting = await self._queue(session_id, token, entry, at_head=False)
-            return {"action": "started" if waiting == 1 else "queued"}
+            return {"action": "started" if waiting == 1 else "queued", **queued}
         policy = entry["policy"]
         turn_id = handle.turn_id
         if policy == "reject":
             return {"action": "rejected", "turn_id": turn_id}
-        if policy == "steer" and self.loop.inject_steering(str(entry["text"]), session_id):
-            return {"action": "steered", "turn_id": turn_id}
-        if policy == "interrupt":
+        if policy == "steer":
+            receipt = self.loop.inject_steering(str(entry["text"]), session_id)
+            if receipt:  # the turn's own receipt: the message lives on in its turn
+                return {"action": "steered", "turn_id": turn_id,
+                        "message_id": receipt.message_id, "state": receipt.state.value}
+        if policy in ("interrupt", "rollback"):
             await self._queue(session_id, token, entry, at_head=True)
-            self.loop.interrupt_graceful(session_id)
-            return {"action": "interrupted", "turn_id": turn_id}
-        if policy == "rollback":
-            await self._queue(session_id, token, entry, at_head=True)
-            self.loop.interrupt_hard(session_id)
-            return {"action": "rolled_back", "turn_id": turn_id}
+            if policy == "interrupt":
+                self.loop.interrupt_graceful(session_id)
+            else:
+                self.loop.interrupt_hard(session_id)
+            action = "interrupted" if policy == "interrupt" else "rolled_back"
+            return {"action": action, "turn_id": turn_id, **queued}
         # follow_up, or steering the turn could no longer take (it was ending): next turn.
         await self._queue(session_id, token, entry, at_head=False)
-        return {"action": "queued", "turn_id": turn_id}
+        return {"action": "queued", "turn_id": turn_id, **queued}
 
     async def _queue(self, session_id: str, token: str, entry: dict[str, Any], *,
                      at_head: bool) -> int:

@@ -21,15 +21,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from steerable._events import Event, EventKind, event_to_dict
 from steerable._secrets import redacted
-from steerable._top_session import TopSessions
+from steerable.drivers._top_session import TopSessions
+from steerable.scale._host import WorkerHost
 from steerable.scale._protocol import encode
-
-if TYPE_CHECKING:
-    from steerable.scale._worker import RedisWorker
 
 __all__ = ["EventPublisher"]
 
@@ -50,7 +48,7 @@ return 1
 
 
 class EventPublisher:
-    def __init__(self, worker: RedisWorker) -> None:
+    def __init__(self, worker: WorkerHost) -> None:
         self.worker = worker
         self._sub = worker.loop.subscribe(buffer=65_536)
         self._give_up_at: float | None = None

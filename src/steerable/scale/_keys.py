@@ -49,6 +49,10 @@ class Keys:
         """The message whose turn is running (kept until that turn is saved)."""
         return self.session(session_id, "inflight")
 
+    def message(self, message_id: str) -> str:
+        """The session a message was given to (so it can be found by its id alone)."""
+        return f"{self.prefix}m:{message_id}"
+
     def events(self, session_id: str) -> str:
         return self.session(session_id, "events")
 

@@ -1,7 +1,9 @@
 """The messages workers and clients exchange through Redis, and the scripts that move them.
 
 A posted message is a queue entry ``{"id", "text", "policy", "posted"}``; the worker running
-its turn adds ``"turn_id"``. A control command is a stream entry on the worker's control stream
+its turn adds ``"turn_id"``. ``id`` is the message's ``message_id`` for its whole life (the
+turn that takes it keeps it), and ``message:<id>`` names its session, so a message can be
+withdrawn or edited by its id alone while it waits in the queue. A control command is a stream entry on the worker's control stream
 ``{"op", "session", "args", "reply"}``; the answer is pushed to the ``reply`` list.
 """
 
@@ -76,6 +78,28 @@ return redis.call('RPUSH', KEYS[1], ARGV[2])
 """
 
 
+# KEYS: queue   ARGV: message id, new text ('' to withdraw it)
+# A message still waiting in the queue (never the one in flight: its turn has taken it) is
+# removed, or its text replaced; 1 when it was found. One script, so a worker taking the
+# queue's head never runs a message that was withdrawn, nor the old text of an edited one.
+_CHANGE = """
+local entries = redis.call('LRANGE', KEYS[1], 0, -1)
+for i, raw in ipairs(entries) do
+  local entry = cjson.decode(raw)
+  if entry['id'] == ARGV[1] then
+    if ARGV[2] == '' then
+      redis.call('LREM', KEYS[1], 1, raw)
+    else
+      entry['text'] = ARGV[2]
+      redis.call('LSET', KEYS[1], i - 1, cjson.encode(entry))
+    end
+    return 1
+  end
+end
+return 0
+"""
+
+
 class Scripts:
     """The Lua scripts above, registered on one asyncio client."""
 
@@ -86,6 +110,7 @@ class Scripts:
         self._mark = client.register_script(_MARK)
         self._finish = client.register_script(_FINISH)
         self._queue = client.register_script(_QUEUE)
+        self._change = client.register_script(_CHANGE)
 
     async def post(self, session_id: str, entry: dict[str, Any], *, maxlen: int,
                    force: bool = False) -> tuple[str | None, int]:
@@ -120,3 +145,12 @@ class Scripts:
         k = self.keys
         return int(await self._queue(keys=[k.queue(session_id), k.lease(session_id)],
                                      args=[token, encode(entry), "1" if at_head else "0"]))
+
+    async def change(self, session_id: str, message_id: str, text: str | None) -> bool:
+        """Withdraw (``text`` None) or edit a message waiting in the session's queue; False
+        when it is not there (taken by a turn, or never queued)."""
+        if text is not None and not text:
+            raise ValueError("message text must not be empty")
+        found = await self._change(keys=[self.keys.queue(session_id)],
+                                   args=[message_id, text or ""])
+        return bool(found)

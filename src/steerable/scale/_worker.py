@@ -31,9 +31,12 @@ from typing import Any
 from steerable._core._agent import BaseAgent
 from steerable._core._session import SessionStore
 from steerable._events import TurnStatus
-from steerable._loop import AgentLoop, TurnHandle
+from steerable._receipts import new_message_id
 from steerable._secrets import Redactor
-from steerable.scale._client import RedisClient, connect, unavailable_errors
+from steerable.drivers._commands import StartTurn
+from steerable.drivers._handle import TurnHandle
+from steerable.drivers._loop import AgentLoop
+from steerable.scale._client import MESSAGE_TTL, RedisClient, connect, unavailable_errors
 from steerable.scale._control import ControlHandler
 from steerable.scale._events import EventPublisher
 from steerable.scale._fence import fence
@@ -106,7 +109,7 @@ class RedisWorker:
         self.scripts = Scripts(self._redis, self.keys)
         self.events_maxlen = events_maxlen
         self.events_ttl = events_ttl
-        self.redact = redact if redact is not None else Redactor()
+        self.redact: Callable[[str], str] = redact if redact is not None else Redactor()
         """Applied to every string of an event before it goes to Redis."""
         self.running: dict[str, TurnHandle] = {}
         """The turn each held session runs now (read by the control handler)."""
@@ -350,6 +353,9 @@ class RedisWorker:
             return True  # nothing was saved: the message is still in flight, run it again
         nexts = [self._entry(text, "follow_up") for text in result.follow_ups]
         nexts += [self._entry(item.text, "follow_up") for item in result.unprocessed]
+        for entry in nexts:  # each a new message (SPEC 10), found by its id like any other
+            await self._retry(partial(self._redis.set, self.keys.message(entry["id"]),
+                                      session_id, ex=MESSAGE_TTL))
         await self._retry(lambda: self.scripts.finish(session_id, token, nexts))
         return True
 
@@ -387,7 +393,11 @@ class RedisWorker:
                 return handle
             if entry.get("resume"):
                 raise _NothingToResume()
-        return self.loop.start_turn(str(entry["text"]), session_id, discard_checkpoint=True)
+        # The message keeps its id: the turn's input is the message the queue held.
+        started: TurnHandle = self.loop.submit(StartTurn(
+            str(entry["text"]), session_id, discard_checkpoint=True,
+            message_id=str(entry["id"])))
+        return started
 
     async def _hand_session_over(self, session_id: str, token: str) -> None:
         """On stop: give the lease up with the message still in flight and wake another
@@ -401,7 +411,7 @@ class RedisWorker:
 
     @staticmethod
     def _entry(text: str, policy: str) -> dict[str, Any]:
-        return {"id": secrets.token_hex(8), "text": text, "policy": policy, "posted": time.time()}
+        return {"id": new_message_id(), "text": text, "policy": policy, "posted": time.time()}
 
     async def _retry(self, step: Callable[[], Awaitable[Any]]) -> Any:
         """Run a Redis step of a session's runner, waiting out Redis outages; a lease found

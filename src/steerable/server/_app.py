@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from steerable._lanes import BUSY_POLICIES
+from steerable.drivers._lanes import BUSY_POLICIES
 from steerable.errors import CheckpointError, SessionBusyError
 from steerable.server._guard import AccessGuard
 from steerable.server._runner import SessionRunner

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from steerable._core._bus import Subscription
 from steerable._events import Event, EventKind, event_to_dict
 from steerable._secrets import redacted
-from steerable._top_session import TopSessions
+from steerable.drivers._top_session import TopSessions
 
 __all__ = ["EventHub", "HubClient", "SSEItem"]
 

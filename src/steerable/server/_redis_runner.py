@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from steerable._core._checkpoint import Checkpoint, CheckpointStore
-from steerable._lanes import BusyPolicy
 from steerable._secrets import redacted
+from steerable.drivers._lanes import BusyPolicy
 from steerable.errors import SessionBusyError
 from steerable.scale import RedisWorker
 from steerable.server._hub import SSEItem
@@ -33,8 +33,6 @@ from steerable.server._runner import (
 __all__ = ["RedisRunner", "pack_id", "unpack_id"]
 
 _SPREAD = 4096
-_NOT_ACROSS_WORKERS = ("not available with --redis yet: the queued messages of a session shared "
-                       "through Redis cannot be listed, withdrawn or edited from the server")
 
 
 def pack_id(entry_id: str) -> int:
@@ -72,7 +70,7 @@ class RedisRunner:
         # A worker that takes a new message drops the session's pending turn itself (the user
         # moved on), so ``discard_pending`` changes nothing here.
         sent = await self.client.send(text, session_id, policy or "steer")
-        return Sent(sent.turn_id, sent.action)
+        return Sent(sent.turn_id, sent.action, sent.message_id, sent.state)
 
     async def _pending(self, session_id: str) -> Checkpoint | None:
         store = self.store
@@ -99,22 +97,29 @@ class RedisRunner:
             raise LookupError(f"session {session_id!r} has no pending turn")
 
     async def steer(self, session_id: str, text: str) -> Taken:
-        return Taken(await self.client.steer(text, session_id))
+        ack = await self.client.steer(text, session_id)
+        return Taken(ack.ok, ack.message_id, ack.state, ack.detail)
 
     async def follow_up(self, session_id: str, text: str) -> Taken:
-        return Taken(await self.client.follow_up(text, session_id))
+        # As the local runner: a busy session queues it for a turn of its own (here in the
+        # session's Redis queue, durable before this answers); an idle one has nothing to
+        # follow.
+        if not await self._busy(session_id):
+            return Taken(False, None, "rejected", "no turn is active")
+        sent = await self.client.send(text, session_id, "follow_up")
+        return Taken(True, sent.message_id, sent.state)
 
-    # The messages that wait are in Redis or in whichever worker's process holds the session;
-    # listing, withdrawing and editing them there is not built yet: say so (501).
+    # What waits is in the turn of whichever worker holds the session and in its Redis queue:
+    # the client lists it from both and finds a message by its id alone.
 
     async def queue(self, session_id: str) -> list[dict[str, Any]]:
-        raise NotImplementedError(_NOT_ACROSS_WORKERS)
+        return list(redacted(await self.client.queue(session_id), self.redact))
 
     async def revoke(self, message_id: str) -> bool:
-        raise NotImplementedError(_NOT_ACROSS_WORKERS)
+        return await self.client.revoke(message_id)
 
     async def edit(self, message_id: str, text: str) -> bool:
-        raise NotImplementedError(_NOT_ACROSS_WORKERS)
+        return await self.client.edit(message_id, text)
 
     async def interrupt(self, session_id: str, mode: InterruptModeName) -> bool:
         return await self.client.interrupt(session_id, mode)

@@ -18,12 +18,13 @@ from typing import Any, Literal, Protocol
 
 from steerable._core._cancel import CancelMode
 from steerable._core._checkpoint import Checkpoint
-from steerable._lanes import BusyPolicy, QueuedTurn
-from steerable._loop import AgentLoop, TurnHandle
 from steerable._messages import Message
 from steerable._receipts import MessageReceipt
 from steerable._secrets import redacted
-from steerable._session_driver import SessionDriver
+from steerable.drivers._handle import TurnHandle
+from steerable.drivers._lanes import BusyPolicy, QueuedTurn
+from steerable.drivers._loop import AgentLoop
+from steerable.drivers._session_driver import SessionDriver
 from steerable.errors import CheckpointError, SessionBusyError
 from steerable.server._hub import EventHub, SSEItem
 

@@ -69,6 +69,30 @@ def _encode(record: object) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
+def _enable_wal(db: sqlite3.Connection, timeout: float, path: Path) -> None:
+    """Switch the database to WAL, waiting like any writer for a process that holds it.
+
+    SQLite answers ``database is locked`` at once, without its busy handler, when the journal
+    mode cannot change because another connection is opening the same fresh file (several
+    workers starting together): retried here until ``timeout``, as ``busy_timeout`` would.
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL").fetchone()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise SQLiteStoreError(
+                    f"session database {path} stayed locked for {timeout:g} s while "
+                    f"opening it ({exc}); is another process holding it?") from None
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
 class SQLiteSessionStore:
     """Sessions in the SQLite database at ``path`` (created with its folder when missing).
 
@@ -94,7 +118,7 @@ class SQLiteSessionStore:
                 raise SQLiteStoreError(
                     f"session database {self.path} was written by a newer steerable (schema "
                     f"v{version}, this one reads up to v{_DB_VERSION}); upgrade steerable")
-            db.execute("PRAGMA journal_mode=WAL")
+            _enable_wal(db, self._timeout, self.path)
             with self._write(db):
                 # Statement by statement: executescript would commit on its own.
                 for statement in _SCHEMA.split(";"):

@@ -10,16 +10,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from mcp import types
 
 from steerable import BaseTool, ToolContext, ToolResult
 
-if TYPE_CHECKING:
-    from steerable.integrations.mcp._server import MCPServer
+__all__ = ["MCPTool", "ToolServer", "mcp_tool_name"]
 
-__all__ = ["MCPTool", "mcp_tool_name"]
+
+class ToolServer(Protocol):
+    """What a tool needs of its server (``MCPServer``): its name and a call. A protocol, so
+    this module never imports the server that makes its tools."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def call(self, tool: str, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolResult: ...
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -33,7 +40,7 @@ def mcp_tool_name(server: str, tool: str) -> str:
 class MCPTool(BaseTool):
     """A tool of ``server`` described by ``spec`` (from the server's ``tools/list``)."""
 
-    def __init__(self, server: MCPServer, spec: types.Tool) -> None:
+    def __init__(self, server: ToolServer, spec: types.Tool) -> None:
         self.server = server
         self.remote_name = spec.name
         self.name = mcp_tool_name(server.name, spec.name)

@@ -58,10 +58,10 @@ from steerable._core._cancel import CancelMode
 from steerable._core._turn import TurnResult
 from steerable._events import Event, EventKind, MessageStateEvent
 from steerable._hooks import ToolCallContext
-from steerable._lanes import BusyPolicy
-from steerable._loop import AgentLoop
 from steerable.coding import Sandbox, Workspace
 from steerable.coding.bash import DEFAULT_TIMEOUT
+from steerable.drivers._lanes import BusyPolicy
+from steerable.drivers._loop import AgentLoop
 from steerable.errors import ConfigurationError, SessionBusyError
 from steerable.protocols.acp._approval import EditorApprover
 from steerable.protocols.acp._editor import EditorFiles, editor_tools

@@ -36,7 +36,7 @@ from acp import RequestError
 from acp.schema import PromptRequest
 from pydantic import ValidationError
 
-from steerable._loop import AgentLoop
+from steerable.drivers._loop import AgentLoop
 from steerable.protocols.acp._prompt import prompt_text
 
 __all__ = ["SteeringDesk"]

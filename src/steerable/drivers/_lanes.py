@@ -9,8 +9,9 @@ what happens: ``steer`` injects it into the running turn, ``follow_up`` queues i
 queue, ``reject`` raises ``SessionBusyError``. A message that cannot be delivered as asked (the
 turn is already finishing, its steering queue is full) is queued rather than lost.
 
-The loop is reached through the narrow ``LaneHost`` protocol, so this module never imports
-``_loop`` (which imports it).
+Lanes never touch the engine: they are handed a ``LaneEngine``, the few things they need of
+it and of the loop (``_lane_view.EngineView`` is the real one), so this module imports neither
+the engine nor ``_loop``.
 """
 
 from __future__ import annotations
@@ -21,19 +22,16 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args
 
-from steerable._commands import Command, StartTurn
 from steerable._core._agent import Agent
-from steerable._core._durable import sync_held
-from steerable._core._engine import Engine
-from steerable._core._queues import offer_steering
 from steerable._core._turn import TurnResult
-from steerable._events import FollowUpQueued, TurnStatus
+from steerable._core._turn_state import TurnState
+from steerable._events import TurnStatus
 from steerable._receipts import MessageReceipt, MessageState
 from steerable.errors import SessionBusyError
 
 RECENT_RESULTS = 1024
 
-__all__ = ["BUSY_POLICIES", "BusyPolicy", "LaneHost", "Lanes", "QueuedTurn", "SendAction",
+__all__ = ["BUSY_POLICIES", "BusyPolicy", "LaneEngine", "Lanes", "QueuedTurn", "SendAction",
            "check_policy"]
 
 BusyPolicy = Literal["steer", "follow_up", "interrupt", "rollback", "reject"]
@@ -56,14 +54,52 @@ class _Handle(Protocol):
     def __await__(self) -> Generator[Any, None, TurnResult]: ...
 
 
-class LaneHost(Protocol):
-    """What lanes need of the loop: its engine, its agent, and the way commands (a turn to
-    start) come in."""
+class LaneEngine(Protocol):
+    """What lanes need of the engine and the loop, and nothing more."""
 
-    _engine: Engine
-    agent: Any
+    def running(self, session_id: str) -> TurnState | None:
+        """The session's running top-level turn."""
+        ...
 
-    def submit(self, command: Command) -> Any: ...
+    def start(self, text: str, session_id: str, agent: Agent | None,
+              message_id: str | None) -> _Handle:
+        """Start a turn of the message (``SessionBusyError`` when one runs already)."""
+        ...
+
+    def has_slot(self) -> bool:
+        """``Limits.active_turns`` lets one more turn start (sub-turns count too)."""
+        ...
+
+    async def wait_slot(self) -> None:
+        """Until a running turn ends (a slot may be free then)."""
+        ...
+
+    def steer(self, st: TurnState, r: MessageReceipt) -> bool:
+        """Put ``r`` in the turn's steering; False (``r`` untouched) when it cannot take it."""
+        ...
+
+    def interrupt(self, st: TurnState, *, hard: bool) -> None: ...
+
+    def follow_up_queued(self, st: TurnState, text: str) -> None:
+        """Tell the turn's watchers a message waits behind it (``FOLLOW_UP_QUEUED``)."""
+        ...
+
+    def hold(self, session_id: str, receipts: list[MessageReceipt], *, sync: bool) -> None:
+        """What the lane holds, in the engine's view (and with ``sync`` in the store's, before
+        the change is acknowledged)."""
+        ...
+
+    def accept(self, r: MessageReceipt, detail: str) -> None:
+        """``r`` is queued (``MESSAGE_STATE`` queued)."""
+        ...
+
+    def settle(self, r: MessageReceipt, state: MessageState, detail: str) -> None:
+        """``r`` reaches a terminal state."""
+        ...
+
+    def reject(self, r: MessageReceipt, reason: str) -> None:
+        """``r`` is refused (its receipt falsy)."""
+        ...
 
 
 class QueuedTurn:
@@ -153,8 +189,8 @@ class _Lane:
 class Lanes:
     """Every session's lane. Runs on the loop's thread only (``AgentLoop`` marshals calls)."""
 
-    def __init__(self, host: LaneHost) -> None:
-        self._host = host
+    def __init__(self, engine: LaneEngine) -> None:
+        self._engine = engine
         self._lanes: dict[str, _Lane] = {}
         self._recent: OrderedDict[str, TurnResult] = OrderedDict()
         """The last result per session, for ``wait_session``; bounded, oldest forgotten."""
@@ -165,7 +201,7 @@ class Lanes:
     def busy(self, session_id: str) -> bool:
         """A turn runs, or messages wait for one."""
         lane = self._lanes.get(session_id)
-        return session_id in self._host._engine.active or (lane is not None and (
+        return self._engine.running(session_id) is not None or (lane is not None and (
             lane.runner is not None or bool(lane.pending)))
 
     def queued(self, session_id: str) -> list[str]:
@@ -184,64 +220,49 @@ class Lanes:
         lane = self._lanes.get(session_id)
         if lane is None:
             lane = self._lanes[session_id] = _Lane(self, session_id)
-        engine = self._host._engine
-        st = engine.active.get(session_id)
-        if st is None and lane.runner is None and not lane.pending and self._has_slot():
-            handle = self._host.submit(StartTurn(text, session_id, agent, by_lane=True))
+        engine = self._engine
+        st = engine.running(session_id)
+        if st is None and lane.runner is None and not lane.pending and engine.has_slot():
+            handle = engine.start(text, session_id, agent, None)
             self._run(session_id, lane, handle)
             return handle
         r = MessageReceipt("send", text, session_id)
         if policy == "reject" and (st is not None or lane.runner is not None or lane.pending):
             what = f"turn {st.turn_id} is running" if st is not None else "messages are queued"
-            engine.inbox.reject(r, f"the session is busy ({what}); policy 'reject'")
+            engine.reject(r, f"the session is busy ({what}); policy 'reject'")
             raise SessionBusyError(f"session {session_id!r} is busy ({what}); the message was "
                                    "not queued (policy 'reject')")
-        if policy == "steer" and st is not None and offer_steering(engine, st, r) is None:
+        if policy == "steer" and st is not None and engine.steer(st, r):
             return self._steered(r, st, agent)
         urgent = policy in ("interrupt", "rollback")
         action: SendAction = "queued"
         if urgent and st is not None:
-            if policy == "interrupt":
-                engine.interrupt_graceful(st, None)
-                action = "interrupted"
-            else:
-                engine.interrupt_hard(st)
-                action = "rolled_back"
+            engine.interrupt(st, hard=policy == "rollback")
+            action = "interrupted" if policy == "interrupt" else "rolled_back"
         item = QueuedTurn(r, action, agent, urgent=urgent)
         self._queue(session_id, lane, item, urgent=urgent, front=False)
         self._mirror(session_id, lane)  # durable before acknowledged
         if not urgent and st is not None and not st.control.finishing:
-            engine.emit(st, FollowUpQueued, text=text)
-        engine.inbox.enqueue(r, "waiting for a turn of its own")
+            engine.follow_up_queued(st, text)
+        engine.accept(r, "waiting for a turn of its own")
         if lane.runner is None:
             self._run(session_id, lane, None)
         return item
 
-    def _steered(self, r: MessageReceipt, st: Any, agent: Agent | None) -> QueuedTurn:
+    @staticmethod
+    def _steered(r: MessageReceipt, st: TurnState, agent: Agent | None) -> QueuedTurn:
         item = QueuedTurn(r, "steered", agent)
         item._turn_id = st.turn_id
         assert st.control.task is not None
-        st.control.task.add_done_callback(lambda t: item._finish(t.result()) if not t.cancelled()
-                                  and t.exception() is None else item._fail(
-                                      RuntimeError("the steered turn did not finish")))
+        st.control.task.add_done_callback(
+            lambda t: item._finish(t.result()) if not t.cancelled() and t.exception() is None
+            else item._fail(RuntimeError("the steered turn did not finish")))
         return item
 
     def _mirror(self, session_id: str, lane: _Lane, *, sync: bool = True) -> None:
-        """The engine's view of what the lane holds (``Engine.waiting``, each turn's
-        ``held``), and with ``sync`` the store's: written before the change is acknowledged."""
-        engine = self._host._engine
-        receipts = [item.receipt for item in lane.pending]
-        held = engine.waiting.get(session_id)
-        if held is None:
-            held = engine.waiting[session_id] = []
-        held[:] = receipts
-        st = engine.active.get(session_id)
-        if st is not None:
-            st.inbound.held = held
-        if sync:
-            sync_held(engine, session_id, self._host.agent)
-        if not held:
-            del engine.waiting[session_id]
+        """The engine's view of what the lane holds, and with ``sync`` the store's: written
+        before the change is acknowledged."""
+        self._engine.hold(session_id, [item.receipt for item in lane.pending], sync=sync)
 
     @staticmethod
     def _queue(session_id: str, lane: _Lane, item: QueuedTurn, *, urgent: bool,
@@ -261,7 +282,7 @@ class Lanes:
             self._drain(session_id, lane, first), name=f"steerable-lane-{session_id}")
 
     async def _drain(self, session_id: str, lane: _Lane, handle: _Handle | None) -> None:
-        engine = self._host._engine
+        engine = self._engine
         try:
             while True:
                 if handle is not None:
@@ -272,29 +293,27 @@ class Lanes:
                     self._remember(session_id, result)
                     self._requeue_follow_ups(session_id, lane, result)
                     handle = None
-                st = engine.active.get(session_id)
+                st = engine.running(session_id)
                 if st is not None and st.control.task is not None:
                     # A turn started outside send (start_turn): its owner runs its follow-ups.
                     await asyncio.wait([st.control.task])
                     continue
                 if not lane.pending:
                     return
-                if not self._has_slot():
-                    await self._wait_slot()
+                if not engine.has_slot():
+                    await engine.wait_slot()
                     continue
                 item = lane.pending.popleft()
                 self._mirror(session_id, lane, sync=False)  # the turn's first checkpoint
                 try:
-                    handle = self._host.submit(StartTurn(
-                        item.text, session_id, item.agent, by_lane=True,
-                        message_id=item.message_id))
+                    handle = engine.start(item.text, session_id, item.agent, item.message_id)
                 except SessionBusyError:  # started elsewhere in between: wait for that one
                     lane.pending.appendleft(item)
                     self._mirror(session_id, lane, sync=False)
                     await asyncio.sleep(0)
                     continue
                 except Exception as exc:  # a pending checkpoint, the loop closing: say so
-                    engine.inbox.reject(item.receipt, f"its turn could not start: {exc}")
+                    engine.reject(item.receipt, f"its turn could not start: {exc}")
                     item._fail(exc)
                     self._mirror(session_id, lane)  # and out of the checkpoint that held it
                     continue
@@ -305,13 +324,6 @@ class Lanes:
             lane.idle.set()
             if not lane.pending and self._lanes.get(session_id) is lane:
                 del self._lanes[session_id]
-
-    def _has_slot(self) -> bool:
-        """``Limits.active_turns``: turns running at once (sub-turns too); past it, queue."""
-        return self._host._engine.slots.has_room()
-
-    async def _wait_slot(self) -> None:
-        await self._host._engine.slots.room()
 
     def _remember(self, session_id: str, result: TurnResult) -> None:
         self._recent[session_id] = result
@@ -326,13 +338,12 @@ class Lanes:
             return
         at = sum(1 for q in lane.pending if q.urgent)
         ids = result.follow_up_ids or ("",) * len(result.follow_ups)
-        inbox = self._host._engine.inbox
         for text, origin in reversed(list(zip(result.follow_ups, ids, strict=True))):
             r = MessageReceipt("send", text, session_id, origin_id=origin or None)
             r._holder = lane
             lane.pending.insert(at, QueuedTurn(r, "queued", None))
         for item in list(lane.pending)[at:at + len(result.follow_ups)]:
-            inbox.enqueue(item.receipt, "a follow-up its turn handed back")
+            self._engine.accept(item.receipt, "a follow-up its turn handed back")
         if result.follow_ups:
             self._mirror(session_id, lane)
 
@@ -345,7 +356,7 @@ class Lanes:
             if lane is not None and lane.runner is not None:
                 await lane.idle.wait()
                 continue
-            st = self._host._engine.active.get(session_id)
+            st = self._engine.running(session_id)
             if st is not None and st.control.task is not None:
                 await asyncio.wait([st.control.task])
                 continue
@@ -359,19 +370,17 @@ class Lanes:
         dropped = list(lane.pending)
         lane.pending.clear()
         self._mirror(session_id, lane)
-        inbox = self._host._engine.inbox
         for item in dropped:
-            inbox.settle(item.receipt, MessageState.REVOKED, "withdrawn by drop_queued")
+            self._engine.settle(item.receipt, MessageState.REVOKED, "withdrawn by drop_queued")
             item._fail(RuntimeError("the message was withdrawn before its turn started"))
         return [item.text for item in dropped]
 
     def close(self) -> None:
         """Start no more turns; fail what waits (the loop is closing)."""
         self._closed = True
-        inbox = self._host._engine.inbox
         for session_id, lane in self._lanes.items():
             for item in lane.pending:
-                inbox.settle(item.receipt, MessageState.REJECTED,
+                self._engine.settle(item.receipt, MessageState.REJECTED,
                              "the loop closed before its turn started")
                 item._fail(RuntimeError("the loop closed before this message's turn started"))
             lane.pending.clear()

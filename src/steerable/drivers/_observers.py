@@ -1,4 +1,5 @@
-"""The loop's readers of events that are not turns: ``on_event`` observers and the event log.
+"""The loop's hooks as registered, and its readers of events that are not turns: ``on_event``
+observers and the event log.
 
 Each reads its own subscription in its own task, so none of them can slow a turn. Tasks start
 when the loop binds to its asyncio event loop (observers registered before that wait for it),
@@ -32,12 +33,23 @@ class Observers:
         if self._record_path is not None:
             sub = self._engine.bus.subscribe(None, buffer=65536)
             # Imported only now: pathlib and the recorder cost the core's import ~4 ms.
-            from steerable._recorder import record_events
+            from steerable.drivers._recorder import record_events
 
             self._recorder = loop.create_task(record_events(sub, self._record_path))
         for reg, (sub, task) in list(self._reading.items()):
             if task is None:
                 self._reading[reg] = (sub, loop.create_task(self._observe(reg, sub)))
+
+    def register(self, hook: Any, priority: int, timeout: float | None) -> Registration:
+        """Register ``hook`` with the engine; an ``on_event`` observer gets its own reader."""
+        reg = self._engine.hooks.register(hook, priority, timeout)
+        if "on_event" in reg.points:
+            self.add(reg, hook)
+        return reg
+
+    def unregister(self, reg: Registration) -> bool:
+        self.remove(reg)
+        return self._engine.hooks.unregister(reg)
 
     def add(self, reg: Registration, hook: Any) -> None:
         kinds = getattr(hook, "event_kinds", None)
@@ -65,3 +77,14 @@ class Observers:
             quiet = isinstance(event, ErrorEvent) and event.source == "observer"
             await self._engine.hooks.call(reg, "on_event", event, self._engine.timeouts.hook,
                                           source=None if quiet else "observer")
+
+    async def aclose(self, grace: float) -> None:
+        """After the bus closed: wait ``grace`` for the readers to end, then cancel the rest."""
+        waiting = self.tasks()
+        if not waiting:
+            return
+        _, late = await asyncio.wait(waiting, timeout=grace)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late, timeout=grace)

@@ -22,8 +22,9 @@ from steerable._core._bus import Subscription
 from steerable._core._checkpoint import Checkpoint, CheckpointStore
 from steerable._core._turn import TurnResult
 from steerable._events import ApprovalRequested, Event, EventKind, TurnStatus
-from steerable._lanes import BusyPolicy, QueuedTurn
-from steerable._loop import AgentLoop, TurnHandle
+from steerable.drivers._handle import TurnHandle
+from steerable.drivers._lanes import BusyPolicy, QueuedTurn
+from steerable.drivers._loop import AgentLoop
 from steerable.errors import SessionBusyError
 
 __all__ = ["InterruptPress", "SessionDriver"]

@@ -27,7 +27,8 @@ from steerable._core._cancel import CancelHandle, CancelMode
 from steerable._core._session import SessionStore
 from steerable._core._turn import TurnResult
 from steerable._events import TurnStatus
-from steerable._loop import AgentLoop, TurnHandle
+from steerable.drivers._handle import TurnHandle
+from steerable.drivers._loop import AgentLoop
 
 __all__ = ["ExitState", "PushAck", "TurnInput", "TurnLoop"]
 

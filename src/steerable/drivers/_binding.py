@@ -1,5 +1,7 @@
 """Thread marshalling: the loop's state is touched from its asyncio thread only.
 
+``LoopBinding`` ties an ``AgentLoop`` to the asyncio event loop it is first used from (and
+refuses any other); its ``call`` runs work there from any thread.
 ``call_on(loop, fn, *args)`` runs ``fn`` on ``loop``'s thread and returns its answer: at once
 when called there (or before the loop was bound: no other thread can race yet), otherwise
 scheduled with ``call_soon_threadsafe`` and waited for, for as long as the loop lives.
@@ -12,7 +14,7 @@ import concurrent.futures
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["call_on"]
+__all__ = ["LoopBinding", "call_on"]
 
 T = TypeVar("T")
 
@@ -46,3 +48,39 @@ def call_on(loop: asyncio.AbstractEventLoop | None, fn: Callable[..., T], *args:
             if not answer.done() and (loop.is_closed() or not loop.is_running()):
                 raise RuntimeError(
                     "the AgentLoop's event loop stopped before it could answer") from None
+
+
+class LoopBinding:
+    """The asyncio event loop an ``AgentLoop`` belongs to, once it is known.
+
+    Each of ``on_bind(loop)`` runs once, in order, on the first ``bind`` (the event bus and the
+    observers start there)."""
+
+    def __init__(self, *on_bind: Callable[[asyncio.AbstractEventLoop], None]) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._on_bind = on_bind
+
+    def bind(self) -> asyncio.AbstractEventLoop:
+        """The running event loop, bound on first use; ``RuntimeError`` from another one."""
+        loop = asyncio.get_running_loop()
+        if self.loop is None:
+            self.loop = loop
+            for started in self._on_bind:
+                started(loop)
+        elif loop is not self.loop:
+            raise RuntimeError("this AgentLoop is bound to another asyncio event loop")
+        return loop
+
+    def bind_if_running(self, what: str) -> None:
+        """Bind now if not yet bound; ``what`` needs a running event loop to do so."""
+        if self.loop is not None:
+            return  # bound already: ``call`` runs the work on that loop's thread
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(f"{what} needs a running asyncio event loop") from None
+        self.bind()
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn`` on the bound loop's thread and return its answer."""
+        return call_on(self.loop, fn, *args)

@@ -21,8 +21,8 @@ from typing import Any, Literal, Protocol
 from steerable._core._bus import Subscription
 from steerable._core._turn import TurnResult
 from steerable._events import Event, EventKind, TurnStatus
-from steerable._lanes import BusyPolicy, SendAction, check_policy
 from steerable._records import Record, record
+from steerable.drivers._lanes import BusyPolicy, SendAction, check_policy
 from steerable.errors import SessionBusyError
 
 __all__ = ["GatewayHost", "InProcessBus", "InboundMessage", "OutboundReply", "serve_bus"]
@@ -124,6 +124,8 @@ class GatewayHost(Protocol):
 async def serve_bus(host: GatewayHost, bus: InProcessBus, max_sessions: int,
                     forward_events: bool) -> None:
     """Consume ``bus`` until it is closed and every message taken has been answered."""
+    if not isinstance(bus, InProcessBus):
+        raise TypeError(f"bus must be an InProcessBus, got {type(bus).__name__}")
     if max_sessions < 1:
         raise ValueError("max_sessions must be at least 1")
     gate = _Gate(host, bus, max_sessions)

@@ -1,7 +1,6 @@
-"""What the loop hands out: ``TurnHandle`` (a running turn), ``TurnInfo``, ``LoopStatistics``,
-and the argument checks its public methods share.
+"""What the loop hands out: ``TurnHandle`` (a running turn), ``TurnInfo``, ``LoopStatistics``.
 
-A ``TurnHandle`` acts on its turn by submitting commands (``steerable._commands``) to the loop
+A ``TurnHandle`` acts on its turn by submitting commands (``steerable.drivers._commands``) to the loop
 that made it, like every other inbound action; it reads its turn's state only to answer
 questions about it.
 """
@@ -13,35 +12,16 @@ import functools
 from collections.abc import Generator, Mapping
 from typing import Any, Protocol
 
-from steerable._commands import Cancel, Command, FollowUp, Interrupt, Steer
 from steerable._core._cancel import CancelHandle, CancelMode
 from steerable._core._turn import TurnResult
 from steerable._core._turn_state import TurnState
 from steerable._events import EventKind, TurnPhase
-from steerable._lanes import SendAction
 from steerable._receipts import MessageReceipt, MessageState
 from steerable._records import Record, record
+from steerable.drivers._commands import Cancel, Command, FollowUp, Interrupt, Steer
+from steerable.drivers._lanes import SendAction
 
-__all__ = ["LoopStatistics", "TurnHandle", "TurnInfo", "check_mode", "check_session_id",
-           "check_text", "turn_info"]
-
-
-def check_mode(mode: object) -> None:
-    if not isinstance(mode, CancelMode):
-        raise TypeError(f"mode must be a CancelMode, got {mode!r}")
-
-
-def check_session_id(session_id: object) -> None:
-    if not isinstance(session_id, str) or not session_id:
-        raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
-
-
-def check_text(what: str, text: object) -> str:
-    if not isinstance(text, str):
-        raise TypeError(f"{what} must be a str, got {type(text).__name__}")
-    if not text.strip():
-        raise ValueError(f"{what} must not be empty")
-    return text
+__all__ = ["LoopStatistics", "Submits", "TurnHandle", "TurnInfo", "turn_info"]
 
 
 @record(kw_only=False)
@@ -81,7 +61,9 @@ class LoopStatistics(Record):
     turns_finished: int
 
 
-class _Submits(Protocol):
+class Submits(Protocol):
+    """What a handle needs of its loop: the one way in."""
+
     def submit(self, command: Command) -> Any: ...
 
 
@@ -93,7 +75,7 @@ def _wake(waiter: asyncio.Future[None], _task: object) -> None:
 class TurnHandle:
     """A running turn. Await it for the ``TurnResult``; awaiting never cancels the turn."""
 
-    def __init__(self, loop: _Submits, state: TurnState, task: asyncio.Task[TurnResult]) -> None:
+    def __init__(self, loop: Submits, state: TurnState, task: asyncio.Task[TurnResult]) -> None:
         self._loop = loop
         self._state = state
         self._task = task
@@ -127,12 +109,10 @@ class TurnHandle:
         return MessageState.DELIVERED if r is None else r.state
 
     def inject_steering(self, text: str) -> MessageReceipt:
-        check_text("steering text", text)
         answer: MessageReceipt = self._loop.submit(Steer(text, self.session_id, self.turn_id))
         return answer
 
     def inject_follow_up(self, text: str) -> MessageReceipt:
-        check_text("follow-up text", text)
         answer: MessageReceipt = self._loop.submit(
             FollowUp(text, self.session_id, self.turn_id))
         return answer
@@ -151,7 +131,6 @@ class TurnHandle:
     def cancel(self, mode: CancelMode = CancelMode.IMMEDIATE) -> CancelHandle:
         """Cancel this turn (see ``AgentLoop.cancel``); after it ended, a handle that did not
         contribute."""
-        check_mode(mode)
         handle: CancelHandle | None = self._loop.submit(
             Cancel(self.session_id, self.turn_id, mode))
         if handle is None:  # the turn has ended: nothing to change

@@ -1,0 +1,39 @@
+"""Random ids (turns, messages, approvals), from one place so a host can make them replayable.
+
+By default an id is ``os.urandom`` hex. A durable-execution engine that replays a session's code
+after a crash (Temporal) needs the replay to make the same ids as the first run, or a message id
+returned to a caller, or an approval id shown to a person, would change under them: such a host
+sets a seeded source for the code it runs (``id_source``). The source is a context variable, so
+it holds for the tasks started inside and for nothing else in the process.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+__all__ = ["id_source", "random_hex"]
+
+_SOURCE: ContextVar[Callable[[int], bytes] | None] = ContextVar("steerable_id_source",
+                                                                default=None)
+
+
+def random_hex(nbytes: int) -> str:
+    """``nbytes`` random bytes as hex, from the current source (``os.urandom`` by default)."""
+    source = _SOURCE.get()
+    return (os.urandom(nbytes) if source is None else source(nbytes)).hex()
+
+
+@contextmanager
+def id_source(source: Callable[[int], bytes]) -> Iterator[None]:
+    """Make ids with ``source(nbytes)`` inside the block (and in tasks started from it)."""
+    previous = _SOURCE.get()
+    _SOURCE.set(source)
+    try:
+        yield
+    finally:
+        # Not ``reset(token)``: a coroutine closed by its host (a workflow evicted from a
+        # worker's cache) leaves the block in another context, where the token is refused.
+        _SOURCE.set(previous)

@@ -1,0 +1,187 @@
+"""The activities: one LLM call, one tool call, run by a worker with the agent's real provider
+and tools.
+
+Both heartbeat while they run (a background beat, plus one per streamed chunk), so a cancel
+from the workflow (a hard abort, a tool timeout) reaches them within a heartbeat, and a worker
+that dies is noticed within ``heartbeat_timeout``: Temporal then runs the call again on another
+worker. A tool call that runs again gets ``ctx.resumed`` set (its attempt is past the first),
+as a tool resumed from a local checkpoint does. What happens inside a call is published live to
+the session's event stream (``_eventlog``): text deltas, argument pieces, retries, progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import aclosing
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from steerable import (
+    Agent,
+    Event,
+    LLMDelta,
+    LLMRetry,
+    PlanUpdated,
+    ToolCall,
+    ToolCallDelta,
+    ToolExecProgress,
+    ToolResult,
+    event_to_dict,
+)
+from steerable._secrets import known_secrets
+from steerable.errors import ProviderError, ToolError
+from steerable.providers._base import (
+    LLMResponse,
+    RetryNotice,
+    StreamEnd,
+    TextDelta,
+    ThinkingDelta,
+    ToolArgsDelta,
+    ToolCallChunk,
+    guard_secrets,
+    text_guarded,
+)
+from steerable.temporal._codec import request_from_json, response_to_json, result_to_json
+from steerable.temporal._eventlog import Publisher
+from steerable.tools import ToolContext, result_from_return
+
+__all__ = ["LLM_ACTIVITY", "PROVIDER_FAILED", "TOOL_ACTIVITY", "Activities"]
+
+LLM_ACTIVITY = "steerable.llm"
+TOOL_ACTIVITY = "steerable.tool"
+PROVIDER_FAILED = "ProviderError"
+"""The type of the (non-retryable) application error of a failed model call."""
+
+class _Beat:
+    """Heartbeats every ``every`` seconds while the call runs, so a silent call (a model
+    thinking, a slow tool) still hears its cancel and still proves its worker alive."""
+
+    def __init__(self, every: float) -> None:
+        self.every = every
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> _Beat:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    async def _run(self) -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(self.every)
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+
+class _Emitter:
+    """Builds the events of one call with its turn's ids and hands them to the publisher."""
+
+    def __init__(self, publisher: Publisher | None, call: Mapping[str, Any]) -> None:
+        self.publisher = publisher if call.get("live", True) else None
+        self.session_id: str = call["session_id"]
+        self.ids = {"turn_id": call["turn_id"], "parent_turn_id": call["parent_turn_id"],
+                    "session_id": call["session_id"], "seq": call["seq"]}
+        self.iteration: int = call["iteration"]
+
+    def __call__(self, cls: type[Event], **fields: Any) -> None:
+        if self.publisher is not None:
+            event = cls(**self.ids, time=time.time(), **fields)
+            self.publisher.put(self.session_id, [(0, event_to_dict(event))])
+
+
+class Activities:
+    """The worker's activities over ``agent`` (its provider and its tools by name)."""
+
+    def __init__(self, agent: Agent, publisher: Publisher | None, *,
+                 heartbeat_every: float = 1.0) -> None:
+        self.agent = agent
+        self.publisher = publisher
+        self.heartbeat_every = heartbeat_every
+
+    @activity.defn(name=LLM_ACTIVITY)
+    async def llm(self, call: dict[str, Any]) -> dict[str, Any]:
+        """``call``: the request (``_codec``) and the turn's ids; the assembled reply."""
+        emit = _Emitter(self.publisher, call)
+        async with _Beat(self.heartbeat_every):
+            try:
+                response = await self._stream(request_from_json(call["request"]), emit)
+            except ProviderError as exc:
+                # The provider retried what can be retried already: the turn reads the error.
+                raise ApplicationError(str(exc), type=PROVIDER_FAILED,
+                                       non_retryable=True) from None
+        return response_to_json(response)
+
+    async def _stream(self, request: Any, emit: _Emitter) -> LLMResponse:
+        provider = self.agent.provider
+        raw = provider.stream(request)
+        stream = raw if text_guarded(provider) else guard_secrets(raw, known_secrets())
+        texts: list[str] = []
+        thinking: list[str] = []
+        calls: list[ToolCall] = []
+        end = StreamEnd()
+        it = emit.iteration
+        async with aclosing(stream) as chunks:  # type: ignore[type-var]
+            async for chunk in chunks:
+                activity.heartbeat()
+                if type(chunk) is TextDelta and chunk.text:
+                    texts.append(chunk.text)
+                    emit(LLMDelta, iteration=it, text=chunk.text)
+                elif type(chunk) is ThinkingDelta and chunk.text:
+                    thinking.append(chunk.text)
+                    emit(LLMDelta, iteration=it, text=chunk.text, thinking=True)
+                elif type(chunk) is ToolArgsDelta and chunk.text:
+                    emit(ToolCallDelta, iteration=it, call_index=chunk.index,
+                         tool_name=chunk.name, arguments_delta=chunk.text)
+                elif type(chunk) is ToolCallChunk:
+                    calls.append(chunk.call)
+                elif type(chunk) is RetryNotice:
+                    texts.clear()
+                    thinking.clear()
+                    calls.clear()
+                    emit(LLMRetry, iteration=it, attempt=chunk.attempt, reason=chunk.reason,
+                         delay=chunk.delay)
+                elif type(chunk) is StreamEnd:
+                    end = chunk
+        return LLMResponse(text="".join(texts), tool_calls=tuple(calls),
+                           thinking="".join(thinking), usage=end.usage,
+                           finish_reason=end.finish_reason)
+
+    @activity.defn(name=TOOL_ACTIVITY)
+    async def tool(self, call: dict[str, Any]) -> dict[str, Any]:
+        """``call``: the tool's name and arguments and the turn's ids; its ``ToolResult``."""
+        name: str = call["name"]
+        tool = self.agent.tools_by_name.get(name)
+        if tool is None:
+            return result_to_json(ToolResult(
+                f"Tool '{name}' is not known to this worker (its agent has no such tool).",
+                is_error=True))
+        emit = _Emitter(self.publisher, call)
+        ctx = ToolContext(
+            call_id=call["call_id"], tool_name=name, turn_id=call["turn_id"],
+            session_id=call["session_id"], parent_turn_id=call["parent_turn_id"],
+            iteration=call["iteration"], resumed=activity.info().attempt > 1,
+            _report=lambda text, data: emit(ToolExecProgress, call_id=call["call_id"],
+                                            tool_name=name, text=text, data=dict(data)),
+            _plan=lambda items: emit(PlanUpdated, call_id=call["call_id"], items=items))
+        async with _Beat(self.heartbeat_every):
+            return result_to_json(await _run(name, lambda: tool.run(
+                tool.validate(call["arguments"]), ctx), ctx))
+
+
+async def _run(name: str, start: Callable[[], Awaitable[Any]], ctx: ToolContext) -> ToolResult:
+    """The tool's outcome as the local engine words it (``_core._tool_exec._invoke``)."""
+    try:
+        return result_from_return(await start())
+    except asyncio.CancelledError:
+        ctx.cancel()  # a sync tool in its thread sees ``ctx.cancelled``
+        raise
+    except ToolError as exc:
+        return ToolResult(str(exc), is_error=True)
+    except Exception as exc:
+        return ToolResult(f"Tool '{name}' failed: {type(exc).__name__}: {exc}", is_error=True)

@@ -1,0 +1,86 @@
+"""The JSON forms that cross Temporal's boundary: model requests and replies, tool calls and
+results, a session's history. Plain dicts (Temporal's default JSON converter), in the storage
+form of messages (``steerable.storage._records``), so a history carried into a new run of the
+workflow (continue-as-new) reads as the files on disk do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from steerable._messages import Message, ToolCall, ToolResult, Usage
+from steerable.providers._base import LLMRequest, LLMResponse, ToolChoice, ToolSpec
+from steerable.storage._records import SCHEMA_VERSION, message_from_record, message_to_record
+
+__all__ = ["messages_from_json", "messages_to_json", "request_from_json", "request_to_json",
+           "response_from_json", "response_to_json", "result_from_json", "result_to_json"]
+
+
+def messages_to_json(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    return [message_to_record(m) for m in messages]
+
+
+def messages_from_json(raw: Sequence[Mapping[str, Any]]) -> list[Message]:
+    return [message_from_record(m, SCHEMA_VERSION) for m in raw]
+
+
+def request_to_json(request: LLMRequest) -> dict[str, Any]:
+    choice = request.tool_choice
+    return {
+        "messages": messages_to_json(request.messages),
+        "tools": [{"name": t.name, "description": t.description,
+                   "parameters": dict(t.parameters), "read_only": t.read_only}
+                  for t in request.tools],
+        "model": request.model, "params": dict(request.params),
+        "tool_choice": {"mode": choice.mode, "only": None if choice.only is None
+                        else list(choice.only), "max_tokens": choice.max_tokens,
+                        "reason": choice.reason},
+        "answer_schema": None if request.answer_schema is None else dict(request.answer_schema),
+    }
+
+
+def request_from_json(raw: Mapping[str, Any]) -> LLMRequest:
+    choice = raw["tool_choice"]
+    return LLMRequest(
+        messages=tuple(messages_from_json(raw["messages"])),
+        tools=tuple(ToolSpec(t["name"], t["description"], t["parameters"], t["read_only"])
+                    for t in raw["tools"]),
+        model=raw["model"], params=raw["params"],
+        tool_choice=ToolChoice(choice["mode"], None if choice["only"] is None
+                               else tuple(choice["only"]), choice["max_tokens"],
+                               choice["reason"]),
+        answer_schema=raw["answer_schema"],
+    )
+
+
+def _call_json(call: ToolCall) -> dict[str, Any]:
+    return {"id": call.id, "name": call.name, "arguments": dict(call.arguments),
+            "arguments_error": call.arguments_error}
+
+
+def response_to_json(response: LLMResponse) -> dict[str, Any]:
+    usage = response.usage
+    return {"text": response.text, "thinking": response.thinking,
+            "tool_calls": [_call_json(c) for c in response.tool_calls],
+            "usage": None if usage is None else [usage.input_tokens, usage.output_tokens],
+            "finish_reason": response.finish_reason}
+
+
+def response_from_json(raw: Mapping[str, Any]) -> LLMResponse:
+    usage = raw["usage"]
+    return LLMResponse(
+        text=raw["text"], thinking=raw["thinking"],
+        tool_calls=tuple(ToolCall(c["id"], c["name"], c["arguments"], c["arguments_error"])
+                         for c in raw["tool_calls"]),
+        usage=None if usage is None else Usage(usage[0], usage[1]),
+        finish_reason=raw["finish_reason"])
+
+
+def result_to_json(result: ToolResult) -> dict[str, Any]:
+    return {"content": result.content, "is_error": result.is_error,
+            "metadata": dict(result.metadata)}
+
+
+def result_from_json(raw: Mapping[str, Any]) -> ToolResult:
+    return ToolResult(raw["content"], is_error=raw["is_error"], metadata=raw["metadata"])

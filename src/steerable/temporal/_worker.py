@@ -1,0 +1,109 @@
+"""``TemporalWorker``: runs sessions' workflows and their activities for one agent."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import Client, WorkflowHistory
+from temporalio.worker import Replayer, Worker
+
+from steerable import Permissions
+from steerable.temporal._activities import Activities
+from steerable.temporal._eventlog import DEFAULT_PREFIX, EventLog, Publisher
+from steerable.temporal._proxies import CallOptions, remote_agent
+from steerable.temporal._workflow import SessionWorkflow, WorkerConfig, workflow_thread
+
+__all__ = ["DEFAULT_TASK_QUEUE", "TemporalWorker"]
+
+DEFAULT_TASK_QUEUE = "steerable"
+
+
+class TemporalWorker:
+    """One worker process's share of the sessions: ``await worker.run()`` until ``stop()``.
+
+    Every worker of a task queue must run the same agent (instructions, tools, budget) with
+    the same ``options``: a session's workflow may move from one worker to another at any
+    point, and replays there. ``events_url`` is the Redis (``redis://...``) where sessions'
+    events are published for followers (``TemporalClient.events``, ``steerable serve
+    --temporal``); without it nobody can follow the events. ``human_approval``: the calls
+    ``permissions`` ask about wait for ``resolve_approval`` (as long as it takes).
+    """
+
+    def __init__(self, agent: Any, *, target: str = "127.0.0.1:7233",
+                 namespace: str = "default", task_queue: str = DEFAULT_TASK_QUEUE,
+                 events_url: str | None = None, events_prefix: str = DEFAULT_PREFIX,
+                 permissions: Permissions | None = None, options: CallOptions | None = None,
+                 max_history: int = 20_000, human_approval: bool = False,
+                 client: Client | None = None,
+                 redact: Callable[[str], str] | None = None,
+                 max_concurrent_activities: int = 100, sticky_timeout: float = 3.0) -> None:
+        self.options = options or CallOptions()
+        remote_agent(agent, lambda: 0, self.options)  # refuse what cannot run, now
+        self.agent = agent
+        self.target = target
+        self.namespace = namespace
+        self.task_queue = task_queue
+        self.events_url = events_url
+        self.events_prefix = events_prefix
+        self.permissions = permissions
+        self.max_history = max_history
+        self.human_approval = human_approval
+        self.redact = redact
+        self.max_concurrent_activities = max_concurrent_activities
+        self.sticky_timeout = sticky_timeout
+        """How long a session's next step waits for the worker that ran its last one before
+        any worker takes it (a dead worker's sessions move after this)."""
+        self.client = client
+        self.ready = asyncio.Event()
+        self._worker: Worker | None = None
+
+    async def run(self) -> None:
+        client = self.client or await Client.connect(self.target, namespace=self.namespace)
+        log = (EventLog(self.events_url, prefix=self.events_prefix, redact=self.redact)
+               if self.events_url else None)
+        publisher = Publisher(log) if log is not None else None
+        activities = Activities(self.agent, publisher)
+        # One thread runs every workflow's code: the engine checks that it is called from the
+        # thread it was bound on, and workflow code is cheap next to the calls it waits for.
+        with workflow_thread(self._config(publisher), "steerable-workflows") as executor:
+            self._worker = Worker(
+                client, task_queue=self.task_queue, workflows=[SessionWorkflow],
+                activities=[activities.llm, activities.tool],
+                workflow_task_executor=executor,
+                max_concurrent_activities=self.max_concurrent_activities,
+                sticky_queue_schedule_to_start_timeout=timedelta(seconds=self.sticky_timeout))
+            try:
+                async with self._worker:
+                    self.ready.set()
+                    await self._stopped()
+            finally:
+                if publisher is not None:
+                    await publisher.aclose()
+                if log is not None:
+                    await log.aclose()
+
+    def _config(self, publisher: Publisher | None) -> WorkerConfig:
+        return WorkerConfig(self.agent, publisher, self.permissions, self.options,
+                            self.max_history, self.human_approval)
+
+    async def replay(self, histories: AsyncIterator[WorkflowHistory]) -> None:
+        """Run sessions' recorded histories through this worker's code, as a worker taking
+        them over would, without calling anything or publishing events: raises
+        ``NondeterminismError`` when the code would decide differently (check a new version
+        of the agent or of steerable before deploying it beside running sessions)."""
+        with workflow_thread(self._config(None), "steerable-replay") as executor:
+            await Replayer(workflows=[SessionWorkflow],
+                           workflow_task_executor=executor).replay_workflows(histories)
+
+    async def _stopped(self) -> None:
+        self._stop = asyncio.Event()
+        await self._stop.wait()
+
+    def stop(self) -> None:
+        """Finish: the worker stops polling, waits for the calls it runs, and ``run`` returns."""
+        stop = getattr(self, "_stop", None)
+        if stop is not None:
+            stop.set()

@@ -1,0 +1,88 @@
+"""A worker process for the failover tests and the Temporal bench: ``python -m
+tests.temporal._worker_proc TARGET QUEUE EVENTS_URL DIR [MODE [HEARTBEAT_TIMEOUT]]``.
+
+Mode ``failover`` (the default): its model asks for the ``slow`` tool once, then answers; the
+tool appends a line to DIR/runs (its pid and whether it was resumed) and sleeps. Each model
+request's user messages are appended to DIR/requests, so the test can count deliveries.
+Mode ``instant``: the model answers "ok" at once (one call per turn). EVENTS_URL "-": no events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from steerable import Agent, tool
+from steerable._messages import ToolCall
+from steerable.providers._base import Chunk, LLMRequest, StreamEnd, TextDelta, ToolCallChunk
+from steerable.temporal import CallOptions, TemporalWorker
+from steerable.tools._base import ToolContext
+
+
+class RuleProvider:
+    """Calls ``slow`` until a tool result is in the context, then answers."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
+        users = [m.content for m in request.messages if m.role == "user"]
+        with (self.folder / "requests").open("a") as f:
+            f.write(json.dumps(users) + "\n")
+        if any(m.role == "tool" for m in request.messages):
+            yield TextDelta("all done")
+        else:
+            yield ToolCallChunk(ToolCall("call_1", "slow", {"seconds": 8.0}))
+        yield StreamEnd()
+
+    async def aclose(self) -> None:
+        return None
+
+
+class InstantProvider:
+    async def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
+        yield TextDelta("ok")
+        yield StreamEnd()
+
+    async def aclose(self) -> None:
+        return None
+
+
+def build(folder: Path) -> Agent:
+    @tool(read_only=True)
+    async def slow(seconds: float, ctx: ToolContext) -> str:
+        """Wait.
+
+        Args:
+            seconds: How long.
+        """
+        with (folder / "runs").open("a") as f:
+            f.write(json.dumps({"pid": os.getpid(), "resumed": ctx.resumed}) + "\n")
+        await asyncio.sleep(0.5 if ctx.resumed else seconds)  # a resumed run finishes the rest
+        return "slept"
+
+    return Agent(name="failover", instructions="x", provider=RuleProvider(folder),
+                 tools=[slow])
+
+
+async def main(target: str, queue: str, events_url: str, folder: str, mode: str = "failover",
+               heartbeat_timeout: str = "2") -> None:
+    agent = (build(Path(folder)) if mode == "failover"
+             else Agent(name="instant", instructions="x", provider=InstantProvider()))
+    worker = TemporalWorker(agent, target=target, task_queue=queue,
+                            events_url=None if events_url == "-" else events_url,
+                            options=CallOptions(heartbeat_timeout=float(heartbeat_timeout)))
+    task = asyncio.create_task(worker.run())
+    await worker.ready.wait()
+    print("ready", flush=True)
+    await task
+
+
+if __name__ == "__main__":
+    args: Any = sys.argv[1:]
+    asyncio.run(main(*args))

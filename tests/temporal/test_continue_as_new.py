@@ -1,0 +1,45 @@
+"""A session whose workflow history grows past ``max_history`` continues as new when idle:
+its conversation, its event numbering and its turns' results carry over."""
+
+from __future__ import annotations
+
+from steerable import Agent, Reply, ScriptedProvider
+from steerable.temporal import workflow_id
+from tests.temporal._harness import events_until, running
+
+
+async def test_a_long_session_continues_as_new_and_keeps_its_history(
+        temporal_target: str, events_url: str, task_queue: str) -> None:
+    provider = ScriptedProvider([Reply(text=f"answer {i}") for i in range(4)])
+    agent = Agent(name="long", instructions="x", provider=provider)
+    sid = f"{task_queue}-long"
+    async with running(agent, temporal_target, task_queue, events_url,
+                       max_history=20) as client:
+        handle = client.client.get_workflow_handle(workflow_id(sid))
+        runs = set()
+        receipts = []
+        for i in range(4):
+            receipt = await client.send(f"question {i}", sid)
+            receipts.append(receipt)
+            outcome = await client.result(sid, receipt.message_id)
+            assert outcome.text == f"answer {i}"
+            runs.add((await handle.describe()).run_id)
+        assert len(runs) >= 2, "the workflow never continued as new"
+        messages = await client.session_messages(sid)
+        assert [m.content for m in messages] == [
+            x for i in range(4) for x in (f"question {i}", f"answer {i}")]
+        first = await client.result(sid, receipts[0].message_id)  # from an earlier run
+        assert first.text == "answer 0"
+        ends = 0
+
+        def fourth_end(e: dict[str, object]) -> bool:
+            nonlocal ends
+            ends += e["kind"] == "turn_end"
+            return ends == 4
+
+        events = await events_until(client, sid, fourth_end)
+        # One numbering across the runs (a delta carries the number of its LLM_REQUEST).
+        numbers = [e["seq"] for e in events if e["kind"] != "llm_delta"]
+        assert numbers == sorted(set(numbers))
+        assert [e["text"] for e in events if e["kind"] == "turn_end"] == [
+            f"answer {i}" for i in range(4)]

@@ -1,0 +1,105 @@
+"""kill -9 of the worker running a slow tool: the turn completes on another worker, the tool
+ran at most twice (the second run knows it was resumed), the reply appears once, and a steer
+posted during the failover is delivered exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from steerable.temporal import TemporalClient
+from tests.temporal._harness import events_until, turn_end
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(120)  # worker processes start, and a heartbeat must lapse
+
+
+class Workers:
+    def __init__(self, target: str, queue: str, events_url: str, folder: Path) -> None:
+        self.args = [target, queue, events_url, str(folder)]
+        self.procs: list[subprocess.Popen[str]] = []
+
+    def start(self) -> subprocess.Popen[str]:
+        proc = subprocess.Popen([sys.executable, "-m", "tests.temporal._worker_proc",
+                                 *self.args], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+        self.procs.append(proc)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.strip() == "ready", f"the worker did not start: {line!r}"
+        return proc
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=10)
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+@pytest.fixture
+def workers(temporal_target: str, task_queue: str, events_url: str,
+            tmp_path: Path) -> Iterator[Workers]:
+    group = Workers(temporal_target, task_queue, events_url, tmp_path)
+    yield group
+    group.stop()
+
+
+def _runs(folder: Path) -> list[dict[str, object]]:
+    path = folder / "runs"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+async def test_kill_9_mid_tool_the_turn_completes_on_another_worker(
+        workers: Workers, temporal_target: str, task_queue: str, events_url: str,
+        tmp_path: Path) -> None:
+    first = await asyncio.to_thread(workers.start)
+    client = await TemporalClient.connect(temporal_target, task_queue=task_queue,
+                                          events_url=events_url)
+    try:
+        receipt = await client.send("go", "fail-1")
+        deadline = time.monotonic() + 20
+        while not _runs(tmp_path):
+            assert time.monotonic() < deadline, "the tool never started"
+            await asyncio.sleep(0.05)
+        # The only worker runs the session's workflow and its tool: start another, kill it.
+        await asyncio.to_thread(workers.start)
+        victim = int(str(_runs(tmp_path)[0]["pid"]))
+        assert victim == first.pid and first.poll() is None, "the tool ended before the kill"
+        os.kill(victim, signal.SIGKILL)
+        steer = await client.inject_steering("and mind the steer", "fail-1")
+        assert steer, "the steer was refused during the failover"
+        outcome = await asyncio.wait_for(client.result("fail-1", receipt.message_id), 60)
+        assert outcome.status == "completed" and outcome.text == "all done"
+
+        runs = _runs(tmp_path)
+        assert len(runs) == 2, runs  # killed mid-run, so it ran again: at most twice
+        assert runs[0]["resumed"] is False
+        assert runs[1]["resumed"] is True and runs[1]["pid"] != victim
+
+        messages = await client.session_messages("fail-1")
+        replies = [m for m in messages if m.role == "assistant" and m.content == "all done"]
+        assert len(replies) == 1
+        assert [m.content for m in messages if m.role == "user"].count(
+            "and mind the steer") == 1
+
+        events = await events_until(client, "fail-1", turn_end)
+        assert [e["kind"] for e in events].count("turn_end") == 1
+        delivered = [e for e in events if e["kind"] == "message_state"
+                     and e["message_id"] == steer.message_id and e["state"] == "delivered"]
+        assert len(delivered) == 1
+        numbers = [e["seq"] for e in events if e["kind"] not in ("llm_delta",
+                                                                 "tool_exec_progress")]
+        assert numbers == sorted(set(numbers)), "an engine event reached the stream twice"
+    finally:
+        await client.aclose()

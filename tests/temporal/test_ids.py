@@ -1,0 +1,35 @@
+"""``steerable._ids``: ids come from the context's source, so a replay makes the same ones."""
+
+from __future__ import annotations
+
+import random
+
+from steerable import Agent, AgentLoop, Reply, ScriptedProvider
+from steerable._ids import id_source, random_hex
+
+
+def _seeded(seed: int) -> random.Random:
+    return random.Random(seed)
+
+
+async def _ids_of_a_run(seed: int | None) -> tuple[str, str | None]:
+    agent = Agent(name="a", instructions="x", provider=ScriptedProvider([Reply(text="hi")]))
+    async with AgentLoop(agent) as loop:
+        if seed is None:
+            handle = loop.start_turn("hello", "s")
+        else:
+            rng = _seeded(seed)
+            with id_source(lambda n: rng.getrandbits(8 * n).to_bytes(n, "big")):
+                handle = loop.start_turn("hello", "s")
+        await handle
+        return handle.turn_id, handle.message_id
+
+
+async def test_a_seeded_source_makes_the_same_ids_again() -> None:
+    assert await _ids_of_a_run(7) == await _ids_of_a_run(7)
+    assert await _ids_of_a_run(7) != await _ids_of_a_run(8)
+
+
+async def test_without_a_source_ids_are_random() -> None:
+    assert await _ids_of_a_run(None) != await _ids_of_a_run(None)
+    assert len(random_hex(16)) == 32 and random_hex(16) != random_hex(16)
