@@ -1,12 +1,13 @@
 """How well the model reads what a request asks for (the tool policy's classification).
 
-    python bench/bench_classify.py [--model qwen2.5-coder-0.5b-instruct] [--repeat N]
+    python bench/bench_classify.py [--model qwen2.5-coder-0.5b-instruct] [--limit N]
 
 Sends every prompt of the task suite (both halves) plus variants in other languages and
-phrasings through the policy's classification call (the same request the policy makes: the
-coding agent's instructions and tools, the request, the question) and prints, per group, how
-many were read as expected, and every miss. A change read as a look is safe (nothing is
-written, the turn says it changed nothing); a look read as a change is the unsafe miss.
+phrasings through the policy's classification call (the same request the policy makes) and
+prints, per group, how many were read as expected, every miss, and the wall time of one
+classification (median and worst after the first, which evaluates the cached prefix once).
+A change read as a look is safe (nothing is written, the turn says it changed nothing); a look
+read as a change is the unsafe miss. ``--limit N`` takes the first N prompts of each group.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ async def classify(provider: LocalModelProvider, tools: tuple[ToolSpec, ...],
 async def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model")
+    p.add_argument("--limit", type=int, help="the first N prompts of each group")
     args = p.parse_args(argv)
     provider = LocalModelProvider(model=args.model) if args.model else LocalModelProvider()
     tools = tuple(ToolSpec(t.name, t.description, t.parameters, t.read_only)
@@ -89,6 +91,8 @@ async def main(argv: list[str] | None = None) -> int:
     walls = []
     try:
         for prompt, want, group in cases():
+            if args.limit is not None and total[group] >= args.limit:
+                continue
             started = time.perf_counter()
             got = await classify(provider, tools, prompt)
             walls.append(time.perf_counter() - started)
@@ -101,9 +105,10 @@ async def main(argv: list[str] | None = None) -> int:
         await provider.aclose()
     for group in total:
         print(f"{group:15} {right[group]}/{total[group]}")
-    walls.sort()
+    first, warm = walls[0], sorted(walls[1:]) or walls
     print(f"all {sum(right.values())}/{sum(total.values())}, unsafe (a look read as a change) "
-          f"{unsafe}, median {walls[len(walls) // 2]:.1f} s per classification")
+          f"{unsafe}; per classification: first {first:.1f} s, then median "
+          f"{warm[len(warm) // 2]:.1f} s, worst {warm[-1]:.1f} s")
     return 0
 
 

@@ -7,19 +7,21 @@ replays compare it, traces show it; the provider only translates it into its wir
 **What the request asks** is decided by the model itself, not by words of the request: before
 the first call of a request (and again when steering adds to it), one call of its own asks the
 model to classify the request under a JSON schema (``kind``: general, workspace, run, change).
-The same prefix as the turn's own calls (instructions, tools, request), so the server's prompt
-cache keeps it. Every failure is safe: a reply that is not one of the kinds counts as
-"workspace" (look, change nothing); "general" becomes "workspace" when the request names a
-file or folder that exists in the workspace (a name is a name in every language).
+That call (``_classify.py``) starts with fixed instructions and examples and ends with the
+request, so the server's prompt cache keeps all but the request evaluated. Every failure is
+safe: a reply that is not one of the kinds counts as "workspace" (look, change nothing);
+"general" becomes "workspace" when the request names a file or folder that exists in the
+workspace (a name is a name in every language).
 
 **Safe by construction**: only "change" opens the workspace for writing. For any other kind the
 turn's ``WriteGate`` is closed, so ``write`` and ``edit`` refuse and ``bash`` runs with the
 workspace mounted read-only (or not at all without the sandbox), whatever the model emits and
 whether or not calls are approved; a call of a tool the choice did not allow is denied.
 
-**The calls**: a look (workspace, run) starts with a required call of a reading tool (``run``
-adds bash), then a call is optional until ``max_rounds`` rounds or a repeated call, then it must
-answer. A change starts with a required call of any tool; until a change has succeeded a call
+**The calls**: a look (workspace, run) starts with required calls of a tool that reads the
+workspace (``looks``: read, grep, ls, find; ``run`` adds bash; ``todo`` plans but reads
+nothing, so it does not count) until one was made, then a call is optional until
+``max_rounds`` rounds or a repeated call, then it must answer. A change starts with a required call of any tool; until a change has succeeded a call
 stays required and reading stays allowed (so the model can look after a failed edit); after
 one, calls are optional (a function and its call site, two files) until the same limits. A
 required call is capped at ``call_tokens`` tokens.
@@ -39,7 +41,6 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
 
 from steerable._events import Event, EventKind
 from steerable._hooks import (
@@ -53,49 +54,37 @@ from steerable._hooks import (
 )
 from steerable._messages import Message
 from steerable._parts import Content, TextPart
+from steerable.coding._classify import (
+    Intent,
+    asked_in,
+    classify_request,
+    exchange_start,
+    parse_kind,
+)
 from steerable.coding._evidence import evidence_counts, unsupported_facts
 from steerable.coding._workspace import Workspace
 from steerable.errors import ProviderError
 from steerable.providers._base import LLMRequest, ToolChoice, ToolSpec
 
-__all__ = ["NOTHING_CHANGED_MARK", "UNVERIFIED_MARK", "Intent", "ToolPolicy", "Verdict",
-           "classify_request", "parse_kind"]
-
-Intent = Literal["general", "workspace", "run", "change"]
-_KINDS: tuple[Intent, ...] = ("general", "workspace", "run", "change")
+__all__ = [
+    "NOTHING_CHANGED_MARK",
+    "UNVERIFIED_MARK",
+    "WORKSPACE_READERS",
+    "Intent",
+    "ToolPolicy",
+    "Verdict",
+    "classify_request",
+    "parse_kind",
+]
 
 UNVERIFIED_MARK = "⚠ unverified"
 """Starts the line that lists what the answer states but no tool result showed."""
 NOTHING_CHANGED_MARK = "✗ nothing was changed"
 """Starts the line a change request that changed no file ends with."""
 
-CLASSIFY_SCHEMA: dict[str, Any] = {
-    "type": "object", "properties": {"kind": {"enum": list(_KINDS)}},
-    "required": ["kind"], "additionalProperties": False}
-
-CLASSIFY_TOKENS = 16
-
-CLASSIFY_PROMPT = """\
-Before doing anything, classify my message above (it may be in any language, with typos). \
-Reply with JSON {"kind": K}. K is "change" when I ask you to create, write, edit, fix, add, \
-append, rename, delete or update a file; "run" when I ask you to run or execute something and \
-change nothing; "workspace" when I ask about the files here (what they say, where, how many) \
-and change nothing; "general" when my message needs no file here, or asks what no file tool \
-can do. Examples:
-"Create notes.md listing three todos" -> {"kind": "change"}
-"Lösche die Datei tmp.txt" -> {"kind": "change"}
-"corrige la faute dans README.md" -> {"kind": "change"}
-"set verbose to false in app.cfg" -> {"kind": "change"}
-"What does config.py set?" -> {"kind": "workspace"}
-"¿Cuántos archivos .py hay?" -> {"kind": "workspace"}
-"where is main() defined" -> {"kind": "workspace"}
-"Run build.sh and tell me the output" -> {"kind": "run"}
-"What is 3 * 7?" -> {"kind": "general"}
-"Send this file to bob@example.com" -> {"kind": "general"}"""
-"""The question of the classification call. Measured with the 1.5B (bench/bench_classify.py):
-without the examples it never answered "change" (31 of 50 prompts right, every change request
-read as a look); asked for three yes/no answers instead it said "modify files" for 15 questions
-(unsafe); with the examples it read the first 11 requests of the suite right."""
+WORKSPACE_READERS = frozenset({"read", "grep", "ls", "find"})
+"""The tools whose call counts as the required first look: they read the workspace (``todo``
+is read-only too but reads nothing, so a plan is not a look)."""
 
 _GENERAL_NOTE = ("(Note: this needs no tool; answer it directly in words, or say you cannot "
                  "do it.)")
@@ -131,8 +120,9 @@ class ToolPolicy(Hook):
     workspace whose tools it governs."""
 
     def __init__(self, workspace: Workspace, *, max_rounds: int = 4,
-                 call_tokens: int = 1024) -> None:
+                 call_tokens: int = 1024, looks: frozenset[str] = WORKSPACE_READERS) -> None:
         self.workspace = workspace
+        self.looks = looks
         self.max_rounds = max_rounds
         self.call_tokens = call_tokens
         self._turns: dict[str, _Turn] = {}
@@ -150,7 +140,7 @@ class ToolPolicy(Hook):
         if not request.tools or ctx.parent_turn_id is not None:
             return None  # a call that must answer (the last one, a summary), or a sub-agent's
         turn = self._turns.setdefault(ctx.turn_id, _Turn())
-        asked = _asked(request.messages)
+        asked = asked_in(request.messages)
         if turn.intent is None or asked != turn.asked:
             self.workspace.gate.close(ctx.turn_id, "the request is being read")
             turn.intent = await self._classify(ctx, asked)
@@ -192,15 +182,18 @@ class ToolPolicy(Hook):
         tools = request.tools
         if intent == "general":
             return ToolChoice("none", reason="general: needs nothing from the workspace")
-        readers = tuple(t.name for t in tools if t.read_only)
+        bash = ("bash",) if intent == "run" and _has(tools, "bash") else ()
         if intent == "change":
             allowed: tuple[str, ...] | None = None
             why = "change"
         else:
-            allowed = readers + (("bash",) if intent == "run" and _has(tools, "bash") else ())
+            allowed = tuple(t.name for t in tools if t.read_only) + bash
             why = f"{intent}: nothing may change"
         turn = _turn_messages(request.messages)
         rounds = sum(1 for m in turn if m.role == "assistant" and m.tool_calls)
+        looks = tuple(t.name for t in tools if t.name in self.looks) + bash
+        if looks and not _looked(turn, {*looks}) and intent != "change":
+            return ToolChoice("required", looks, self.call_tokens, f"{why}; look first")
         if rounds == 0:
             return ToolChoice("required", allowed, self.call_tokens, f"{why}; look first")
         if rounds >= self.max_rounds or _repeated(turn):
@@ -266,30 +259,6 @@ class ToolPolicy(Hook):
                 self._verdicts.pop(next(iter(self._verdicts)))
 
 
-def classify_request(request: LLMRequest) -> LLMRequest:
-    """The policy's own call that asks the model what ``request`` asks for: the same
-    messages and tools (the prefix the server has cached), then the question, the reply held
-    to ``CLASSIFY_SCHEMA``."""
-    return LLMRequest(messages=(*request.messages, Message("user", CLASSIFY_PROMPT)),
-                      tools=request.tools, model=request.model, params=request.params,
-                      tool_choice=ToolChoice("none", max_tokens=CLASSIFY_TOKENS,
-                                             reason="classify the request"),
-                      answer_schema=CLASSIFY_SCHEMA)
-
-
-def parse_kind(text: str) -> Intent:
-    """The kind a classification reply names; anything else reads as "workspace"."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return "workspace"
-    kind = value.get("kind") if isinstance(value, dict) else None
-    for known in _KINDS:
-        if kind == known:
-            return known
-    return "workspace"  # anything else: look, change nothing
-
-
 def _entry_names(ws: Workspace, limit: int = 2000) -> list[str]:
     """Names (and stems) of the workspace's files and folders, a bounded walk."""
     names: set[str] = set()
@@ -310,23 +279,13 @@ def _has(tools: Sequence[ToolSpec], name: str) -> bool:
     return any(t.name == name for t in tools)
 
 
-def _exchange_start(messages: Sequence[Message]) -> int:
-    """Index of the first message after the last final answer (the exchange's request)."""
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
-        if m.role == "assistant" and not m.tool_calls:
-            return i + 1
-    return 0
-
-
-def _asked(messages: Sequence[Message]) -> tuple[str, ...]:
-    """The user's words of this exchange: the request and any steering added to it."""
-    return tuple(m.text for m in messages[_exchange_start(messages):]
-                 if m.role == "user" and m.text)
-
-
 def _turn_messages(messages: Sequence[Message]) -> list[Message]:
-    return [m for m in messages[_exchange_start(messages):] if m.role != "system"]
+    return [m for m in messages[exchange_start(messages):] if m.role != "system"]
+
+
+def _looked(turn: Sequence[Message], looks: set[str]) -> bool:
+    """A tool that reads the workspace was called in this exchange."""
+    return any(c.name in looks for m in turn if m.role == "assistant" for c in m.tool_calls)
 
 
 def _repeated(turn: Sequence[Message]) -> bool:
