@@ -236,3 +236,16 @@ async def _slots_run(limit: int | None, ops: list[tuple[str, int]]) -> None:
                 if not task.cancelled():
                     assert slots.holds(t)
         check()
+
+
+async def test_a_turn_waiting_for_a_slot_leaves_no_room() -> None:
+    slots = TurnSlots(1)
+    assert slots.try_take("a") and not slots.has_room()
+    waiting = asyncio.ensure_future(slots.take("b"))
+    await asyncio.sleep(0)
+    assert slots.waiting == 1 and not slots.has_room()  # b is first in line, not a newcomer
+    slots.give_back("a")
+    await waiting
+    assert slots.holds("b") and slots.running == 1 and not slots.has_room()
+    slots.give_back("b")
+    assert slots.has_room()

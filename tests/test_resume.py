@@ -275,3 +275,25 @@ async def test_a_corrupt_checkpoint_blocks_new_turns_with_a_clear_error(tmp_path
     assert [m.content for m in loop.session_messages("s")] == ["hi", "hello"]
     result = await loop.run_turn("next", session_id="s", discard_checkpoint=True)
     assert result.text == "fresh" and not store.checkpoint_path("s").exists()
+
+
+async def test_a_forced_resume_goes_on_under_another_agent(store: Any) -> None:
+    tools = Tools()
+    first, _ = make(store, [calls(("act", "a1"))], tools)
+    handle = first.start_turn("go", session_id="s")
+    first.cancel("s", mode=CancelMode.AFTER_MODEL)
+    assert (await handle).status is TurnStatus.CANCELLED
+
+    @tool
+    async def other(x: str) -> str:
+        """Other."""
+        return x
+
+    provider = ScriptedProvider([Reply(text="done under b")])
+    forcer = AgentLoop(Agent(name="b", provider=provider, tools=[other]), store=store)
+    resumed = forcer.resume("s", force=True)
+    assert resumed is not None
+    result = await resumed
+    assert result.status is TurnStatus.COMPLETED and result.text == "done under b"
+    assert tools.runs == []  # the first agent's pending call is not this agent's tool
+    assert forcer.checkpoint("s") is None
