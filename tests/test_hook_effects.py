@@ -364,3 +364,33 @@ async def test_a_call_to_a_tool_before_llm_took_off_the_offer_gets_an_error_and_
     assert ends["erase"].content == ("Tool 'erase' is not available for this call. "
                                      "Available tools: look.")
     assert not ends["look"].is_error and ends["look"].content == "saw a"
+
+
+async def test_llm_request_event_names_the_tool_choice_a_hook_made() -> None:
+    from steerable.providers._base import ToolChoice
+
+    @tool(read_only=True)
+    async def look(x: str) -> str:
+        """Look."""
+        return x
+
+    @tool(read_only=True)
+    async def other(x: str) -> str:
+        """Other."""
+        return x
+
+    class Narrow:
+        def before_llm(self, ctx: Any) -> HookDecision:
+            return HookDecision(HookAction.MODIFY, tool_choice=ToolChoice(
+                "required", only=("look",), reason="look first"))
+
+    provider = ScriptedProvider([Reply(text="ok")])
+    loop = AgentLoop(Agent(name="a", provider=provider, tools=[look, other]))
+    loop.register_hook(Narrow())
+    sub = loop.subscribe(kinds=[EventKind.LLM_REQUEST])
+    await loop.run_turn("go", session_id="s")
+    (event,) = sub.drain_nowait()
+    assert (event.tool_choice, event.may_call, event.reason) == ("required", ("look",),
+                                                                 "look first")
+    assert event.tools == ("look", "other") and event.purpose == ""  # the turn's own call
+    assert provider.requests[0].tool_choice.only == ("look",)
