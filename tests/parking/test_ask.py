@@ -92,7 +92,7 @@ async def test_request_ids_are_unguessable_and_distinct() -> None:
 
     ids = {new_request_id("question") for _ in range(2000)}
     assert len(ids) == 2000
-    assert all(len(i.removeprefix("question_")) == 22 for i in ids)  # 16 random bytes
+    assert all(len(i.removeprefix("question_")) == 32 for i in ids)  # 16 random bytes, hex
 
 
 async def test_a_hard_abort_closes_the_open_question() -> None:

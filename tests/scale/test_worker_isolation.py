@@ -53,7 +53,7 @@ async def test_answering_one_users_approval_never_runs_another_users_call(
     assert {await client.holder("alice"), await client.holder("bob")} == {"a-w", "b-w"}
     # Unguessable and distinct across processes (they used to be approval_1 on both).
     assert alice != bob
-    assert all(len(rid.removeprefix("approval_")) == 22 for rid in (alice, bob))  # 128 bits
+    assert all(len(rid.removeprefix("approval_")) == 32 for rid in (alice, bob))  # 128 bits
 
     assert await client.resolve_approval(bob, True)
     await events_until(client, "bob", ended())
