@@ -7,32 +7,20 @@ The server is stopped by its PID, never by name.
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
-REQUIRE_ENV = "STEERABLE_REQUIRE_REDIS"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests._components import free_port, missing
 
 
 def redis_binary() -> str:
     """The path of redis-server, or skip (fail in CI) with the reason."""
     found = shutil.which("redis-server")
     if found is None:
-        reason = "redis-server is not installed (apt-get install redis-server)"
-        if os.environ.get(REQUIRE_ENV) == "1":
-            pytest.fail(f"{reason}, and {REQUIRE_ENV}=1 requires it")
-        pytest.skip(reason)
+        missing("REDIS", "redis-server is not installed (apt-get install redis-server)")
     return found
 
 
@@ -43,7 +31,7 @@ class RedisServer:
     def __init__(self, workdir: Path) -> None:
         self.binary = redis_binary()
         self.workdir = workdir
-        self.port = _free_port()
+        self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property

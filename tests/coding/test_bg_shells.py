@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import shutil
 import signal
@@ -24,6 +23,7 @@ from hypothesis import strategies as st
 from steerable import ToolContext
 from steerable.coding import BackgroundShells, Sandbox, ShellNotice, Workspace, coding_tools
 from steerable.coding._bg_shells import Shell
+from tests._components import missing
 from tests.coding.conftest import call
 
 
@@ -205,9 +205,7 @@ def test_a_command_that_ends_while_the_turn_runs_is_steered_in(cli_env: dict[str
 
 def _need_bwrap() -> None:
     if shutil.which("bwrap") is None or not Sandbox().describe().startswith("bwrap"):
-        if os.environ.get("STEERABLE_REQUIRE_BWRAP") == "1":
-            pytest.fail("STEERABLE_REQUIRE_BWRAP=1 but bwrap is missing or cannot run here")
-        pytest.skip("bubblewrap (bwrap) is not installed or cannot create namespaces here")
+        missing("BWRAP", "bubblewrap (bwrap) is not installed or cannot create namespaces here")
 
 
 @pytest.mark.parametrize("sandbox", [True, False], ids=["bwrap", "unconfined"])

@@ -10,6 +10,7 @@ import pytest
 
 from steerable.coding import Workspace, coding_tools
 from steerable.coding._walk import IgnoreRules, glob_to_regex
+from tests._components import missing
 from tests.coding.conftest import call
 
 
@@ -200,9 +201,7 @@ async def test_python_grep_respects_gitignore_and_skips_binary(ws: Workspace, to
 
 async def test_ripgrep_and_python_grep_agree(ws: Workspace) -> None:
     if shutil.which("rg") is None:
-        if os.environ.get("STEERABLE_REQUIRE_RG") == "1":
-            pytest.fail("STEERABLE_REQUIRE_RG=1 but ripgrep (rg) is missing")
-        pytest.skip("ripgrep is not installed")
+        missing("RG", "ripgrep (rg) is not installed")
     _tree(ws.root)
     with_rg = {t.name: t for t in coding_tools(ws, use_ripgrep=True)}["grep"]
     without = {t.name: t for t in coding_tools(ws, use_ripgrep=False)}["grep"]

@@ -20,16 +20,15 @@ import pytest
 
 from steerable import Agent, AgentLoop, EventKind, Reply, ScriptedProvider
 from steerable.coding import Sandbox, Workspace, _sandbox, coding_tools
+from tests._components import missing
 
 SECRET = "sk-sandbox-test-0123456789abcdef"
 
 
 def _need_bwrap() -> None:
     if _sandbox.bwrap_usable() is None:
-        if os.environ.get("STEERABLE_REQUIRE_BWRAP") == "1":
-            pytest.fail("STEERABLE_REQUIRE_BWRAP=1 but bwrap is missing or cannot run here")
-        pytest.skip("bubblewrap (bwrap) is not installed or cannot create namespaces here; "
-                    "apt-get install bubblewrap")
+        missing("BWRAP", "bubblewrap (bwrap) is not installed or cannot create namespaces "
+                "here; apt-get install bubblewrap")
 
 
 async def bash(ws: Path, command: str, sandbox: Sandbox, timeout: float | None = None) -> str:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._components import missing
+
 ROOT = Path(__file__).resolve().parents[2]
 # Each public module and the reference page that documents it.
 PAGES = {
@@ -34,9 +36,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         importlib.import_module("mkdocstrings")
         importlib.import_module("material")
     except ImportError:
-        if os.environ.get("STEERABLE_REQUIRE_DOCS") == "1":
-            pytest.fail("STEERABLE_REQUIRE_DOCS=1 but the docs extra is not installed")
-        pytest.skip("the docs extra is not installed (pip install -e '.[docs]')")
+        missing("DOCS", "the docs extra is not installed (pip install -e '.[docs]')")
     out = tmp_path_factory.mktemp("site")
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300,

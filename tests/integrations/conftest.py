@@ -12,13 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests._components import free_port
+
 SERVER = Path(__file__).with_name("mcp_server.py")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -32,7 +28,7 @@ def marks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def http_server(marks: Path) -> Iterator[str]:
     """The test server on a loopback port, as its own process; yields the /mcp URL."""
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)],
                             env={**os.environ, "MCP_TEST_MARKS": str(marks)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -279,9 +279,9 @@ async def test_an_http_server_that_goes_away_gives_errors_then_comes_back(marks:
     import os
     import subprocess
 
-    from .conftest import _free_port
+    from tests._components import free_port
 
-    port = _free_port()
+    port = free_port()
 
     def start() -> subprocess.Popen[bytes]:
         proc = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)],

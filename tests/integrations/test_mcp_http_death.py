@@ -18,13 +18,14 @@ pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
 from steerable import Agent, AgentLoop, EventKind, Reply, ScriptedProvider
 from steerable.integrations.mcp import MCPServer
+from tests._components import free_port
 
-from .conftest import SERVER, _free_port
+from .conftest import SERVER
 
 
 @pytest.fixture
 def served(marks: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)],
                             env={**os.environ, "MCP_TEST_MARKS": str(marks)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

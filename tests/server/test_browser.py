@@ -18,6 +18,7 @@ import pytest
 
 from steerable import Agent, Reply, ScriptedProvider
 from steerable.providers import LLMRequest, StreamEnd, TextDelta
+from tests._components import missing
 from tests.server.conftest import gate_tools, serving
 
 CHROMIUM = os.environ.get("STEERABLE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -32,9 +33,7 @@ def _require_browser() -> Any:
     if reason is None and not Path(CHROMIUM).exists():
         reason = "chromium is not installed (apt-get install chromium)"
     if reason is not None:
-        if os.environ.get("STEERABLE_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"STEERABLE_REQUIRE_BROWSER=1 but {reason}")
-        pytest.skip(reason)
+        missing("BROWSER", reason)
     return async_playwright
 
 

