@@ -31,6 +31,7 @@ from steerable.server._runner import (
     message_json,
     pending_or_error,
 )
+from steerable.server._worker_task import WorkerTask
 
 __all__ = ["RedisRunner", "pack_id", "unpack_id"]
 
@@ -52,20 +53,13 @@ class RedisRunner:
         self.client = worker.client
         self.store = worker.store
         self.redact = redact
-        self._task: asyncio.Task[None] | None = None
+        self._running = WorkerTask(worker)
 
     async def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self.worker.run())
-        ready = asyncio.get_running_loop().create_task(self.worker.ready.wait())
-        await asyncio.wait([self._task, ready], return_when=asyncio.FIRST_COMPLETED)
-        if self._task.done():
-            ready.cancel()
-            self._task.result()  # raises what stopped the worker
+        await self._running.start()
 
     async def aclose(self) -> None:
-        self.worker.stop()
-        if self._task is not None:
-            await self._task
+        await self._running.stop()
 
     async def send(self, session_id: str, text: str | list[Part], policy: BusyPolicy | None, *,
                    discard_pending: bool = False) -> Sent:

@@ -28,6 +28,7 @@ from steerable.server._runner import (
     Taken,
     message_json,
 )
+from steerable.server._worker_task import WorkerTask
 from steerable.temporal import TemporalClient, TemporalWorker, workflow_id
 
 __all__ = ["TemporalRunner"]
@@ -45,7 +46,7 @@ class TemporalRunner:
         self._connect = connect
         self._client: TemporalClient | None = None
         self.redact = redact
-        self._task: asyncio.Task[None] | None = None
+        self._running = WorkerTask(worker)
 
     @property
     def client(self) -> TemporalClient:
@@ -55,17 +56,10 @@ class TemporalRunner:
 
     async def start(self) -> None:
         self._client = await self._connect()
-        self._task = asyncio.get_running_loop().create_task(self.worker.run())
-        ready = asyncio.get_running_loop().create_task(self.worker.ready.wait())
-        await asyncio.wait([self._task, ready], return_when=asyncio.FIRST_COMPLETED)
-        if self._task.done():
-            ready.cancel()
-            self._task.result()  # raises what stopped the worker
+        await self._running.start()
 
     async def aclose(self) -> None:
-        self.worker.stop()
-        if self._task is not None:
-            await self._task
+        await self._running.stop()
         if self._client is not None:
             await self._client.aclose()
 
