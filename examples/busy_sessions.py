@@ -25,8 +25,9 @@ async def main() -> None:
     agent = Agent(name="dev", provider=provider, tools=[run_tests])
     async with AgentLoop(agent, busy_policy="steer") as loop:
         states = loop.subscribe(kinds=[EventKind.MESSAGE_STATE])
+        running = loop.subscribe(kinds=[EventKind.TOOL_EXEC_START])
         first = loop.send("Run the tests.", session_id="s1")        # idle: starts a turn
-        await asyncio.sleep(0.1)                                     # the tool is running now
+        await anext(aiter(running))                                  # the tool is running now
         loop.send("Use -x.", session_id="s1")                        # busy: steers the turn
         later = loop.send("Then update the docs.", "s1", policy="follow_up")
         spare = loop.send("And the changelog.", "s1", policy="follow_up")

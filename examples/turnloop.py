@@ -4,7 +4,16 @@ urgent item preempts the running turn (whose items are handed back, not dropped)
 
 import asyncio
 
-from steerable import Agent, CancelMode, Reply, ScriptedProvider, TurnLoop, TurnResult, TurnStatus
+from steerable import (
+    Agent,
+    CancelMode,
+    EventKind,
+    Reply,
+    ScriptedProvider,
+    TurnLoop,
+    TurnResult,
+    TurnStatus,
+)
 
 
 async def main() -> None:
@@ -20,10 +29,12 @@ async def main() -> None:
             answered.set()
 
     inbox = TurnLoop(Agent(name="inbox", provider=provider), session_id="inbox", on_result=on_result)
+    asking = inbox.loop.subscribe(kinds=[EventKind.LLM_REQUEST])
     inbox.push("note: the build is red")
     inbox.push("note: flaky test in CI")
     inbox.run()                                   # consumes in a task
-    await asyncio.sleep(0.2)                      # the first turn is answering
+    await anext(aiter(asking))                    # the first turn is answering
+    asking.close()
     accepted, ack = inbox.push("URGENT: production is down", preempt=CancelMode.IMMEDIATE)
     await ack                                     # the running turn's cancel has started
     await answered.wait()
