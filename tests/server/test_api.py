@@ -265,6 +265,16 @@ async def test_token_required_when_set_and_compared_exactly(tmp_path: Path) -> N
                     assert "s3cret" not in r.text
             page = await anon.get("/")  # the page itself carries no data: it loads without
             assert page.status_code == 200 and "s3cret" not in page.text
+            # ...and so does every file it loads, and every file of the static folder.
+            import re
+            from importlib.resources import files
+
+            linked = re.findall(r'(?:src|href)="(/static/[^"]+|/favicon.svg)"', page.text)
+            shipped = [f"/static/{f.name}" for f in files("steerable.server").joinpath(
+                "static").iterdir() if f.name not in ("index.html", "favicon.svg")]
+            assert len(linked) >= 8
+            for path in {*linked, *shipped}:
+                assert (await anon.get(path)).status_code == 200, path
         assert s.provider.requests == []
 
 
