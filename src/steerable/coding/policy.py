@@ -35,6 +35,7 @@ says so in the answer, and ``verdict`` tells the front end (the CLI exits non-ze
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import json
 import os
@@ -51,9 +52,11 @@ from steerable._hooks import (
     LLMRequestContext,
     LLMResponseContext,
     ToolCallContext,
+    ToolResultContext,
 )
 from steerable._messages import Message
 from steerable._parts import Content, TextPart
+from steerable.coding._changes import Snapshot, change_report, named_targets
 from steerable.coding._classify import (
     Intent,
     asked_in,
@@ -61,7 +64,7 @@ from steerable.coding._classify import (
     exchange_start,
     parse_kind,
 )
-from steerable.coding._evidence import evidence_counts, unsupported_facts
+from steerable.coding._evidence import echoes, evidence_counts, unsupported_facts
 from steerable.coding._workspace import Workspace
 from steerable.errors import ProviderError
 from steerable.providers._base import LLMRequest, ToolChoice, ToolSpec
@@ -85,12 +88,20 @@ NOTHING_CHANGED_MARK = "✗ nothing was changed"
 WORKSPACE_READERS = frozenset({"read", "grep", "ls", "find"})
 """The tools whose call counts as the required first look: they read the workspace (``todo``
 is read-only too but reads nothing, so a plan is not a look)."""
+COMMANDS = frozenset({"bash"})
+"""Acting tools whose success is no change by itself (``ls`` succeeds and changes nothing):
+what they changed is read off the workspace."""
+FILE_CHANGERS = ("edit", "write")
+"""The tools offered for the last chance of a change request that changed nothing."""
 
 _GENERAL_NOTE = ("(Note: this needs no tool; answer it directly in words, or say you cannot "
                  "do it.)")
 _RECHECK = ("Your answer states {facts}, but no tool result above shows {it}. Answer my "
             "request again using only what the tool results say; where they do not show "
             "something, say you do not know it.")
+_RESTATE = ("That only repeats the raw tool output, and I cannot see the tool results. Answer "
+            "my request itself now, in a few words of your own, using only what the results "
+            "above show.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +124,14 @@ class _Turn:
     intent: Intent | None = None
     asked: tuple[str, ...] = ()
     choice: ToolChoice = field(default_factory=ToolChoice)
+    start: Snapshot | None = None
+    """The workspace when a change request was read (what it changed is judged against it)."""
+    last_chance: bool = False
+    """A change request that changed nothing was given its one required change call."""
+    made: set[str] = field(default_factory=set)
+    """The acting calls (name and arguments) that succeeded: one is never run twice."""
+    pending: dict[str, str] = field(default_factory=dict)
+    commands: dict[str, Snapshot] = field(default_factory=dict)
 
 
 class ToolPolicy(Hook):
@@ -146,12 +165,17 @@ class ToolPolicy(Hook):
             turn.intent = await self._classify(ctx, asked)
             turn.asked = asked
             if turn.intent == "change":
+                if turn.start is None:  # steering adds to a change: judged from the start
+                    turn.start = await asyncio.to_thread(
+                        Snapshot.take, self.workspace.root,
+                        named_targets(" ".join(asked), self.workspace.root))
                 self.workspace.gate.open(ctx.turn_id)
             else:
                 self.workspace.gate.close(
                     ctx.turn_id, f"the request was read as '{turn.intent}', which asks for "
                     "no change")
-        turn.choice = self._choice(turn.intent, request)
+        now = None if turn.start is None else await asyncio.to_thread(self._now, turn.start)
+        turn.choice = self._choice(turn, request, now)
         messages = None
         if turn.intent == "general" and request.messages[-1].role == "user":
             last = request.messages[-1].content
@@ -178,39 +202,91 @@ class ToolPolicy(Hook):
                 return True
         return False
 
-    def _choice(self, intent: Intent, request: LLMRequest) -> ToolChoice:
-        tools = request.tools
-        if intent == "general":
+    def _now(self, start: Snapshot) -> Snapshot:
+        return Snapshot.take(self.workspace.root, start.names)
+
+    def _choice(self, state: _Turn, request: LLMRequest, now: Snapshot | None) -> ToolChoice:
+        intent, tools = state.intent, request.tools
+        if intent == "general" or intent is None:
             return ToolChoice("none", reason="general: needs nothing from the workspace")
-        bash = ("bash",) if intent == "run" and _has(tools, "bash") else ()
-        if intent == "change":
-            allowed: tuple[str, ...] | None = None
-            why = "change"
-        else:
-            allowed = tuple(t.name for t in tools if t.read_only) + bash
-            why = f"{intent}: nothing may change"
         turn = _turn_messages(request.messages)
         rounds = sum(1 for m in turn if m.role == "assistant" and m.tool_calls)
-        looks = tuple(t.name for t in tools if t.name in self.looks) + bash
-        if looks and not _looked(turn, {*looks}) and intent != "change":
+        if intent == "change":
+            return self._change_choice(state, turn, tools, rounds, now)
+        # A "run" request runs first: reading the script instead of running it answers
+        # another question.
+        looks = (("bash",) if intent == "run" and _has(tools, "bash")
+                 else tuple(t.name for t in tools if t.name in self.looks))
+        allowed = tuple(dict.fromkeys([*(t.name for t in tools if t.read_only), *looks]))
+        why = f"{intent}: nothing may change"
+        if looks and not _looked(turn, {*looks}):
             return ToolChoice("required", looks, self.call_tokens, f"{why}; look first")
         if rounds == 0:
             return ToolChoice("required", allowed, self.call_tokens, f"{why}; look first")
         if rounds >= self.max_rounds or _repeated(turn):
             return ToolChoice("none", allowed, reason=f"{why}; answer now ({rounds} rounds)")
-        if intent == "change" and not _changed(turn, tools):
-            return ToolChoice("required", allowed, self.call_tokens,
-                              f"{why}; no change made yet")
         return ToolChoice("auto", allowed, self.call_tokens, why)
+
+    def _change_choice(self, state: _Turn, turn: Sequence[Message], tools: Sequence[ToolSpec],
+                       rounds: int, now: Snapshot | None) -> ToolChoice:
+        """A change: required calls until something changed (reading allowed), optional ones
+        after, none once every file the request names has changed (the change is done), and
+        one required call of a file-changing tool before a change request gives up."""
+        changed = _changed(turn, tools, state.start, now)
+        if rounds == 0:
+            return ToolChoice("required", None, self.call_tokens, "change; look first")
+        if changed and state.start is not None and now is not None \
+                and state.start.targets_done(now):
+            return ToolChoice("none", reason="change: every file the request names has "
+                              "changed; answer now")
+        if rounds >= self.max_rounds or _repeated(turn):
+            changers = tuple(n for n in FILE_CHANGERS if _has(tools, n)) or None
+            if not changed and not state.last_chance:
+                state.last_chance = True
+                return ToolChoice("required", changers, self.call_tokens,
+                                  "change: nothing changed yet; the last chance to change it")
+            return ToolChoice("none", reason=f"change; answer now ({rounds} rounds)")
+        if not changed:
+            return ToolChoice("required", None, self.call_tokens, "change; no change made yet")
+        return ToolChoice("auto", None, self.call_tokens, "change")
 
     # -- before_tool ------------------------------------------------------------------------
 
-    def before_tool(self, ctx: ToolCallContext) -> HookResult:
+    async def before_tool(self, ctx: ToolCallContext) -> HookResult:
         turn = self._turns.get(ctx.turn_id)
-        if turn is None or turn.choice.allows(ctx.call.name):
+        if turn is None:
             return None
-        return HookDecision(HookAction.DENY_TOOL, reason=(
-            f"{ctx.call.name} was not offered on this call ({turn.choice.reason})"))
+        if not turn.choice.allows(ctx.call.name):
+            return HookDecision(HookAction.DENY_TOOL, reason=(
+                f"{ctx.call.name} was not offered on this call ({turn.choice.reason})"))
+        if ctx.read_only:
+            return None
+        key = _call_key(ctx.call.name, ctx.call.arguments)
+        if key in turn.made:  # the same change again would apply it twice (an append, a sed)
+            return HookDecision(HookAction.DENY_TOOL, reason=(
+                "this exact call already succeeded in this request; it is done"))
+        turn.pending[ctx.call.id] = key
+        if ctx.call.name in COMMANDS and turn.start is not None:
+            turn.commands[ctx.call.id] = await asyncio.to_thread(self._now, turn.start)
+        return None
+
+    # -- after_tool -------------------------------------------------------------------------
+
+    async def after_tool(self, ctx: ToolResultContext) -> HookResult:
+        """Remembers an acting call that succeeded; tells what a command changed."""
+        turn = self._turns.get(ctx.turn_id)
+        if turn is None:
+            return None
+        key = turn.pending.pop(ctx.call.id, None)
+        if key is not None and not ctx.result.is_error:
+            turn.made.add(key)
+        before = turn.commands.pop(ctx.call.id, None)
+        if before is None:
+            return None
+        report = change_report(before, await asyncio.to_thread(self._now, before))
+        if not report:
+            return None
+        return HookDecision(HookAction.MODIFY, result=f"{ctx.result.content.rstrip()}\n{report}")
 
     # -- after_llm --------------------------------------------------------------------------
 
@@ -224,6 +300,8 @@ class ToolPolicy(Hook):
         counts = evidence_counts(results)
         looked = turn.intent != "general" or bool(results)
         text = response.text
+        if results and echoes(text, results):
+            text = await self._restate(ctx, text)
         missing = unsupported_facts(text, evidence, counts, numbers=looked)
         rechecked = False
         if missing and looked:
@@ -235,7 +313,8 @@ class ToolPolicy(Hook):
             if again.text.strip():
                 text = again.text
                 missing = unsupported_facts(text, evidence, counts, numbers=looked)
-        changed = _changed(messages, ctx.request.tools)
+        now = None if turn.start is None else await asyncio.to_thread(self._now, turn.start)
+        changed = _changed(messages, ctx.request.tools, turn.start, now)
         verdict = Verdict(turn.intent, changed, tuple(missing), rechecked)
         self._verdicts[ctx.turn_id] = verdict
         notes = []
@@ -248,6 +327,20 @@ class ToolPolicy(Hook):
         if not notes and text == response.text:
             return None
         return HookDecision(HookAction.MODIFY, text="\n\n".join([text.rstrip(), *notes]))
+
+    async def _restate(self, ctx: LLMResponseContext, echo: str) -> str:
+        """One more call for an answer that only repeated a tool result; the echo stays when
+        the model cannot do better."""
+        request = ctx.request
+        again = LLMRequest(
+            messages=(*request.messages, Message("assistant", echo), Message("user", _RESTATE)),
+            tools=request.tools, model=request.model, params=request.params,
+            tool_choice=ToolChoice("none", reason="the answer repeated a tool result"))
+        try:
+            reply = (await ctx.ask(again, "answer")).text
+        except ProviderError:
+            return echo
+        return reply if reply.strip() else echo
 
     # -- on_event ---------------------------------------------------------------------------
 
@@ -295,15 +388,22 @@ def _repeated(turn: Sequence[Message]) -> bool:
     for m in turn:
         if m.role == "assistant" and m.tool_calls:
             seen.extend(latest)
-            latest = [f"{c.name}:{json.dumps(dict(c.arguments), sort_keys=True)}"
-                      for c in m.tool_calls]
+            latest = [_call_key(c.name, dict(c.arguments)) for c in m.tool_calls]
     return any(key in seen for key in latest)
 
 
-def _changed(turn: Sequence[Message], tools: Sequence[ToolSpec]) -> bool:
-    """A tool that is not read-only ran without error in this exchange."""
-    acting = {t.name for t in tools if not t.read_only}
-    return any(m.role == "tool" and not m.is_error and m.name in acting for m in turn)
+def _call_key(name: str, arguments: object) -> str:
+    return f"{name}:{json.dumps(arguments, sort_keys=True, default=str)}"
+
+
+def _changed(turn: Sequence[Message], tools: Sequence[ToolSpec], start: Snapshot | None,
+             now: Snapshot | None) -> bool:
+    """Something changed in this exchange: a file-changing tool succeeded, or the workspace
+    differs from ``start`` (a command's success alone is no change)."""
+    acting = {t.name for t in tools if not t.read_only} - COMMANDS
+    if any(m.role == "tool" and not m.is_error and m.name in acting for m in turn):
+        return True
+    return start is not None and now is not None and bool(start.changed(now))
 
 
 def _evidence(messages: Sequence[Message], turn: Sequence[Message]) -> tuple[str, list[str]]:
