@@ -1,0 +1,119 @@
+"""The tool policy's judgement of the model's own work after a right reading: a run runs, a
+change is judged by the workspace, is done when the named files changed, is never applied
+twice, gets one last required change; a command's changes are shown; an echo is restated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from steerable import EventKind, Reply, TurnStatus
+from steerable.coding._sandbox import bwrap_usable
+from steerable.coding.policy import NOTHING_CHANGED_MARK
+
+from .test_policy import _requests, _run, kind
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    (tmp_path / "report.py").write_text("print('total', 41 + 1)\n")
+    (tmp_path / "shopping.txt").write_text("milk\nbread\n")
+    (tmp_path / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    return tmp_path
+
+
+def _choices(events: list[Any]) -> list[tuple[str, tuple[str, ...] | None]]:
+    return [(r.tool_choice, r.may_call) for r in _requests(events) if not r.purpose]
+
+
+async def test_a_run_request_must_run_a_command_first(ws):
+    _, events, *_ = await _run(
+        ws, "lance report.py stp", kind("run"),
+        Reply(tool_calls=[("read", {"path": "report.py"})]),  # reading is not running: denied
+        Reply(tool_calls=[("bash", {"command": "python3 report.py"})]),
+        Reply(text="It prints: total 42"))
+    choices = _choices(events)
+    assert choices[0] == ("required", ("bash",)) and choices[1] == ("required", ("bash",))
+    assert choices[2][0] == "auto" and "bash" in (choices[2][1] or ())
+    skipped = [e.tool_name for e in events if e.kind is EventKind.TOOL_EXEC_SKIPPED]
+    assert skipped == ["read"]
+
+
+async def test_the_same_change_is_never_applied_twice(ws):
+    append = {"path": "shopping.txt", "old_text": "bread\n", "new_text": "bread\neggs\n"}
+    result, events, _, hook = await _run(
+        ws, "mets eggs à la fin de la liste", kind("change"),
+        Reply(tool_calls=[("edit", append)]), Reply(tool_calls=[("edit", append)]),
+        Reply(text="eggs is at the end."))
+    assert (ws / "shopping.txt").read_text() == "milk\nbread\neggs\n"
+    skipped = [e for e in events if e.kind is EventKind.TOOL_EXEC_SKIPPED]
+    assert [e.tool_name for e in skipped] == ["edit"]
+    assert _choices(events)[-1][0] == "none"  # a repeated call: answer now
+    verdict = hook.verdict(result.turn_id)
+    assert verdict is not None and verdict.changed
+
+
+async def test_a_change_is_done_once_every_named_file_changed(ws):
+    fix = {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}
+    _, events, *_ = await _run(
+        ws, "calc.py: add shuld retrun the sum", kind("change"),
+        Reply(tool_calls=[("read", {"path": "calc.py"})]),
+        Reply(tool_calls=[("edit", fix)]), Reply(text="add now returns a + b."))
+    assert _choices(events) == [("required", None), ("required", None), ("none", None)]
+    assert "a + b" in (ws / "calc.py").read_text()
+
+
+async def test_a_command_that_succeeds_is_no_change_and_the_last_chance_is_a_file_change(ws):
+    result, events, _, hook = await _run(
+        ws, "fix calc.py", kind("change"),
+        Reply(tool_calls=[("bash", {"command": "cat calc.py"})]),
+        Reply(tool_calls=[("bash", {"command": "cat calc.py"})]),  # a repeat: no change yet
+        Reply(tool_calls=[("edit", {"path": "calc.py", "old_text": "a - b",
+                                    "new_text": "a + b"})]),
+        Reply(text="Fixed: add returns a + b."))
+    choices = _choices(events)
+    assert choices[2] == ("required", ("edit", "write"))
+    assert "last chance" in _requests(events)[3].reason
+    assert choices[3] == ("none", None)
+    assert "a + b" in (ws / "calc.py").read_text()
+    verdict = hook.verdict(result.turn_id)
+    assert verdict is not None and verdict.changed and NOTHING_CHANGED_MARK not in result.text
+
+
+async def test_instructions_instead_of_a_change_do_not_end_green(ws):
+    result, _, _, hook = await _run(
+        ws, "fix calc.py", kind("change"),
+        Reply(tool_calls=[("read", {"path": "calc.py"})]),
+        Reply(tool_calls=[("read", {"path": "calc.py"})]),
+        Reply(tool_calls=[("edit", {"path": "calc.py", "old_text": "nope", "new_text": "x"})]),
+        Reply(text="Replace `a - b` with `a + b` in calc.py."))
+    assert result.status is TurnStatus.COMPLETED and NOTHING_CHANGED_MARK in result.text
+    verdict = hook.verdict(result.turn_id)
+    assert verdict is not None and verdict.change_missing
+    assert (ws / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
+
+
+@pytest.mark.skipif(bwrap_usable() is None, reason="bubblewrap is not usable here")
+async def test_a_command_that_rewrites_a_file_says_so_in_its_result(ws):
+    _, events, *_ = await _run(
+        ws, "fix calc.py", kind("change"),
+        Reply(tool_calls=[("bash", {"command": "sed -i 's/.*//' calc.py"})]),
+        Reply(text="Done."))
+    end = next(e for e in events if e.kind is EventKind.TOOL_EXEC_END)
+    assert "files this command changed in the workspace: calc.py (" in end.content
+    assert "-    return a - b" in end.content  # the diff of a named file
+
+
+async def test_a_raw_tool_result_given_as_the_answer_is_restated(ws):
+    (ws / "a.txt").write_text("x\n")
+    (ws / "b.txt").write_text("y\n")
+    result, events, provider, _ = await _run(
+        ws, "combien de .txt ?", kind("workspace"),
+        Reply(tool_calls=[("find", {"pattern": "*.txt"})]),
+        Reply(text="a.txt\nb.txt\nshopping.txt"), Reply(text="3 .txt files."))
+    purposes = [r.purpose for r in _requests(events)]
+    assert purposes == ["classify", "", "", "answer"]
+    assert provider.requests[-1].tool_choice.mode == "none"
+    assert result.text == "3 .txt files."
