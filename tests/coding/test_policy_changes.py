@@ -117,3 +117,28 @@ async def test_a_raw_tool_result_given_as_the_answer_is_restated(ws):
     assert purposes == ["classify", "", "", "answer"]
     assert provider.requests[-1].tool_choice.mode == "none"
     assert result.text == "3 .txt files."
+
+
+@pytest.mark.skipif(bwrap_usable() is None, reason="bubblewrap is not usable here")
+async def test_a_command_that_changed_nothing_may_run_again_after_a_fix(ws):
+    check = {"command": "python3 -B -c 'import calc; assert calc.add(1, 2) == 3'"}
+    fix = {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}
+    _, events, *_ = await _run(
+        ws, "fix the add function", kind("change"),
+        Reply(tool_calls=[("bash", check)]), Reply(tool_calls=[("edit", fix)]),
+        Reply(tool_calls=[("bash", check)]), Reply(text="Fixed: the check passes."))
+    ends = [e for e in events if e.kind is EventKind.TOOL_EXEC_END]
+    assert [(e.tool_name, e.is_error) for e in ends] == [
+        ("bash", True), ("edit", False), ("bash", False)]  # the check ran again, and passed
+
+
+@pytest.mark.skipif(bwrap_usable() is None, reason="bubblewrap is not usable here")
+async def test_a_command_that_changed_files_is_not_run_twice(ws):
+    append = {"command": "echo eggs >> shopping.txt"}
+    _, events, *_ = await _run(
+        ws, "add eggs to the list", kind("change"),
+        Reply(tool_calls=[("bash", append)]), Reply(tool_calls=[("bash", append)]),
+        Reply(text="eggs added."))
+    assert (ws / "shopping.txt").read_text() == "milk\nbread\neggs\n"
+    skipped = [e for e in events if e.kind is EventKind.TOOL_EXEC_SKIPPED]
+    assert [(e.tool_name, e.reason) for e in skipped] == [("bash", "denied")]

@@ -278,14 +278,18 @@ class ToolPolicy(Hook):
         if turn is None:
             return None
         key = turn.pending.pop(ctx.call.id, None)
-        if key is not None and not ctx.result.is_error:
-            turn.made.add(key)
         before = turn.commands.pop(ctx.call.id, None)
+        if ctx.call.name not in COMMANDS:
+            if key is not None and not ctx.result.is_error:
+                turn.made.add(key)
+            return None
         if before is None:
             return None
         report = change_report(before, await asyncio.to_thread(self._now, before))
         if not report:
-            return None
+            return None  # it changed nothing: running it again (tests after a fix) is fine
+        if key is not None:
+            turn.made.add(key)
         return HookDecision(HookAction.MODIFY, result=f"{ctx.result.content.rstrip()}\n{report}")
 
     # -- after_llm --------------------------------------------------------------------------
