@@ -116,7 +116,7 @@ async def test_a_raw_tool_result_given_as_the_answer_is_restated(ws):
     purposes = [r.purpose for r in _requests(events)]
     assert purposes == ["classify", "", "", "answer"]
     assert provider.requests[-1].tool_choice.mode == "none"
-    assert result.text == "3 .txt files."
+    assert result.text == "3 .txt files.\n\na.txt\nb.txt\nshopping.txt"  # words, then output
 
 
 @pytest.mark.skipif(bwrap_usable() is None, reason="bubblewrap is not usable here")
@@ -142,3 +142,12 @@ async def test_a_command_that_changed_files_is_not_run_twice(ws):
     assert (ws / "shopping.txt").read_text() == "milk\nbread\neggs\n"
     skipped = [e for e in events if e.kind is EventKind.TOOL_EXEC_SKIPPED]
     assert [(e.tool_name, e.reason) for e in skipped] == [("bash", "denied")]
+
+
+async def test_an_echo_restated_as_an_echo_stays_as_it_was(ws):
+    listing = "calc.py\nreport.py"
+    result, events, *_ = await _run(
+        ws, "py?", kind("workspace"), Reply(tool_calls=[("find", {"pattern": "*.py"})]),
+        Reply(text=listing), Reply(text="report.py\ncalc.py"))
+    assert [r.purpose for r in _requests(events)].count("answer") == 1
+    assert result.text == listing

@@ -305,7 +305,7 @@ class ToolPolicy(Hook):
         looked = turn.intent != "general" or bool(results)
         text = response.text
         if results and echoes(text, results):
-            text = await self._restate(ctx, text)
+            text = await self._restate(ctx, text, results)
         missing = unsupported_facts(text, evidence, counts, numbers=looked)
         rechecked = False
         if missing and looked:
@@ -332,9 +332,11 @@ class ToolPolicy(Hook):
             return None
         return HookDecision(HookAction.MODIFY, text="\n\n".join([text.rstrip(), *notes]))
 
-    async def _restate(self, ctx: LLMResponseContext, echo: str) -> str:
-        """One more call for an answer that only repeated a tool result; the echo stays when
-        the model cannot do better."""
+    async def _restate(self, ctx: LLMResponseContext, echo: str,
+                       results: Sequence[str]) -> str:
+        """One more call for an answer that only repeated a tool result: the answer in words,
+        then the output it rests on (a restatement may drop what the echo showed); the echo
+        alone when the model cannot do better."""
         request = ctx.request
         again = LLMRequest(
             messages=(*request.messages, Message("assistant", echo), Message("user", _RESTATE)),
@@ -344,7 +346,9 @@ class ToolPolicy(Hook):
             reply = (await ctx.ask(again, "answer")).text
         except ProviderError:
             return echo
-        return reply if reply.strip() else echo
+        if not reply.strip() or echoes(reply, results):
+            return echo
+        return f"{reply.rstrip()}\n\n{echo.strip()}"
 
     # -- on_event ---------------------------------------------------------------------------
 
