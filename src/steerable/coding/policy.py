@@ -18,15 +18,26 @@ turn's ``WriteGate`` is closed, so ``write`` and ``edit`` refuse and ``bash`` ru
 workspace mounted read-only (or not at all without the sandbox), whatever the model emits and
 whether or not calls are approved; a call of a tool the choice did not allow is denied.
 
-**The calls**: a look (workspace, run) starts with required calls of a tool that reads the
-workspace (``looks``: read, grep, ls, find; ``run`` adds bash; ``todo`` plans but reads
-nothing, so it does not count) until one was made, then a call is optional until
-``max_rounds`` rounds or a repeated call, then it must answer. A change starts with a required call of any tool; until a change has succeeded a call
-stays required and reading stays allowed (so the model can look after a failed edit); after
-one, calls are optional (a function and its call site, two files) until the same limits. A
-required call is capped at ``call_tokens`` tokens.
+**The calls**: a question (workspace) starts with required calls of a tool that reads the
+workspace (``looks``: read, grep, ls, find; ``todo`` plans but reads nothing, so it does not
+count) until one was made; a run starts with a required ``bash`` call (reading a script is not
+running it). Then a call is optional until ``max_rounds`` rounds or a repeated call, then it
+must answer. A required call is capped at ``call_tokens`` tokens.
 
-**Honest by construction**: a final answer that states a fact (number, name, quoted text)
+**A change is judged by the workspace** (``_changes.py``): a successful command is no change by
+itself, a file that differs from the moment the request was read is. It starts with a required
+call of any tool; until something changed a call stays required and reading stays allowed (so
+the model can look after a failed edit); after that, calls are optional (a function and its
+call site, two files) until the same limits, and none once every file the request names has
+changed (the change is done; names are the same in every language). An acting call that
+already succeeded with the same arguments is denied (an append applied twice); a command that
+changed nothing may run again (the tests after a fix). A change that reaches the limits with
+nothing changed gets one last required call of ``edit`` or ``write``. A command's result on a
+change request lists the files it changed, with a diff of the named ones, so a ``sed`` that
+broke a file does not do it silently.
+
+**Honest by construction**: an answer that only repeats raw tool output is asked for again in
+words (the words, then the output, are shown). A final answer that states a fact (number, name, quoted text)
 that no tool result, tool call or the request contains gets one more call of its own asking
 for an answer from the evidence; what is still unsupported is marked ``UNVERIFIED_MARK`` in the
 answer (so the CLI, the page and the events show it). A change request that changed nothing
