@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -9,7 +10,13 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steerable.coding._changes import Snapshot, change_report, changed_paths, named_targets
+from steerable.coding._changes import (
+    Snapshot,
+    broken_files,
+    change_report,
+    changed_paths,
+    named_targets,
+)
 from steerable.coding._evidence import echoes
 
 _NAMES = st.sampled_from(["a.txt", "b.py", "sub/c.md", "sub/deeper/d.json", "e.cfg"])
@@ -80,3 +87,25 @@ def test_an_answer_made_only_of_result_lines_is_an_echo(lines, data):
 def test_an_answer_with_a_line_of_its_own_is_no_echo(lines, extra):
     assert not echoes("\n".join([*lines[:2], extra]), ["\n".join(lines)])
     assert not echoes(lines[0], ["\n".join(lines)])  # one line of a longer result: an answer
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(old=_JSON, new=_JSON, cut=st.integers(1, 5), was_broken=st.booleans())
+def test_only_a_change_that_broke_a_file_that_parsed_is_reported(old, new, cut, was_broken):
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        path = root / "c.json"
+        before_text = json.dumps(old)[:-1] if was_broken and json.dumps(old)[-1] in "]}" \
+            else json.dumps(old)
+        path.write_text(before_text)
+        before = Snapshot.take(root, ["c.json"])
+        text = json.dumps([new])
+        path.write_text(text[:-cut])  # a cut list is never valid JSON
+        broken = broken_files(before, Snapshot.take(root, ["c.json"]))
+        parsed_before = before_text == json.dumps(old)
+        assert (("c.json" in broken) == (parsed_before and text[:-cut] != before_text))

@@ -11,7 +11,7 @@ import pytest
 
 from steerable import EventKind, Reply, TurnStatus
 from steerable.coding._sandbox import bwrap_usable
-from steerable.coding.policy import NOTHING_CHANGED_MARK
+from steerable.coding.policy import BROKEN_MARK, NOTHING_CHANGED_MARK
 
 from .test_policy import _requests, _run, kind
 
@@ -151,3 +151,35 @@ async def test_an_echo_restated_as_an_echo_stays_as_it_was(ws):
         Reply(text=listing), Reply(text="report.py\ncalc.py"))
     assert [r.purpose for r in _requests(events)].count("answer") == 1
     assert result.text == listing
+
+
+@pytest.mark.skipif(bwrap_usable() is None, reason="bubblewrap is not usable here")
+async def test_a_sed_that_broke_a_named_file_must_be_fixed_before_the_change_is_done(ws):
+    (ws / "config.py").write_text("DEBUG = False\nTIMEOUT = 30\n")
+    _, events, _, hook = await _run(
+        ws, "In config.py, change TIMEOUT from 30 to 60.", kind("change"),
+        Reply(tool_calls=[("bash", {"command": "sed -i 's/TIMEOUT/60/' config.py"})]),
+        Reply(tool_calls=[("edit", {"path": "config.py", "old_text": "60 = 30",
+                                    "new_text": "TIMEOUT = 60"})]),
+        Reply(text="TIMEOUT is now 60."))
+    assert (ws / "config.py").read_text() == "DEBUG = False\nTIMEOUT = 60\n"
+    broke = next(e for e in events if e.kind is EventKind.TOOL_EXEC_END)
+    assert broke.is_error and "[this left config.py unparsable: SyntaxError at line 2" in \
+        broke.content
+    assert "-TIMEOUT = 30" in broke.content and "+60 = 30" in broke.content
+    choices = _choices(events)
+    assert choices[1][0] == "required" and choices[2] == ("none", None)  # fixed: done
+    assert "config.py no longer parses" in _requests(events)[2].reason
+
+
+async def test_a_change_that_leaves_a_file_broken_says_so(ws):
+    (ws / "settings.json").write_text('{"debug": false}\n')
+    result, _, _, hook = await _run(
+        ws, "debug on in settings.json", kind("change"),
+        Reply(tool_calls=[("edit", {"path": "settings.json", "old_text": "false",
+                                    "new_text": "true,"})]),
+        Reply(tool_calls=[("read", {"path": "settings.json"})]),
+        Reply(text="debug is on."), max_rounds=2)
+    verdict = hook.verdict(result.turn_id)
+    assert verdict is not None and verdict.changed and verdict.broken == ("settings.json",)
+    assert f"{BROKEN_MARK}: settings.json" in result.text

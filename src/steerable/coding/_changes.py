@@ -17,14 +17,25 @@ file and never reads the workspace; only the named files (few, small) keep their
 from __future__ import annotations
 
 import difflib
+import json
 import os
+import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from steerable.coding._evidence import path_names
 
-__all__ = ["Snapshot", "change_report", "changed_paths", "named_targets", "stamps"]
+__all__ = [
+    "Snapshot",
+    "broken_files",
+    "change_report",
+    "changed_paths",
+    "named_targets",
+    "stamps",
+    "still_parses",
+    "syntax_error",
+]
 
 Stamp = tuple[int, int]
 WALK_LIMIT = 5000
@@ -125,6 +136,46 @@ def change_report(before: Snapshot, now: Snapshot) -> str:
                                          f"b/{name}", n=1, lineterm=""))
         lines += diff[:DIFF_LINES] + (["..."] if len(diff) > DIFF_LINES else [])
     return "\n".join(lines)
+
+
+def syntax_error(path: str, text: str) -> str | None:
+    """Why ``text`` does not parse as the file ``path`` names by its suffix (Python, JSON,
+    TOML); None when it parses or the suffix has no parser here."""
+    suffix = os.path.splitext(path)[1].lower()
+    try:
+        if suffix == ".py":
+            compile(text, path, "exec", dont_inherit=True)
+        elif suffix == ".json":
+            json.loads(text)
+        elif suffix == ".toml":
+            tomllib.loads(text)
+    except SyntaxError as exc:
+        return f"{type(exc).__name__} at line {exc.lineno}: {exc.msg}"
+    except ValueError as exc:  # json.JSONDecodeError and tomllib.TOMLDecodeError
+        return str(exc).splitlines()[0]
+    return None
+
+
+def broken_files(before: Snapshot, now: Snapshot) -> dict[str, str]:
+    """The files of ``before.names`` that parsed (or did not exist) then and no longer parse:
+    a change broke them. Path -> why."""
+    broken = {}
+    for name in before.names:
+        old, new = before.texts.get(name), now.texts.get(name)
+        if new is None or old == new:
+            continue
+        if name in before.files and (old is None or syntax_error(name, old) is not None):
+            continue  # unreadable or already broken before: not this change's doing
+        why = syntax_error(name, new)
+        if why is not None:
+            broken[name] = why
+    return broken
+
+
+def still_parses(root: Path, name: str) -> bool:
+    """Whether the file ``name`` parses now (a file that is gone or unreadable counts)."""
+    text = _read_text(root / name)
+    return text is None or syntax_error(name, text) is None
 
 
 def _what(path: str, before: Snapshot, now: Snapshot) -> str:

@@ -34,7 +34,8 @@ already succeeded with the same arguments is denied (an append applied twice); a
 changed nothing may run again (the tests after a fix). A change that reaches the limits with
 nothing changed gets one last required call of ``edit`` or ``write``. A command's result on a
 change request lists the files it changed, with a diff of the named ones, so a ``sed`` that
-broke a file does not do it silently.
+broke a file does not do it silently; a call that left a Python, JSON or TOML file that parsed
+before unparsable gets an error result, and calls stay required until it parses again.
 
 **Honest by construction**: an answer that only repeats raw tool output is asked for again in
 words (the words, then the output, are shown). A final answer that states a fact (number, name, quoted text)
@@ -67,7 +68,13 @@ from steerable._hooks import (
 )
 from steerable._messages import Message
 from steerable._parts import Content, TextPart
-from steerable.coding._changes import Snapshot, change_report, named_targets
+from steerable.coding._changes import (
+    Snapshot,
+    broken_files,
+    change_report,
+    named_targets,
+    still_parses,
+)
 from steerable.coding._classify import (
     Intent,
     asked_in,
@@ -81,6 +88,7 @@ from steerable.errors import ProviderError
 from steerable.providers._base import LLMRequest, ToolChoice, ToolSpec
 
 __all__ = [
+    "BROKEN_MARK",
     "NOTHING_CHANGED_MARK",
     "UNVERIFIED_MARK",
     "WORKSPACE_READERS",
@@ -95,6 +103,8 @@ UNVERIFIED_MARK = "⚠ unverified"
 """Starts the line that lists what the answer states but no tool result showed."""
 NOTHING_CHANGED_MARK = "✗ nothing was changed"
 """Starts the line a change request that changed no file ends with."""
+BROKEN_MARK = "✗ no longer parses"
+"""Starts the line a change request ends with when a file it changed no longer parses."""
 
 WORKSPACE_READERS = frozenset({"read", "grep", "ls", "find"})
 """The tools whose call counts as the required first look: they read the workspace (``todo``
@@ -123,6 +133,8 @@ class Verdict:
     changed: bool
     unverified: tuple[str, ...] = ()
     rechecked: bool = False
+    broken: tuple[str, ...] = ()
+    """Files the change left unparsable (Python, JSON, TOML that parsed before)."""
 
     @property
     def change_missing(self) -> bool:
@@ -142,7 +154,10 @@ class _Turn:
     made: set[str] = field(default_factory=set)
     """The acting calls (name and arguments) that succeeded: one is never run twice."""
     pending: dict[str, str] = field(default_factory=dict)
-    commands: dict[str, Snapshot] = field(default_factory=dict)
+    before: dict[str, Snapshot] = field(default_factory=dict)
+    """The workspace before each acting call of a change request, by call id."""
+    broken: dict[str, str] = field(default_factory=dict)
+    """Files a call of this request left unparsable, and why."""
 
 
 class ToolPolicy(Hook):
@@ -240,16 +255,13 @@ class ToolPolicy(Hook):
 
     def _change_choice(self, state: _Turn, turn: Sequence[Message], tools: Sequence[ToolSpec],
                        rounds: int, now: Snapshot | None) -> ToolChoice:
-        """A change: required calls until something changed (reading allowed), optional ones
-        after, none once every file the request names has changed (the change is done), and
-        one required call of a file-changing tool before a change request gives up."""
+        """A change: required calls until something changed (reading allowed) and while a file
+        it changed no longer parses, optional ones after, none once every file the request
+        names has changed (the change is done), and one required call of a file-changing tool
+        before a change request gives up."""
         changed = _changed(turn, tools, state.start, now)
         if rounds == 0:
             return ToolChoice("required", None, self.call_tokens, "change; look first")
-        if changed and state.start is not None and now is not None \
-                and state.start.targets_done(now):
-            return ToolChoice("none", reason="change: every file the request names has "
-                              "changed; answer now")
         if rounds >= self.max_rounds or _repeated(turn):
             changers = tuple(n for n in FILE_CHANGERS if _has(tools, n)) or None
             if not changed and not state.last_chance:
@@ -257,6 +269,13 @@ class ToolPolicy(Hook):
                 return ToolChoice("required", changers, self.call_tokens,
                                   "change: nothing changed yet; the last chance to change it")
             return ToolChoice("none", reason=f"change; answer now ({rounds} rounds)")
+        if state.broken:
+            return ToolChoice("required", None, self.call_tokens,
+                              f"change: {', '.join(state.broken)} no longer parses; fix it")
+        if changed and state.start is not None and now is not None \
+                and state.start.targets_done(now):
+            return ToolChoice("none", reason="change: every file the request names has "
+                              "changed; answer now")
         if not changed:
             return ToolChoice("required", None, self.call_tokens, "change; no change made yet")
         return ToolChoice("auto", None, self.call_tokens, "change")
@@ -277,31 +296,42 @@ class ToolPolicy(Hook):
             return HookDecision(HookAction.DENY_TOOL, reason=(
                 "this exact call already succeeded in this request; it is done"))
         turn.pending[ctx.call.id] = key
-        if ctx.call.name in COMMANDS and turn.start is not None:
-            turn.commands[ctx.call.id] = await asyncio.to_thread(self._now, turn.start)
+        if turn.start is not None:
+            path = ctx.call.arguments.get("path")
+            names = (*turn.start.names, *([path] if isinstance(path, str) else []))
+            turn.before[ctx.call.id] = await asyncio.to_thread(
+                Snapshot.take, self.workspace.root, names)
         return None
 
     # -- after_tool -------------------------------------------------------------------------
 
     async def after_tool(self, ctx: ToolResultContext) -> HookResult:
-        """Remembers an acting call that succeeded; tells what a command changed."""
+        """Remembers an acting call that succeeded; tells what a command changed and which
+        file a call left unparsable."""
         turn = self._turns.get(ctx.turn_id)
         if turn is None:
             return None
         key = turn.pending.pop(ctx.call.id, None)
-        before = turn.commands.pop(ctx.call.id, None)
-        if ctx.call.name not in COMMANDS:
-            if key is not None and not ctx.result.is_error:
-                turn.made.add(key)
-            return None
-        if before is None:
-            return None
-        report = change_report(before, await asyncio.to_thread(self._now, before))
-        if not report:
-            return None  # it changed nothing: running it again (tests after a fix) is fine
-        if key is not None:
+        before = turn.before.pop(ctx.call.id, None)
+        now = None if before is None else await asyncio.to_thread(self._now, before)
+        report = "" if before is None or now is None or ctx.call.name not in COMMANDS \
+            else change_report(before, now)
+        # A command that changed nothing may run again (the tests after a fix).
+        if key is not None and not ctx.result.is_error \
+                and (ctx.call.name not in COMMANDS or report):
             turn.made.add(key)
-        return HookDecision(HookAction.MODIFY, result=f"{ctx.result.content.rstrip()}\n{report}")
+        broken = {} if before is None or now is None else broken_files(before, now)
+        turn.broken.update(broken)
+        for name in [n for n in turn.broken if n not in broken]:
+            if await asyncio.to_thread(still_parses, self.workspace.root, name):
+                del turn.broken[name]  # repaired (or removed) since
+        notes = [report] if report else []
+        notes += [f"[this left {name} unparsable: {why}; fix it]" for name, why in broken.items()]
+        if not notes:
+            return None
+        return HookDecision(HookAction.MODIFY, result="\n".join([ctx.result.content.rstrip(),
+                                                                *notes]),
+                            is_error=True if broken else None)
 
     # -- after_llm --------------------------------------------------------------------------
 
@@ -330,7 +360,7 @@ class ToolPolicy(Hook):
                 missing = unsupported_facts(text, evidence, counts, numbers=looked)
         now = None if turn.start is None else await asyncio.to_thread(self._now, turn.start)
         changed = _changed(messages, ctx.request.tools, turn.start, now)
-        verdict = Verdict(turn.intent, changed, tuple(missing), rechecked)
+        verdict = Verdict(turn.intent, changed, tuple(missing), rechecked, tuple(turn.broken))
         self._verdicts[ctx.turn_id] = verdict
         notes = []
         if missing:
@@ -339,6 +369,7 @@ class ToolPolicy(Hook):
         if verdict.change_missing:
             notes.append(f"{NOTHING_CHANGED_MARK}: the request asked for a change, and no "
                          "tool changed a file")
+        notes += [f"{BROKEN_MARK}: {name} ({why})" for name, why in turn.broken.items()]
         if not notes and text == response.text:
             return None
         return HookDecision(HookAction.MODIFY, text="\n\n".join([text.rstrip(), *notes]))
