@@ -183,3 +183,15 @@ async def test_a_change_that_leaves_a_file_broken_says_so(ws):
     verdict = hook.verdict(result.turn_id)
     assert verdict is not None and verdict.changed and verdict.broken == ("settings.json",)
     assert f"{BROKEN_MARK}: settings.json" in result.text
+
+
+async def test_a_search_that_found_nothing_or_failed_is_no_look(ws):
+    (ws / "notes.txt").write_text("Sync on Thursday in room A589.\n")
+    _, events, *_ = await _run(
+        ws, "waht does notse.txt say", kind("workspace"),
+        Reply(tool_calls=[("grep", {"pattern": "notse"})]),
+        Reply(tool_calls=[("read", {"path": "notse.txt"})]),
+        Reply(tool_calls=[("find", {"pattern": "*notse*"})]),
+        Reply(tool_calls=[("read", {"path": "notes.txt"})]),
+        Reply(text="Sync on Thursday in room A589."), max_rounds=6)
+    assert [c for c, _ in _choices(events)] == ["required"] * 4 + ["auto"]

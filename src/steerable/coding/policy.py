@@ -83,6 +83,7 @@ from steerable.coding._classify import (
     parse_kind,
 )
 from steerable.coding._evidence import echoes, evidence_counts, unsupported_facts
+from steerable.coding._walk import FOUND_NOTHING
 from steerable.coding._workspace import Workspace
 from steerable.errors import ProviderError
 from steerable.providers._base import LLMRequest, ToolChoice, ToolSpec
@@ -158,6 +159,8 @@ class _Turn:
     """The workspace before each acting call of a change request, by call id."""
     broken: dict[str, str] = field(default_factory=dict)
     """Files a call of this request left unparsable, and why."""
+    blank: set[str] = field(default_factory=set)
+    """Calls that failed or found nothing (no match): not a look at the workspace."""
 
 
 class ToolPolicy(Hook):
@@ -245,12 +248,13 @@ class ToolPolicy(Hook):
                  else tuple(t.name for t in tools if t.name in self.looks))
         allowed = tuple(dict.fromkeys([*(t.name for t in tools if t.read_only), *looks]))
         why = f"{intent}: nothing may change"
-        if looks and not _looked(turn, {*looks}):
+        if rounds >= self.max_rounds or _repeated(turn):
+            return ToolChoice("none", allowed, reason=f"{why}; answer now ({rounds} rounds)")
+        # A look that failed or matched nothing showed nothing: the model looks again.
+        if looks and not _looked(turn, {*looks}, state.blank):
             return ToolChoice("required", looks, self.call_tokens, f"{why}; look first")
         if rounds == 0:
             return ToolChoice("required", allowed, self.call_tokens, f"{why}; look first")
-        if rounds >= self.max_rounds or _repeated(turn):
-            return ToolChoice("none", allowed, reason=f"{why}; answer now ({rounds} rounds)")
         return ToolChoice("auto", allowed, self.call_tokens, why)
 
     def _change_choice(self, state: _Turn, turn: Sequence[Message], tools: Sequence[ToolSpec],
@@ -311,6 +315,8 @@ class ToolPolicy(Hook):
         turn = self._turns.get(ctx.turn_id)
         if turn is None:
             return None
+        if ctx.result.is_error or ctx.result.metadata.get(FOUND_NOTHING):
+            turn.blank.add(ctx.call.id)
         key = turn.pending.pop(ctx.call.id, None)
         before = turn.before.pop(ctx.call.id, None)
         now = None if before is None else await asyncio.to_thread(self._now, before)
@@ -426,9 +432,10 @@ def _turn_messages(messages: Sequence[Message]) -> list[Message]:
     return [m for m in messages[exchange_start(messages):] if m.role != "system"]
 
 
-def _looked(turn: Sequence[Message], looks: set[str]) -> bool:
-    """A tool that reads the workspace was called in this exchange."""
-    return any(c.name in looks for m in turn if m.role == "assistant" for c in m.tool_calls)
+def _looked(turn: Sequence[Message], looks: set[str], blank: set[str]) -> bool:
+    """A tool that reads the workspace was called in this exchange and showed something."""
+    return any(c.name in looks and c.id not in blank
+               for m in turn if m.role == "assistant" for c in m.tool_calls)
 
 
 def _repeated(turn: Sequence[Message]) -> bool:
