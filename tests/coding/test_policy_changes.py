@@ -12,6 +12,7 @@ import pytest
 from steerable import EventKind, Reply, TurnStatus
 from steerable.coding._sandbox import bwrap_usable
 from steerable.coding.policy import BROKEN_MARK, NOTHING_CHANGED_MARK
+from steerable.providers.profiles import tool_result_as_user
 
 from .test_policy import _requests, _run, kind
 
@@ -195,3 +196,16 @@ async def test_a_search_that_found_nothing_or_failed_is_no_look(ws):
         Reply(tool_calls=[("read", {"path": "notes.txt"})]),
         Reply(text="Sync on Thursday in room A589."), max_rounds=6)
     assert [c for c, _ in _choices(events)] == ["required"] * 4 + ["auto"]
+
+
+async def test_a_tool_result_repeated_as_the_model_was_shown_it_is_an_echo(ws):
+    def echo(request: Any) -> Reply:  # the grep's result, as a text-calls profile shows it
+        calls = {c.id: c for m in request.messages for c in m.tool_calls}
+        return Reply(text=tool_result_as_user(request.messages[-1], calls))
+
+    result, events, *_ = await _run(
+        ws, "port?", kind("workspace"), Reply(tool_calls=[("grep", {"pattern": "listen"})]),
+        Reply(tool_calls=[("read", {"path": "report.py"})]),
+        echo, Reply(text="No port is set in these files."))  # type: ignore[arg-type]
+    assert [r.purpose for r in _requests(events)][-1] == "answer"
+    assert result.text.startswith("No port is set in these files.")

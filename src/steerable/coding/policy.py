@@ -87,6 +87,7 @@ from steerable.coding._walk import FOUND_NOTHING
 from steerable.coding._workspace import Workspace
 from steerable.errors import ProviderError
 from steerable.providers._base import LLMRequest, ToolChoice, ToolSpec
+from steerable.providers.profiles import tool_result_as_user
 
 __all__ = [
     "BROKEN_MARK",
@@ -351,7 +352,7 @@ class ToolPolicy(Hook):
         counts = evidence_counts(results)
         looked = turn.intent != "general" or bool(results)
         text = response.text
-        if results and echoes(text, results):
+        if results and echoes(text, [*results, *_as_shown(messages)]):
             text = await self._restate(ctx, text, results)
         missing = unsupported_facts(text, evidence, counts, numbers=looked)
         rechecked = False
@@ -474,6 +475,13 @@ def _evidence(messages: Sequence[Message], turn: Sequence[Message]) -> tuple[str
         parts.append(m.text)
         parts.extend(json.dumps(dict(c.arguments), ensure_ascii=False) for c in m.tool_calls)
     return "\n".join(parts), results
+
+
+def _as_shown(turn: Sequence[Message]) -> list[str]:
+    """The tool results as a profile that keeps the conversation in text shows them to the
+    model ("Result of grep({...}):" and the text): a model that repeats one echoes it too."""
+    calls = {c.id: c for m in turn if m.role == "assistant" for c in m.tool_calls}
+    return [tool_result_as_user(m, calls) for m in turn if m.role == "tool"]
 
 
 def _recheck_request(request: LLMRequest, answer: str, missing: Sequence[str]) -> LLMRequest:
