@@ -30,7 +30,8 @@ call of any tool; until something changed a call stays required and reading stay
 the model can look after a failed edit); after that, calls are optional (a function and its
 call site, two files) until the same limits, and none once every file the request names has
 changed (the change is done; names are the same in every language). An acting call that
-already succeeded with the same arguments is denied (an append applied twice); a command that
+already succeeded with the same arguments is denied (an append applied twice), and so is a
+``write`` over a file that existed and was not read in this request; a command that
 changed nothing may run again (the tests after a fix). A change that reaches the limits with
 nothing changed gets one last required call of ``edit`` or ``write``. A command's result on a
 change request lists the files it changed, with a diff of the named ones, so a ``sed`` that
@@ -66,7 +67,7 @@ from steerable._hooks import (
     ToolCallContext,
     ToolResultContext,
 )
-from steerable._messages import Message
+from steerable._messages import Message, ToolCall
 from steerable._parts import Content, TextPart
 from steerable.coding._changes import (
     Snapshot,
@@ -114,6 +115,10 @@ is read-only too but reads nothing, so a plan is not a look)."""
 COMMANDS = frozenset({"bash"})
 """Acting tools whose success is no change by itself (``ls`` succeeds and changes nothing):
 what they changed is read off the workspace."""
+OVERWRITERS = frozenset({"write"})
+"""Tools that replace a whole file: over an existing one, only after it was read."""
+READERS_WHOLE = frozenset({"read"})
+"""Tools whose success shows a file, so that it may then be written whole."""
 FILE_CHANGERS = ("edit", "write")
 """The tools offered for the last chance of a change request that changed nothing."""
 
@@ -162,6 +167,8 @@ class _Turn:
     """Files a call of this request left unparsable, and why."""
     blank: set[str] = field(default_factory=set)
     """Calls that failed or found nothing (no match): not a look at the workspace."""
+    read: set[str] = field(default_factory=set)
+    """The files ``read`` showed in this request (a file is overwritten whole only after)."""
 
 
 class ToolPolicy(Hook):
@@ -296,6 +303,11 @@ class ToolPolicy(Hook):
                 f"{ctx.call.name} was not offered on this call ({turn.choice.reason})"))
         if ctx.read_only:
             return None
+        unread = self._unread(turn, ctx.call)
+        if unread is not None:  # a write in place of an edit would drop what it never saw
+            return HookDecision(HookAction.DENY_TOOL, reason=(
+                f"{unread} exists and was not read in this request: change it with edit, or "
+                "read it first and then write it whole"))
         key = _call_key(ctx.call.name, ctx.call.arguments)
         if key in turn.made:  # the same change again would apply it twice (an append, a sed)
             return HookDecision(HookAction.DENY_TOOL, reason=(
@@ -308,6 +320,23 @@ class ToolPolicy(Hook):
                 Snapshot.take, self.workspace.root, names)
         return None
 
+    def _unread(self, turn: _Turn, call: ToolCall) -> str | None:
+        """The file that existed before the request, and is not empty, that a ``write`` of a
+        change request would replace without having read it (None: the write may run)."""
+        path = call.arguments.get("path")
+        if call.name not in OVERWRITERS or turn.start is None or not isinstance(path, str):
+            return None
+        rel = _relative(self.workspace, path)
+        try:
+            full = self.workspace.root / rel if rel is not None else None
+            if full is None or not full.is_file() or full.stat().st_size == 0:
+                return None
+        except OSError:
+            return None
+        if rel in turn.read or rel not in turn.start.files:
+            return None  # read, or made by this request: the model knows what it holds
+        return path
+
     # -- after_tool -------------------------------------------------------------------------
 
     async def after_tool(self, ctx: ToolResultContext) -> HookResult:
@@ -318,6 +347,10 @@ class ToolPolicy(Hook):
             return None
         if ctx.result.is_error or ctx.result.metadata.get(FOUND_NOTHING):
             turn.blank.add(ctx.call.id)
+        elif ctx.call.name in READERS_WHOLE and isinstance(ctx.call.arguments.get("path"), str):
+            rel = _relative(self.workspace, ctx.call.arguments["path"])
+            if rel is not None:
+                turn.read.add(rel)
         key = turn.pending.pop(ctx.call.id, None)
         before = turn.before.pop(ctx.call.id, None)
         now = None if before is None else await asyncio.to_thread(self._now, before)
@@ -448,6 +481,15 @@ def _repeated(turn: Sequence[Message]) -> bool:
             seen.extend(latest)
             latest = [_call_key(c.name, dict(c.arguments)) for c in m.tool_calls]
     return any(key in seen for key in latest)
+
+
+def _relative(ws: Workspace, path: str) -> str | None:
+    """``path`` relative to the workspace root, or None when it leads outside."""
+    base = ws.root.resolve()
+    try:
+        return str((base / path).resolve().relative_to(base))
+    except (ValueError, OSError):
+        return None
 
 
 def _call_key(name: str, arguments: object) -> str:
