@@ -193,9 +193,26 @@ async def test_a_search_that_found_nothing_or_failed_is_no_look(ws):
         Reply(tool_calls=[("grep", {"pattern": "notse"})]),
         Reply(tool_calls=[("read", {"path": "notse.txt"})]),
         Reply(tool_calls=[("find", {"pattern": "*notse*"})]),
+        Reply(tool_calls=[("ls", {"path": "."})]),
         Reply(tool_calls=[("read", {"path": "notes.txt"})]),
         Reply(text="Sync on Thursday in room A589."), max_rounds=6)
-    assert [c for c, _ in _choices(events)] == ["required"] * 4 + ["auto"]
+    assert _choices(events)[:4] == [
+        ("required", ("read", "grep", "ls", "find")), ("required", ("read", "ls", "find")),
+        ("required", ("ls", "find")), ("required", ("ls",))]
+    assert _choices(events)[4][0] == "auto"
+
+
+async def test_a_search_repeated_after_it_found_nothing_is_offered_the_other_looks(ws):
+    (ws / "app.py").write_text("# TODO: handle the amber case\n")
+    pattern = {"pattern": "*TODO*"}
+    result, events, *_ = await _run(
+        ws, "Find the TODO comments", kind("workspace"),
+        Reply(tool_calls=[("find", pattern)]), Reply(tool_calls=[("find", pattern)]),
+        Reply(tool_calls=[("grep", {"pattern": "TODO"})]),
+        Reply(text="app.py:1: TODO: handle the amber case"))
+    choices = _choices(events)
+    assert choices[1] == ("required", ("read", "grep", "ls")) == choices[2]
+    assert choices[3][0] == "auto"
 
 
 async def test_a_tool_result_repeated_as_the_model_was_shown_it_is_an_echo(ws):

@@ -256,11 +256,16 @@ class ToolPolicy(Hook):
                  else tuple(t.name for t in tools if t.name in self.looks))
         allowed = tuple(dict.fromkeys([*(t.name for t in tools if t.read_only), *looks]))
         why = f"{intent}: nothing may change"
-        if rounds >= self.max_rounds or _repeated(turn):
+        if rounds >= self.max_rounds:
             return ToolChoice("none", allowed, reason=f"{why}; answer now ({rounds} rounds)")
-        # A look that failed or matched nothing showed nothing: the model looks again.
+        # A look that failed or matched nothing showed nothing: the model looks again, with
+        # the other tools (``find`` for "find the TODOs" lists names, ``grep`` reads text).
         if looks and not _looked(turn, {*looks}, state.blank):
-            return ToolChoice("required", looks, self.call_tokens, f"{why}; look first")
+            tried = _called(turn, state.blank)
+            others = tuple(n for n in looks if n not in tried) or looks
+            return ToolChoice("required", others, self.call_tokens, f"{why}; look first")
+        if _repeated(turn):
+            return ToolChoice("none", allowed, reason=f"{why}; answer now ({rounds} rounds)")
         if rounds == 0:
             return ToolChoice("required", allowed, self.call_tokens, f"{why}; look first")
         return ToolChoice("auto", allowed, self.call_tokens, why)
@@ -299,6 +304,7 @@ class ToolPolicy(Hook):
         if turn is None:
             return None
         if not turn.choice.allows(ctx.call.name):
+            turn.blank.add(ctx.call.id)  # a denied call showed nothing
             return HookDecision(HookAction.DENY_TOOL, reason=(
                 f"{ctx.call.name} was not offered on this call ({turn.choice.reason})"))
         if ctx.read_only:
@@ -345,7 +351,8 @@ class ToolPolicy(Hook):
         turn = self._turns.get(ctx.turn_id)
         if turn is None:
             return None
-        if ctx.result.is_error or ctx.result.metadata.get(FOUND_NOTHING):
+        if ctx.call.name in self.looks and (ctx.result.is_error
+                                            or ctx.result.metadata.get(FOUND_NOTHING)):
             turn.blank.add(ctx.call.id)
         elif ctx.call.name in READERS_WHOLE and isinstance(ctx.call.arguments.get("path"), str):
             rel = _relative(self.workspace, ctx.call.arguments["path"])
@@ -481,6 +488,11 @@ def _repeated(turn: Sequence[Message]) -> bool:
             seen.extend(latest)
             latest = [_call_key(c.name, dict(c.arguments)) for c in m.tool_calls]
     return any(key in seen for key in latest)
+
+
+def _called(turn: Sequence[Message], ids: set[str]) -> set[str]:
+    """The names of the tools of the calls ``ids`` in this exchange."""
+    return {c.name for m in turn if m.role == "assistant" for c in m.tool_calls if c.id in ids}
 
 
 def _relative(ws: Workspace, path: str) -> str | None:
