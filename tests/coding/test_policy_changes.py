@@ -234,13 +234,15 @@ async def test_a_file_is_written_whole_only_after_it_was_read(ws):
     _, events, *_ = await _run(
         ws, "add hello(name) to calc.py and create new.py", kind("change"),
         Reply(tool_calls=[("write", whole)]),  # would drop add(): denied
+        Reply(tool_calls=[("read", {"path": "calc.py"})]),  # the one call offered next
         Reply(tool_calls=[("write", {"path": "new.py", "content": "x = 1\n"})]),
         Reply(tool_calls=[("write", {"path": "new.py", "content": "x = 2\n"})]),  # its own
-        Reply(tool_calls=[("read", {"path": "calc.py"})]),
         Reply(tool_calls=[("write", {**whole, "content": "def add(a, b):\n    return a + b\n"
                                      "\n\ndef hello(name):\n    return 'Hello, ' + name\n"})]),
         Reply(text="Added hello."), max_rounds=8)
     skipped = [e for e in events if e.kind is EventKind.TOOL_EXEC_SKIPPED]
     assert [e.tool_name for e in skipped] == ["write"]
+    assert _choices(events)[1] == ("required", ("read",))
+    assert "read calc.py before writing it whole" in _requests(events)[2].reason
     assert "def add" in (ws / "calc.py").read_text() and "def hello" in (ws / "calc.py").read_text()
     assert (ws / "new.py").read_text() == "x = 2\n"

@@ -175,6 +175,8 @@ class _Turn:
     """Calls that failed or found nothing (no match): not a look at the workspace."""
     read: set[str] = field(default_factory=set)
     """The files ``read`` showed in this request (a file is overwritten whole only after)."""
+    unread: set[str] = field(default_factory=set)
+    """Files a ``write`` was denied for, not read yet: the next call is a ``read``."""
 
 
 class ToolPolicy(Hook):
@@ -298,6 +300,10 @@ class ToolPolicy(Hook):
         if state.broken:
             return ToolChoice("required", None, self.call_tokens,
                               f"change: {', '.join(state.broken)} no longer parses; fix it")
+        if state.unread - state.read and _has(tools, "read"):
+            return ToolChoice("required", ("read",), self.call_tokens,
+                              f"change: read {', '.join(sorted(state.unread - state.read))} "
+                              "before writing it whole")
         if changed and state.start is not None and now is not None \
                 and state.start.targets_done(now):
             return ToolChoice("none", reason="change: every file the request names has "
@@ -320,6 +326,7 @@ class ToolPolicy(Hook):
             return None
         unread = self._unread(turn, ctx.call)
         if unread is not None:  # a write in place of an edit would drop what it never saw
+            turn.unread.add(unread)
             return HookDecision(HookAction.DENY_TOOL, reason=(
                 f"{unread} exists and was not read in this request: change it with edit, or "
                 "read it first and then write it whole"))
@@ -350,7 +357,7 @@ class ToolPolicy(Hook):
             return None
         if rel in turn.read or rel not in turn.start.files:
             return None  # read, or made by this request: the model knows what it holds
-        return path
+        return rel
 
     # -- after_tool -------------------------------------------------------------------------
 
