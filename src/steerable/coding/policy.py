@@ -416,8 +416,8 @@ class ToolPolicy(Hook):
             rechecked = True
             try:
                 again = await ctx.ask(_recheck_request(ctx.request, text, missing), "evidence")
-            except ProviderError:
-                again = response  # no second chance: what is unsupported stays marked
+            except Exception:  # any failure of the call: what is unsupported must stay marked
+                again = response
             if again.text.strip():
                 text = again.text
                 missing = unsupported_facts(text, evidence, counts, numbers=looked)
@@ -449,7 +449,7 @@ class ToolPolicy(Hook):
             tool_choice=ToolChoice("none", reason="the answer repeated a tool result"))
         try:
             reply = (await ctx.ask(again, "answer")).text
-        except ProviderError:
+        except Exception:  # any failure of the call: the echo is still checked and marked
             return echo
         if not reply.strip() or echoes(reply, results):
             return echo
