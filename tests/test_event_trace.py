@@ -1,0 +1,174 @@
+"""Every field of every event one turn emits, against the spec (SPEC 4 and 10): a turn that
+streams a tool call, runs it, takes a steering message and a follow-up while the tool runs,
+and answers. Ids are replaced by the order they first appear in, times and durations left
+out; everything else is compared exactly, so an event that loses a field, or carries another
+turn's, iteration or a default instead of its value, fails here."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+from steerable import (
+    Agent,
+    AgentLoop,
+    Event,
+    EventKind,
+    InMemorySessionStore,
+    Reply,
+    ScriptedProvider,
+    ToolContext,
+    Usage,
+    tool,
+)
+
+K = EventKind
+UNTIMED = ("time", "seq", "duration")
+
+
+def normalized(events: list[Event]) -> list[tuple[str, dict[str, Any]]]:
+    """Each event as (kind, fields): turn and message ids as T1, M1... in order of first
+    appearance, ``request_seq`` as the index of the event it names."""
+    names: dict[str, str] = {}
+    index = {e.seq: i for i, e in enumerate(events)}
+
+    def name(value: Any, prefix: str) -> Any:
+        if not isinstance(value, str) or not value:
+            return value
+        if value not in names:
+            names[value] = f"{prefix}{sum(n.startswith(prefix) for n in names.values()) + 1}"
+        return names[value]
+
+    out = []
+    for e in events:
+        fields: dict[str, Any] = {}
+        for f in dataclasses.fields(e):  # type: ignore[arg-type]
+            if f.name in UNTIMED:
+                continue
+            value = getattr(e, f.name)
+            if f.name in ("turn_id", "parent_turn_id"):
+                value = name(value, "T")
+            elif f.name == "message_id":
+                value = name(value, "M")
+            elif f.name == "request_seq" and value is not None:
+                value = index[value]
+            fields[f.name] = value
+        out.append((e.kind.value, fields))
+    return out
+
+
+async def _one_turn() -> list[Event]:
+    gate = asyncio.Event()
+
+    @tool
+    async def act(name: str, ctx: ToolContext) -> str:
+        """Do something."""
+        await gate.wait()
+        return f"did {name}"
+
+    provider = ScriptedProvider([
+        Reply(text="on it", tool_calls=[("act", {"name": "x"})], argument_pieces=2,
+              usage=Usage(input_tokens=10, output_tokens=5)),
+        Reply(text="done", usage=Usage(input_tokens=20, output_tokens=3)),
+    ])
+    loop = AgentLoop(Agent(name="a", provider=provider, tools=[act]),
+                     store=InMemorySessionStore())
+    sub = loop.subscribe(buffer=10_000)
+    handle = loop.start_turn("the task", session_id="s")
+    seen: list[Event] = []
+    async for event in sub:
+        seen.append(event)
+        if event.kind is K.TOOL_EXEC_START:
+            break
+    assert loop.inject_steering("steer me", "s")
+    assert loop.inject_follow_up("then this", "s")
+    gate.set()
+    await handle
+    await loop.aclose()
+    return seen + sub.drain_nowait()
+
+
+T = {"turn_id": "T1", "parent_turn_id": None, "session_id": "s"}
+U1 = Usage(input_tokens=10, output_tokens=5)
+U2 = Usage(input_tokens=20, output_tokens=3)
+
+
+def _expected() -> list[tuple[str, dict[str, Any]]]:
+    from steerable import MessageState as S
+    from steerable import ToolCall, TurnPhase, TurnStatus
+
+    def msg(m: str, state: S, detail: str, kind: str, text: str,
+            request_seq: int | None = None) -> tuple[str, dict[str, Any]]:
+        return ("message_state", {**T, "message_id": m, "state": state, "detail": detail,
+                                  "message_kind": kind, "text": text, "origin_id": None,
+                                  "request_seq": request_seq})
+
+    def phase(old: TurnPhase, new: TurnPhase) -> tuple[str, dict[str, Any]]:
+        return ("state_changed", {**T, "old": old, "new": new})
+
+    def request(iteration: int, count: int) -> tuple[str, dict[str, Any]]:
+        return ("llm_request", {**T, "iteration": iteration, "model": None,
+                                "message_count": count, "tools": ("act",),
+                                "tool_choice": "auto", "may_call": None, "reason": "",
+                                "purpose": ""})
+
+    def delta(iteration: int, text: str) -> tuple[str, dict[str, Any]]:
+        return ("llm_delta", {**T, "iteration": iteration, "text": text, "thinking": False})
+
+    def call_delta(piece: str) -> tuple[str, dict[str, Any]]:
+        return ("tool_call_delta", {**T, "iteration": 1, "call_index": 0, "tool_name": "act",
+                                    "arguments_delta": piece})
+
+    delivered = "in the context of an LLM request"
+    return [
+        ("turn_start", {**T, "input": "the task", "agent": "a", "resumed_from": None}),
+        msg("M1", S.QUEUED, "the input of a new turn", "send", "the task"),
+        phase(TurnPhase.IDLE, TurnPhase.THINKING),
+        request(1, 1),
+        msg("M1", S.DELIVERED, delivered, "send", "the task", request_seq=3),
+        delta(1, "on "),
+        call_delta('{"name": '),
+        call_delta('"x"}'),
+        delta(1, "it"),
+        ("llm_response", {**T, "iteration": 1, "text": "on it",
+                          "tool_calls": (ToolCall(id="call_1", name="act",
+                                                  arguments={"name": "x"}),),
+                          "usage": U1, "finish_reason": "tool_calls", "purpose": ""}),
+        phase(TurnPhase.THINKING, TurnPhase.EXECUTING),
+        ("tool_exec_start", {**T, "iteration": 1, "call_id": "call_1", "tool_name": "act",
+                             "arguments": {"name": "x"}}),
+        msg("M2", S.QUEUED, "steering", "steer", "steer me"),
+        msg("M3", S.QUEUED, "follow_up", "follow_up", "then this"),
+        ("follow_up_queued", {**T, "text": "then this"}),
+        ("tool_exec_end", {**T, "call_id": "call_1", "tool_name": "act", "is_error": False,
+                           "content": "did x"}),
+        ("steering_injected", {**T, "text": "steer me"}),
+        phase(TurnPhase.EXECUTING, TurnPhase.THINKING),
+        request(2, 4),
+        msg("M2", S.DELIVERED, delivered, "steer", "steer me", request_seq=18),
+        delta(2, "done"),
+        ("llm_response", {**T, "iteration": 2, "text": "done", "tool_calls": (), "usage": U2,
+                          "finish_reason": "stop", "purpose": ""}),
+        phase(TurnPhase.THINKING, TurnPhase.DONE),
+        msg("M3", S.RETURNED, "turn T1 ended (completed) before it was delivered",
+            "follow_up", "then this"),
+        ("turn_end", {**T, "status": TurnStatus.COMPLETED, "text": "done", "iterations": 2,
+                      "error": None, "usage": Usage(input_tokens=30, output_tokens=8),
+                      "cancel_mode": None}),
+    ]
+
+
+async def test_every_field_of_every_event_of_a_turn() -> None:
+    events = await _one_turn()
+    got = normalized(events)
+    turn_id = events[0].turn_id
+    # (the detail of a returned message names the turn: compared under its placeholder)
+    got = [(k, {n: v.replace(turn_id, "T1") if n == "detail" else v for n, v in f.items()})
+           for k, f in got]
+    expected = _expected()
+    for i, (g, e) in enumerate(zip(got, expected, strict=False)):
+        assert g == e, f"event {i}: {g} != {e}"
+    assert len(got) == len(expected)
+    assert all(e.seq == events[0].seq + i for i, e in enumerate(events))  # no gap, in order
+    assert all(e.time > 0 for e in events)

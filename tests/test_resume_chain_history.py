@@ -1,0 +1,97 @@
+"""The resume chain on a session that already had turns: a turn cancelled, resumed, cancelled
+again and resumed a second time adds itself once, after the earlier turns, whatever the
+store; the earlier history is never replayed, lost or counted twice."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from steerable import CancelMode, EventKind, InMemorySessionStore, Message, Reply, TurnStatus
+from steerable.storage import JSONLSessionStore
+from tests.conftest import assert_history_consistent, wait_for
+from tests.test_resume import Tools, calls, make
+
+K = EventKind
+EARLIER = [Message("user", "earlier"), Message("assistant", "ok"),
+           Message("user", "and then"), Message("assistant", "fine")]
+
+
+@pytest.fixture(params=["memory", "jsonl"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    return InMemorySessionStore() if request.param == "memory" else JSONLSessionStore(tmp_path)
+
+
+async def _cancel_in_tool(loop: Any, start: Any, gate: asyncio.Event) -> Any:
+    sub = loop.subscribe()
+    handle = start()
+    await wait_for(sub, K.TOOL_EXEC_START)
+    loop.cancel("s", mode=CancelMode.AFTER_MODEL)
+    gate.set()
+    result = await handle
+    assert result.status is TurnStatus.CANCELLED
+    await loop.aclose()
+    return result
+
+
+async def test_a_turn_resumed_twice_on_a_session_with_earlier_turns(store: Any) -> None:
+    store.append("s", list(EARLIER), None)
+    tools = Tools()
+    gates = [tools.gates.setdefault(n, asyncio.Event()) for n in ("a1", "a2")]
+
+    first, _ = make(store, [calls(("act", "a1"))], tools)
+    origin = await _cancel_in_tool(first, lambda: first.start_turn("the task", session_id="s"),
+                                   gates[0])
+    cp1 = store.load_checkpoint("s")
+    assert cp1 is not None and cp1.base_count == len(EARLIER)
+
+    second, p2 = make(store, [calls(("act", "a2"))], tools)
+    middle = await _cancel_in_tool(second, lambda: second.resume("s"), gates[1])
+    cp2 = store.load_checkpoint("s")
+    assert cp2 is not None and cp2.base_count == len(EARLIER)
+    assert (cp2.origin_turn_id, cp2.input) == (origin.turn_id, "the task")
+    assert cp2.seq > cp1.seq
+    # The resumed model call saw the earlier turns once, then the turn's own messages.
+    sent = [m.content for m in p2.requests[0].messages if m.role == "user"]
+    assert sent == ["earlier", "and then", "the task"]
+
+    third, p3 = make(store, [Reply(text="finished")], tools)
+    last = await third.resume("s")  # type: ignore[misc]
+    assert last.status is TurnStatus.COMPLETED and last.resumed_from == middle.turn_id
+    assert [m.content for m in p3.requests[0].messages if m.role == "user"] == [
+        "earlier", "and then", "the task"]
+    history = store.load("s")
+    assert history[:len(EARLIER)] == EARLIER
+    new = history[len(EARLIER):]
+    assert [m.role for m in new] == ["user", "assistant", "tool", "assistant", "tool",
+                                     "assistant"]
+    assert [m.content for m in new if m.role == "user"] == ["the task"]
+    assert new[-1].content == "finished"
+    assert_history_consistent(history)
+    assert store.load_checkpoint("s") is None
+    assert tools.names() == ["a1", "a2"]
+    await third.aclose()
+
+
+async def test_a_later_turn_after_a_twice_resumed_one_sees_the_whole_history(
+        store: Any) -> None:
+    """The next turn starts on the history the chain left: earlier turns, the resumed turn
+    once, then its own input."""
+    store.append("s", list(EARLIER), None)
+    tools = Tools()
+    gates = [tools.gates.setdefault(n, asyncio.Event()) for n in ("a1", "a2")]
+    first, _ = make(store, [calls(("act", "a1"))], tools)
+    await _cancel_in_tool(first, lambda: first.start_turn("the task", session_id="s"), gates[0])
+    second, _ = make(store, [calls(("act", "a2"))], tools)
+    await _cancel_in_tool(second, lambda: second.resume("s"), gates[1])
+    third, p3 = make(store, [Reply(text="finished"), Reply(text="next done")], tools)
+    assert (await third.resume("s")).status is TurnStatus.COMPLETED  # type: ignore[union-attr]
+    after = await third.start_turn("next", session_id="s")
+    assert after.status is TurnStatus.COMPLETED
+    users = [m.content for m in p3.requests[1].messages if m.role == "user"]
+    assert users == ["earlier", "and then", "the task", "next"]
+    assert len(store.load("s")) == len(EARLIER) + 6 + 2
+    await third.aclose()
