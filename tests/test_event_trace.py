@@ -22,6 +22,7 @@ from steerable import (
     Usage,
     tool,
 )
+from tests.conftest import wait_for
 
 K = EventKind
 UNTIMED = ("time", "seq", "duration")
@@ -77,10 +78,7 @@ async def _one_turn() -> list[Event]:
     sub = loop.subscribe(buffer=10_000)
     handle = loop.start_turn("the task", session_id="s")
     seen: list[Event] = []
-    async for event in sub:
-        seen.append(event)
-        if event.kind is K.TOOL_EXEC_START:
-            break
+    await wait_for(sub, K.TOOL_EXEC_START, seen=seen)
     assert loop.inject_steering("steer me", "s")
     assert loop.inject_follow_up("then this", "s")
     gate.set()
@@ -172,3 +170,38 @@ async def test_every_field_of_every_event_of_a_turn() -> None:
     assert len(got) == len(expected)
     assert all(e.seq == events[0].seq + i for i, e in enumerate(events))  # no gap, in order
     assert all(e.time > 0 for e in events)
+
+
+async def test_a_hooks_own_model_call_is_seen_with_its_purpose_and_counted() -> None:
+    """``ctx.ask`` in ``before_llm``: one call of the hook's own, as LLM_REQUEST/LLM_RESPONSE
+    of the turn with ``purpose`` set, no deltas, its tokens in the turn's usage."""
+    from steerable import HookAction, HookDecision, LLMRequest, Message
+
+    answers: list[str] = []
+
+    class Classify:
+        async def before_llm(self, ctx: Any) -> HookDecision:
+            if not answers:
+                response = await ctx.ask(LLMRequest(messages=(Message("user", "kind?"),)),
+                                         "classify")
+                answers.append(response.text)
+            return HookDecision(HookAction.CONTINUE)
+
+    provider = ScriptedProvider([Reply(text="a question", usage=Usage(input_tokens=3,
+                                                                       output_tokens=2)),
+                                 Reply(text="the answer", usage=Usage(input_tokens=7,
+                                                                      output_tokens=4))])
+    loop = AgentLoop(Agent(name="a", provider=provider))
+    loop.register_hook(Classify())
+    sub = loop.subscribe()
+    result = await loop.run_turn("go", session_id="s")
+    assert answers == ["a question"] and result.text == "the answer"
+    assert result.usage == Usage(input_tokens=10, output_tokens=6)
+    events = sub.drain_nowait()
+    calls = [(e.kind.value, e.turn_id, e.session_id, e.purpose, e.iteration) for e in events
+             if e.kind in (K.LLM_REQUEST, K.LLM_RESPONSE)]
+    t = result.turn_id
+    assert calls == [("llm_request", t, "s", "classify", 1), ("llm_response", t, "s", "classify", 1),
+                     ("llm_request", t, "s", "", 1), ("llm_response", t, "s", "", 1)]
+    deltas = [e.text for e in events if e.kind is K.LLM_DELTA]
+    assert deltas == ["the ", "answer"]  # the hook's call streams none
