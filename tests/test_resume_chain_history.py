@@ -95,3 +95,61 @@ async def test_a_later_turn_after_a_twice_resumed_one_sees_the_whole_history(
     assert users == ["earlier", "and then", "the task", "next"]
     assert len(store.load("s")) == len(EARLIER) + 6 + 2
     await third.aclose()
+
+
+async def test_a_checkpoint_without_messages_over_a_changed_session_is_refused_clearly() -> None:
+    """A checkpoint that holds no message (written by hand, or by an older version) over a
+    session that no longer has the length it expects: a clear CheckpointError, nothing
+    dropped."""
+    from steerable import Checkpoint
+    from steerable.errors import CheckpointError
+
+    store = InMemorySessionStore()
+    store.append("s", list(EARLIER), None)
+    store.save_checkpoint(Checkpoint(
+        session_id="s", turn_id="turn_x", origin_turn_id="turn_x", agent="a",
+        tools=("act", "look"), input="the task", stage="model", iteration=1, messages=(),
+        base_count=2))
+    loop, _ = make(store, [], Tools())
+    with pytest.raises(CheckpointError, match=r"^session 's' changed since its checkpoint was "
+                       r"written \(it has 4 messages, the checkpoint expects 2\)"):
+        loop.resume("s")
+    assert store.load_checkpoint("s") is not None
+    await loop.aclose()
+
+
+async def test_a_turn_killed_before_it_read_the_session_then_resumed_twice() -> None:
+    """The chain from a turn's first checkpoint (written before it read the session: no base
+    count): resumed, cancelled, resumed again, on a session with earlier turns."""
+    store = InMemorySessionStore()
+    store.append("s", list(EARLIER), None)
+    tools = Tools()
+    gate = tools.gates.setdefault("a1", asyncio.Event())
+    first, _ = make(store, [], tools)
+    handle = first.start_turn("the task", session_id="s")
+    cp0 = store.load_checkpoint("s")
+    assert cp0 is not None and cp0.base_count is None and cp0.iteration == 0
+    crashed = InMemorySessionStore()  # what a process that died right now leaves
+    crashed.append("s", list(EARLIER), None)
+    crashed.save_checkpoint(cp0)
+    first.interrupt_hard("s")
+    await handle
+    await first.aclose()
+
+    second, p2 = make(crashed, [calls(("act", "a1"))], tools)
+    await _cancel_in_tool(second, lambda: second.resume("s"), gate)
+    assert [m.content for m in p2.requests[0].messages if m.role == "user"] == [
+        "earlier", "and then", "the task"]
+    cp1 = crashed.load_checkpoint("s")
+    assert cp1 is not None and cp1.base_count == len(EARLIER)
+    assert (cp1.origin_turn_id, cp1.input_id) == (cp0.turn_id, cp0.input_id)
+
+    third, p3 = make(crashed, [Reply(text="finished")], tools)
+    last = await third.resume("s")  # type: ignore[misc]
+    assert last.status is TurnStatus.COMPLETED
+    assert [m.content for m in p3.requests[0].messages if m.role == "user"] == [
+        "earlier", "and then", "the task"]
+    history = crashed.load("s")
+    assert history[:len(EARLIER)] == EARLIER and len(history) == len(EARLIER) + 4
+    assert_history_consistent(history)
+    await third.aclose()
