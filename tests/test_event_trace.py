@@ -205,3 +205,41 @@ async def test_a_hooks_own_model_call_is_seen_with_its_purpose_and_counted() -> 
                      ("llm_request", t, "s", "", 1), ("llm_response", t, "s", "", 1)]
     deltas = [e.text for e in events if e.kind is K.LLM_DELTA]
     assert deltas == ["the ", "answer"]  # the hook's call streams none
+
+
+async def test_the_events_a_tool_reports_carry_its_call_from_the_loop_and_from_a_thread() -> None:
+    """``update_plan`` and ``progress`` from an async tool (on the loop) and a sync one (in a
+    worker thread): the same events, with the call's id and the turn's ids."""
+    plan = [{"content": "look", "status": "done"}, {"content": "act", "status": "pending"}]
+
+    @tool(read_only=True)
+    async def on_loop(ctx: ToolContext) -> str:
+        """Report from the loop."""
+        ctx.update_plan(plan)
+        ctx.progress("half", done=1)
+        return "ok"
+
+    @tool(read_only=True)
+    def in_thread(ctx: ToolContext) -> str:
+        """Report from a thread."""
+        ctx.update_plan(plan[:1])
+        ctx.progress("all", done=2)
+        return "ok"
+
+    provider = ScriptedProvider([Reply(tool_calls=[("on_loop", {})]),
+                                 Reply(tool_calls=[("in_thread", {})]), Reply(text="done")])
+    loop = AgentLoop(Agent(name="a", provider=provider, tools=[on_loop, in_thread]))
+    sub = loop.subscribe([K.PLAN_UPDATED, K.TOOL_EXEC_PROGRESS])
+    result = await loop.run_turn("go", session_id="s")
+    # (what the thread reported reached the loop before its result: one FIFO of callbacks)
+    got = [(e.kind.value, e.turn_id, e.session_id, e.call_id,
+            getattr(e, "items", None) or (e.text, dict(e.data)))
+           for e in sub.drain_nowait()]
+    t = result.turn_id
+    assert got == [
+        ("plan_updated", t, "s", "call_1", tuple(plan)),
+        ("tool_exec_progress", t, "s", "call_1", ("half", {"done": 1})),
+        ("plan_updated", t, "s", "call_2", tuple(plan[:1])),
+        ("tool_exec_progress", t, "s", "call_2", ("all", {"done": 2})),
+    ]
+    await loop.aclose()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 import pytest
 
@@ -183,4 +184,29 @@ async def test_a_file_store_session_is_summarised_off_the_event_loop(tmp_path) -
     saved = [m.content for m in store.load("s")]
     assert saved[0].startswith("[Summary of the earlier conversation]\nThey asked 2")
     assert saved[1:] == ["q3", LONG]
+    await loop.aclose()
+
+
+async def test_a_summary_keeps_what_another_writer_appended_while_it_swapped() -> None:
+    """The store is shared (another process writes it too): messages appended between the
+    summary's check and its rewrite stay, after the rewritten history."""
+    from steerable import InMemorySessionStore, Message
+
+    class Shared(InMemorySessionStore):
+        def replace(self, session_id: str, messages: Any, *, base: int | None = None) -> None:
+            # another writer appends just before the rewrite lands
+            self.append(session_id, [Message("user", "elsewhere"),
+                                     Message("assistant", "ok")], None)
+            super().replace(session_id, messages, base=base)
+
+    script = [Reply(text=LONG), Reply(text=LONG), Reply(text=LONG), summary_reply]
+    loop = AgentLoop(Agent(provider=ScriptedProvider(script),
+                           summary=SummaryPolicy(at_tokens=250, keep_exchanges=1)),
+                     store=Shared())
+    for q in ("q1", "q2", "q3"):
+        await loop.run_turn(q, session_id="s")
+    await loop.wait_idle()
+    saved = loop.session_messages("s")
+    assert saved[0].content.startswith("[Summary of the earlier conversation]")
+    assert [m.content for m in saved[1:]] == ["q3", LONG, "elsewhere", "ok"]
     await loop.aclose()
