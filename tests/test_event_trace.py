@@ -69,7 +69,7 @@ async def _one_turn() -> list[Event]:
         return f"did {name}"
 
     provider = ScriptedProvider([
-        Reply(text="on it", tool_calls=[("act", {"name": "x"})], argument_pieces=2,
+        Reply(text="on it", tool_calls=[("act", {"name": "x"})], argument_pieces=2, thinking="hm",
               usage=Usage(input_tokens=10, output_tokens=5)),
         Reply(text="done", usage=Usage(input_tokens=20, output_tokens=3)),
     ])
@@ -111,8 +111,8 @@ def _expected() -> list[tuple[str, dict[str, Any]]]:
                                 "tool_choice": "auto", "may_call": None, "reason": "",
                                 "purpose": ""})
 
-    def delta(iteration: int, text: str) -> tuple[str, dict[str, Any]]:
-        return ("llm_delta", {**T, "iteration": iteration, "text": text, "thinking": False})
+    def delta(iteration: int, text: str, thinking: bool = False) -> tuple[str, dict[str, Any]]:
+        return ("llm_delta", {**T, "iteration": iteration, "text": text, "thinking": thinking})
 
     def call_delta(piece: str) -> tuple[str, dict[str, Any]]:
         return ("tool_call_delta", {**T, "iteration": 1, "call_index": 0, "tool_name": "act",
@@ -125,6 +125,7 @@ def _expected() -> list[tuple[str, dict[str, Any]]]:
         phase(TurnPhase.IDLE, TurnPhase.THINKING),
         request(1, 1),
         msg("M1", S.DELIVERED, delivered, "send", "the task", request_seq=3),
+        delta(1, "hm", thinking=True),
         delta(1, "on "),
         call_delta('{"name": '),
         call_delta('"x"}'),
@@ -144,7 +145,7 @@ def _expected() -> list[tuple[str, dict[str, Any]]]:
         ("steering_injected", {**T, "text": "steer me"}),
         phase(TurnPhase.EXECUTING, TurnPhase.THINKING),
         request(2, 4),
-        msg("M2", S.DELIVERED, delivered, "steer", "steer me", request_seq=18),
+        msg("M2", S.DELIVERED, delivered, "steer", "steer me", request_seq=19),
         delta(2, "done"),
         ("llm_response", {**T, "iteration": 2, "text": "done", "tool_calls": (), "usage": U2,
                           "finish_reason": "stop", "purpose": ""}),
@@ -242,4 +243,34 @@ async def test_the_events_a_tool_reports_carry_its_call_from_the_loop_and_from_a
         ("plan_updated", t, "s", "call_2", tuple(plan[:1])),
         ("tool_exec_progress", t, "s", "call_2", ("all", {"done": 2})),
     ]
+    await loop.aclose()
+
+
+async def test_after_llm_sees_the_whole_response_the_stream_made() -> None:
+    from steerable import HookAction, HookDecision, ToolCall
+
+    seen: list[Any] = []
+
+    class Look:
+        def after_llm(self, ctx: Any) -> HookDecision:
+            seen.append(ctx.response)
+            return HookDecision(HookAction.CONTINUE)
+
+    @tool(read_only=True)
+    async def act(name: str) -> str:
+        """Do something."""
+        return name
+
+    provider = ScriptedProvider([
+        Reply(text="on it", thinking="let me think", tool_calls=[("act", {"name": "x"})],
+              argument_pieces=2, usage=Usage(input_tokens=4, output_tokens=2)),
+        Reply(text="done")])
+    loop = AgentLoop(Agent(name="a", provider=provider, tools=[act]))
+    loop.register_hook(Look())
+    await loop.run_turn("go", session_id="s")
+    first = seen[0]
+    assert (first.text, first.thinking, first.usage, first.finish_reason) == (
+        "on it", "let me think", Usage(input_tokens=4, output_tokens=2), "tool_calls")
+    assert first.tool_calls == (ToolCall(id="call_1", name="act", arguments={"name": "x"}),)
+    assert (seen[1].text, seen[1].thinking, seen[1].finish_reason) == ("done", "", "stop")
     await loop.aclose()
