@@ -5,6 +5,7 @@ command changes anything."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -65,3 +66,23 @@ def test_a_cancel_mode_on_the_wire_is_checked() -> None:
     assert cmd.Cancel.from_fields({"mode": "after_tools"}).mode is CancelMode.AFTER_TOOLS
     with pytest.raises(ValueError, match="^unknown cancel mode 'soon'$"):
         cmd.Cancel.from_fields({"mode": "soon"})
+
+
+async def test_the_loops_own_arguments_are_checked_with_their_names() -> None:
+    """The loop's methods that are not commands check their arguments the same way."""
+    loop, _, _ = make_loop([])
+    cases: list[tuple[Any, type[Exception], str]] = [
+        (lambda: loop.session_messages(5), TypeError, "session_id must be a str, got int"),
+        (lambda: loop.checkpoint(None), TypeError, "session_id must be a str, got NoneType"),
+        (lambda: loop.start_turn(5), TypeError, "turn input must be a str or a list of parts "
+         "(TextPart, ImagePart, FilePart), got int"),
+        (lambda: loop.start_turn([]), ValueError, "turn input must not be empty"),
+        (lambda: loop.send(3.5, "s"), TypeError, "message text must be a str or a list of "
+         "parts (TextPart, ImagePart, FilePart), got float"),
+        (lambda: loop.queued_messages(""), ValueError,
+         "session_id must be a non-empty str, got ''"),
+    ]
+    for call, error, text in cases:
+        with pytest.raises(error, match=f"^{re.escape(text)}$"):
+            call()
+    await loop.aclose()

@@ -1,0 +1,171 @@
+"""Edges of one turn seen from outside: calls waiting behind ``parallel_tools`` are skipped,
+with the reason, when steering or an interrupt comes; a refused ``send`` says why; waiting on
+a session waits for a turn ``start_turn`` began; a cancel after the end contributes nothing;
+sub-turns refuse an empty task and report a failed child's end."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import pytest
+
+from steerable import (
+    Agent,
+    AgentLoop,
+    CancelMode,
+    EventKind,
+    Limits,
+    MessageState,
+    Reply,
+    ScriptedProvider,
+    ToolContext,
+    TurnStatus,
+    tool,
+)
+from steerable.drivers import _lanes
+from steerable.errors import SessionBusyError
+from tests.conftest import of, wait_for
+
+K = EventKind
+
+
+def gated(script: list[Any], **loop_kw: Any) -> tuple[AgentLoop, asyncio.Event]:
+    gate = asyncio.Event()
+
+    @tool(read_only=True)  # calls of one response run as one group, ``parallel_tools`` at once
+    async def work(step: str) -> str:
+        """A step that waits for the gate."""
+        await gate.wait()
+        return f"did {step}"
+
+    return AgentLoop(Agent(name="t", provider=ScriptedProvider(script), tools=[work]),
+                     **loop_kw), gate
+
+
+THREE = Reply(tool_calls=[("work", {"step": s}) for s in ("a", "b", "c")])
+
+
+@pytest.mark.parametrize(("act", "reason", "text"), [
+    ("steer", "steering", "Tool call skipped: a new user message arrived before this tool "
+     "started. Read it and decide what to do next."),
+    ("interrupt", "interrupted", "Tool call skipped: the user interrupted the turn before this "
+     "tool started."),
+])
+async def test_calls_waiting_for_a_tool_slot_are_skipped_with_the_reason(
+        act: str, reason: str, text: str) -> None:
+    loop, gate = gated([THREE, Reply(text="ok")], limits=Limits(parallel_tools=1))
+    sub = loop.subscribe()
+    handle = loop.start_turn("go", session_id="s")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    if act == "steer":
+        loop.inject_steering("stop that", "s")
+    else:
+        loop.interrupt_graceful("s")
+    gate.set()
+    result = await handle
+    skipped = [(e.turn_id, e.call_id, e.tool_name, e.reason, e.detail)
+               for e in of(sub.drain_nowait(), K.TOOL_EXEC_SKIPPED)]
+    t = result.turn_id
+    assert skipped == [(t, "call_2", "work", reason, ""), (t, "call_3", "work", reason, "")]
+    results = {m.tool_call_id: m.content for m in result.messages if m.role == "tool"}
+    assert results == {"call_1": "did a", "call_2": text, "call_3": text}
+    await loop.aclose()
+
+
+async def test_a_refused_send_says_why_in_its_error_and_its_message_state() -> None:
+    loop, gate = gated([THREE, Reply(text="ok")])
+    sub = loop.subscribe()
+    first = loop.send("first", "s")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    why = f"the session is busy (turn {first.turn_id} is running)"
+    text = (f"session 's' is busy (turn {first.turn_id} is running); the message was not "
+            "queued (policy 'reject')")
+    with pytest.raises(SessionBusyError, match=f"^{re.escape(text)}$"):
+        loop.send("second", "s", "reject")
+    (refused,) = [e for e in of(sub.drain_nowait(), K.MESSAGE_STATE)
+                  if e.state is MessageState.REJECTED]
+    assert (refused.text, refused.detail) == ("second", f"{why}; policy 'reject'")
+    gate.set()
+    await first  # type: ignore[misc]
+    await loop.aclose()
+
+
+async def test_waiting_on_a_session_waits_for_a_turn_start_turn_began() -> None:
+    loop, gate = gated([THREE, Reply(text="ok")])
+    sub = loop.subscribe()
+    handle = loop.start_turn("go", session_id="s")
+    waiter = asyncio.ensure_future(loop.wait_session("s"))
+    await wait_for(sub, K.TOOL_EXEC_START)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not waiter.done()
+    gate.set()
+    assert await asyncio.wait_for(waiter, 5) is None  # (no lane ran a turn for it)
+    assert handle.done()
+    await loop.aclose()
+
+
+async def test_the_last_results_kept_are_the_newest(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_lanes, "RECENT_RESULTS", 2)
+    loop = AgentLoop(Agent(name="t", provider=ScriptedProvider(
+        [Reply(text="1"), Reply(text="2"), Reply(text="3")])))
+    for sid in ("a", "b", "c"):
+        await loop.send("go", sid)  # type: ignore[misc]
+    assert await loop.wait_session("a") is None  # the oldest is forgotten
+    assert [(await loop.wait_session(s)).text for s in ("b", "c")] == ["2", "3"]  # type: ignore[union-attr]
+    await loop.aclose()
+
+
+async def test_a_cancel_after_the_turn_ended_contributes_nothing() -> None:
+    loop = AgentLoop(Agent(name="t", provider=ScriptedProvider([Reply(text="done")])))
+    handle = loop.start_turn("go", session_id="s")
+    assert (await handle).status is TurnStatus.COMPLETED
+    late = handle.cancel(CancelMode.AFTER_TOOLS)
+    assert (late.mode, late.turn_id, late.contributed, late.done()) == (
+        CancelMode.AFTER_TOOLS, handle.turn_id, False, True)
+    await late.wait()
+    await loop.aclose()
+
+
+async def test_a_sub_turn_needs_a_task_and_a_failed_child_says_how_it_ended() -> None:
+    from steerable.errors import SubturnError
+
+    child = Agent(name="kid", provider=ScriptedProvider([Reply(error=RuntimeError("down"))]))
+    errors: list[str] = []
+
+    @tool(read_only=True)
+    async def delegate(task: str, ctx: ToolContext) -> str:
+        """Run a sub-turn."""
+        try:
+            result = await ctx.run_subturn(child, task)
+        except SubturnError as exc:
+            errors.append(str(exc))
+            return "refused"
+        return f"{result.status.value}: {result.error}"
+
+    provider = ScriptedProvider([Reply(tool_calls=[("delegate", {"task": "  "}),
+                                                   ("delegate", {"task": "help"})]),
+                                 Reply(text="ok")])
+    loop = AgentLoop(Agent(name="main", provider=provider, tools=[delegate]))
+    result = await loop.run_turn("go", session_id="s")
+    assert errors == ["a sub-turn needs a non-empty task text"]
+    contents = [m.content for m in result.messages if m.role == "tool"]
+    assert contents[0] == "refused" and contents[1].startswith("error: ")
+    await loop.aclose()
+
+
+async def test_the_built_in_subagent_tool_reports_a_failed_child() -> None:
+    child = Agent(name="kid", description="helps",
+                  provider=ScriptedProvider([Reply(error=RuntimeError("down"))]))
+    provider = ScriptedProvider([Reply(tool_calls=[("subagent", {"agent": "kid",
+                                                                 "task": "help"})]),
+                                 Reply(text="ok")])
+    loop = AgentLoop(Agent(name="main", provider=provider, subagents=[child]))
+    sub = loop.subscribe([K.TOOL_EXEC_END])
+    await loop.run_turn("go", session_id="s")
+    (end,) = sub.drain_nowait()
+    assert end.is_error and end.content.startswith("Sub-agent kid ended error: ")
+    assert end.content == end.content.strip() and "down" in end.content
+    await loop.aclose()
