@@ -169,3 +169,36 @@ async def test_the_built_in_subagent_tool_reports_a_failed_child() -> None:
     assert end.is_error and end.content.startswith("Sub-agent kid ended error: ")
     assert end.content == end.content.strip() and "down" in end.content
     await loop.aclose()
+
+
+async def test_a_message_a_sub_turn_refuses_names_it_and_its_parent() -> None:
+    gate = asyncio.Event()
+
+    @tool(read_only=True)
+    async def slow() -> str:
+        """Wait."""
+        await gate.wait()
+        return "slow done"
+
+    child = Agent(name="kid", description="helps", tools=[slow], provider=ScriptedProvider(
+        [Reply(tool_calls=[("slow", {})]), Reply(text="kid done")]))
+    provider = ScriptedProvider([Reply(tool_calls=[("subagent", {"agent": "kid",
+                                                                 "task": "help"})]),
+                                 Reply(text="ok")])
+    loop = AgentLoop(Agent(name="main", provider=provider, subagents=[child]),
+                     limits=Limits(steering_queue=1, follow_up_queue=1))
+    sub = loop.subscribe([K.SUBTURN_SPAWN, K.TOOL_EXEC_START])
+    handle = loop.start_turn("go", session_id="s")
+    spawn = await wait_for(sub, K.SUBTURN_SPAWN)
+    while (await wait_for(sub, K.TOOL_EXEC_START)).turn_id != spawn.child_turn_id:
+        pass  # until the child's own tool runs
+    kid = loop.turn_handle(spawn.child_turn_id)
+    assert kid is not None
+    assert kid.inject_steering("one") and kid.inject_follow_up("later")
+    for refused in (kid.inject_steering("two"), kid.inject_follow_up("much later")):
+        assert not refused and refused.state is MessageState.REJECTED
+        assert (refused.turn_id, refused.parent_turn_id) == (spawn.child_turn_id,
+                                                              handle.turn_id)
+    gate.set()
+    assert (await handle).status is TurnStatus.COMPLETED
+    await loop.aclose()
