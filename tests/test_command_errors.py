@@ -64,7 +64,7 @@ def test_every_verb_has_a_case() -> None:
 
 def test_a_cancel_mode_on_the_wire_is_checked() -> None:
     assert cmd.Cancel.from_fields({"mode": "after_tools"}).mode is CancelMode.AFTER_TOOLS
-    with pytest.raises(ValueError, match="^unknown cancel mode 'soon'$"):
+    with pytest.raises(ValueError, match=r"^unknown cancel mode 'soon'$"):
         cmd.Cancel.from_fields({"mode": "soon"})
 
 

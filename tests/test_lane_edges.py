@@ -112,7 +112,7 @@ async def test_a_steered_message_fails_when_its_turn_task_is_cancelled() -> None
     steered = loop.send("also", "s", "steer")
     assert steered.action == "steered"
     first._task.cancel()  # type: ignore[union-attr]
-    with pytest.raises(RuntimeError, match="^the steered turn did not finish$"):
+    with pytest.raises(RuntimeError, match=r"^the steered turn did not finish$"):
         await asyncio.wait_for(steered, 5)  # type: ignore[arg-type]
     await loop.aclose()
 

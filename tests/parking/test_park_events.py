@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from steerable._core._parking import record_answer
 from steerable import (
     Agent,
     AgentLoop,
@@ -22,6 +21,7 @@ from steerable import (
     TurnStatus,
     tool,
 )
+from steerable._core._parking import record_answer
 from steerable.errors import InvalidAnswerError, RequestError, UnknownRequestError
 from steerable.tools import ToolContext
 from tests.conftest import of
