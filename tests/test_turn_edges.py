@@ -202,3 +202,33 @@ async def test_a_message_a_sub_turn_refuses_names_it_and_its_parent() -> None:
     gate.set()
     assert (await handle).status is TurnStatus.COMPLETED
     await loop.aclose()
+
+
+async def test_closing_the_loop_does_not_wait_past_its_grace_for_a_stubborn_turn() -> None:
+    """A hook that swallows its cancellation does not hold the loop's close: the turn's hard
+    abort leaves the hook behind, and ``aclose`` returns."""
+    import time
+
+    from steerable import HookAction, HookDecision
+
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    class Stubborn:
+        async def before_llm(self, ctx: Any) -> HookDecision:
+            entered.set()
+            while not release.is_set():
+                try:
+                    await release.wait()
+                except asyncio.CancelledError:
+                    continue  # (what the test is about: never do this)
+            return HookDecision(HookAction.CONTINUE)
+
+    loop = AgentLoop(Agent(name="t", provider=ScriptedProvider([Reply(text="late")])))
+    loop.register_hook(Stubborn())
+    handle = loop.start_turn("go", session_id="s")
+    await asyncio.wait_for(entered.wait(), 5)
+    started = time.monotonic()
+    await asyncio.wait_for(loop.aclose(grace=0.1), 5)
+    assert time.monotonic() - started < 4
+    release.set()
+    await asyncio.wait_for(handle, 5)
