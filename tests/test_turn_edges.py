@@ -232,3 +232,46 @@ async def test_closing_the_loop_does_not_wait_past_its_grace_for_a_stubborn_turn
     assert time.monotonic() - started < 4
     release.set()
     await asyncio.wait_for(handle, 5)
+
+
+async def test_a_handle_of_an_ended_turn_cancels_nothing_of_the_next_one() -> None:
+    loop, gate = gated([Reply(text="first"), THREE, Reply(text="second")])
+    sub = loop.subscribe()
+    old = loop.start_turn("one", session_id="s")
+    await old
+    new = loop.start_turn("two", session_id="s")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    late = old.cancel(CancelMode.AFTER_TOOLS)
+    assert late.contributed is False and late.turn_id == old.turn_id
+    gate.set()
+    assert (await new).status is TurnStatus.COMPLETED
+    await loop.aclose()
+
+
+async def test_the_subagent_tools_refuse_wrong_arguments_and_deliver_async_results() -> None:
+    child = Agent(name="kid", description="helps",
+                  provider=ScriptedProvider([Reply(text="kid says hi")]))
+    provider = ScriptedProvider([
+        Reply(tool_calls=[("subagent", {"agent": "nobody", "task": "x"}),
+                          ("subagent", {"agent": "kid", "task": " "}),
+                          ("spawn", {"agent": "kid", "task": "greet"})]),
+        Reply(text="waiting"), Reply(text="got it")])
+    loop = AgentLoop(Agent(name="main", provider=provider, subagents=[child]))
+    sub = loop.subscribe([K.TOOL_EXEC_END, K.SUBTURN_SPAWN, K.SUBTURN_RESULT_DELIVERED])
+    result = await loop.run_turn("go", session_id="s")
+    await loop.wait_idle()
+    events = sub.drain_nowait()
+    ends = [(e.tool_name, e.is_error, e.content) for e in of(events, K.TOOL_EXEC_END)]
+    assert ends[:2] == [
+        ("subagent", True, "Unknown agent 'nobody' for tool 'subagent'. Valid agents: kid."),
+        ("subagent", True, "Tool 'subagent' needs a non-empty 'task' text.")]
+    (spawn,) = of(events, K.SUBTURN_SPAWN)
+    delivered = of(events, K.SUBTURN_RESULT_DELIVERED)
+    assert [(e.turn_id, e.child_turn_id, e.text) for e in delivered] == [
+        (result.turn_id, spawn.child_turn_id, "kid says hi")]
+    await loop.aclose()
+
+
+def test_an_output_type_without_a_name_is_named_by_its_repr() -> None:
+    agent = Agent(provider=ScriptedProvider([]), output_type=int | str)
+    assert agent.output is not None and agent.output.name == "int | str"

@@ -52,8 +52,12 @@ def fields(event: Any, *names: str) -> tuple[Any, ...]:
     return tuple(getattr(event, n) for n in names)
 
 
-async def test_a_parked_approval_is_asked_and_answered_with_every_field() -> None:
-    store = InMemorySessionStore()
+@pytest.mark.parametrize("kind", ["memory", "jsonl"])  # (a file store reads requests back)
+async def test_a_parked_approval_is_asked_and_answered_with_every_field(
+        kind: str, tmp_path: Any) -> None:
+    from steerable.storage import JSONLSessionStore
+
+    store: Any = InMemorySessionStore() if kind == "memory" else JSONLSessionStore(tmp_path)
     first = new_loop(store, [Reply(tool_calls=[("write", {"path": "a"})])])
     sub = first.subscribe([K.APPROVAL_REQUESTED])
     parked = await first.run_turn("go", session_id="s")
