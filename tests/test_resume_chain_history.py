@@ -156,3 +156,25 @@ async def test_a_turn_killed_before_it_read_the_session_then_resumed_twice() -> 
     assert history[:len(EARLIER)] == EARLIER and len(history) == len(EARLIER) + 4
     assert_history_consistent(history)
     await third.aclose()
+
+
+async def test_a_checkpoint_from_before_message_ids_resumes_with_new_ids() -> None:
+    """An older checkpoint holds steering it delivered, and queued messages, without their
+    ids: the resumed turn takes them in under new ids, nothing refused or lost."""
+    from steerable import Checkpoint, Message
+
+    store = InMemorySessionStore()
+    store.save_checkpoint(Checkpoint(
+        session_id="s", turn_id="turn_old", origin_turn_id="turn_old", agent="a",
+        tools=("act", "look"), input="the task", stage="model", iteration=1,
+        messages=(Message("user", "the task"), Message("assistant", "thinking"),
+                  Message("user", "old steer")),
+        injected_steering=("old steer",), steering=("queued steer",),
+        follow_ups=("queued later",), base_count=0))
+    loop, provider = make(store, [Reply(text="done")], Tools())
+    result = await loop.resume("s")  # type: ignore[misc]
+    assert result.status is TurnStatus.COMPLETED and result.follow_ups == ("queued later",)
+    assert result.follow_up_ids and all(result.follow_up_ids)
+    users = [m.content for m in provider.requests[0].messages if m.role == "user"]
+    assert users == ["the task", "old steer", "queued steer"]
+    await loop.aclose()

@@ -219,3 +219,22 @@ async def test_a_live_approval_is_listed_for_its_session_only() -> None:
     result = await asyncio.wait_for(handle, 5)
     assert result.status is TurnStatus.COMPLETED
     await loop.aclose()
+
+
+async def test_a_store_that_cannot_index_a_parked_request_says_so_and_keeps_it() -> None:
+    class NoIndex(InMemorySessionStore):
+        def index_requests(self, session_id: str, request_ids: Any) -> None:
+            raise OSError("index offline")
+
+    store = NoIndex()
+    loop = new_loop(store, [Reply(tool_calls=[("size", {})])])
+    sub = loop.subscribe([K.ERROR])
+    parked = await loop.run_turn("go", session_id="s")
+    assert parked.status is TurnStatus.WAITING
+    assert [(e.message, e.source, e.turn_id) for e in sub.drain_nowait()] == [
+        ("indexing the waiting requests of session 's' failed: index offline", "checkpoint",
+         parked.turn_id)]
+    cp = store.load_checkpoint("s")
+    assert cp is not None and [r.request_id for r in cp.waiting] == [
+        r.request_id for r in parked.pending]  # the checkpoint still lists it
+    await loop.aclose()
