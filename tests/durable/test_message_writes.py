@@ -169,3 +169,34 @@ async def test_messages_waiting_for_a_slot_live_in_a_successor_checkpoint() -> N
     assert (await also).text == "b again"  # type: ignore[misc]
     assert store.load_checkpoint("b") is None
     await loop.aclose()
+
+
+async def test_a_threaded_store_hands_the_checkpoint_on_to_the_messages_behind_a_turn() -> None:
+    """As a turn ends with messages queued behind it, a store written from threads gets the
+    successor's checkpoint (written off the loop, without an error) before the next starts."""
+
+    class Saves(ThreadStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inputs: list[tuple[str, tuple[str, ...]]] = []
+
+        def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+            self.inputs.append((checkpoint.input, checkpoint.held))
+            super().save_checkpoint(checkpoint)
+
+    store = Saves()
+    gate = asyncio.Event()
+    loop = AgentLoop(gated_agent([calls("x"), Reply(text="1"), Reply(text="2"),
+                                  Reply(text="3")], gate), store=store)
+    sub = loop.subscribe()
+    first = loop.send("first", "s")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    loop.send("second", "s", "follow_up")
+    loop.send("third", "s", "follow_up")
+    gate.set()
+    await first  # type: ignore[misc]
+    await loop.wait_session("s")
+    assert ("second", ("third",)) in store.inputs  # the successor, handed on
+    assert of(sub.drain_nowait(), K.ERROR) == []
+    assert store.load_checkpoint("s") is None
+    await loop.aclose()
