@@ -275,3 +275,49 @@ async def test_the_subagent_tools_refuse_wrong_arguments_and_deliver_async_resul
 def test_an_output_type_without_a_name_is_named_by_its_repr() -> None:
     agent = Agent(provider=ScriptedProvider([]), output_type=int | str)
     assert agent.output is not None and agent.output.name == "int | str"
+
+
+async def test_steering_taken_in_but_never_sent_is_handed_back_when_the_turn_aborts() -> None:
+    """A before_llm hook ends the turn (ABORT_TURN, no rollback) after the steer was taken
+    into the context but before the request that would carry it: the turn hands it back as
+    unprocessed, and it is RETURNED, not delivered."""
+    from steerable import HookAction, HookDecision
+
+    class StopSecond:
+        calls = 0
+
+        def before_llm(self, ctx: Any) -> HookDecision:
+            StopSecond.calls += 1
+            if StopSecond.calls == 2:
+                return HookDecision(HookAction.ABORT_TURN, reason="enough")
+            return HookDecision(HookAction.CONTINUE)
+
+    loop, gate = gated([THREE, Reply(text="never")])
+    loop.register_hook(StopSecond())
+    sub = loop.subscribe()
+    handle = loop.start_turn("go", session_id="s")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    steer = loop.inject_steering("steer me", "s")
+    gate.set()
+    result = await handle
+    assert result.status is TurnStatus.ABORTED
+    assert [(q.kind, q.text, q.message_id) for q in result.unprocessed] == [
+        ("steering", "steer me", steer.message_id)]
+    assert steer.state is MessageState.RETURNED
+    await loop.aclose()
+
+
+async def test_a_turn_started_for_a_message_accepted_elsewhere_keeps_its_id() -> None:
+    """A worker starts the turn of a message another process accepted (``StartTurn`` naming
+    it): the turn's input keeps that id through its states."""
+    from steerable.drivers._commands import StartTurn
+
+    loop = AgentLoop(Agent(name="t", provider=ScriptedProvider([Reply(text="ok")])))
+    sub = loop.subscribe([K.MESSAGE_STATE])
+    handle = loop.submit(StartTurn("hello", "s", message_id="msg_from_elsewhere"))
+    assert handle.message_id == "msg_from_elsewhere"
+    await handle
+    assert [(e.message_id, e.state) for e in sub.drain_nowait()] == [
+        ("msg_from_elsewhere", MessageState.QUEUED),
+        ("msg_from_elsewhere", MessageState.DELIVERED)]
+    await loop.aclose()
