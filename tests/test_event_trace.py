@@ -204,6 +204,9 @@ async def test_a_hooks_own_model_call_is_seen_with_its_purpose_and_counted() -> 
     t = result.turn_id
     assert calls == [("llm_request", t, "s", "classify", 1), ("llm_response", t, "s", "classify", 1),
                      ("llm_request", t, "s", "", 1), ("llm_response", t, "s", "", 1)]
+    usages = [e.usage for e in events if e.kind is K.LLM_RESPONSE]
+    assert usages == [Usage(input_tokens=3, output_tokens=2), Usage(input_tokens=7,
+                                                                    output_tokens=4)]
     deltas = [e.text for e in events if e.kind is K.LLM_DELTA]
     assert deltas == ["the ", "answer"]  # the hook's call streams none
 
