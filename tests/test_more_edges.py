@@ -157,3 +157,66 @@ def test_a_composite_refuses_a_negative_grace_by_its_text() -> None:
     text = "ParallelAgent 'both': grace must be a number of seconds >= 0, got -1"
     with pytest.raises(ConfigurationError, match=f"^{re.escape(text)}$"):
         ParallelAgent(name="both", agents=[child], grace=-1)
+
+
+async def test_without_checkpoints_messages_waiting_for_a_slot_write_nothing() -> None:
+    from steerable import Limits
+
+    gate = asyncio.Event()
+
+    @tool(read_only=True)
+    async def hold() -> str:
+        """Hold."""
+        await gate.wait()
+        return "held"
+
+    store = InMemorySessionStore()
+    loop = AgentLoop(Agent(name="a", tools=[hold], provider=ScriptedProvider(
+        [Reply(tool_calls=[("hold", {})]), Reply(text="a"), Reply(text="b")])),
+        store=store, checkpoints=False, limits=Limits(active_turns=1))
+    sub = loop.subscribe()
+    first = loop.start_turn("for a", session_id="a")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    waiting = loop.send("for b", "b")
+    assert waiting.state is MessageState.QUEUED and store.load_checkpoint("b") is None
+    gate.set()
+    await first
+    assert (await waiting).text == "b"  # type: ignore[misc]
+    assert of(sub.drain_nowait(), K.ERROR) == []
+    await loop.aclose()
+
+
+async def test_a_queued_message_runs_with_the_agent_it_was_sent_with() -> None:
+    gate = asyncio.Event()
+
+    @tool(read_only=True)
+    async def hold() -> str:
+        """Hold."""
+        await gate.wait()
+        return "held"
+
+    loop = AgentLoop(Agent(name="a", tools=[hold], provider=ScriptedProvider(
+        [Reply(tool_calls=[("hold", {})]), Reply(text="from a")])))
+    other = Agent(name="other", provider=ScriptedProvider([Reply(text="from other")]))
+    sub = loop.subscribe()
+    first = loop.send("first", "s")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    queued = loop.send("second", "s", "follow_up", agent=other)
+    gate.set()
+    await first  # type: ignore[misc]
+    assert (await queued).text == "from other"  # type: ignore[misc]
+    starts = [(e.input, e.agent) for e in of(sub.drain_nowait(), K.TURN_START)]
+    assert starts == [("second", "other")]
+    await loop.aclose()
+
+
+async def test_a_message_with_parts_to_an_idle_session_gets_a_message_id() -> None:
+    from steerable import ImagePart, TextPart
+
+    provider = ScriptedProvider([Reply(text="a cat")])
+    loop = AgentLoop(Agent(name="a", provider=provider))
+    handle = loop.send([TextPart("what is this?"), ImagePart(url="https://x.test/cat.png")],
+                       "s")
+    assert isinstance(handle.message_id, str) and handle.message_id.startswith("msg_")
+    assert (await handle).text == "a cat"  # type: ignore[misc]
+    await loop.aclose()
