@@ -171,6 +171,7 @@ async def test_every_field_of_every_event_of_a_turn() -> None:
     assert len(got) == len(expected)
     assert all(e.seq == events[0].seq + i for i, e in enumerate(events))  # no gap, in order
     assert all(e.time > 0 for e in events)
+    assert all(e.duration > 0 for e in events if e.kind in (K.LLM_RESPONSE, K.TURN_END))
 
 
 async def test_a_hooks_own_model_call_is_seen_with_its_purpose_and_counted() -> None:

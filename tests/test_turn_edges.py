@@ -22,6 +22,7 @@ from steerable import (
     ScriptedProvider,
     ToolContext,
     TurnStatus,
+    Usage,
     tool,
 )
 from steerable.drivers import _lanes
@@ -195,10 +196,14 @@ async def test_a_message_a_sub_turn_refuses_names_it_and_its_parent() -> None:
     kid = loop.turn_handle(spawn.child_turn_id)
     assert kid is not None
     assert kid.inject_steering("one") and kid.inject_follow_up("later")
+    sub2 = loop.subscribe([K.MESSAGE_STATE])
     for refused in (kid.inject_steering("two"), kid.inject_follow_up("much later")):
         assert not refused and refused.state is MessageState.REJECTED
         assert (refused.turn_id, refused.parent_turn_id) == (spawn.child_turn_id,
                                                               handle.turn_id)
+    rejected = [(e.turn_id, e.parent_turn_id) for e in sub2.drain_nowait()
+                if e.state is MessageState.REJECTED]
+    assert rejected == [(spawn.child_turn_id, handle.turn_id)] * 2
     gate.set()
     assert (await handle).status is TurnStatus.COMPLETED
     await loop.aclose()
@@ -320,4 +325,59 @@ async def test_a_turn_started_for_a_message_accepted_elsewhere_keeps_its_id() ->
     assert [(e.message_id, e.state) for e in sub.drain_nowait()] == [
         ("msg_from_elsewhere", MessageState.QUEUED),
         ("msg_from_elsewhere", MessageState.DELIVERED)]
+    await loop.aclose()
+
+
+async def test_steering_delivered_then_rolled_back_is_handed_back_with_its_text() -> None:
+    gate, never = asyncio.Event(), asyncio.Event()
+
+    @tool(read_only=True)
+    async def first() -> str:
+        """Wait for the gate."""
+        await gate.wait()
+        return "first done"
+
+    @tool(read_only=True)
+    async def second() -> str:
+        """Wait until aborted."""
+        await never.wait()
+        return "unreachable"
+
+    loop = AgentLoop(Agent(name="t", tools=[first, second], provider=ScriptedProvider(
+        [Reply(tool_calls=[("first", {})]), Reply(tool_calls=[("second", {})])])))
+    sub = loop.subscribe([K.TOOL_EXEC_START])
+    handle = loop.start_turn("go", session_id="s")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    steer = loop.inject_steering("steer me", "s")
+    gate.set()
+    await wait_for(sub, K.TOOL_EXEC_START)  # the steer was delivered; the second tool runs
+    assert steer.state is MessageState.DELIVERED
+    loop.interrupt_hard("s")
+    result = await handle
+    assert result.status is TurnStatus.ABORTED
+    assert [(q.kind, q.text, q.message_id) for q in result.unprocessed] == [
+        ("steering", "steer me", steer.message_id)]
+    await loop.aclose()
+
+
+async def test_a_turn_that_only_wrote_has_its_usage() -> None:
+    loop = AgentLoop(Agent(name="t", provider=ScriptedProvider(
+        [Reply(text="hi", usage=Usage(0, 5))])))
+    assert (await loop.run_turn("go", session_id="s")).usage == Usage(0, 5)
+    await loop.aclose()
+
+
+async def test_a_checkpoint_that_cannot_be_read_stops_a_new_turn_clearly() -> None:
+    from steerable import InMemorySessionStore
+    from steerable.errors import CheckpointError
+
+    class Broken(InMemorySessionStore):
+        def load_checkpoint(self, session_id: str) -> Any:
+            raise CheckpointError("checkpoint file of session 's' is corrupt")
+
+    loop = AgentLoop(Agent(name="t", provider=ScriptedProvider([])), store=Broken())
+    with pytest.raises(CheckpointError) as refused:
+        loop.start_turn("go", session_id="s")
+    assert str(refused.value) == ("checkpoint file of session 's' is corrupt (session 's' "
+                                  "cannot start a new turn until then)")
     await loop.aclose()

@@ -126,9 +126,11 @@ async def test_messages_waiting_for_a_slot_that_cannot_be_written_are_held_in_me
     await wait_for(sub, K.TOOL_EXEC_START)
     store.fail_save = lambda cp: cp.session_id == "b"
     waiting = loop.send("for b", "b")
-    assert [(e.message, e.source) for e in of(sub.drain_nowait(), K.ERROR)] == [
+    # (no turn runs for b: the error names none)
+    assert [(e.message, e.source, e.turn_id, e.session_id)
+            for e in of(sub.drain_nowait(), K.ERROR)] == [
         ("writing the checkpoint of session 'b' failed: disk full; the queued messages are "
-         "held in memory only", "checkpoint")]
+         "held in memory only", "checkpoint", "", "")]
     gate.set()
     await first
     assert (await waiting).text == "b"  # type: ignore[misc]
