@@ -202,9 +202,11 @@ async def test_a_queued_message_runs_with_the_agent_it_was_sent_with() -> None:
     first = loop.send("first", "s")
     await wait_for(sub, K.TOOL_EXEC_START)
     queued = loop.send("second", "s", "follow_up", agent=other)
+    assert (queued.handle, queued.turn_id) == (None, None)  # its turn has not started
     gate.set()
     await first  # type: ignore[misc]
     assert (await queued).text == "from other"  # type: ignore[misc]
+    assert queued.handle is not None and queued.handle.turn_id == queued.turn_id
     starts = [(e.input, e.agent) for e in of(sub.drain_nowait(), K.TURN_START)]
     assert starts == [("second", "other")]
     await loop.aclose()
