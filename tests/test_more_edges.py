@@ -222,3 +222,45 @@ async def test_a_message_with_parts_to_an_idle_session_gets_a_message_id() -> No
     assert isinstance(handle.message_id, str) and handle.message_id.startswith("msg_")
     assert (await handle).text == "a cat"  # type: ignore[misc]
     await loop.aclose()
+
+
+async def test_a_message_with_no_turn_to_take_it_keeps_its_text() -> None:
+    loop = AgentLoop(Agent(name="a", provider=ScriptedProvider([])))
+    for r, kind in ((loop.inject_steering("hello", "s"), "steer"),
+                    (loop.inject_follow_up("later", "s"), "follow_up")):
+        assert not r and (r.kind, r.state, r.session_id) == (kind, MessageState.REJECTED, "s")
+    assert [r.text for r in (loop.inject_steering("a", "s"), loop.inject_follow_up("b", "s"))
+            ] == ["a", "b"]
+    await loop.aclose()
+
+
+async def test_a_finished_turn_has_no_handle_and_ids_have_one_shape() -> None:
+    loop = AgentLoop(Agent(name="a", provider=ScriptedProvider([Reply(text="ok")])))
+    handle = loop.start_turn("go", session_id="s")
+    assert loop.turn_handle(handle.turn_id) is not None
+    await handle
+    assert loop.turn_handle(handle.turn_id) is None
+    assert re.fullmatch(r"turn_[0-9a-f]{12}", handle.turn_id)
+    await loop.aclose()
+
+
+async def test_steering_a_turn_of_a_loop_without_checkpoints_writes_nothing() -> None:
+    gate = asyncio.Event()
+
+    @tool(read_only=True)
+    async def hold() -> str:
+        """Hold."""
+        await gate.wait()
+        return "held"
+
+    store = InMemorySessionStore()
+    loop = AgentLoop(Agent(name="a", tools=[hold], provider=ScriptedProvider(
+        [Reply(tool_calls=[("hold", {})]), Reply(text="ok")])), store=store, checkpoints=False)
+    sub = loop.subscribe()
+    handle = loop.start_turn("go", session_id="s")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    assert loop.inject_steering("more", "s") and store.load_checkpoint("s") is None
+    gate.set()
+    assert (await handle).status is TurnStatus.COMPLETED
+    await loop.aclose()
+

@@ -188,8 +188,8 @@ async def test_an_answer_given_in_time_is_replayed_when_the_call_reruns_after_a_
 
     second = loop_over([Reply(text="done")])
     (seen,) = second.pending_requests("s")
-    assert (seen.request_id, seen.created, seen.choices) == (q2.request_id, q2.created,
-                                                             ("S", "M"))
+    assert (seen.request_id, seen.created, seen.choices, seen.question) == (
+        q2.request_id, q2.created, ("S", "M"), "Size?")
     sub = second.subscribe([K.QUESTION_ASKED, K.QUESTION_ANSWERED])
     resumed = await second.answer(q2.request_id, "M")  # type: ignore[misc]
     assert resumed.status is TurnStatus.COMPLETED
