@@ -264,3 +264,43 @@ async def test_steering_a_turn_of_a_loop_without_checkpoints_writes_nothing() ->
     assert (await handle).status is TurnStatus.COMPLETED
     await loop.aclose()
 
+
+
+def test_an_agents_defaults_are_the_documented_ones() -> None:
+    agent = Agent(provider=ScriptedProvider([]), output_type=int)
+    assert (agent.name, agent.instructions, agent.max_iterations, agent.dry_run, agent.model,
+            agent.context_window, agent.summary, agent.description, agent.tools) == (
+        "agent", "", 20, False, None, None, None, "", ())
+    assert agent.output is not None and agent.output.retries == 2
+
+
+async def test_a_turn_that_fails_reports_the_error_on_it() -> None:
+    loop = AgentLoop(Agent(name="a", provider=ScriptedProvider(
+        [Reply(error=RuntimeError("provider down"))])))
+    sub = loop.subscribe([K.ERROR])
+    result = await loop.run_turn("go", session_id="s")
+    assert result.status is TurnStatus.ERROR
+    assert [(e.source, e.turn_id) for e in sub.drain_nowait()][-1] == ("turn", result.turn_id)
+    await loop.aclose()
+
+
+async def test_closing_the_loop_fails_what_waits_with_the_reason() -> None:
+    gate = asyncio.Event()
+
+    @tool(read_only=True)
+    async def hold() -> str:
+        """Hold."""
+        await gate.wait()
+        return "held"
+
+    loop = AgentLoop(Agent(name="a", tools=[hold], provider=ScriptedProvider(
+        [Reply(tool_calls=[("hold", {})])])))
+    sub = loop.subscribe()
+    loop.send("first", "s")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    waiting = loop.send("second", "s", "follow_up")
+    await loop.aclose()
+    assert waiting.state is MessageState.REJECTED
+    with pytest.raises(RuntimeError,
+                       match=r"^the loop closed before this message's turn started$"):
+        await waiting  # type: ignore[misc]
