@@ -48,6 +48,7 @@ from steerable.providers._base import (
     ThinkingDelta,
     ToolArgsDelta,
     ToolCallChunk,
+    ToolChoice,
     ToolSpec,
     guard_secrets,
     text_guarded,
@@ -56,15 +57,23 @@ from steerable.providers._base import (
 __all__ = ["call_model"]
 
 
-def _build_request(st: TurnState, offer_tools: bool, extra: Sequence[Message],
+_MAY_CALL = ToolChoice()
+# The last call of a turn (a graceful interrupt's summary, the call numbered max_iterations)
+# still lists the tools: the prompt then starts as every earlier call's did, so a server's
+# prompt cache (llama-server, a hosted API) has it evaluated, and the summary starts at once.
+_MUST_ANSWER = ToolChoice("none", reason="the last call of the turn: answer in words")
+
+
+def _build_request(st: TurnState, may_call: bool, extra: Sequence[Message],
                    answer: bool) -> LLMRequest:
     agent = st.model_agent
     head = (Message("system", agent.instructions),) if agent.instructions else ()
     return LLMRequest(
         messages=MessageView[Message](head, st.transcript.base, st.transcript.new, extra),
-        tools=agent.tool_specs if offer_tools else (),
+        tools=agent.tool_specs,
         model=agent.model,
         params=agent.params,
+        tool_choice=_MAY_CALL if may_call else _MUST_ANSWER,
         answer_schema=agent.output.schema if answer and agent.output is not None else None,
     )
 
@@ -283,7 +292,7 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
 
 
 async def call_model(
-    engine: Engine, st: TurnState, *, offer_tools: bool, extra: Sequence[Message] = (),
+    engine: Engine, st: TurnState, *, may_call: bool, extra: Sequence[Message] = (),
     answer: bool = True,
 ) -> LLMResponse:
     """One LLM call, start to finish: returns the reply after ``after_llm`` hooks. ``answer``:
@@ -293,7 +302,7 @@ async def call_model(
     window = st.model_agent.context_window
     compressed = False
     while True:
-        request = _build_request(st, offer_tools, extra, answer)
+        request = _build_request(st, may_call, extra, answer)
         if window is not None and not compressed and estimate_tokens(request.messages) > window:
             compressed = True
             if await _compress(engine, st, "estimate", window * 3 // 4):
