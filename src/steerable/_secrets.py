@@ -259,6 +259,13 @@ def redacted(value: Any, redact: Callable[[str], str] | None) -> Any:
     return value
 
 
+@functools.lru_cache(maxsize=16)
+def _spaced(secrets: tuple[str, ...]) -> tuple[str, ...]:
+    """The secrets holding whitespace. Kept: two guards are made for every model call, nearly
+    always with the same ``known_secrets()``."""
+    return tuple(s for s in secrets if _SPACE.search(s))
+
+
 class StreamGuard:
     """Regroups a stream of text pieces so that no secret is ever split between two pieces.
 
@@ -270,7 +277,7 @@ class StreamGuard:
     output that blanks each piece's secrets blanks every secret of the stream."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self._spaced = tuple(s for s in secrets if _SPACE.search(s))
+        self._spaced = _spaced(secrets if isinstance(secrets, tuple) else tuple(secrets))
         self._held = ""
 
     def feed(self, text: str) -> str:
