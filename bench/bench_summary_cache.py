@@ -1,9 +1,10 @@
 """A graceful interrupt's summary on the embedded model: does it start from the server's cache?
 
 Runs on a private llama-server (LocalModelProvider, shared=False) the coding agent's tools
-plus one slow tool. Each round: a fresh system line (no round reuses another's cache), a first
-call that must call the slow tool, a graceful interrupt while it runs, then the summary call.
-Two ways, alternated round by round:
+plus one slow tool, with the same system message throughout (a warm server: the same agent
+turn after turn). Each round is a turn with a request of its own: two calls that must call the
+slow tool (the first result is long, ~40 lines, as a file read is), a graceful interrupt while
+the second runs, then the summary call. Two ways, alternated round by round:
 
 - ``kept``: what the loop does (the summary lists the tools, ``ToolChoice("none")``);
 - ``dropped``: the request the loop sent before (a hook takes the tools off the summary call),
@@ -38,17 +39,23 @@ from steerable.providers._base import ToolChoice  # noqa: E402
 from steerable.providers.local import LocalModelProvider  # noqa: E402
 
 SUMMARY_TOKENS = 24  # the time to the first token is the figure; the rest only costs time
+_CALLS = [0]  # survey calls so far: each turn makes two
 
 
 @tool(read_only=True)
 async def survey(topic: str) -> str:
     """Survey the project for a topic and report what was found (slow)."""
     await asyncio.sleep(0.5)
-    return f"Nothing notable about {topic}."
+    _CALLS[0] += 1
+    if _CALLS[0] % 2 == 0:  # a turn's second call (the one interrupted)
+        return f"Nothing more about {topic}."
+    return "\n".join(f"src/module_{k}.py:{10 * k}: {topic}: catches OSError and retries "
+                     f"{k % 3 + 1} times before it logs the failure" for k in range(40))
 
 
 class Shape(Hook):
-    """The first call must call ``survey``; ``dropped`` takes the tools off the summary."""
+    """The calls before the summary must call ``survey``; ``dropped`` takes the tools off
+    the summary."""
 
     def __init__(self, drop: bool) -> None:
         self.drop = drop
@@ -61,21 +68,24 @@ class Shape(Hook):
                             tool_choice=ToolChoice("required", ("survey",), max_tokens=48))
 
 
+SYSTEM = "You are a careful coding agent. Survey first, then survey more, then fix."
+
+
 async def one_round(provider: LocalModelProvider, tools: list[Any], i: int,
                     drop: bool) -> dict[str, float]:
-    agent = Agent(provider=provider, tools=tools,
-                  instructions=f"Session {i} ({os.getpid()}). You are a careful coding agent.")
+    agent = Agent(provider=provider, tools=tools, instructions=SYSTEM)
     loop = AgentLoop(agent)
     loop.register_hook(Shape(drop), timeout=600)
     sub = loop.subscribe()
-    handle = loop.start_turn("Survey the project for its error handling, then fix what you find.",
-                             session_id=f"s{i}")
+    handle = loop.start_turn(f"Request {i} ({os.getpid()}): survey the project for its error "
+                             "handling, then fix what you find.", session_id=f"s{i}")
     stamps: list[tuple[float, Any]] = []
-    interrupted = False
+    interrupted, started = False, 0
     while not handle.done():
         for e in sub.drain_nowait():
             stamps.append((time.perf_counter(), e))
-            if e.kind is EventKind.TOOL_EXEC_START and not interrupted:
+            started += e.kind is EventKind.TOOL_EXEC_START
+            if started == 2 and not interrupted:
                 interrupted = loop.interrupt_graceful(session_id=f"s{i}")
         await asyncio.sleep(0.001)
     result = await handle
