@@ -101,11 +101,25 @@ def _ctx_ids(st: TurnState) -> dict[str, Any]:
             "parent_turn_id": st.parent_turn_id, "iteration": st.transcript.iteration}
 
 
+_named: tuple[tuple[ToolSpec, ...], tuple[str, ...], frozenset[str]] = ((), (), frozenset())
+
+
+def _tool_names(tools: tuple[ToolSpec, ...]) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The names of a request's tools, as a tuple and a set: kept for the last tuple of specs
+    asked about (nearly always the agent's own, on every call of a turn)."""
+    global _named
+    named = _named  # read once: loops in other threads may replace it meanwhile
+    if tools is not named[0]:
+        names = tuple(t.name for t in tools)
+        named = _named = (tools, names, frozenset(names))
+    return named[1], named[2]
+
+
 def _request_event(engine: Engine, st: TurnState, request: LLMRequest, purpose: str) -> None:
     choice = request.tool_choice
     engine.emit(st, LLMRequestEvent, iteration=st.transcript.iteration, model=request.model,
                 message_count=len(request.messages),
-                tools=tuple(t.name for t in request.tools), tool_choice=choice.mode,
+                tools=_tool_names(request.tools)[0], tool_choice=choice.mode,
                 may_call=choice.only, reason=choice.reason, purpose=purpose)
 
 
@@ -213,6 +227,8 @@ async def _compress(
 
 
 def _unique_calls(st: TurnState, calls: list[ToolCall]) -> tuple[ToolCall, ...]:
+    if len(calls) < 2:
+        return tuple(calls)  # (one call is unique: most replies)
     seen: set[str] = set()
     out = []
     for i, call in enumerate(calls):
@@ -309,7 +325,7 @@ async def call_model(
                 continue
         if engine.hooks.at("before_llm"):
             request = await _before_llm(engine, st, request)
-        st.transcript.offered = frozenset(t.name for t in request.tools)
+        st.transcript.offered = _tool_names(request.tools)[1]
         _request_event(engine, st, request, "")
         if st.inbound.carrying:  # messages taken in since the last request: this one delivers them
             deliver(engine, st, engine.bus.last_seq, "in the context of an LLM request")
