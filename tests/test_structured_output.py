@@ -215,7 +215,7 @@ async def test_a_graceful_interrupts_summary_is_not_forced_into_the_schema() -> 
     assert result.output is None and result.error is None
     assert result.text == "I looked up a; nothing else was done."
     assert provider.requests[0].answer_schema is not None
-    assert provider.requests[1].answer_schema is None and provider.requests[1].tools == ()
+    assert provider.requests[1].answer_schema is None and provider.requests[1].tool_choice.mode == "none"
     await loop.aclose()
 
 
