@@ -96,7 +96,7 @@ async def test_graceful_interrupt_finishes_the_tool_and_summarises(make: Make) -
         events = await d.events("s", end)
         skipped = [e["reason"] for e in events if e["kind"] == "tool_exec_skipped"]
         assert skipped == ["interrupted"] and gate.runs == 1
-        assert provider.requests[-1].tools == ()
+        assert provider.requests[-1].tool_choice.mode == "none"
 
 
 async def test_hard_interrupt_cancels_the_tool_and_rolls_back(make: Make) -> None:

@@ -201,7 +201,8 @@ class ToolPolicy(Hook):
 
     async def before_llm(self, ctx: LLMRequestContext) -> HookResult:
         request = ctx.request
-        if not request.tools or ctx.parent_turn_id is not None:
+        if (not request.tools or request.tool_choice.mode == "none"
+                or ctx.parent_turn_id is not None):
             return None  # a call that must answer (the last one, a summary), or a sub-agent's
         turn = self._turns.setdefault(ctx.turn_id, _Turn())
         asked = asked_in(request.messages)
