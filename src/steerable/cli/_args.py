@@ -173,15 +173,7 @@ def _answer_parsers(sub: Any) -> None:
     waiting.add_argument("--json", action="store_true", help="one JSON object per line")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="steerable", epilog=_EPILOG,
-                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                     description="A coding agent you can watch, steer and stop while it works.")
-    parser.add_argument("--version", action="store_true", help="print the version and exit")
-    parser.add_argument("--debug", action="store_true",
-                        help="on an error, print the full traceback too")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
+def _run_parsers(sub: Any) -> None:
     run = sub.add_parser("run", help="run one prompt and exit", epilog=_EPILOG,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("prompt", nargs="?", help="what to ask (optional with --template)")
@@ -204,6 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", help="interactive session: type to steer while it works")
     _agent_options(chat)
 
+
+def _serve_parsers(sub: Any) -> None:
+    """The long-running front ends: HTTP, Temporal worker, ACP and MCP over stdio."""
     serve = sub.add_parser("serve", help="HTTP API, server-sent events and a web page",
                            description="Serve the agent over HTTP: a JSON API, server-sent "
                            "events and a web page at /. Off loopback it needs a token in "
@@ -256,8 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
                    default=None, help="run bash unconfined (default: in bubblewrap when "
                    "installed)")
 
-    _answer_parsers(sub)
 
+def _sessions_parsers(sub: Any) -> None:
     sessions = sub.add_parser("sessions", help="list, show, export, fork or remove sessions")
     ss = sessions.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser,
                                  required=True)
@@ -276,8 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     rm = ss.add_parser("rm", help="delete sessions (and their undo snapshots)")
     rm.add_argument("ids", nargs="+", metavar="id")
 
-    _undo_parsers(sub)
 
+def _utility_parsers(sub: Any) -> None:
+    """Replay, MCP and configuration: commands around the agent rather than runs of it."""
     rp = sub.add_parser("replay", help="play a recording (run --record) again, offline",
                         description="Replay a recording with no model and no network; stop "
                                     "at the first difference from it.")
@@ -300,4 +296,21 @@ def build_parser() -> argparse.ArgumentParser:
     cshow = cs.add_parser("show", help="every setting, where it came from, secrets masked")
     cshow.add_argument("--json", action="store_true")
     _agent_options(cshow)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="steerable", epilog=_EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                     description="A coding agent you can watch, steer and stop while it works.")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument("--debug", action="store_true",
+                        help="on an error, print the full traceback too")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    # The order here is the order of 'steerable --help'.
+    _run_parsers(sub)
+    _serve_parsers(sub)
+    _answer_parsers(sub)
+    _sessions_parsers(sub)
+    _undo_parsers(sub)
+    _utility_parsers(sub)
     return parser
