@@ -13,7 +13,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ class RuleProvider:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         users = [m.content for m in request.messages if m.role == "user"]
         with (self.folder / "requests").open("a") as f:
             f.write(json.dumps(users) + "\n")
@@ -45,7 +45,7 @@ class RuleProvider:
 
 
 class InstantProvider:
-    async def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         yield TextDelta("ok")
         yield StreamEnd()
 

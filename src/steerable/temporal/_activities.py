@@ -126,7 +126,7 @@ class Activities:
         calls: list[ToolCall] = []
         end = StreamEnd()
         it = emit.iteration
-        async with aclosing(stream) as chunks:  # type: ignore[type-var]
+        async with aclosing(stream) as chunks:
             async for chunk in chunks:
                 activity.heartbeat()
                 if type(chunk) is TextDelta and chunk.text:

@@ -7,7 +7,7 @@ the workflow decides exactly what it decides in a local loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -65,7 +65,7 @@ class _RemoteProvider:
         """Read the loop's LLM_REQUEST events from ``requests`` (made once the loop is)."""
         self._requests = requests
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         # The engine emits LLM_REQUEST and calls ``stream`` in the same step (no await in
         # between): the request event just taken is this call's.
         # A call with no LLM_REQUEST of its own (a background summary) streams no events.
