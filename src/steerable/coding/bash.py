@@ -21,7 +21,7 @@ from typing import Any
 
 from steerable._messages import ToolResult
 from steerable._secrets import SECRET_NAME_PATTERNS, scrub_env
-from steerable.coding._bg_shells import REAP_WAIT, BackgroundShells, kill_group
+from steerable.coding._bg_shells import BackgroundShells, kill_group, wait_reaped
 from steerable.coding._sandbox import Sandbox, bwrap_usable
 from steerable.coding._shell import command_subjects
 from steerable.coding._text import cap_text
@@ -119,7 +119,7 @@ async def _run(argv: list[str], cwd: str, env: dict[str, str], limit: float,
         # once the killed process has been reaped (a few ms): its exit is recorded before the
         # event loop may close, so no process object is left unreaped.
         kill_group(pid)
-        await asyncio.wait((proto.exited,), timeout=REAP_WAIT)
+        await wait_reaped(proto.exited)
         raise
     finally:
         transport.close()
