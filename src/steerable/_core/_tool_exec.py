@@ -48,6 +48,7 @@ from steerable._events import (
 )
 from steerable._hooks import HookAction
 from steerable._messages import Message, ToolCall, ToolResult
+from steerable._parts import Part, TextPart
 from steerable.errors import ToolError
 from steerable.tools._base import Tool, ToolContext, result_from_return
 
@@ -74,8 +75,10 @@ class _Call:
     ctx: ToolContext | None = None
 
 
-def _tool_message(call: ToolCall, content: str, is_error: bool) -> Message:
-    return Message("tool", content, tool_call_id=call.id, name=call.name, is_error=is_error)
+def _tool_message(call: ToolCall, content: str, is_error: bool,
+                  parts: tuple[Part, ...] = ()) -> Message:
+    body: str | tuple[Part, ...] = (TextPart(content), *parts) if parts else content
+    return Message("tool", body, tool_call_id=call.id, name=call.name, is_error=is_error)
 
 
 def _skip(
@@ -107,10 +110,10 @@ def _finish(engine: Engine, st: TurnState, rec: _Call, result: ToolResult) -> No
         return
     rec.state = "done"
     rec.ctx = None  # rec -> ctx -> progress reporter -> rec: a cycle only the collector frees
-    rec.message = _tool_message(rec.call, result.content, result.is_error)
+    rec.message = _tool_message(rec.call, result.content, result.is_error, result.parts)
     st.transcript.batch_results[rec.call.id] = rec.message
     engine.emit(st, ToolExecEnd, call_id=rec.call.id, tool_name=rec.call.name,
-                is_error=result.is_error, content=result.content,
+                is_error=result.is_error, content=rec.message.text,
                 duration=time.monotonic() - rec.started if rec.started else 0.0)
 
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from contextlib import aclosing
 
 from steerable._core._engine import Engine
@@ -116,10 +117,10 @@ async def after_tool(
             if decision.action is HookAction.MODIFY and (
                 decision.result is not None or decision.is_error is not None
             ):
-                result = ToolResult(
-                    result.content if decision.result is None else decision.result,
-                    result.is_error if decision.is_error is None else decision.is_error,
-                    result.metadata,
+                result = dataclasses.replace(  # the images and files stay
+                    result,
+                    content=result.content if decision.result is None else decision.result,
+                    is_error=result.is_error if decision.is_error is None else decision.is_error,
                 )
             else:
                 ignored(engine, st, reg, "after_tool", decision)
