@@ -185,6 +185,12 @@ class BackgroundShells:
         self._guard = GroupGuard()
         self._closed = False
 
+    @property
+    def guard(self) -> GroupGuard:
+        """The guard of these shells' process groups; foreground bash calls are watched by it
+        too, so a front end killed mid-call (kill -9) leaves none of them running either."""
+        return self._guard
+
     def running(self, session_id: str | None = None) -> list[Shell]:
         return [s for s in self._shells.values() if s.ended is None
                 and (session_id is None or s.session_id == session_id)]
