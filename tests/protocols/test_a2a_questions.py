@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("a2a.client", reason="the a2a extra is not installed")
 
 from a2a.helpers import get_data_parts, new_data_part
+from a2a.types import SubscribeToTaskRequest
 
 from steerable.protocols.a2a._updates import End, Progress, TurnView
 from tests.protocols._a2a_client import DONE, IR, peer, state, states, task_id, texts
@@ -66,6 +67,25 @@ async def test_an_mcp_servers_form_answered_with_data(served: Any, tmp_path: Pat
     assert states(seats)[-1] == DONE
     assert any(t.startswith("tool mcp__ask__book done: booked Oslo on May 1 for 2")
                for t in texts(seats))
+
+
+async def test_a_question_answered_elsewhere_goes_on_without_a_message(
+        served: Any) -> None:  # noqa: F811
+    url = served([{"tool_calls": [["ask_user", {"question": "Which size?"}]]},
+                  {"text": "L then"}])
+    async with peer(url) as a2a:
+        first = await a2a.send("pick a size", context="q3")
+        assert states(first)[-1] == IR
+        rid = get_data_parts(first[-1].status_update.status.message.parts)[0]["question"][
+            "request_id"]
+        stream = aiter(a2a.stream.subscribe(SubscribeToTaskRequest(id=task_id(first))))
+        now = await anext(stream)  # subscribed: the task as it is
+        assert state(now.task) == IR
+        answered = await a2a.http.post(f"{url}/v1/requests/{rid}", json={"value": "L"})
+        assert answered.status_code == 200, answered.text
+        rest = [r async for r in stream]
+    assert "answered elsewhere" in texts(rest) and states(rest)[-1] == DONE
+    assert any(t.startswith("tool ask_user done: The user answered: L") for t in texts(rest))
 
 
 def test_a_parked_turn_is_followed_into_the_turn_that_resumes_it() -> None:

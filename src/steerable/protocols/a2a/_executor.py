@@ -112,6 +112,8 @@ class _Tracked:
     """The seq of the last event that meant something (a follower resumes after it)."""
     asked: Approval | Question | None = None
     """The request the task is parked on (``INPUT_REQUIRED``)."""
+    watcher: asyncio.Task[None] | None = None
+    """While the task waits: watches for an answer given elsewhere (``_watch``)."""
     cancelled: bool = False
     ended: bool = False
     sent: asyncio.Event = field(default_factory=asyncio.Event)
@@ -154,6 +156,14 @@ class TurnExecutor(AgentExecutor):
         self.runner = runner
         self.cancel_wait = cancel_wait
         self._tasks: OrderedDict[str, _Tracked] = OrderedDict()
+        self._watchers: set[asyncio.Task[None]] = set()
+
+    async def aclose(self) -> None:
+        """Stop watching the tasks that wait for input (the server is shutting down)."""
+        watchers = list(self._watchers)
+        for watcher in watchers:
+            watcher.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
 
     def _keep(self, task_id: str, tracked: _Tracked) -> None:
         self._tasks[task_id] = tracked
@@ -236,6 +246,7 @@ class TurnExecutor(AgentExecutor):
                       updater: TaskUpdater) -> None:
         message = context.message
         assert message is not None
+        await self._unwatch(tracked)
         events = self.runner.events(tracked.session_id, tracked.after)
         try:
             if tracked.asked is not None and not await self._give(tracked, message, updater):
@@ -310,10 +321,54 @@ class TurnExecutor(AgentExecutor):
                 else:
                     tracked.asked = update
                     await updater.requires_input(self._message(updater, update.parts))
+                    self._watch(tracked, updater)
                     return
             raise ConnectionError("the session's event stream ended before the turn did")
         finally:
             tracked.idle.set()
+
+    # -- an answer given elsewhere -------------------------------------------------------
+
+    def _watch(self, tracked: _Tracked, updater: TaskUpdater) -> None:
+        """While the task waits, watch the session: when its request is answered elsewhere
+        (``steerable answer``, ``/v1/requests``, the web page, a timeout) the task goes on
+        working at once, published on the task's queue (the SDK keeps it for a task that
+        waits for input), without waiting for a message."""
+        watcher = asyncio.get_running_loop().create_task(self._answered_elsewhere(tracked,
+                                                                                  updater))
+        tracked.watcher = watcher
+        self._watchers.add(watcher)
+        watcher.add_done_callback(self._watchers.discard)
+
+    async def _unwatch(self, tracked: _Tracked) -> None:
+        watcher, tracked.watcher = tracked.watcher, None
+        if watcher is not None and watcher is not asyncio.current_task():
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+
+    async def _answered_elsewhere(self, tracked: _Tracked, updater: TaskUpdater) -> None:
+        asked = tracked.asked
+        assert asked is not None
+        events = self.runner.events(tracked.session_id, tracked.after)
+        try:
+            async for _, data in events:
+                event = json.loads(data)
+                if event.get("request_id") == asked.request_id and event.get("kind") in (
+                        "approval_resolved", "question_answered"):
+                    break
+            else:
+                return
+        finally:
+            await _close(events)
+        if tracked.asked is not asked or tracked.cancelled or tracked.ended:
+            return
+        tracked.asked = None
+        await updater.start_work(_note(updater, "answered elsewhere"))
+        events = self.runner.events(tracked.session_id, tracked.after)
+        try:
+            await self._follow(tracked, events, updater)
+        finally:
+            await _close(events)
 
     @staticmethod
     def _message(updater: TaskUpdater, parts: list[Part]) -> Message:
@@ -368,6 +423,7 @@ class TurnExecutor(AgentExecutor):
             await updater.cancel()
             return
         tracked.cancelled = True
+        await self._unwatch(tracked)
         with suppress(TimeoutError):
             await asyncio.wait_for(tracked.sent.wait(), self.cancel_wait)
         if tracked.ended or not tracked.sent.is_set():
