@@ -191,3 +191,46 @@ def test_how_an_elicitation_reads_and_what_an_answer_sends() -> None:
     assert choices is None and schema is not None
     sent = response_for(form, {"name": "Ann"})
     assert (sent.action, sent.content) == ("accept", {"name": "Ann"})
+
+
+def test_any_answer_that_fits_the_question_is_a_response_the_server_takes() -> None:
+    """For flat forms (MCP's restricted schemas) and any JSON answer: either the question
+    refuses it (it stays open), or it becomes an ElicitResult (accept with the form's fields,
+    or decline), or a ToolError the model reads; never anything else."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from mcp import types
+
+    from steerable._core._requests import check_answer
+    from steerable.errors import InvalidAnswerError, ToolError
+
+    field = st.sampled_from([{"type": "string"}, {"type": "integer"}, {"type": "number"},
+                             {"type": "boolean"}, {"type": "string", "enum": ["a", "b"]}, {}])
+    forms = st.dictionaries(st.sampled_from(["x", "y", "z"]), field, max_size=3).map(
+        lambda props: {"type": "object", "properties": props})
+    leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
+                     st.text(max_size=5))
+    answers = st.one_of(leaf, st.just("decline"), st.just("accept"),
+                        st.dictionaries(st.sampled_from(["x", "y", "w"]),
+                                        st.one_of(leaf, st.lists(leaf, max_size=2),
+                                                  st.dictionaries(st.text(max_size=2), leaf,
+                                                                  max_size=1)), max_size=3))
+
+    @settings(max_examples=400, deadline=None)
+    @given(forms, answers)
+    def check(form: dict[str, Any], answer: Any) -> None:
+        params = types.ElicitRequestFormParams(message="Fill it", requested_schema=form)
+        _, choices, schema = question_for("s", params)
+        try:
+            value = check_answer(answer, choices, schema)
+        except InvalidAnswerError:
+            return
+        try:
+            sent = response_for(params, value)
+        except ToolError:
+            return
+        assert sent.action in ("accept", "decline")
+        if sent.action == "accept" and form["properties"]:
+            assert set(sent.content or {}) <= set(form["properties"])
+
+    check()

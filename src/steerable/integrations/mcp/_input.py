@@ -66,10 +66,14 @@ def response_for(params: types.ElicitRequestParams, answer: Any) -> types.Elicit
         return types.ElicitResult(action="decline")
     if isinstance(params, types.ElicitRequestURLParams):
         return types.ElicitResult(action="accept")
+    # Only the form's own fields go back (a schema that does not forbid others lets an answer
+    # carry them; the server asked for these), validated: a form's field may allow more than
+    # MCP's flat content does.
+    fields = params.requested_schema.get("properties") or {}
+    content = {k: v for k, v in answer.items() if k in fields} \
+        if isinstance(answer, Mapping) else {}
     try:
-        # Validated: the form's schema allows more than MCP's flat content does.
-        return types.ElicitResult.model_validate(
-            {"action": "accept", "content": dict(answer) if isinstance(answer, Mapping) else {}})
+        return types.ElicitResult.model_validate({"action": "accept", "content": content})
     except ValidationError as exc:
         raise ToolError(f"the answer cannot be sent as the form's content: "
                         f"{exc.errors()[0]['msg']}") from None
