@@ -75,8 +75,8 @@ __all__ = ["MAX_INPUT", "RunTranslator", "Runner", "agui_route", "parse_input"]
 MAX_INPUT = 1 << 20
 """Bytes a ``RunAgentInput`` may have (it carries the client's copy of the conversation)."""
 _PENDING = 4096
-"""Open interrupts remembered for a resume; past that the oldest are forgotten (their turns
-time out waiting, as an unanswered approval does)."""
+"""Interrupts whose replay position is remembered; past that the oldest are forgotten (their
+resume still answers them, and streams from the present)."""
 _THREAD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
