@@ -27,6 +27,8 @@ class Driver(Protocol):
     async def cancel(self, sid: str, mode: str) -> bool: ...
     async def approve(self, request_id: str, approved: bool) -> bool: ...
     async def follow_up(self, text: str, sid: str) -> Any: ...
+    async def answer(self, request_id: str, value: Any) -> None: ...
+    async def pending(self, sid: str) -> list[str]: ...
     async def revoke(self, message_id: str) -> bool: ...
     async def events(self, sid: str, until: Callable[[Event], bool]) -> list[Event]: ...
     async def messages(self, sid: str) -> list[Message]: ...
@@ -62,6 +64,12 @@ class LocalDriver:
 
     async def follow_up(self, text: str, sid: str) -> Any:
         return self.loop.inject_follow_up(text, sid)
+
+    async def answer(self, request_id: str, value: Any) -> None:
+        self.loop.answer(request_id, value)
+
+    async def pending(self, sid: str) -> list[str]:
+        return [r.request_id for r in self.loop.pending_requests(sid)]
 
     async def revoke(self, message_id: str) -> bool:
         return self.loop.revoke_message(message_id)
@@ -116,6 +124,19 @@ class TemporalDriver:
 
     async def follow_up(self, text: str, sid: str) -> Any:
         return await self.client.inject_follow_up(text, self.prefix + sid)
+
+    async def answer(self, request_id: str, value: Any) -> None:
+        await self.client.answer(request_id, value)  # its session found by id
+
+    async def pending(self, sid: str) -> list[str]:
+        # The listing is the sessions' memos (visibility), which trail a moment.
+        for _ in range(100):
+            found = [r["request_id"] for r in await self.client.pending_requests(
+                self.prefix + sid)]
+            if found:
+                return found
+            await asyncio.sleep(0.05)
+        return []
 
     async def revoke(self, message_id: str) -> bool:
         return await self.client.revoke_message(message_id)  # its session found by id

@@ -7,13 +7,19 @@ that dies is noticed within ``heartbeat_timeout``: Temporal then runs the call a
 worker. A tool call that runs again gets ``ctx.resumed`` set (its attempt is past the first),
 as a tool resumed from a local checkpoint does. What happens inside a call is published live to
 the session's event stream (``_eventlog``): text deltas, argument pieces, retries, progress.
+
+A tool's ``ctx.ask`` cannot wait inside an activity (a worker that dies would lose the
+question, and the activity's timeout would deny it): a question the call has no answer for yet
+ends the call with the question (``{"asked": ...}``); the workflow asks it, waits durably for
+the answer, and runs the call again with every answer so far (``answers``), ``resumed`` set,
+each ``ask`` then returning its recorded answer at once (SPEC 11's replay up to the question).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -55,6 +61,33 @@ LLM_ACTIVITY = "steerable.llm"
 TOOL_ACTIVITY = "steerable.tool"
 PROVIDER_FAILED = "ProviderError"
 """The type of the (non-retryable) application error of a failed model call."""
+
+class _Asked(BaseException):
+    """A question this call has no answer for yet: ends the call (see the module doc).
+
+    A ``BaseException``, as ``CancelledError`` is, so that a tool's ``except Exception``
+    around its ``ask`` cannot swallow it."""
+
+    def __init__(self, question: str, choices: Sequence[str] | None,
+                 schema: Mapping[str, Any] | None) -> None:
+        super().__init__(question)
+        self.asked = {"question": question, "choices": None if choices is None
+                      else list(choices), "schema": None if schema is None else dict(schema)}
+
+
+def _replayed_answers(answers: Sequence[Any]) -> Callable[..., Awaitable[Any]]:
+    """``ToolContext._ask`` of a tool activity: the recorded answers in order, then stop."""
+    given = iter(answers)
+
+    async def ask(question: str, choices: Sequence[str] | None,
+                  schema: Mapping[str, Any] | None) -> Any:
+        answer = next(given, _Asked)
+        if answer is _Asked:  # (None is an answer: JSON null, for a schema that allows it)
+            raise _Asked(question, choices, schema)
+        return answer
+
+    return ask
+
 
 class _Beat:
     """Heartbeats every ``every`` seconds while the call runs, so a silent call (a model
@@ -154,7 +187,8 @@ class Activities:
 
     @activity.defn(name=TOOL_ACTIVITY)
     async def tool(self, call: dict[str, Any]) -> dict[str, Any]:
-        """``call``: the tool's name and arguments and the turn's ids; its ``ToolResult``."""
+        """``call``: the tool's name and arguments, the turn's ids and the ``answers`` to its
+        questions so far; its ``ToolResult``, or ``{"asked": question}``."""
         name: str = call["name"]
         tool = self.agent.tools_by_name.get(name)
         if tool is None:
@@ -162,16 +196,21 @@ class Activities:
                 f"Tool '{name}' is not known to this worker (its agent has no such tool).",
                 is_error=True))
         emit = _Emitter(self.publisher, call)
+        answers: list[Any] = call.get("answers") or []
         ctx = ToolContext(
             call_id=call["call_id"], tool_name=name, turn_id=call["turn_id"],
             session_id=call["session_id"], parent_turn_id=call["parent_turn_id"],
-            iteration=call["iteration"], resumed=activity.info().attempt > 1,
+            iteration=call["iteration"], _ask=_replayed_answers(answers),
+            resumed=activity.info().attempt > 1 or bool(answers),
             _report=lambda text, data: emit(ToolExecProgress, call_id=call["call_id"],
                                             tool_name=name, text=text, data=dict(data)),
             _plan=lambda items: emit(PlanUpdated, call_id=call["call_id"], items=items))
         async with _Beat(self.heartbeat_every):
-            return result_to_json(await _run(name, lambda: tool.run(
-                tool.validate(call["arguments"]), ctx), ctx))
+            try:
+                return result_to_json(await _run(name, lambda: tool.run(
+                    tool.validate(call["arguments"]), ctx), ctx))
+            except _Asked as asked:
+                return {"asked": asked.asked}
 
 
 async def _run(name: str, start: Callable[[], Awaitable[Any]], ctx: ToolContext) -> ToolResult:

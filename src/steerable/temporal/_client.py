@@ -19,18 +19,35 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from steerable import BusyPolicy, Message
-from steerable.errors import SessionBusyError
+from steerable.errors import (
+    InvalidAnswerError,
+    RequestClosedError,
+    SessionBusyError,
+    UnknownRequestError,
+)
 from steerable.storage._ids import check_session_id
 from steerable.temporal._codec import messages_from_json
 from steerable.temporal._eventlog import DEFAULT_PREFIX, EventLog, StreamedEvent
 from steerable.temporal._worker import DEFAULT_TASK_QUEUE
-from steerable.temporal._workflow import WORKFLOW, SessionStart
+from steerable.storage._records import session_title
+from steerable.temporal._workflow import MEMO, WORKFLOW, SessionStart
 
 __all__ = ["Receipt", "TemporalClient", "TurnOutcome", "workflow_id"]
 
 
+_PREFIX = "steerable-session-"
+_RUNNING = WorkflowExecutionStatus.RUNNING
+_LISTED = 'ExecutionStatus IN ("Running", "Completed")'
+"""Running sessions, and those closed while idle (or for good: their memo says which)."""
+
+
 def workflow_id(session_id: str) -> str:
-    return f"steerable-session-{check_session_id(session_id)}"
+    return f"{_PREFIX}{check_session_id(session_id)}"
+
+
+def session_of(workflow_id: str) -> str | None:
+    """The session id of a session's workflow id (None: not one)."""
+    return workflow_id[len(_PREFIX):] if workflow_id.startswith(_PREFIX) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +86,11 @@ def check_policy(policy: str) -> str:
     return policy
 
 
-_ERRORS: dict[str, type[Exception]] = {"SessionBusyError": SessionBusyError,
-                                       "ValueError": ValueError, "LookupError": LookupError}
+_ERRORS: dict[str, type[Exception]] = {
+    "SessionBusyError": SessionBusyError, "ValueError": ValueError, "LookupError": LookupError,
+    "InvalidAnswerError": InvalidAnswerError, "RequestClosedError": RequestClosedError,
+    "UnknownRequestError": UnknownRequestError}
+_ATTEMPTS = 3
 
 
 class TemporalClient:
@@ -115,22 +135,70 @@ class TemporalClient:
 
     async def send(self, text: str, session_id: str, policy: str | None = None) -> Receipt:
         """Give the session a message (SPEC 4.9): an idle session starts a turn, a busy one
-        follows ``policy``. Starts the session's workflow if it has none."""
+        follows ``policy``. Starts the session's workflow if it has none running: from the
+        state its last run closed with (idle), or empty."""
+        args = [text, None if policy is None else check_policy(policy)]
+        for _ in range(_ATTEMPTS):
+            try:
+                try:
+                    raw = await self._handle(session_id).execute_update("send", args=args)
+                except RPCError as exc:
+                    if exc.status is not RPCStatusCode.NOT_FOUND:
+                        raise
+                    raw = await self._start_with(session_id, args)
+            except WorkflowUpdateFailedError as exc:
+                raise _mapped(exc) from None
+            except RPCError as exc:  # the run closed between the two calls: once more
+                if exc.status is not RPCStatusCode.NOT_FOUND:
+                    raise
+                continue
+            return await self._indexed(session_id, raw)
+        raise RuntimeError(f"session {session_id!r}: its workflow kept closing while a "
+                           "message was sent; try again")
+
+    async def _start_with(self, session_id: str, args: list[Any]) -> Any:
+        """``send`` as the update that starts the session's next run (or, when another caller
+        started it a moment ago, reaches that one)."""
         start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-            WORKFLOW, SessionStart(session_id, self.busy_policy), id=workflow_id(session_id),
+            WORKFLOW, await self._next_start(session_id), id=workflow_id(session_id),
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
+        return await self.client.execute_update_with_start_workflow(
+            "send", args=args, start_workflow_operation=start)
+
+    async def _next_start(self, session_id: str) -> SessionStart:
+        last = await self._closed_state(session_id)
+        if last is None:
+            return SessionStart(session_id, self.busy_policy)
+        return SessionStart(last["session_id"], last["busy_policy"], last["history"],
+                            last["seq_base"], last["results"])
+
+    async def _closed_state(self, session_id: str) -> dict[str, Any] | None:
+        """What the session's last run closed with: its state when it closed idle; None
+        when it never ran, was closed for good (``close_session``) or failed."""
+        handle = self._handle(session_id)
         try:
-            raw = await self.client.execute_update_with_start_workflow(
-                "send", args=[text, None if policy is None else check_policy(policy)],
-                start_workflow_operation=start)
-        except WorkflowUpdateFailedError as exc:
-            raise _mapped(exc) from None
-        return await self._indexed(session_id, raw)
+            status = (await handle.describe()).status
+            if status is not WorkflowExecutionStatus.COMPLETED:
+                return None
+            state: dict[str, Any] | None = await handle.result()
+        except RPCError as exc:
+            if exc.status is RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        return state
 
     async def result(self, session_id: str, message_id: str) -> TurnOutcome:
         """How the turn that took ``message_id`` (sent with ``send``) ended; waits for it."""
-        raw = await self._update(session_id, "result", message_id)
+        try:
+            raw = await self._update(session_id, "result", message_id)
+        except RPCError as exc:  # closed since: the results went with its state
+            if exc.status is not RPCStatusCode.NOT_FOUND:
+                raise
+            last = await self._closed_state(session_id)
+            raw = None if last is None else last["results"].get(message_id)
+            if raw is None:
+                raise LookupError(f"no turn is known for message {message_id!r}") from None
         return TurnOutcome(raw["turn_id"], raw["status"], raw["text"], raw.get("iterations", 0),
                            tuple(raw.get("follow_ups", ())), tuple(raw.get("unprocessed", ())),
                            raw.get("error"))
@@ -186,44 +254,93 @@ class TemporalClient:
     async def resolve_approval(self, request_id: str, approved: bool, reason: str = "", *,
                                session_id: str | None = None) -> bool:
         """Answer an approval; its session is found through the event log when not given."""
-        if session_id is None:
-            if self.log is None:
-                raise ValueError("resolve_approval needs session_id when the client has no "
-                                 "events_url")
-            session_id = await self.log.approval_session(request_id)
-            if session_id is None:
-                return False
-        return bool(await self._control(session_id, "resolve_approval", request_id, approved,
-                                        reason))
+        session_id = session_id or await self._request_session(request_id)
+        return session_id is not None and bool(await self._control(
+            session_id, "resolve_approval", request_id, approved, reason))
+
+    async def answer(self, request_id: str, value: Any, *, session_id: str | None = None) -> None:
+        """Answer a tool's question (``ctx.ask``) with ``value``, checked against its
+        choices or schema in the workflow: ``InvalidAnswerError`` leaves it open,
+        ``UnknownRequestError`` when no session waits on ``request_id``."""
+        session_id = session_id or await self._request_session(request_id)
+        if session_id is None or await self._control(session_id, "answer", request_id,
+                                                     value) is None:
+            raise UnknownRequestError(f"no open request {request_id!r}")
+
+    async def _request_session(self, request_id: str) -> str | None:
+        if self.log is None:
+            raise ValueError("finding a request's session needs the client's events_url (or "
+                             "pass session_id)")
+        return await self.log.request_session(request_id)
 
     async def close_session(self, session_id: str) -> bool:
-        """End the session's workflow once idle (a later ``send`` starts a new one, empty)."""
+        """End the session's workflow once idle, for good (a later ``send`` starts afresh)."""
         return bool(await self._control(session_id, "close"))
 
     # -- reading ------------------------------------------------------------------------------
 
-    async def state(self, session_id: str) -> dict[str, Any] | None:
-        """``busy``, ``queued`` messages, open ``approvals``; None for an unknown session (or
-        one whose workflow has ended: ``close_session``)."""
-        handle = self._handle(session_id)
+    async def _running(self, session_id: str) -> bool:
         try:
-            if (await handle.describe()).status is not WorkflowExecutionStatus.RUNNING:
-                return None
-            state: dict[str, Any] = await handle.query("state")
+            status = (await self._handle(session_id).describe()).status
         except RPCError as exc:
             if exc.status is RPCStatusCode.NOT_FOUND:
-                return None
+                return False
             raise
-        return state
+        return status is _RUNNING
+
+    async def state(self, session_id: str) -> dict[str, Any] | None:
+        """``busy``, ``queued`` messages, open ``requests``, ``last_seq``; None for a session
+        that never ran or was closed for good (``close_session``). A session closed while
+        idle reads from the state it closed with."""
+        if await self._running(session_id):
+            state: dict[str, Any] = await self._handle(session_id).query("state")
+            return state
+        last = await self._closed_state(session_id)
+        if last is None:
+            return None
+        messages = messages_from_json(last["history"])
+        return {"title": session_title(messages, None), "messages": len(messages),
+                "busy": False, "queued": [], "requests": [], "last_seq": last["seq_base"]}
 
     async def session_messages(self, session_id: str) -> list[Message]:
-        try:
+        if await self._running(session_id):
             raw = await self._handle(session_id).query("messages")
-        except RPCError as exc:
-            if exc.status is RPCStatusCode.NOT_FOUND:
-                return []
-            raise
+        else:
+            last = await self._closed_state(session_id)
+            raw = [] if last is None else last["history"]
         return messages_from_json(raw)
+
+    async def list_sessions(self) -> list[dict[str, Any]]:
+        """The sessions of this task queue, newest first: ``id``, ``title``, ``messages``,
+        ``busy``, ``open`` (its workflow runs), ``updated`` (epoch seconds). One visibility
+        query (each run keeps its summary in its memo), not a query per session."""
+        rows: dict[str, dict[str, Any]] = {}
+        async for run in self.client.list_workflows(self._runs(_LISTED)):
+            sid = session_of(run.id)
+            memo = await run.memo_value(MEMO, default=None)
+            if sid is None or sid in rows or not isinstance(memo, dict) or memo["closed"]:
+                continue  # (a session's runs come newest first: its first row is its last)
+            rows[sid] = {"id": sid, "title": memo["title"], "messages": memo["messages"],
+                         "busy": memo["busy"] and run.status is _RUNNING,
+                         "open": run.status is _RUNNING, "updated": memo.get("updated")}
+        return sorted(rows.values(), key=lambda r: r["updated"] or 0, reverse=True)
+
+    async def pending_requests(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        """Approvals and questions waiting for a person, oldest first, across the sessions
+        of this task queue (or only ``session_id``'s), from one visibility query."""
+        query = self._runs('ExecutionStatus="Running"')
+        if session_id is not None:
+            query += f' AND WorkflowId="{workflow_id(session_id)}"'
+        out: list[dict[str, Any]] = []
+        async for run in self.client.list_workflows(query):
+            memo = await run.memo_value(MEMO, default=None)
+            if isinstance(memo, dict):
+                out += memo["requests"]
+        return sorted(out, key=lambda r: r["created"])
+
+    def _runs(self, condition: str) -> str:
+        return (f'WorkflowType="{WORKFLOW}" AND TaskQueue="{self.task_queue}" '
+                f"AND {condition}")
 
     def events(self, session_id: str, after: str | None = None) -> AsyncIterator[StreamedEvent]:
         """Follow the session's events (stream id, event dict), whichever worker runs it."""

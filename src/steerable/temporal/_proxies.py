@@ -145,15 +145,25 @@ class _RemoteTool:
         call = {"name": self.name, "arguments": dict(arguments), "call_id": ctx.call_id,
                 "session_id": ctx.session_id, "turn_id": ctx.turn_id,
                 "parent_turn_id": ctx.parent_turn_id, "iteration": ctx.iteration, "seq": 0}
-        try:
-            raw = await workflow.execute_activity(
-                TOOL_ACTIVITY, call, start_to_close_timeout=o.tool_timeout,
-                heartbeat_timeout=o.heartbeat_timeout, retry_policy=o.retry,
-                summary=f"{self.name} {ctx.call_id}")
-        except ActivityError as exc:
-            _cancelled(exc.cause)
-            raise RuntimeError(f"the call failed on Temporal: {exc.cause or exc}") from None
-        return result_from_json(raw)
+        answers: list[Any] = []
+        while True:
+            try:
+                raw = await workflow.execute_activity(
+                    TOOL_ACTIVITY, {**call, "answers": answers},
+                    start_to_close_timeout=o.tool_timeout,
+                    heartbeat_timeout=o.heartbeat_timeout, retry_policy=o.retry,
+                    summary=f"{self.name} {ctx.call_id}")
+            except ActivityError as exc:
+                _cancelled(exc.cause)
+                raise RuntimeError(f"the call failed on Temporal: {exc.cause or exc}") from None
+            asked = raw.get("asked")
+            if asked is None:
+                return result_from_json(raw)
+            # The engine's own ask (QUESTION_ASKED, the answer checked against the choices or
+            # schema), waiting here, in the workflow, for as long as it takes; then the call
+            # runs again with every answer so far (``_activities``).
+            answers.append(await ctx.ask(asked["question"], choices=asked["choices"],
+                                         schema=asked["schema"]))
 
 
 def remote_agent(agent: object, seq_base: Callable[[], int],

@@ -11,6 +11,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer, Worker
 
 from steerable import Permissions
+from steerable.errors import ConfigurationError
 from steerable.temporal._activities import Activities
 from steerable.temporal._eventlog import DEFAULT_PREFIX, EventLog, Publisher
 from steerable.temporal._proxies import CallOptions, remote_agent
@@ -30,13 +31,17 @@ class TemporalWorker:
     events are published for followers (``TemporalClient.events``, ``steerable serve
     --temporal``); without it nobody can follow the events. ``human_approval``: the calls
     ``permissions`` ask about wait for ``resolve_approval`` (as long as it takes).
+    ``idle_close``: seconds after which an idle session's workflow completes (None: never);
+    the next message starts a new run from its state (the namespace's retention period is
+    how long a closed session can be continued).
     """
 
     def __init__(self, agent: Any, *, target: str = "127.0.0.1:7233",
                  namespace: str = "default", task_queue: str = DEFAULT_TASK_QUEUE,
                  events_url: str | None = None, events_prefix: str = DEFAULT_PREFIX,
                  permissions: Permissions | None = None, options: CallOptions | None = None,
-                 max_history: int = 20_000, human_approval: bool = False,
+                 max_history: int = 20_000, idle_close: float | None = 3600.0,
+                 human_approval: bool = False,
                  client: Client | None = None,
                  redact: Callable[[str], str] | None = None,
                  max_concurrent_activities: int = 100, sticky_timeout: float = 3.0) -> None:
@@ -50,6 +55,9 @@ class TemporalWorker:
         self.events_prefix = events_prefix
         self.permissions = permissions
         self.max_history = max_history
+        if idle_close is not None and idle_close <= 0:
+            raise ConfigurationError(f"idle_close must be > 0 seconds or None, got {idle_close}")
+        self.idle_close = idle_close
         self.human_approval = human_approval
         self.redact = redact
         self.max_concurrent_activities = max_concurrent_activities
@@ -87,7 +95,7 @@ class TemporalWorker:
 
     def _config(self, publisher: Publisher | None) -> WorkerConfig:
         return WorkerConfig(self.agent, publisher, self.permissions, self.options,
-                            self.max_history, self.human_approval)
+                            self.max_history, self.idle_close, self.human_approval)
 
     async def replay(self, histories: AsyncIterator[WorkflowHistory]) -> None:
         """Run sessions' recorded histories through this worker's code, as a worker taking
