@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, get_args
 
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
@@ -26,10 +28,10 @@ from steerable.errors import (
     UnknownRequestError,
 )
 from steerable.storage._ids import check_session_id
+from steerable.storage._records import session_title
 from steerable.temporal._codec import messages_from_json
 from steerable.temporal._eventlog import DEFAULT_PREFIX, EventLog, StreamedEvent
 from steerable.temporal._worker import DEFAULT_TASK_QUEUE
-from steerable.storage._records import session_title
 from steerable.temporal._workflow import MEMO, WORKFLOW, SessionStart
 
 __all__ = ["Receipt", "TemporalClient", "TurnOutcome", "workflow_id"]
@@ -276,6 +278,22 @@ class TemporalClient:
     async def close_session(self, session_id: str) -> bool:
         """End the session's workflow once idle, for good (a later ``send`` starts afresh)."""
         return bool(await self._control(session_id, "close"))
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Forget the session: its running workflow closes for good once idle (waited for);
+        one closed while idle, whose state a ``send`` would continue from, is deleted.
+        False when there is no such session."""
+        handle = self._handle(session_id)
+        if await self._running(session_id) and await self._control(session_id, "close"):
+            await handle.result()
+            return True
+        if await self._closed_state(session_id) is None:
+            return False
+        await self.client.workflow_service.delete_workflow_execution(
+            DeleteWorkflowExecutionRequest(namespace=self.client.namespace,
+                                           workflow_execution=WorkflowExecution(
+                                               workflow_id=handle.id)))
+        return True
 
     # -- reading ------------------------------------------------------------------------------
 

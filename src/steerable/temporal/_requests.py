@@ -44,7 +44,8 @@ class OpenRequests:
                 row["arguments"] = dict(e.arguments)
             self._open[e.request_id] = row
             self.version += 1
-        elif kind in _CLOSES and self._open.pop(getattr(event, "request_id", ""), None):
+        elif kind in _CLOSES and self._open.pop(getattr(event, "request_id", ""), None) \
+                is not None:
             self.version += 1
 
     def listing(self) -> list[dict[str, Any]]:

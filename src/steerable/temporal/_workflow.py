@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -257,11 +258,13 @@ class SessionWorkflow:
     def _changes(self) -> tuple[bool, int, int]:
         return self.loop.busy(self.session_id), self.requests.version, self.last_seq
 
+    def _moved(self, seen: tuple[bool, int, int]) -> bool:
+        return self._changes() != seen
+
     async def _keep_memo(self) -> None:
         while True:
-            seen = self._changes()
             self._remember()
-            await workflow.wait_condition(lambda: self._changes() != seen)
+            await workflow.wait_condition(functools.partial(self._moved, self._changes()))
 
     def _remember(self, closed: bool = False) -> None:
         """Keep the session's summary in the workflow's memo when it changed: the list of
