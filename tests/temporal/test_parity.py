@@ -19,13 +19,7 @@ from steerable import (
 )
 from steerable.errors import InvalidAnswerError, RequestError
 from steerable.tools import ToolContext
-from tests.temporal._drivers import Event, Make, maker
-
-
-@pytest.fixture(params=["local", "temporal"])
-def make(request: pytest.FixtureRequest, task_queue: str, events_url: str) -> Make:
-    target = request.getfixturevalue("temporal_target") if request.param == "temporal" else None
-    return maker(request.param, target, task_queue, events_url)
+from tests.temporal._drivers import Event, Make
 
 
 class Gate:

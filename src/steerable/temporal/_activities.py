@@ -53,6 +53,7 @@ from steerable.providers._base import (
 )
 from steerable.temporal._codec import request_from_json, response_to_json, result_to_json
 from steerable.temporal._eventlog import Publisher
+from steerable.temporal._tree import agent_table
 from steerable.tools import ToolContext, result_from_return
 
 __all__ = ["LLM_ACTIVITY", "PROVIDER_FAILED", "TOOL_ACTIVITY", "Activities"]
@@ -121,6 +122,7 @@ class _Emitter:
         self.ids = {"turn_id": call["turn_id"], "parent_turn_id": call["parent_turn_id"],
                     "session_id": call["session_id"], "seq": call["seq"]}
         self.iteration: int = call["iteration"]
+        self.call = call
 
     def __call__(self, cls: type[Event], **fields: Any) -> None:
         if self.publisher is not None:
@@ -131,9 +133,9 @@ class _Emitter:
 class Activities:
     """The worker's activities over ``agent`` (its provider and its tools by name)."""
 
-    def __init__(self, agent: Agent, publisher: Publisher | None, *,
+    def __init__(self, agent: object, publisher: Publisher | None, *,
                  heartbeat_every: float = 1.0) -> None:
-        self.agent = agent
+        self.agents = agent_table(agent)
         self.publisher = publisher
         self.heartbeat_every = heartbeat_every
 
@@ -150,8 +152,15 @@ class Activities:
                                        non_retryable=True) from None
         return response_to_json(response)
 
+    def _agent(self, call: Mapping[str, Any]) -> Agent:
+        agent = self.agents.get(call["agent"])
+        if agent is None:  # a worker whose agent differs from the workflow's: not retried
+            raise ApplicationError(f"this worker's agent has no agent {call['agent']!r}",
+                                   type="UnknownAgent", non_retryable=True)
+        return agent
+
     async def _stream(self, request: Any, emit: _Emitter) -> LLMResponse:
-        provider = self.agent.provider
+        provider = self._agent(emit.call).provider
         raw = provider.stream(request)
         stream = raw if text_guarded(provider) else guard_secrets(raw, known_secrets())
         texts: list[str] = []
@@ -190,7 +199,7 @@ class Activities:
         """``call``: the tool's name and arguments, the turn's ids and the ``answers`` to its
         questions so far; its ``ToolResult``, or ``{"asked": question}``."""
         name: str = call["name"]
-        tool = self.agent.tools_by_name.get(name)
+        tool = self._agent(call).tools_by_name.get(name)
         if tool is None:
             return result_to_json(ToolResult(
                 f"Tool '{name}' is not known to this worker (its agent has no such tool).",
