@@ -18,13 +18,15 @@ model reads, and the turn then stops at its next checkpoint.
 from __future__ import annotations
 
 from steerable._config import Limits
+from steerable._core._checkpoint import Checkpoint
 from steerable._core._engine import Engine
 from steerable._core._turn_state import Interrupt, TurnState
 from steerable._events import InterruptReceived
 from steerable._messages import Usage
 from steerable._pricing import call_cost
 
-__all__ = ["BUDGET_HINT", "admit_tool_calls", "check_budget", "record_usage", "turn_usage"]
+__all__ = ["BUDGET_HINT", "admit_tool_calls", "check_budget", "record_usage", "restore_spent",
+           "turn_usage"]
 
 BUDGET_HINT = (
     "This turn has used up its budget ({reason}). Stop here: do not call tools. In a few "
@@ -75,6 +77,14 @@ async def record_usage(engine: Engine, st: TurnState, usage: Usage, model: str |
             if usage.cost_usd is not None:
                 ledger.cost = (ledger.cost or 0.0) + usage.cost_usd
     return usage
+
+
+def restore_spent(st: TurnState, cp: Checkpoint) -> None:
+    """A resumed turn goes on from what its checkpoint says it spent: a turn that crashes and
+    resumes in a loop still stops at its budgets (tokens are restored with the transcript)."""
+    ledger = st.ledger
+    ledger.cached, ledger.cache_write = cp.cached_tokens, cp.cache_write_tokens
+    ledger.cost, ledger.tool_calls = cp.cost_usd, cp.tool_calls
 
 
 def turn_usage(st: TurnState) -> Usage | None:

@@ -77,6 +77,13 @@ class Checkpoint(Record):
     tools_run: Sequence[str] = ()
     usage_in: int = 0
     usage_out: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float | None = None
+    """What the turn's calls cost so far (None: no price was known): a resumed turn goes on
+    counting ``Limits.max_turn_cost_usd`` from here, not from zero."""
+    tool_calls: int = 0
+    """Tool calls admitted under ``Limits.max_tool_calls`` so far (0 while it is unset)."""
     cancel_mode: str | None = None
     """Set when a safe-point cancel stopped the turn (``after_model`` / ``after_tools``);
     None while running (or when its process died)."""

@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 
 from steerable._core._agent import Agent
+from steerable._core._budget import restore_spent
 from steerable._core._cancel import CancelMode, SafePoint
 from steerable._core._checkpoint import Checkpoint, Stage
 from steerable._core._engine import Engine
@@ -38,7 +39,7 @@ __all__ = ["capture", "persist_now", "release", "restore", "safe_point",
 def capture(st: TurnState, stage: Stage, cancel_mode: CancelMode | None = None, *,
             first: bool = False) -> Checkpoint:
     agent = st.model_agent
-    tr, inb, dur = st.transcript, st.inbound, st.durability
+    tr, inb, dur, ledger = st.transcript, st.inbound, st.durability, st.ledger
     tools = dur.tools
     if tools is None:  # once per turn, not per checkpoint
         tools = dur.tools = tuple(sorted(agent.tools_by_name))
@@ -64,7 +65,8 @@ def capture(st: TurnState, stage: Stage, cancel_mode: CancelMode | None = None, 
         input_id="" if inb.input_receipt is None else inb.input_receipt.message_id,
         base_count=None if first else tr.base_count, base_dropped=tr.base_dropped,
         last_had_tools=tr.last_had_tools, tools_run=MessageView.of(tr.tools_run),
-        usage_in=tr.usage_in, usage_out=tr.usage_out,
+        usage_in=tr.usage_in, usage_out=tr.usage_out, cached_tokens=ledger.cached,
+        cache_write_tokens=ledger.cache_write, cost_usd=ledger.cost, tool_calls=ledger.tool_calls,
         cancel_mode=None if cancel_mode is None else cancel_mode.label,
         requests=tuple(st.asks.requests.values()) if st.asks.requests else (),
         seq=dur.seq, created=st.created, updated=time.time(),
@@ -282,6 +284,7 @@ def restore(engine: Engine, st: TurnState, cp: Checkpoint, base: Sequence[Messag
     tr.last_had_tools = cp.last_had_tools
     tr.tools_run = list(cp.tools_run)
     tr.usage_in, tr.usage_out = cp.usage_in, cp.usage_out
+    restore_spent(st, cp)
     tr.batch_results = {m.tool_call_id or "": m for m in cp.results}
     st.durability.seq = cp.seq
     st.durability.origin_turn_id = cp.origin_turn_id

@@ -8,7 +8,8 @@
      "carrying": [...], "held": [...], "held_ids": [...] (each present only when not empty),
      "requests": [{"id", "kind", "call_id", "question"..., "answer"?}...] (only when parked),
      "tools_run": ["read", ["bash", 3], ...] (run-length coded), "base_count": N | null, "base_dropped": N, "last_had_tools": bool, "tools_run": [...],
-     "usage_in": N, "usage_out": N, "cancel_mode": null | "after_model" | "after_tools",
+     "usage_in": N, "usage_out": N, "cached_tokens": N, "cache_write_tokens": N,
+     "tool_calls": N, "cost_usd": x (these four only when not 0 / null), "cancel_mode": null | "after_model" | "after_tools",
      "seq": N, "created": t, "updated": t}
 
 ``v`` is ``CHECKPOINT_VERSION`` (the checkpoint's own schema; messages inside use the session
@@ -42,6 +43,8 @@ _STR_LISTS = ("tools", "steering", "follow_ups", "injected_steering")
 _ID_LISTS = ("steering_ids", "follow_up_ids", "injected_ids", "carrying", "held", "held_ids")
 """Messages and their ids (added in the same version: absent means none, as in older files)."""
 _INTS = ("iteration", "base_dropped", "usage_in", "usage_out", "seq")
+_SPENT = ("cached_tokens", "cache_write_tokens", "tool_calls")
+"""What the turn spent beyond tokens (written only when not 0: absent in older files)."""
 
 
 def checkpoint_to_record(cp: Checkpoint, *, messages: bool = True) -> dict[str, Any]:
@@ -67,6 +70,11 @@ def checkpoint_to_record(cp: Checkpoint, *, messages: bool = True) -> dict[str, 
     for name in _INTS:
         out[name] = getattr(cp, name)
     out["base_count"] = cp.base_count
+    for name in _SPENT:
+        if getattr(cp, name):
+            out[name] = getattr(cp, name)
+    if cp.cost_usd is not None:
+        out["cost_usd"] = cp.cost_usd
     if messages:
         out["messages"] = [message_to_record(m) for m in cp.messages]
     else:
@@ -110,11 +118,14 @@ def _from_v1(raw: Mapping[str, Any], messages: Sequence[Message] | None) -> Chec
         raise RecordError(f"unknown cancel_mode {mode!r}")
     fields: dict[str, Any] = {name: tuple(str(x) for x in raw.get(name, ()))
                               for name in (*_STR_LISTS, *_ID_LISTS)}
-    for name in _INTS:
+    for name in (*_INTS, *_SPENT):
         value = raw.get(name, 0)
         if isinstance(value, bool) or not isinstance(value, int):
             raise RecordError(f"{name} must be an int")
         fields[name] = value
+    cost = raw.get("cost_usd")
+    if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float))):
+        raise RecordError("cost_usd must be a number or null")
     base_count = raw.get("base_count")
     if base_count is not None and (isinstance(base_count, bool) or not isinstance(base_count, int)):
         raise RecordError("base_count must be an int or null")
@@ -127,6 +138,7 @@ def _from_v1(raw: Mapping[str, Any], messages: Sequence[Message] | None) -> Chec
         created=float(raw.get("created", 0.0)), updated=float(raw.get("updated", 0.0)),
         base_count=base_count, tools_run=_unruns(raw.get("tools_run", ())),
         input_id=str(raw.get("input_id", "")),
+        cost_usd=None if cost is None else float(cost),
         requests=tuple(request_from_record(r) for r in raw.get("requests", ())), **fields,
     )
 
