@@ -4,14 +4,14 @@ Temporal alike: send, steer, interrupt, cancel, approve, read events and history
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
 from steerable import AgentLoop, CancelMode, HumanApprover, Timeouts
 from steerable._events import event_to_dict
 from steerable._messages import Message
-from steerable.temporal import TemporalClient
+from steerable.temporal import TemporalClient, WorkerHook
 from tests.temporal._harness import running
 
 Event = dict[str, Any]
@@ -161,22 +161,25 @@ Make = Callable[..., Any]
 
 
 def maker(engine: str, target: str | None, queue: str, events_url: str) -> Make:
-    """``async with make(agent, permissions=None, human_approval=False) as driver``."""
+    """``async with make(agent, permissions=None, human_approval=False, hooks=()) as
+    driver``; ``hooks`` are ``WorkerHook``s (registered on the local loop as they say)."""
 
     @asynccontextmanager
-    async def make(agent: Any, *, permissions: Any = None,
-                   human_approval: bool = False) -> AsyncIterator[Driver]:
+    async def make(agent: Any, *, permissions: Any = None, human_approval: bool = False,
+                   hooks: Sequence[WorkerHook] = ()) -> AsyncIterator[Driver]:
         if engine == "local":
             loop = AgentLoop(agent, permissions=permissions,
                              timeouts=Timeouts(approval=3600.0))
             if human_approval:
                 loop.register_hook(HumanApprover())
+            for spec in hooks:
+                loop.register_hook(spec.make(), spec.priority, spec.timeout)
             async with loop:
                 yield LocalDriver(loop)
             return
         assert target is not None
         async with running(agent, target, queue, events_url, permissions=permissions,
-                           human_approval=human_approval) as client:
+                           human_approval=human_approval, hooks=hooks) as client:
             yield TemporalDriver(client)
 
     return make

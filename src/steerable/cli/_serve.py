@@ -161,9 +161,32 @@ def _temporal_worker(app: Any, redis_url: str | None, args: argparse.Namespace) 
     try:
         return TemporalWorker(app.agent, target=args.temporal, task_queue=args.task_queue,
                               events_url=redis_url, permissions=app.loop.permissions,
-                              human_approval=not app.settings["yes"], redact=app.redact)
+                              human_approval=not app.settings["yes"], redact=app.redact,
+                              hooks=_worker_hooks(app))
     except ConfigurationError as exc:
         raise UsageError(f"--temporal: {exc}") from None
+
+
+def _worker_hooks(app: Any) -> list[Any]:
+    """The coding agent's hooks on a Temporal worker, each where it belongs (see
+    ``steerable.temporal._hooks``): the tool policy decides in the workflow (its state is
+    rebuilt by replay; its model calls are activities); undo's snapshots, the project's
+    command hooks and the background shells act on this machine, in activities."""
+    from steerable.cli._app import POLICY_TIMEOUT
+    from steerable.coding import SNAPSHOT_HOOK_PRIORITY, SNAPSHOT_HOOK_TIMEOUT
+    from steerable.coding.policy import ToolPolicy
+    from steerable.temporal import WorkerHook
+
+    hooks = [WorkerHook(app.shells)]
+    if app.undo is not None:
+        hooks.append(WorkerHook(app.undo, SNAPSHOT_HOOK_PRIORITY, SNAPSHOT_HOOK_TIMEOUT))
+    if app.policy is not None:  # one per workflow run, over the same workspace (its gate)
+        hooks.append(WorkerHook(lambda: ToolPolicy(app.workspace), 100, POLICY_TIMEOUT,
+                                in_workflow=True))
+    if app.command_hooks is not None:
+        timeout = sum(s.timeout for s in app.command_hooks.specs) + 5.0
+        hooks.append(WorkerHook(app.command_hooks, timeout=timeout))
+    return hooks
 
 
 def _temporal_runner(app: Any, redis_url: str | None, args: argparse.Namespace) -> Any:

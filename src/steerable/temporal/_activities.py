@@ -18,6 +18,7 @@ each ``ask`` then returning its recorded answer at once (SPEC 11's replay up to 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
@@ -41,6 +42,7 @@ from steerable import (
 from steerable._secrets import known_secrets
 from steerable.errors import ProviderError, ToolError
 from steerable.providers._base import (
+    LLMRequest,
     LLMResponse,
     RetryNotice,
     StreamEnd,
@@ -53,10 +55,11 @@ from steerable.providers._base import (
 )
 from steerable.temporal._codec import request_from_json, response_to_json, result_to_json
 from steerable.temporal._eventlog import Publisher
+from steerable.temporal._hooks import HOOK_ACTIVITY, context_from_json, decision_to_json
 from steerable.temporal._tree import agent_table
 from steerable.tools import ToolContext, result_from_return
 
-__all__ = ["LLM_ACTIVITY", "PROVIDER_FAILED", "TOOL_ACTIVITY", "Activities"]
+__all__ = ["HOOK_ACTIVITY", "LLM_ACTIVITY", "PROVIDER_FAILED", "TOOL_ACTIVITY", "Activities"]
 
 LLM_ACTIVITY = "steerable.llm"
 TOOL_ACTIVITY = "steerable.tool"
@@ -134,8 +137,11 @@ class Activities:
     """The worker's activities over ``agent`` (its provider and its tools by name)."""
 
     def __init__(self, agent: object, publisher: Publisher | None, *,
-                 heartbeat_every: float = 1.0) -> None:
+                 hooks: Sequence[Any] = (), heartbeat_every: float = 1.0) -> None:
         self.agents = agent_table(agent)
+        self.root = next(iter(self.agents.values()), None)
+        self.hooks = list(hooks)
+        """The hooks that run here (``_hooks.WorkerHook``, not ``in_workflow``), by index."""
         self.publisher = publisher
         self.heartbeat_every = heartbeat_every
 
@@ -159,8 +165,9 @@ class Activities:
                                    type="UnknownAgent", non_retryable=True)
         return agent
 
-    async def _stream(self, request: Any, emit: _Emitter) -> LLMResponse:
-        provider = self._agent(emit.call).provider
+    async def _stream(self, request: Any, emit: _Emitter,
+                      agent: Agent | None = None) -> LLMResponse:
+        provider = (agent or self._agent(emit.call)).provider
         raw = provider.stream(request)
         stream = raw if text_guarded(provider) else guard_secrets(raw, known_secrets())
         texts: list[str] = []
@@ -193,6 +200,28 @@ class Activities:
         return LLMResponse(text="".join(texts), tool_calls=tuple(calls),
                            thinking="".join(thinking), usage=end.usage,
                            finish_reason=end.finish_reason)
+
+    @activity.defn(name=HOOK_ACTIVITY)
+    async def hook(self, call: dict[str, Any]) -> Any:
+        """``call``: the hook's index, its point and the context's JSON form; its decision.
+        A hook's own model call (``ctx.ask``) is made with the root agent's provider here."""
+        hook = self.hooks[call["hook"]]
+        point: str = call["point"]
+        ctx = context_from_json(point, call["ctx"], self._hook_ask)
+        async with _Beat(self.heartbeat_every):
+            fn = getattr(hook, point)
+            value = (await fn(ctx)) if inspect.iscoroutinefunction(fn) \
+                else await asyncio.to_thread(fn, ctx)
+            if inspect.isawaitable(value):
+                value = await value
+        return decision_to_json(value)
+
+    async def _hook_ask(self, request: LLMRequest, purpose: str) -> LLMResponse:
+        if self.root is None:
+            raise RuntimeError("this worker's agent has no model")
+        emit = _Emitter(None, {"agent": "", "session_id": "", "turn_id": "",
+                               "parent_turn_id": None, "seq": 0, "iteration": 0})
+        return await self._stream(request, emit, self.root)
 
     @activity.defn(name=TOOL_ACTIVITY)
     async def tool(self, call: dict[str, Any]) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -14,6 +14,7 @@ from steerable import Permissions
 from steerable.errors import ConfigurationError
 from steerable.temporal._activities import Activities
 from steerable.temporal._eventlog import DEFAULT_PREFIX, EventLog, Publisher
+from steerable.temporal._hooks import WorkerHook
 from steerable.temporal._proxies import CallOptions, remote_agent
 from steerable.temporal._workflow import SessionWorkflow, WorkerConfig, workflow_thread
 
@@ -33,7 +34,8 @@ class TemporalWorker:
     ``permissions`` ask about wait for ``resolve_approval`` (as long as it takes).
     ``idle_close``: seconds after which an idle session's workflow completes (None: never);
     the next message starts a new run from its state (the namespace's retention period is
-    how long a closed session can be continued).
+    how long a closed session can be continued). ``hooks``: the sessions' loop hooks, each
+    run in the workflow or in an activity (``WorkerHook``).
     """
 
     def __init__(self, agent: Any, *, target: str = "127.0.0.1:7233",
@@ -41,7 +43,7 @@ class TemporalWorker:
                  events_url: str | None = None, events_prefix: str = DEFAULT_PREFIX,
                  permissions: Permissions | None = None, options: CallOptions | None = None,
                  max_history: int = 20_000, idle_close: float | None = 3600.0,
-                 human_approval: bool = False,
+                 human_approval: bool = False, hooks: Sequence[WorkerHook] = (),
                  client: Client | None = None,
                  redact: Callable[[str], str] | None = None,
                  max_concurrent_activities: int = 100, sticky_timeout: float = 3.0) -> None:
@@ -59,6 +61,11 @@ class TemporalWorker:
             raise ConfigurationError(f"idle_close must be > 0 seconds or None, got {idle_close}")
         self.idle_close = idle_close
         self.human_approval = human_approval
+        self.hooks = tuple(hooks)
+        for spec in self.hooks:
+            if not isinstance(spec, WorkerHook):
+                raise ConfigurationError(f"hooks takes WorkerHook(hook, ...) items, got "
+                                         f"{type(spec).__name__}")
         self.redact = redact
         self.max_concurrent_activities = max_concurrent_activities
         self.sticky_timeout = sticky_timeout
@@ -73,13 +80,14 @@ class TemporalWorker:
         log = (EventLog(self.events_url, prefix=self.events_prefix, redact=self.redact)
                if self.events_url else None)
         publisher = Publisher(log) if log is not None else None
-        activities = Activities(self.agent, publisher)
+        activities = Activities(self.agent, publisher,
+                                hooks=[h.hook for h in self.hooks if not h.in_workflow])
         # One thread runs every workflow's code: the engine checks that it is called from the
         # thread it was bound on, and workflow code is cheap next to the calls it waits for.
         with workflow_thread(self._config(publisher), "steerable-workflows") as executor:
             self._worker = Worker(
                 client, task_queue=self.task_queue, workflows=[SessionWorkflow],
-                activities=[activities.llm, activities.tool],
+                activities=[activities.llm, activities.tool, activities.hook],
                 workflow_task_executor=executor,
                 max_concurrent_activities=self.max_concurrent_activities,
                 sticky_queue_schedule_to_start_timeout=timedelta(seconds=self.sticky_timeout))
@@ -95,7 +103,8 @@ class TemporalWorker:
 
     def _config(self, publisher: Publisher | None) -> WorkerConfig:
         return WorkerConfig(self.agent, publisher, self.permissions, self.options,
-                            self.max_history, self.idle_close, self.human_approval)
+                            self.max_history, self.idle_close, self.human_approval,
+                            self.hooks)
 
     async def replay(self, histories: AsyncIterator[WorkflowHistory]) -> None:
         """Run sessions' recorded histories through this worker's code, as a worker taking

@@ -49,6 +49,7 @@ from steerable._ids import id_source
 from steerable.storage._records import session_title
 from steerable.temporal._codec import messages_from_json, messages_to_json
 from steerable.temporal._eventlog import Publisher
+from steerable.temporal._hooks import WorkerHook, inline_hook, remote_hook
 from steerable.temporal._proxies import CallOptions, remote_agent
 from steerable.temporal._requests import OpenRequests
 
@@ -84,6 +85,7 @@ class WorkerConfig:
     human_approval: bool = False
     """Calls the permissions ask about wait for a person (``resolve_approval``); without it
     they run, as in an ``AgentLoop`` with no approver."""
+    hooks: tuple[WorkerHook, ...] = ()
 
 
 @dataclass
@@ -147,6 +149,14 @@ class SessionWorkflow:
             timeouts=Timeouts(approval=_FOREVER, llm_idle=None))
         if config.human_approval:
             self.loop.register_hook(HumanApprover())
+        remote = 0
+        for spec in config.hooks:
+            if spec.in_workflow:
+                hook = inline_hook(spec.make())
+            else:
+                hook = remote_hook(remote, spec, config.options)
+                remote += 1
+            self.loop.register_hook(hook, spec.priority, spec.timeout)
         provider.bind(self.loop.subscribe([EventKind.LLM_REQUEST], buffer=1024))
         self._events = self.loop.subscribe(buffer=1 << 20)
         if start.history:
