@@ -103,3 +103,49 @@ async def test_the_coding_agent_on_a_temporal_worker(cli_env, tmp_path: Path,  #
         worker.send_signal(signal.SIGINT)
         _, err = await asyncio.to_thread(worker.communicate, timeout=20)
         assert worker.returncode == 0, err
+
+
+async def test_a_background_command_tells_its_session_on_temporal(
+        cli_env, tmp_path: Path, temporal_target: str, events_url: str,  # noqa: F811
+        task_queue: str) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([
+        {"tool_calls": [["bash", {"command": "sleep 0.5; echo finished",
+                                  "background": True}]]},
+        {"text": "started it"}, {"text": "heard it"}]))
+    where = ["--temporal", temporal_target, "--task-queue", task_queue]
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "steerable", "worker", *where, "--redis", events_url,
+         "--provider", "scripted", "--script", str(script), "--workspace", str(ws), "--yes"],
+        env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = await TemporalClient.connect(temporal_target, task_queue=task_queue,
+                                          events_url=events_url)
+    try:
+        assert worker.stdout is not None
+        line = await asyncio.to_thread(worker.stdout.readline)
+        assert line.startswith("working for"), line
+        sent = await client.send("go", "bg-1")
+        assert (await client.result("bg-1", sent.message_id)).text == "started it"
+        ends = [e for e in await events_until(client, "bg-1", _nth_end(2))
+                if e["kind"] == "turn_end" and e["parent_turn_id"] is None]
+        assert [e["text"] for e in ends] == ["started it", "heard it"]
+        told = [m.content for m in await client.session_messages("bg-1") if m.role == "user"]
+        assert len(told) == 2 and "finished" in str(told[1])
+    finally:
+        await client.aclose()
+        worker.send_signal(signal.SIGINT)
+        _, err = await asyncio.to_thread(worker.communicate, timeout=20)
+        assert worker.returncode == 0, err
+
+
+def _nth_end(n: int) -> Callable[[dict[str, object]], bool]:
+    seen = 0
+
+    def done(e: dict[str, object]) -> bool:
+        nonlocal seen
+        seen += e["kind"] == "turn_end" and e["parent_turn_id"] is None
+        return seen == n
+
+    return done

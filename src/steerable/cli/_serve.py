@@ -199,8 +199,12 @@ def _temporal_runner(app: Any, redis_url: str | None, args: argparse.Namespace) 
     from steerable.temporal import TemporalClient
 
     async def connect() -> Any:
-        return await TemporalClient.connect(args.temporal, task_queue=args.task_queue,
-                                            events_url=redis_url)
+        client = await TemporalClient.connect(args.temporal, task_queue=args.task_queue,
+                                              events_url=redis_url)
+        # A background command that ends tells its session, on Temporal (as locally).
+        app.shells.notify = lambda notice: client.send_nowait(notice.text, notice.session_id,
+                                                              "steer")
+        return client
 
     return TemporalRunner(worker, connect, app.redact)
 
@@ -217,15 +221,26 @@ def temporal_worker_command(args: argparse.Namespace, settings: Settings) -> int
     worker = _temporal_worker(app, redis_url, args)
 
     async def main() -> int:
-        task = asyncio.ensure_future(worker.run())
-        ready = asyncio.ensure_future(worker.ready.wait())
-        await asyncio.wait([task, ready], return_when=asyncio.FIRST_COMPLETED)
-        if task.done():
-            ready.cancel()
-            task.result()
-        sys.stdout.write(f"working for {args.temporal} (task queue {args.task_queue})\n")
-        sys.stdout.flush()
-        await task
+        from steerable.temporal import TemporalClient
+
+        client = await TemporalClient.connect(args.temporal, task_queue=args.task_queue)
+        worker.client = client.client
+        # A background command that ends tells its session, on Temporal (as locally).
+        app.shells.notify = lambda notice: client.send_nowait(notice.text, notice.session_id,
+                                                              "steer")
+        try:
+            task = asyncio.ensure_future(worker.run())
+            ready = asyncio.ensure_future(worker.ready.wait())
+            await asyncio.wait([task, ready], return_when=asyncio.FIRST_COMPLETED)
+            if task.done():
+                ready.cancel()
+                task.result()
+            sys.stdout.write(f"working for {args.temporal} (task queue {args.task_queue})\n")
+            sys.stdout.flush()
+            await task
+        finally:
+            await app.shells.aclose()
+            await client.aclose()
         return 0
 
     try:

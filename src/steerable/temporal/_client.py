@@ -3,6 +3,8 @@ Temporal workers, from any process."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, get_args
@@ -36,6 +38,8 @@ from steerable.temporal._workflow import MEMO, WORKFLOW, SessionStart
 
 __all__ = ["Receipt", "TemporalClient", "TurnOutcome", "workflow_id"]
 
+
+log = logging.getLogger("steerable.temporal")
 
 _PREFIX = "steerable-session-"
 _RUNNING = WorkflowExecutionStatus.RUNNING
@@ -105,6 +109,7 @@ class TemporalClient:
         self.task_queue = task_queue
         self.busy_policy = check_policy(busy_policy)
         self.log = EventLog(events_url, prefix=events_prefix) if events_url else None
+        self._sending: set[asyncio.Task[None]] = set()
 
     @classmethod
     async def connect(cls, target: str = "127.0.0.1:7233", *, namespace: str = "default",
@@ -112,6 +117,8 @@ class TemporalClient:
         return cls(await Client.connect(target, namespace=namespace), **kwargs)
 
     async def aclose(self) -> None:
+        """Close the event log, once the messages of ``send_nowait`` are sent."""
+        await asyncio.gather(*self._sending)
         if self.log is not None:
             await self.log.aclose()
 
@@ -157,6 +164,20 @@ class TemporalClient:
             return await self._indexed(session_id, raw)
         raise RuntimeError(f"session {session_id!r}: its workflow kept closing while a "
                            "message was sent; try again")
+
+    def send_nowait(self, text: str, session_id: str, policy: str | None = None) -> None:
+        """``send`` from code that cannot wait (a callback on this event loop: a background
+        command that ended tells its session); a failure is logged. ``aclose`` waits for
+        what is under way."""
+        async def go() -> None:
+            try:
+                await self.send(text, session_id, policy)
+            except Exception as exc:
+                log.warning("session %s was not told %r: %s", session_id, text[:80], exc)
+
+        task = asyncio.get_running_loop().create_task(go())
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
 
     async def _start_with(self, session_id: str, args: list[Any]) -> Any:
         """``send`` as the update that starts the session's next run (or, when another caller
