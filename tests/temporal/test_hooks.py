@@ -24,8 +24,9 @@ from steerable._hooks import (
     ToolResultContext,
 )
 from steerable.providers._base import ToolChoice
-from steerable.temporal import WorkerHook
+from steerable.temporal import WorkerHook, workflow_read
 from tests.temporal._drivers import Event, Make
+from tests.temporal._harness import events_until, running
 
 
 def end(e: Event) -> bool:
@@ -129,3 +130,44 @@ async def test_hooks_decide_in_the_workflow_and_act_on_the_worker(make: Make) ->
         assert effects.log == ["before note {'text': 'hello'}", "after noted rewritten",
                                "end completed"]
         assert threading.get_ident() not in effects.threads  # sync hooks: off the loop
+
+
+async def test_a_workflow_hook_reads_the_world_through_a_recorded_read(
+        temporal_target: str, events_url: str, task_queue: str) -> None:
+    calls: list[int] = []
+
+    def read_counter(step: int) -> int:  # a different answer each time: the world moves
+        calls.append(step)
+        return len(calls) * step
+
+    class Reader:
+        async def before_llm(self, ctx: LLMRequestContext) -> HookDecision | None:
+            seen = await workflow_read("counter")(10)
+            return HookDecision(HookAction.MODIFY, tool_choice=ToolChoice(
+                "auto", reason=f"read {seen}"))
+
+    provider = ScriptedProvider([Reply(text="one"), Reply(text="two")])
+    agent = Agent(name="r", instructions="x", provider=provider)
+    sid = f"{task_queue}-reads"
+    # The harness replays the session's history when done: a read made again would answer
+    # 30, and the replay would decide differently; it reads the recorded 10 and 20 instead.
+    async with running(agent, temporal_target, task_queue, events_url,
+                       hooks=[WorkerHook(Reader, in_workflow=True)],
+                       reads={"counter": read_counter}) as client:
+        for text in ("a", "b"):
+            await client.result(sid, (await client.send(text, sid)).message_id)
+        events = await events_until(client, sid, _nth_end(2))
+        assert [e["reason"] for e in events if e["kind"] == "llm_request"] == [
+            "read 10", "read 20"]
+    assert calls == [10, 10]
+
+
+def _nth_end(n: int) -> Any:
+    seen = 0
+
+    def done(e: Event) -> bool:
+        nonlocal seen
+        seen += end(e)
+        return seen == n
+
+    return done

@@ -55,11 +55,17 @@ from steerable.providers._base import (
 )
 from steerable.temporal._codec import request_from_json, response_to_json, result_to_json
 from steerable.temporal._eventlog import Publisher
-from steerable.temporal._hooks import HOOK_ACTIVITY, context_from_json, decision_to_json
+from steerable.temporal._hooks import (
+    HOOK_ACTIVITY,
+    READ_ACTIVITY,
+    context_from_json,
+    decision_to_json,
+)
 from steerable.temporal._tree import agent_table
 from steerable.tools import ToolContext, result_from_return
 
-__all__ = ["HOOK_ACTIVITY", "LLM_ACTIVITY", "PROVIDER_FAILED", "TOOL_ACTIVITY", "Activities"]
+__all__ = ["HOOK_ACTIVITY", "LLM_ACTIVITY", "PROVIDER_FAILED", "READ_ACTIVITY", "TOOL_ACTIVITY",
+           "Activities"]
 
 LLM_ACTIVITY = "steerable.llm"
 TOOL_ACTIVITY = "steerable.tool"
@@ -137,11 +143,13 @@ class Activities:
     """The worker's activities over ``agent`` (its provider and its tools by name)."""
 
     def __init__(self, agent: object, publisher: Publisher | None, *,
-                 hooks: Sequence[Any] = (), heartbeat_every: float = 1.0) -> None:
+                 hooks: Sequence[Any] = (), reads: Mapping[str, Callable[..., Any]] | None = None,
+                 heartbeat_every: float = 1.0) -> None:
         self.agents = agent_table(agent)
         self.root = next(iter(self.agents.values()), None)
         self.hooks = list(hooks)
         """The hooks that run here (``_hooks.WorkerHook``, not ``in_workflow``), by index."""
+        self.reads = dict(reads or {})
         self.publisher = publisher
         self.heartbeat_every = heartbeat_every
 
@@ -215,6 +223,17 @@ class Activities:
             if inspect.isawaitable(value):
                 value = await value
         return decision_to_json(value)
+
+    @activity.defn(name=READ_ACTIVITY)
+    async def read(self, call: dict[str, Any]) -> Any:
+        """``call``: a read's name and its arguments (``_hooks.workflow_read``); its value."""
+        fn = self.reads.get(call["name"])
+        if fn is None:  # a worker set up differently from the workflow's: not retried
+            raise ApplicationError(f"this worker has no read {call['name']!r}",
+                                   type="UnknownRead", non_retryable=True)
+        value = (await fn(*call["args"])) if inspect.iscoroutinefunction(fn) \
+            else await asyncio.to_thread(fn, *call["args"])
+        return value
 
     async def _hook_ask(self, request: LLMRequest, purpose: str) -> LLMResponse:
         if self.root is None:

@@ -5,7 +5,10 @@ A hook runs in one of two places (``WorkerHook.in_workflow``):
 - **In the workflow**, beside the engine: for hooks that only *decide*, from the turn's data
   and the model's answers (``HumanApprover``, the coding agent's ``ToolPolicy``). Workflow code
   must be deterministic: such a hook may not read the clock, files or the network to decide
-  (its own model calls, ``ctx.ask``, are activities like any model call, so they are recorded).
+  (its own model calls, ``ctx.ask``, are activities like any model call, so they are recorded);
+  what it must read of the world it reads through ``workflow_read``: a function the worker
+  registers (``TemporalWorker(reads=...)``), run as a ``steerable.read`` activity whose
+  result the history records.
   In return its state is rebuilt by replay on whichever worker takes the session over: so
   it is given as a factory, called for each run of each session's workflow (a replay must
   start from a fresh hook, as the run it replays did). Its sync methods are called inline
@@ -54,10 +57,32 @@ from steerable.temporal._codec import (
     response_to_json,
 )
 
-__all__ = ["HOOK_ACTIVITY", "WorkerHook", "context_from_json", "decision_to_json",
-           "event_from_json", "inline_hook", "remote_hook"]
+__all__ = [
+    "HOOK_ACTIVITY",
+    "READ_ACTIVITY",
+    "WorkerHook",
+    "context_from_json",
+    "decision_to_json",
+    "event_from_json",
+    "inline_hook",
+    "remote_hook",
+    "workflow_read",
+]
 
 HOOK_ACTIVITY = "steerable.hook"
+READ_ACTIVITY = "steerable.read"
+_READ_TIMEOUT = timedelta(seconds=60)
+
+
+def workflow_read(name: str) -> Callable[..., Awaitable[Any]]:
+    """An async function, for a hook that runs in the workflow, that calls the worker's read
+    ``name`` (``TemporalWorker(reads={name: fn})``) with JSON arguments, as an activity: the
+    first run reads the world, a replay reads what it read. Call it only from workflow code."""
+    async def read(*args: Any) -> Any:
+        return await workflow.execute_activity(
+            READ_ACTIVITY, {"name": name, "args": list(args)},
+            start_to_close_timeout=_READ_TIMEOUT, summary=f"read {name}")
+    return read
 
 
 @dataclass(frozen=True, slots=True)

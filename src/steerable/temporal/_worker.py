@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -35,7 +35,8 @@ class TemporalWorker:
     ``idle_close``: seconds after which an idle session's workflow completes (None: never);
     the next message starts a new run from its state (the namespace's retention period is
     how long a closed session can be continued). ``hooks``: the sessions' loop hooks, each
-    run in the workflow or in an activity (``WorkerHook``).
+    run in the workflow or in an activity (``WorkerHook``); ``reads``: what hooks in the
+    workflow may read of the world, by name (``workflow_read``).
     """
 
     def __init__(self, agent: Any, *, target: str = "127.0.0.1:7233",
@@ -44,6 +45,7 @@ class TemporalWorker:
                  permissions: Permissions | None = None, options: CallOptions | None = None,
                  max_history: int = 20_000, idle_close: float | None = 3600.0,
                  human_approval: bool = False, hooks: Sequence[WorkerHook] = (),
+                 reads: Mapping[str, Callable[..., Any]] | None = None,
                  client: Client | None = None,
                  redact: Callable[[str], str] | None = None,
                  max_concurrent_activities: int = 100, sticky_timeout: float = 3.0) -> None:
@@ -66,6 +68,7 @@ class TemporalWorker:
             if not isinstance(spec, WorkerHook):
                 raise ConfigurationError(f"hooks takes WorkerHook(hook, ...) items, got "
                                          f"{type(spec).__name__}")
+        self.reads = dict(reads or {})
         self.redact = redact
         self.max_concurrent_activities = max_concurrent_activities
         self.sticky_timeout = sticky_timeout
@@ -81,13 +84,15 @@ class TemporalWorker:
                if self.events_url else None)
         publisher = Publisher(log) if log is not None else None
         activities = Activities(self.agent, publisher,
-                                hooks=[h.hook for h in self.hooks if not h.in_workflow])
+                                hooks=[h.hook for h in self.hooks if not h.in_workflow],
+                                reads=self.reads)
         # One thread runs every workflow's code: the engine checks that it is called from the
         # thread it was bound on, and workflow code is cheap next to the calls it waits for.
         with workflow_thread(self._config(publisher), "steerable-workflows") as executor:
             self._worker = Worker(
                 client, task_queue=self.task_queue, workflows=[SessionWorkflow],
-                activities=[activities.llm, activities.tool, activities.hook],
+                activities=[activities.llm, activities.tool, activities.hook,
+                            activities.read],
                 workflow_task_executor=executor,
                 max_concurrent_activities=self.max_concurrent_activities,
                 sticky_queue_schedule_to_start_timeout=timedelta(seconds=self.sticky_timeout))
