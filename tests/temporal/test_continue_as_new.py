@@ -78,3 +78,46 @@ async def test_an_idle_session_closes_and_the_next_message_continues_it(
         await asyncio.wait_for(handle.result(), 20)
         assert await client.state(sid) is None  # forgotten: a new message starts afresh
         assert await client.session_messages(sid) == []
+
+
+async def test_messages_sent_as_the_session_closes_are_each_taken_once(
+        temporal_target: str, events_url: str, task_queue: str) -> None:
+    """Sends timed around the idle close: each reaches the open run or starts the next one
+    from the closed run's state; none is lost, none taken twice, the order kept."""
+    rounds = 6
+    provider = ScriptedProvider([Reply(text=f"r{i}") for i in range(rounds)])
+    agent = Agent(name="race", instructions="x", provider=provider)
+    sid = f"{task_queue}-race"
+    async with running(agent, temporal_target, task_queue, events_url,
+                       idle_close=0.3) as client:
+        handle = client.client.get_workflow_handle(workflow_id(sid))
+        runs = set()
+        for i in range(rounds):
+            receipt = await client.send(f"m{i}", sid)
+            assert (await client.result(sid, receipt.message_id)).text == f"r{i}"
+            runs.add((await handle.describe()).run_id)
+            # Before, around and after the close (the server fires timers about a second
+            # apart at best).
+            await asyncio.sleep(0.6 + 0.35 * (i % 3))
+        assert [m.content for m in await client.session_messages(sid)] == [
+            x for i in range(rounds) for x in (f"m{i}", f"r{i}")]
+        assert len(runs) >= 2, "no send met a closed session"
+
+
+async def test_two_messages_to_a_closed_session_start_one_next_run(
+        temporal_target: str, events_url: str, task_queue: str) -> None:
+    provider = ScriptedProvider([Reply(text="a"), Reply(text="b"), Reply(text="c")])
+    agent = Agent(name="pair", instructions="x", provider=provider)
+    sid = f"{task_queue}-pair"
+    async with running(agent, temporal_target, task_queue, events_url,
+                       idle_close=0.3) as client:
+        handle = client.client.get_workflow_handle(workflow_id(sid))
+        first = await client.send("first", sid)
+        await client.result(sid, first.message_id)
+        await asyncio.wait_for(handle.result(), 20)
+        x, y = await asyncio.gather(client.send("x", sid), client.send("y", sid))
+        assert x and y and x.message_id != y.message_id
+        await client.result(sid, x.message_id)
+        await client.result(sid, y.message_id)
+        users = [m.content for m in await client.session_messages(sid) if m.role == "user"]
+        assert users[0] == "first" and sorted(users[1:]) == ["x", "y"]
