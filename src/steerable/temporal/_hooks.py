@@ -62,6 +62,8 @@ __all__ = [
     "READ_ACTIVITY",
     "WorkerHook",
     "context_from_json",
+    "context_to_json",
+    "decision_from_json",
     "decision_to_json",
     "event_from_json",
     "inline_hook",
@@ -210,7 +212,7 @@ def decision_to_json(value: Any) -> Any:
     return out
 
 
-def _decision_from_json(raw: Any) -> Any:
+def decision_from_json(raw: Any) -> Any:
     if raw is None or isinstance(raw, bool):
         return raw
     fields = {k: v for k, v in raw.items() if k != "action"}
@@ -266,7 +268,7 @@ def remote_hook(index: int, spec: WorkerHook, options: Any) -> Any:
                     retry_policy=options.retry, summary=f"{label}.{point}")
             except ActivityError as exc:  # the engine reports it as the hook's failure
                 raise RuntimeError(f"{exc.cause or exc}") from None
-            return _decision_from_json(raw)
+            return decision_from_json(raw)
         return call
 
     attrs: dict[str, Any] = {p: method(p) for p in points}
