@@ -13,13 +13,9 @@ from hypothesis import strategies as st
 from steerable import HookAction, HookDecision, Message
 from steerable._hooks import ToolCallContext, ToolResultContext
 from steerable._messages import ToolCall, ToolResult
+from steerable.errors import ConfigurationError
 from steerable.providers._base import ToolChoice
-from tests.temporal._devserver import require_sdk
-
-require_sdk()  # skips (or fails in CI) without temporalio, before importing what needs it
-
-from steerable.errors import ConfigurationError  # noqa: E402
-from steerable.temporal._hooks import (  # noqa: E402
+from steerable.temporal._hooks import (
     context_from_json,
     context_to_json,
     decision_from_json,
