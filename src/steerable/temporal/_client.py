@@ -18,8 +18,8 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.exceptions import ApplicationError
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from steerable import BusyPolicy, Message
@@ -145,20 +145,24 @@ class TemporalClient:
     async def send(self, text: str, session_id: str, policy: str | None = None) -> Receipt:
         """Give the session a message (SPEC 4.9): an idle session starts a turn, a busy one
         follows ``policy``. Starts the session's workflow if it has none running: from the
-        state its last run closed with (idle), or empty."""
+        state its last run closed with (idle), or empty.
+
+        One round trip in the usual cases: an update-with-start that reaches the running
+        workflow, or starts the first one, and is refused only where a closed run exists
+        (``REJECT_DUPLICATE``); then the closed run's state starts the next one."""
         args = [text, None if policy is None else check_policy(policy)]
         for _ in range(_ATTEMPTS):
             try:
                 try:
-                    raw = await self._handle(session_id).execute_update("send", args=args)
-                except RPCError as exc:
-                    if exc.status is not RPCStatusCode.NOT_FOUND:
-                        raise
-                    raw = await self._start_with(session_id, args)
+                    raw = await self._start_with(session_id, args, after_closed=False)
+                except WorkflowAlreadyStartedError:  # closed: continue from its state
+                    raw = await self._start_with(session_id, args, after_closed=True,
+                                                 state=await self._closed_state(session_id))
             except WorkflowUpdateFailedError as exc:
                 raise _mapped(exc) from None
-            except RPCError as exc:  # the run closed between the two calls: once more
-                if exc.status is not RPCStatusCode.NOT_FOUND:
+            except (RPCError, WorkflowAlreadyStartedError) as exc:
+                # The run closed, or another was started, between two calls: once more.
+                if isinstance(exc, RPCError) and exc.status is not RPCStatusCode.NOT_FOUND:
                     raise
                 continue
             return await self._indexed(session_id, raw)
@@ -179,22 +183,22 @@ class TemporalClient:
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
-    async def _start_with(self, session_id: str, args: list[Any]) -> Any:
-        """``send`` as the update that starts the session's next run (or, when another caller
-        started it a moment ago, reaches that one)."""
+    async def _start_with(self, session_id: str, args: list[Any], *, after_closed: bool,
+                          state: dict[str, Any] | None = None) -> Any:
+        """``send`` as an update-with-start: it reaches the running workflow if there is
+        one. Else, without ``after_closed``, starting is refused where an earlier run exists
+        (``WorkflowAlreadyStartedError``: the caller reads what it closed with); with it,
+        the next run starts from ``state`` (what the last run closed with; None: empty)."""
+        start_state = SessionStart(session_id, self.busy_policy) if state is None else \
+            SessionStart(state["session_id"], state["busy_policy"], state["history"],
+                         state["seq_base"], state["results"])
         start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-            WORKFLOW, await self._next_start(session_id), id=workflow_id(session_id),
-            task_queue=self.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
+            WORKFLOW, start_state, id=workflow_id(session_id), task_queue=self.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if after_closed
+            else WorkflowIDReusePolicy.REJECT_DUPLICATE)
         return await self.client.execute_update_with_start_workflow(
             "send", args=args, start_workflow_operation=start)
-
-    async def _next_start(self, session_id: str) -> SessionStart:
-        last = await self._closed_state(session_id)
-        if last is None:
-            return SessionStart(session_id, self.busy_policy)
-        return SessionStart(last["session_id"], last["busy_policy"], last["history"],
-                            last["seq_base"], last["results"])
 
     async def _closed_state(self, session_id: str) -> dict[str, Any] | None:
         """What the session's last run closed with: its state when it closed idle; None
