@@ -69,12 +69,16 @@ async def test_the_coding_agent_on_a_temporal_worker(cli_env, tmp_path: Path,  #
         line = await asyncio.to_thread(worker.stdout.readline)
         assert line.startswith("working for"), line
         sent = await client.send("change a.txt", "code-1")
-        answers = [("approve",), ("approve",), ("answer", "yes")]
+        # Each request in turn: from another process (the CLI), or from this one.
+        answers = [("approve",), ("client",), ("answer", "yes")]
         seen: list[dict[str, object]] = []
-        for verb in answers:  # each request in turn, answered from another process
+        for verb in answers:
             events = await events_until(client, "code-1", _nth_request(len(seen) + 1))
             request = [e for e in events if _is_request(e)][len(seen)]
             seen.append(request)
+            if verb[0] == "client":
+                assert await client.resolve_approval(str(request["request_id"]), True)
+                continue
             done = await asyncio.to_thread(steerable, cli_env, verb[0],
                                            str(request["request_id"]), *verb[1:], *where)
             assert done.returncode == 0, done.stderr

@@ -115,16 +115,15 @@ async def test_kill_9_while_a_question_waits_the_answer_reaches_a_new_worker(
         receipt = await client.send("go", "ask-1")
         asked = (await events_until(client, "ask-1",
                                     lambda e: e["kind"] == "question_asked"))[-1]
-        first.kill()  # nothing runs now: the question waits in the workflow, not in a worker
-        await asyncio.to_thread(first.wait, 10)
-        await asyncio.to_thread(workers.start, "ask")
-        # Listed from the workflow's memo: it trails the event (a workflow task the dead
-        # worker never completed is done again once its timeout lapses).
+        # Listed from the workflow's memo, once the step that asked is recorded.
         deadline = time.monotonic() + 30
         while not (pending := await client.pending_requests("ask-1")):
             assert time.monotonic() < deadline, "the question is not listed"
             await asyncio.sleep(0.1)
         assert [r["request_id"] for r in pending] == [asked["request_id"]]
+        first.kill()  # nothing runs now: the question waits in the workflow, not in a worker
+        await asyncio.to_thread(first.wait, 10)
+        await asyncio.to_thread(workers.start, "ask")
         await client.answer(asked["request_id"], "yes")
         outcome = await asyncio.wait_for(client.result("ask-1", receipt.message_id), 60)
         assert (outcome.status, outcome.text) == ("completed", "all done")
