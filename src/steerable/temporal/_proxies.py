@@ -1,7 +1,11 @@
 """The agent the workflow runs: the worker's agent with its provider and its tools replaced by
 proxies whose calls are activities (``_activities``). Everything else (instructions, budget,
 schemas, permission subjects, argument checks) is the real agent's, so the engine running in
-the workflow decides exactly what it decides in a local loop.
+the workflow decides exactly what it decides in a local loop. The whole tree is proxied
+(subagents, a composite's children): each call names its agent by path (``_tree``).
+
+A tool call that asks a question (``ctx.ask``) comes back with the question: the proxy asks
+it through the engine, in the workflow, and runs the call again with the answers.
 """
 
 from __future__ import annotations

@@ -9,10 +9,13 @@ random (``steerable._ids``), so a worker that replays the session after a crash 
 ids, events and decisions as the one that died.
 
 Every inbound action is an update whose answer is the message's receipt (id and state) or the
-control's outcome; approvals wait in the workflow for as long as it takes (no timer denies
-them; the workflow costs nothing while it waits). Events go to the session's Redis stream
-(``_eventlog``). An idle session whose history grew long continues as new, carrying its
-conversation.
+control's outcome; approvals and tools' questions wait in the workflow for as long as it
+takes (no timer denies them; the workflow costs nothing while it waits). Events go to the
+session's Redis stream (``_eventlog``); a summary of the session (title, size, busy, open
+requests) to the workflow's memo, for listings by visibility query. An idle session whose
+history grew long continues as new, carrying its conversation; one idle for ``idle_close``
+seconds completes with its state, which the next ``send`` starts a new run from. Hooks run
+here or in activities (``_hooks``); sub-turns and composites are the engine's own.
 
 The workflow is not sandboxed: the engine is passed through whole, and its determinism rests
 on the rules above (no wall clock, threads or I/O decide anything) rather than on the
