@@ -46,17 +46,25 @@ class ToolCall(Record):
 
 @record(kw_only=False)
 class ToolResult(Record):
-    """What a tool returns to the model. A tool may also return a plain ``str``."""
+    """What a tool returns to the model. A tool may also return a plain ``str``, an
+    ``ImagePart``/``FilePart``, or a list of text and parts.
+
+    ``content`` is the text; ``parts`` are images and files returned with it (a screenshot, a
+    chart), sent after the text to models that can read them and shown as placeholders
+    (``[image: image/png, 12 KB]``) where only text goes (events, text-only models)."""
 
     content: str
     is_error: bool = False
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    parts: tuple[Part, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.content, str):
             raise TypeError(
                 f"ToolResult.content must be a str, got {type(self.content).__name__}"
             )
+        if self.parts:
+            object.__setattr__(self, "parts", as_content(self.parts))
 
 
 @record(kw_only=False)

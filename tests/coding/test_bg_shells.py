@@ -312,8 +312,9 @@ async def test_a_hard_abort_stops_the_commands_its_turn_started(ws: Workspace) -
                 break
         assert loop.interrupt_hard("s")
         assert (await turn).status is TurnStatus.ABORTED
-        for _ in range(100):
-            if not alive(f"sleep {dropped}"):
+        # The group is killed at once; its watcher then reaps it and marks the shell ended.
+        for _ in range(200):
+            if not alive(f"sleep {dropped}") and len(shells.running("s")) == 1:
                 break
             await asyncio.sleep(0.05)
         assert not alive(f"sleep {dropped}")  # rolled back with its turn

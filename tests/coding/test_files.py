@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from steerable import FilePart, ImagePart
 from steerable.coding import Workspace, coding_tools
+from steerable.coding import read as read_module
 from steerable.coding._walk import IgnoreRules, glob_to_regex
 from tests._components import missing
 from tests.coding.conftest import call
@@ -25,14 +27,50 @@ async def test_read_numbers_lines_and_windows(ws: Workspace, tools) -> None:
 
 
 async def test_read_refuses_binary_and_directories(ws: Workspace, tools) -> None:
-    (ws.root / "img.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
-    res = await call(tools["read"], path="img.png")
-    assert res.is_error and "binary file" in res.content
+    (ws.root / "blob.bin").write_bytes(b"\x00\x01\x02PNG\x00" * 10)
+    res = await call(tools["read"], path="blob.bin")
+    assert res.is_error and "binary file (70 bytes)" in res.content and not res.parts
     (ws.root / "sub").mkdir()
     res = await call(tools["read"], path="sub")
     assert res.is_error and "is a directory" in res.content
     res = await call(tools["read"], path="missing.txt")
     assert res.is_error and "does not exist" in res.content
+
+
+@pytest.mark.parametrize("name, head, media", [
+    ("img.png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "image/png"),
+    ("photo.jpg", b"\xff\xd8\xff\xe0\x00\x10JFIF", "image/jpeg"),
+    ("anim.gif", b"GIF89a\x01\x00", "image/gif"),
+    ("pic.webp", b"RIFF\x24\x00\x00\x00WEBPVP8 ", "image/webp"),
+    ("renamed.txt", b"\x89PNG\r\n\x1a\n\x00", "image/png"),  # the bytes decide, not the name
+])
+async def test_read_returns_an_image_as_a_part(ws: Workspace, tools, name: str, head: bytes,
+                                               media: str) -> None:
+    data = head + bytes(range(256)) * 4
+    (ws.root / name).write_bytes(data)
+    res = await call(tools["read"], path=name)
+    assert not res.is_error and res.content == f"{name} is an image ({media}, 1.0 KB), attached."
+    (part,) = res.parts
+    assert isinstance(part, ImagePart) and part.media_type == media and part.data == data
+
+
+async def test_read_returns_a_pdf_as_a_file_part(ws: Workspace, tools) -> None:
+    data = b"%PDF-1.7\n" + b"\x00\xff" * 100
+    (ws.root / "doc").mkdir()
+    (ws.root / "doc" / "report.pdf").write_bytes(data)
+    res = await call(tools["read"], path="doc/report.pdf")
+    (part,) = res.parts
+    assert isinstance(part, FilePart) and part.name == "report.pdf" and part.data == data
+    assert "is a PDF (application/pdf, 209 B)" in res.content
+
+
+async def test_read_refuses_an_image_over_the_cap(ws: Workspace, tools,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(read_module, "MAX_MEDIA", 100)
+    (ws.root / "big.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(200))
+    res = await call(tools["read"], path="big.png")
+    assert res.is_error and "image/png of 208 B" in res.content and "up to 100 B" in res.content
+    assert not res.parts
 
 
 async def test_read_caps_huge_file_and_says_how_to_continue(ws: Workspace, tools) -> None:

@@ -17,8 +17,10 @@ from steerable import (
     AgentLoop,
     EventKind,
     HumanApprover,
+    ImagePart,
     Reply,
     ScriptedProvider,
+    TextPart,
 )
 from steerable.errors import ConfigurationError
 from steerable.integrations.mcp import (
@@ -258,13 +260,19 @@ def test_config_tables_and_their_errors(monkeypatch: pytest.MonkeyPatch) -> None
     assert len(mcp_tool_name("fs", "x" * 100)) == 64
 
 
-async def test_non_text_content_is_described(marks: Path) -> None:
+async def test_an_image_reaches_the_model_as_a_part(marks: Path) -> None:
     async with stdio() as server:
-        loop, _, events = await _run(server, [Reply(tool_calls=[("mcp__t__picture", {})]),
-                                              Reply(text="ok")])
-        ((name, is_error, content),) = _ends(events)
-        assert not is_error
-        assert content.splitlines() == ["a red dot", "[image (image/png), 16 bytes base64]"]
+        provider = ScriptedProvider([Reply(tool_calls=[("mcp__t__picture", {})]),
+                                     Reply(text="ok")])
+        loop = AgentLoop(Agent(provider=provider, tools=await server.tools()))
+        sub = loop.subscribe(buffer=1000)
+        await loop.run_turn("go", session_id="s1")
+        ((name, is_error, content),) = _ends(sub.drain_nowait())
+        assert not is_error  # the event shows the image's placeholder
+        assert content.splitlines() == ["a red dot", "[image: image/png, 12 B]"]
+        result = provider.requests[1].messages[-1]
+        assert result.role == "tool" and result.parts == (
+            TextPart("a red dot"), ImagePart(data=b"\x89PNG\r\n\x1a\n0000", media_type="image/png"))
         await loop.aclose()
 
 

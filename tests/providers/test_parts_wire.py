@@ -5,9 +5,18 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
+from typing import Any
 
 import pytest
-from loopback_llm import LoopbackServer, anthropic_frames, openai_frames, stream
+from hypothesis import given
+from hypothesis import strategies as st
+from loopback_llm import (
+    LoopbackServer,
+    anthropic_frames,
+    openai_call_fragments,
+    openai_frames,
+    stream,
+)
 
 from conftest import run_turn
 from steerable import (
@@ -17,7 +26,9 @@ from steerable import (
     ImagePart,
     Message,
     TextPart,
+    ToolCall,
     TurnStatus,
+    tool,
 )
 from steerable.providers._retry import RetryPolicy
 from steerable.providers.anthropic import AnthropicProvider
@@ -148,3 +159,108 @@ async def test_the_embedded_model_refuses_images_clearly_and_keeps_the_message(
         "describe the content in text")
     assert not (tmp_path / "started").exists()
     assert store.load("s")[0] == Message("user", PARTS[:2])  # for a provider that can read it
+
+
+# -- images and files a tool returned ------------------------------------------------------
+
+@tool(read_only=True)
+async def snap(page: str) -> list[object]:
+    """Take a screenshot of a page."""
+    return [f"{page} rendered", ImagePart(data=PNG, media_type="image/png")]
+
+
+@tool(read_only=True)
+async def plain(page: str) -> str:
+    """Describe a page in text."""
+    return f"{page}: text only"
+
+
+async def _tool_turn(provider: Any) -> None:
+    loop = AgentLoop(Agent(provider=provider, tools=[snap, plain]))
+    result = await loop.run_turn("look at both pages", session_id="s")
+    await loop.aclose()
+    await provider.aclose()
+    assert result.status is TurnStatus.COMPLETED, result.error
+
+
+def _oa_calls() -> list[bytes]:
+    return openai_frames(tool_fragments=[
+        *openai_call_fragments(0, "call_a", "snap", '{"page": "a"}'),
+        *openai_call_fragments(1, "call_b", "plain", '{"page": "b"}')], finish="tool_calls")
+
+
+def _an_calls() -> list[bytes]:
+    return anthropic_frames(tool_uses=[("call_a", "snap", ['{"page": "a"}']),
+                                       ("call_b", "plain", ['{"page": "b"}'])],
+                            stop_reason="tool_use")
+
+
+async def test_openai_sends_a_tools_image_in_a_user_message_after_the_results(server, retry):
+    server.add(stream(_oa_calls()),
+               stream(openai_frames(["a chart and some text"])))
+    await _tool_turn(openai(server, retry))
+    sent = server.requests[1].body["messages"]
+    call_a, call_b = "call_a", "call_b"
+    assert sent[2:] == [
+        {"role": "tool", "tool_call_id": call_a,
+         "content": "a rendered\n[image: image/png, 72 B]"},
+        {"role": "tool", "tool_call_id": call_b, "content": "b: text only"},
+        {"role": "user", "content": [
+            {"type": "text", "text": f"Returned by tool call {call_a} (snap):"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{B64}"}}]},
+    ]
+
+
+async def test_anthropic_sends_a_tools_image_inside_its_tool_result(server, retry):
+    server.add(stream(_an_calls()),
+               stream(anthropic_frames(["a chart and some text"])))
+    await _tool_turn(anthropic(server, retry))
+    results = server.requests[1].body["messages"][-1]["content"]
+    assert [r["content"] for r in results] == [
+        [{"type": "text", "text": "a rendered"},
+         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": B64}}],
+        "b: text only"]
+
+
+async def test_the_embedded_model_reads_a_tools_image_as_its_placeholder(server, retry):
+    from steerable.providers.local import LocalModelProvider
+
+    server.add(stream(_oa_calls()),
+               stream(openai_frames(["I cannot see the image"])))
+    await _tool_turn(LocalModelProvider(base_url=f"{server.url}/v1", environ={}, retry=retry))
+    sent = server.requests[1].body["messages"]
+    assert all(isinstance(m["content"], str) for m in sent)  # text only, whatever the profile
+    assert "a rendered\n[image: image/png, 72 B]" in sent[-1]["content"]
+
+
+_wire_parts = st.lists(st.sampled_from([TextPart("t"), ImagePart(data=PNG, media_type="image/png"),
+                                        FilePart(data=PDF, media_type="application/pdf")]),
+                       max_size=3)
+
+
+@given(batches=st.lists(st.lists(_wire_parts, min_size=1, max_size=4), min_size=1, max_size=4))
+def test_openai_tool_messages_always_follow_their_call_and_media_follow_the_batch(
+        batches: list[list[list[Any]]]) -> None:
+    """Whatever the tools return, the Chat Completions rule holds (every tool message right
+    after the assistant message that called it, or another tool message), and each batch's
+    images and files come once, in one user message after its last result."""
+    from steerable.providers.openai import wire_messages as openai_wire
+    from steerable.providers.profiles import DEFAULT_PROFILE
+
+    messages: list[Message] = [Message("user", "go")]
+    for b, batch in enumerate(batches):
+        calls = tuple(ToolCall(f"c{b}_{i}", "snap", {}) for i in range(len(batch)))
+        messages.append(Message("assistant", "", tool_calls=calls))
+        messages += [Message("tool", [TextPart("r"), *parts] if parts else "r",
+                             tool_call_id=c.id, name="snap") for c, parts in zip(calls, batch, strict=True)]
+    wire = openai_wire(messages, DEFAULT_PROFILE)
+    for i, item in enumerate(wire):
+        if item["role"] == "tool":
+            assert wire[i - 1]["role"] == "assistant" or wire[i - 1]["role"] == "tool"
+    media_messages = [m for m in wire if m["role"] == "user" and isinstance(m["content"], list)]
+    with_media = [b for b in batches if any(p for parts in b for p in parts
+                                            if not isinstance(p, TextPart))]
+    assert len(media_messages) == len(with_media)
+    sent = sum(1 for m in media_messages for c in m["content"] if c["type"] != "text")
+    assert sent == sum(1 for b in batches for parts in b for p in parts
+                       if not isinstance(p, TextPart))

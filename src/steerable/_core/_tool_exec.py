@@ -12,6 +12,7 @@ that were running or waiting.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import threading
 import time
@@ -53,6 +54,7 @@ from steerable._events import (
 )
 from steerable._hooks import HookAction, HookDecision, ToolCallContext, ToolResultContext
 from steerable._messages import Message, ToolCall, ToolResult
+from steerable._parts import Part, TextPart
 from steerable.errors import ToolError
 from steerable.tools._base import Tool, ToolContext, result_from_return
 
@@ -79,8 +81,10 @@ class _Call:
     ctx: ToolContext | None = None
 
 
-def _tool_message(call: ToolCall, content: str, is_error: bool) -> Message:
-    return Message("tool", content, tool_call_id=call.id, name=call.name, is_error=is_error)
+def _tool_message(call: ToolCall, content: str, is_error: bool,
+                  parts: tuple[Part, ...] = ()) -> Message:
+    body: str | tuple[Part, ...] = (TextPart(content), *parts) if parts else content
+    return Message("tool", body, tool_call_id=call.id, name=call.name, is_error=is_error)
 
 
 def _skip(
@@ -112,10 +116,10 @@ def _finish(engine: Engine, st: TurnState, rec: _Call, result: ToolResult) -> No
         return
     rec.state = "done"
     rec.ctx = None  # rec -> ctx -> progress reporter -> rec: a cycle only the collector frees
-    rec.message = _tool_message(rec.call, result.content, result.is_error)
+    rec.message = _tool_message(rec.call, result.content, result.is_error, result.parts)
     st.transcript.batch_results[rec.call.id] = rec.message
     engine.emit(st, ToolExecEnd, call_id=rec.call.id, tool_name=rec.call.name,
-                is_error=result.is_error, content=result.content,
+                is_error=result.is_error, content=rec.message.text,
                 duration=time.monotonic() - rec.started if rec.started else 0.0)
 
 
@@ -244,10 +248,10 @@ async def _after_tool(
             if decision.action is HookAction.MODIFY and (
                 decision.result is not None or decision.is_error is not None
             ):
-                result = ToolResult(
-                    result.content if decision.result is None else decision.result,
-                    result.is_error if decision.is_error is None else decision.is_error,
-                    result.metadata,
+                result = dataclasses.replace(  # the images and files stay
+                    result,
+                    content=result.content if decision.result is None else decision.result,
+                    is_error=result.is_error if decision.is_error is None else decision.is_error,
                 )
             else:
                 ignored(engine, st, reg, "after_tool", decision)

@@ -50,8 +50,11 @@ DEFAULT_MAX_TOKENS = 4096
 
 def _blocks(m: Message) -> list[dict[str, Any]]:
     if m.role == "tool":
+        # A result with images or files sends them as blocks of its own (text, image and
+        # document blocks are what a tool_result holds).
+        result = anthropic_blocks(m.parts) if m.parts else m.text
         return [{"type": "tool_result", "tool_use_id": m.tool_call_id,
-                 "content": m.text, "is_error": m.is_error}]
+                 "content": result, "is_error": m.is_error}]
     content = m.content
     if not isinstance(content, str) and m.role == "user":
         blocks = anthropic_blocks(content)

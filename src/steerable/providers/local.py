@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import shutil
 import sys
@@ -73,16 +74,24 @@ LOCAL_PROFILE = ModelProfile(name="llama-cpp", text_tool_calls=True)
 _SETUP_HINT = "run `python -m steerable.providers.local setup`"
 
 
-def _refuse_unreadable(request: LLMRequest) -> None:
-    """The embedded models read text only: an image (or a binary file) would be dropped or
-    garbled by the server, so the call is refused before anything starts, naming the part;
-    the conversation keeps it, for a provider that can read it."""
-    unreadable = [p for m in request.messages for p in unsupported_parts(m.parts)]
+def _text_only(request: LLMRequest) -> LLMRequest:
+    """The embedded models read text only: an image (or a binary file) a person attached
+    would be dropped or garbled by the server, so the call is refused before anything
+    starts, naming the part; the conversation keeps it, for a provider that can read it.
+    One a tool returned goes as its placeholder (``[image: image/png, 12 KB]``): the model
+    learns the tool gave something it cannot see, and the turn goes on."""
+    unreadable = [p for m in request.messages if m.role != "tool"
+                  for p in unsupported_parts(m.parts)]
     if unreadable:
         raise FatalProviderError(
             f"the embedded local model reads text only and cannot take {', '.join(unreadable)}; "
             "use a provider with vision (--provider openai or anthropic) for images and PDFs, "
             "or describe the content in text")
+    if not any(m.parts for m in request.messages if m.role == "tool"):
+        return request
+    return dataclasses.replace(request, messages=tuple(
+        dataclasses.replace(m, content=m.text) if m.role == "tool" and m.parts else m
+        for m in request.messages))
 
 
 def _full_name(model: str) -> str:
@@ -256,7 +265,7 @@ class LocalModelProvider:
         return self._stream(request)
 
     async def _stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
-        _refuse_unreadable(request)
+        request = _text_only(request)
         inner = await self._ensure_started()
         server, spec = self._server, self._spec
         if spec is not None:

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from steerable._messages import Message, ToolCall, Usage
+from steerable._parts import Part, TextPart
 from steerable.errors import ConfigurationError, RetryableProviderError
 from steerable.providers._base import (
     Chunk,
@@ -89,7 +90,8 @@ def wire_messages(messages: Sequence[Message], profile: ModelProfile) -> list[di
     out: list[dict[str, Any]] = []
     calls: dict[str, ToolCall] = {}
     as_text = profile.tool_results_as_user
-    for m in messages:
+    returned: list[tuple[Message, list[Part]]] = []  # images and files of the tool results
+    for i, m in enumerate(messages):
         if m.role == "assistant" and m.tool_calls:
             calls.update((c.id, c) for c in m.tool_calls)
             if not profile.calls_in_history:
@@ -114,6 +116,12 @@ def wire_messages(messages: Sequence[Message], profile: ModelProfile) -> list[di
                 out.append({"role": "user", "content": text, "_results": True})
         elif m.role == "tool":
             out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.text})
+            media: list[Part] = [p for p in m.parts if not isinstance(p, TextPart)]
+            if media:
+                returned.append((m, media))
+            if returned and (i + 1 == len(messages) or messages[i + 1].role != "tool"):
+                out.append(_returned_media(returned))
+                returned = []
         elif isinstance(m.content, str):
             out.append({"role": m.role, "content": m.content})
         elif m.role == "user":
@@ -123,6 +131,17 @@ def wire_messages(messages: Sequence[Message], profile: ModelProfile) -> list[di
     for item in out:
         item.pop("_results", None)
     return out
+
+
+def _returned_media(returned: list[tuple[Message, list[Part]]]) -> dict[str, Any]:
+    """The images and files tool results returned, as one user message after the results:
+    a Chat Completions tool message carries text only (it shows their placeholders)."""
+    content: list[dict[str, Any]] = []
+    for m, media in returned:
+        content.append({"type": "text", "text": f"Returned by tool call {m.tool_call_id} "
+                                                f"({m.name}):"})
+        content += openai_parts(media)
+    return {"role": "user", "content": content}
 
 
 def wire_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:

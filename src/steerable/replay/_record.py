@@ -21,6 +21,7 @@ from typing import IO, Any
 
 from steerable import Agent, AgentLoop, BaseAgent, event_to_dict
 from steerable._hooks import ToolResultContext
+from steerable._parts_json import part_to_json
 from steerable._secrets import Redactor, known_secrets, redacted
 from steerable.drivers._commands import Command, Resume, Send, StartTurn
 from steerable.providers._base import Chunk, LLMRequest, Provider, guard_secrets, text_guarded
@@ -136,8 +137,11 @@ class _ToolTap:
         self._recorder = recorder
 
     def after_tool(self, ctx: ToolResultContext) -> None:
-        self._recorder._write({"type": "tool", "call_id": ctx.call.id, "name": ctx.call.name,
-                               "content": ctx.result.content, "is_error": ctx.result.is_error})
+        entry = {"type": "tool", "call_id": ctx.call.id, "name": ctx.call.name,
+                 "content": ctx.result.content, "is_error": ctx.result.is_error}
+        if ctx.result.parts:  # images and files returned with the text, inline
+            entry["parts"] = [part_to_json(p, None) for p in ctx.result.parts]
+        self._recorder._write(entry)
 
 
 class Recorder:

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
 from steerable import BaseTool, ToolContext, ToolResult
+from steerable._parts_json import part_from_json
 from steerable.providers._base import Chunk, LLMRequest
 from steerable.replay._format import chunk_from_json, error_from_json
 
@@ -91,7 +92,8 @@ class ReplayTool(BaseTool):
         if entry is None:  # it never finished in the recording: an abort or a timeout stopped it
             await player.wait_cancelled()
             return None
-        return ToolResult(str(entry["content"]), bool(entry["is_error"]))
+        return ToolResult(str(entry["content"]), bool(entry["is_error"]),
+                          parts=tuple(part_from_json(p, None) for p in entry.get("parts", ())))
 
     def preview(self, arguments: Mapping[str, Any], ctx: ToolContext) -> str:
         entry = self._player.tool_result(ctx.call_id)

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from steerable._messages import Message, ToolCall, ToolResult, Usage
+from steerable._parts_json import part_from_json, part_to_json
 from steerable.providers._base import LLMRequest, LLMResponse, ToolChoice, ToolSpec
 from steerable.storage._records import SCHEMA_VERSION, message_from_record, message_to_record
 
@@ -82,9 +83,13 @@ def response_from_json(raw: Mapping[str, Any]) -> LLMResponse:
 
 
 def result_to_json(result: ToolResult) -> dict[str, Any]:
-    return {"content": result.content, "is_error": result.is_error,
-            "metadata": dict(result.metadata)}
+    out = {"content": result.content, "is_error": result.is_error,
+           "metadata": dict(result.metadata)}
+    if result.parts:  # (inline base64: a tool's image crosses to the workflow with it)
+        out["parts"] = [part_to_json(p, None) for p in result.parts]
+    return out
 
 
 def result_from_json(raw: Mapping[str, Any]) -> ToolResult:
-    return ToolResult(raw["content"], is_error=raw["is_error"], metadata=raw["metadata"])
+    return ToolResult(raw["content"], is_error=raw["is_error"], metadata=raw["metadata"],
+                      parts=tuple(part_from_json(p, None) for p in raw.get("parts", ())))

@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from steerable._events import TurnStatus
 from steerable._messages import ToolResult
+from steerable._parts import FilePart, ImagePart, TextPart
 from steerable._receipts import MessageReceipt
 from steerable.providers._base import ToolSpec
 
@@ -249,6 +250,11 @@ def result_from_return(value: Any) -> ToolResult:
         return ToolResult(value)
     if value is None:
         return ToolResult("")
+    if isinstance(value, ImagePart | FilePart):
+        return ToolResult("", parts=(value,))
+    if isinstance(value, list | tuple) and value and any(
+            isinstance(v, ImagePart | FilePart) for v in value):
+        return _mixed(value)
     if type(value) is int:  # what json.dumps writes for it, without the encoder's setup
         return ToolResult(str(value))
     dump = getattr(value, "model_dump_json", None)
@@ -258,3 +264,19 @@ def result_from_return(value: Any) -> ToolResult:
         return ToolResult(json.dumps(value, ensure_ascii=False, default=str))
     except (TypeError, ValueError):
         return ToolResult(str(value))
+
+
+def _mixed(values: Sequence[Any]) -> ToolResult:
+    """A list of text and parts: the text (strings and ``TextPart``s, in order) is the
+    content, the images and files its parts."""
+    texts: list[str] = []
+    parts: list[ImagePart | FilePart] = []
+    for v in values:
+        if isinstance(v, str | TextPart):
+            texts.append(v if isinstance(v, str) else v.text)
+        elif isinstance(v, ImagePart | FilePart):
+            parts.append(v)
+        else:
+            raise TypeError("a list a tool returns with images or files may hold only str, "
+                            f"TextPart, ImagePart and FilePart, not {type(v).__name__}")
+    return ToolResult("\n".join(texts), parts=tuple(parts))

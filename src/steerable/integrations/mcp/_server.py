@@ -24,7 +24,10 @@ server does not know it.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
+import json
 import logging
 import os
 import re
@@ -38,7 +41,8 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
-from steerable import ToolContext, ToolResult
+from steerable import FilePart, ImagePart, ToolContext, ToolResult
+from steerable._parts import Part
 from steerable.errors import ConfigurationError, ToolError
 
 __all__ = ["DEFAULT_TIMEOUT", "MCPServer"]
@@ -403,21 +407,38 @@ def _describe(exc: BaseException) -> str:
 
 
 def _result(result: types.CallToolResult) -> ToolResult:
-    """The text the model reads: text parts as they are, other parts described."""
-    parts: list[str] = []
+    """What the model reads: text as it is; images and binary resources as parts (sent to
+    models that read them, placeholders elsewhere); audio and links described."""
+    texts: list[str] = []
+    parts: list[Part] = []
     for item in result.content:
         if isinstance(item, types.TextContent):
-            parts.append(item.text)
-        elif isinstance(item, types.ImageContent | types.AudioContent):
-            parts.append(f"[{item.type} ({item.mime_type}), {len(item.data)} bytes base64]")
+            texts.append(item.text)
+        elif isinstance(item, types.ImageContent):
+            parts.append(_binary(item.data, item.mime_type, None))
+        elif isinstance(item, types.AudioContent):
+            texts.append(f"[audio ({item.mime_type}), {len(item.data)} bytes base64]")
         elif isinstance(item, types.EmbeddedResource):
             res = item.resource
-            text = getattr(res, "text", None)
-            parts.append(text if isinstance(text, str) else f"[resource {res.uri}]")
+            if isinstance(res, types.TextResourceContents):
+                texts.append(res.text)
+            else:
+                parts.append(_binary(res.blob, res.mime_type, str(res.uri)))
         elif isinstance(item, types.ResourceLink):
-            parts.append(f"[resource link {item.uri}]")
-    if not parts and result.structured_content is not None:
-        import json
+            texts.append(f"[resource link {item.uri}]")
+    if not texts and not parts and result.structured_content is not None:
+        texts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    return ToolResult("\n".join(texts), is_error=bool(result.is_error), parts=tuple(parts))
 
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
-    return ToolResult("\n".join(parts), is_error=bool(result.is_error))
+
+def _binary(data: str, media_type: str | None, uri: str | None) -> ImagePart | FilePart:
+    """An MCP image or blob (base64 text) as a part: an ``ImagePart`` for ``image/*``."""
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise ToolError(f"the MCP server sent {media_type or 'binary data'} that is not valid "
+                        "base64") from None
+    media = media_type or "application/octet-stream"
+    if media.startswith("image/"):
+        return ImagePart(data=raw, media_type=media)
+    return FilePart(data=raw, media_type=media, name=None if uri is None else uri.rsplit("/", 1)[-1])
