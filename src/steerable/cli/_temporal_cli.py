@@ -12,16 +12,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import sys
 import time
-from typing import Any
+from typing import Any, NoReturn
 
-from steerable.cli._args import UsageError
+from steerable.cli._args import USAGE_ERROR, UsageError
 from steerable.errors import RequestError
 
 __all__ = ["temporal_command"]
 
 
-def temporal_command(args: argparse.Namespace) -> int:
+def temporal_command(args: argparse.Namespace) -> NoReturn:
+    """Run the command, then end the process (``_exit_now``)."""
     try:
         from steerable.temporal import TemporalClient
     except ImportError as exc:
@@ -42,7 +45,22 @@ def temporal_command(args: argparse.Namespace) -> int:
         finally:
             await client.aclose()
 
-    return asyncio.run(go())
+    try:
+        code = asyncio.run(go())
+    except UsageError as exc:
+        print(f"steerable: error: {exc}", file=sys.stderr)
+        code = USAGE_ERROR
+    _exit_now(code)
+
+
+def _exit_now(code: int) -> NoReturn:
+    """End the process without finalizing the interpreter. The Temporal SDK's Rust threads
+    can abort a short-lived client process while it finalizes ("PyGILState_Release ... must
+    be current", temporalio/sdk-python#300), which would turn a command that did its work
+    into exit code -6; all it had to say is written and flushed first."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 async def _sessions(client: Any, args: argparse.Namespace) -> int:

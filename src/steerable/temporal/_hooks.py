@@ -43,7 +43,7 @@ from steerable._hooks import (
     ToolResultContext,
     hook_points,
 )
-from steerable._messages import ToolCall, ToolResult
+from steerable._messages import ToolCall
 from steerable.errors import ConfigurationError
 from steerable.providers._base import ToolChoice
 from steerable.temporal._codec import (
@@ -55,6 +55,8 @@ from steerable.temporal._codec import (
     request_to_json,
     response_from_json,
     response_to_json,
+    result_from_json,
+    result_to_json,
 )
 
 __all__ = [
@@ -156,7 +158,7 @@ def context_to_json(point: str, ctx: Any) -> dict[str, Any]:
     if isinstance(ctx, ToolCallContext):
         out.update(read_only=ctx.read_only, dry_run=ctx.dry_run)
     if isinstance(ctx, ToolResultContext):
-        out["result"] = {"content": ctx.result.content, "is_error": ctx.result.is_error}
+        out["result"] = result_to_json(ctx.result)
     if isinstance(ctx, CompressContext):
         out.update(messages=messages_to_json(ctx.messages), reason=ctx.reason,
                    tokens=ctx.tokens)
@@ -180,9 +182,7 @@ def context_from_json(point: str, raw: Mapping[str, Any],
     c = raw["call"]
     call = ToolCall(c["id"], c["name"], c["arguments"])
     if point == "after_tool":
-        r = raw["result"]
-        return ToolResultContext(**ids, call=call,
-                                 result=ToolResult(r["content"], is_error=r["is_error"]))
+        return ToolResultContext(**ids, call=call, result=result_from_json(raw["result"]))
     return ToolCallContext(**ids, call=call, read_only=raw["read_only"],
                            dry_run=raw["dry_run"])
 
