@@ -83,11 +83,16 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
             return await _serve(uvicorn.Server(config))
 
     try:
-        return asyncio.run(main())
+        code = asyncio.run(main())
     except KeyboardInterrupt:
         # uvicorn shuts down gracefully on Ctrl+C / SIGTERM, then re-raises the signal:
         # for a server that is the normal way to stop.
-        return 0
+        code = 0
+    if args.temporal:
+        from steerable.cli._temporal_cli import exit_now
+
+        exit_now(code)
+    return code
 
 
 @contextlib.asynccontextmanager
@@ -249,9 +254,12 @@ def temporal_worker_command(args: argparse.Namespace, settings: Settings) -> int
         return 0
 
     try:
-        return asyncio.run(main())
+        code = asyncio.run(main())
     except KeyboardInterrupt:
-        return 0
+        code = 0
+    from steerable.cli._temporal_cli import exit_now
+
+    exit_now(code)
 
 
 async def _serve(server: uvicorn.Server) -> int:

@@ -20,11 +20,11 @@ from typing import Any, NoReturn
 from steerable.cli._args import USAGE_ERROR, UsageError
 from steerable.errors import RequestError
 
-__all__ = ["temporal_command"]
+__all__ = ["exit_now", "temporal_command"]
 
 
 def temporal_command(args: argparse.Namespace) -> NoReturn:
-    """Run the command, then end the process (``_exit_now``)."""
+    """Run the command, then end the process (``exit_now``)."""
     try:
         from steerable.temporal import TemporalClient
     except ImportError as exc:
@@ -50,14 +50,15 @@ def temporal_command(args: argparse.Namespace) -> NoReturn:
     except UsageError as exc:
         print(f"steerable: error: {exc}", file=sys.stderr)
         code = USAGE_ERROR
-    _exit_now(code)
+    exit_now(code)
 
 
-def _exit_now(code: int) -> NoReturn:
-    """End the process without finalizing the interpreter. The Temporal SDK's Rust threads
-    can abort a short-lived client process while it finalizes ("PyGILState_Release ... must
+def exit_now(code: int) -> NoReturn:
+    """End a process that used Temporal without finalizing the interpreter. The Temporal
+    SDK's Rust threads can abort the process while it finalizes ("PyGILState_Release ... must
     be current", temporalio/sdk-python#300), which would turn a command that did its work
-    into exit code -6; all it had to say is written and flushed first."""
+    (or a worker stopped cleanly) into exit code -6; everything is closed, written and
+    flushed first."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
