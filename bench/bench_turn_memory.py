@@ -1,4 +1,6 @@
-"""Memory a live turn holds: bytes per idle turn (tracemalloc), 1,000 turns waiting on the model.
+"""Memory a live turn holds: bytes per idle turn (tracemalloc), and the objects the garbage
+collector tracks per idle turn (a full collection walks them all: with 10,000 live turns they
+are what the collector's time grows with), 1,000 turns waiting on the model.
 
     python bench/bench_turn_memory.py
     STEERABLE_SRC=/other/tree/src python bench/bench_turn_memory.py   # compare trees
@@ -24,7 +26,7 @@ from steerable import Agent, AgentLoop, Reply, ScriptedProvider
 TURNS = 1000
 
 
-async def idle_turn_bytes(n: int = TURNS) -> tuple[float, float]:
+async def idle_turn_bytes(n: int = TURNS) -> tuple[float, float, float]:
     release = asyncio.Event()
     waiting = 0
 
@@ -39,6 +41,7 @@ async def idle_turn_bytes(n: int = TURNS) -> tuple[float, float]:
     warm = [loop.start_turn("go", session_id=f"w{i}") for i in range(10)]
     await asyncio.sleep(0.05)
     gc.collect()
+    tracked = len(gc.get_objects())
     tracemalloc.start()
     before, _ = tracemalloc.get_traced_memory()
     handles = [loop.start_turn("go", session_id=f"s{i}") for i in range(n)]
@@ -47,13 +50,14 @@ async def idle_turn_bytes(n: int = TURNS) -> tuple[float, float]:
     gc.collect()
     live, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
+    tracked = len(gc.get_objects()) - tracked
     states = list(loop._engine.turns.values())
     state_bytes = sum(_state_size(st) for st in states) / len(states)
     release.set()
     for h in [*warm, *handles]:
         await h
     await loop.aclose()
-    return (live - before) / n, state_bytes
+    return (live - before) / n, state_bytes, tracked / n
 
 
 _OWN = ("steerable._core._turn_state", "steerable._core._cancel")
@@ -73,10 +77,11 @@ def _state_size(obj: object) -> int:
 
 
 def main() -> None:
-    per_turn, state = asyncio.run(idle_turn_bytes())
+    per_turn, state, tracked = asyncio.run(idle_turn_bytes())
     print(f"{TURNS} idle turns (waiting in their model call): {per_turn:,.0f} bytes per turn "
           f"(tracemalloc); the turn's state object, its parts and their empty containers: "
-          f"{state:,.0f} bytes (sys.getsizeof)")
+          f"{state:,.0f} bytes (sys.getsizeof); {tracked:.1f} objects the collector tracks "
+          "per turn")
 
 
 if __name__ == "__main__":

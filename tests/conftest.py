@@ -7,8 +7,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from steerable import Agent, AgentLoop, Event, EventKind, ScriptedProvider, Subscription
+
+# No deadline on any example: a deadline is a timed assertion, which fails a correct test on a
+# loaded machine (CI's or a shared one). Timing belongs in bench/.
+settings.register_profile("steerable", deadline=None)
+settings.load_profile("steerable")
 
 # Every test must stop (and reap) the processes it starts: tests/_leaks.py fails it otherwise.
 pytest_plugins = ["tests._leaks"]

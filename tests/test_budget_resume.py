@@ -143,3 +143,12 @@ def test_a_corrupt_count_is_a_clear_checkpoint_error(field: str, bad: Any) -> No
     raw = checkpoint_to_record(_checkpoint()) | {field: bad}
     with pytest.raises(CheckpointError, match=f"corrupt .*{field}"):
         checkpoint_from_record(raw, where="the file")
+
+
+async def test_cache_write_tokens_carry_over_a_resume(store: Any) -> None:
+    await cancelled_after(store, [looks("a", usage=Usage(100, 10, 20, 50))], Limits())
+    assert store.load_checkpoint("s").cache_write_tokens == 50
+    loop, _ = resumed_loop(store, [Reply(text="done", usage=Usage(100, 5, 0, 7))], Limits())
+    result = await loop.resume("s")  # type: ignore[misc]
+    await loop.aclose()
+    assert (result.usage.cached_tokens, result.usage.cache_write_tokens) == (20, 57)

@@ -75,7 +75,7 @@ async def test_token_budget_skips_the_tools_and_makes_one_summary_call() -> None
     (note,) = list(of(events, K.INTERRUPT_RECEIVED))
     assert note.mode == "budget" and note.hint == "max_turn_tokens=1,000: 1,050 tokens used"
     summary = provider.requests[1]
-    assert summary.tools == () and "used up its budget" in summary.messages[-1].content
+    assert summary.tool_choice.mode == "none" and "used up its budget" in summary.messages[-1].content
     assert result.usage == Usage(1900, 170)
     assert of(events, K.TURN_END)[0].status is TurnStatus.BUDGET_EXCEEDED
 
@@ -104,7 +104,7 @@ async def test_tool_call_budget_in_a_parallel_group_runs_the_admitted_calls() ->
     results = [m for m in loop.session_messages("s") if m.role == "tool"]
     assert [m.is_error for m in results] == [False, False, False, True]
     assert "budget" in results[-1].content
-    assert provider.requests[-1].tools == ()
+    assert provider.requests[-1].tool_choice.mode == "none"
 
 
 async def test_tool_call_budget_stops_later_groups_after_the_one_at_the_limit() -> None:

@@ -104,3 +104,41 @@ async def test_cancelling_the_caller_hands_a_waiting_hook_to_the_reaper() -> Non
         await call
     assert len(reaper) == 1
     await reaper.aclose(grace=0.1)
+
+
+class _Unhashable:
+    """A hook point given as a callable object that cannot be a key (``__eq__`` without
+    ``__hash__``): whether it is ``async def`` is asked each time instead of kept."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+    def __call__(self, ctx: Any) -> Any:
+        self.seen.append(ctx)
+        return "called"
+
+
+async def test_a_hook_point_of_any_callable_shape_is_called() -> None:
+    manager, reports = _manager()
+
+    class Mixed:
+        on_event = _Unhashable()
+
+        async def before_llm(self, ctx: Any) -> Any:
+            return None
+
+        def after_llm(self, ctx: Any) -> Any:
+            return "sync"
+
+    hook = Mixed()
+    reg = manager.register(hook, 0, None)
+    for _ in range(2):  # the second call answers from what the first kept
+        assert await manager.call(reg, "on_event", "e", 5.0) == "called"
+        assert await manager.call(reg, "before_llm", "c", 5.0) is None
+        assert await manager.call(reg, "after_llm", "c", 5.0) == "sync"
+    assert Mixed.on_event.seen == ["e", "e"] and reports == []

@@ -61,7 +61,7 @@ async def test_graceful_skips_unstarted_tools_and_summarises_without_tools() -> 
     assert [(s.tool_name, s.reason) for s in skipped] == [("mark", "interrupted"), ("mark", "interrupted")]
     last = provider.requests[-1]
     # the summary call is told which tools really ran (so it claims none that did not)
-    assert last.tools == () and last.messages[-1].content == (
+    assert last.tool_choice.mode == "none" and last.tools and last.messages[-1].content == (
         "Wrap up now.\n(Tools that ran in this turn: wait; no other tool ran.)")
     saved = loop.session_messages("s")
     assert all(not m.content.startswith("Wrap up now.") for m in saved)  # the hint is not saved
@@ -89,7 +89,7 @@ async def test_graceful_before_first_call_makes_that_call_the_summary() -> None:
     assert loop.interrupt_graceful("s")
     result = await handle
     assert result.status is TurnStatus.INTERRUPTED and result.iterations == 1
-    assert provider.requests[0].tools == ()
+    assert provider.requests[0].tool_choice.mode == "none" and provider.requests[0].tools
 
 
 async def test_graceful_during_the_final_call_is_a_noop() -> None:

@@ -12,6 +12,7 @@ from steerable import (
     AgentLoop,
     EventKind,
     Limits,
+    MessageState,
     Reply,
     ScriptedProvider,
     TurnStatus,
@@ -39,12 +40,22 @@ async def test_full_queues_refuse_with_an_error_on_the_turn() -> None:
     handle = loop.start_turn("go", session_id="s")
     start = await wait_for(sub, K.TURN_START)
     assert loop.inject_steering("one", "s")
-    assert not loop.inject_steering("two", "s")
+    refused_steer = loop.inject_steering("two", "s")
     assert loop.inject_follow_up("later", "s")
-    assert not loop.inject_follow_up("much later", "s")
+    refused_follow_up = loop.inject_follow_up("much later", "s")
     gate.set()
     await handle
-    errors = of(sub.drain_nowait(), K.ERROR)
+    # A refused message still names the turn that refused it (receipt and REJECTED event).
+    for r, kind in ((refused_steer, "steer"), (refused_follow_up, "follow_up")):
+        assert not r and (r.kind, r.state, r.session_id) == (kind, MessageState.REJECTED, "s")
+        assert (r.turn_id, r.parent_turn_id) == (start.turn_id, None)
+    events = sub.drain_nowait()
+    rejected = [(e.message_id, e.turn_id, e.detail) for e in of(events, K.MESSAGE_STATE)
+                if e.state is MessageState.REJECTED]
+    assert rejected == [
+        (refused_steer.message_id, start.turn_id, "steering queue full (1 messages)"),
+        (refused_follow_up.message_id, start.turn_id, "follow-up queue full (1 messages)")]
+    errors = of(events, K.ERROR)
     assert [(e.message, e.source, e.turn_id) for e in errors] == [
         ("steering queue full (1 messages); message refused", "queue", start.turn_id),
         ("follow-up queue full (1 messages); message refused", "queue", start.turn_id)]

@@ -124,6 +124,9 @@ async def test_an_invalid_answer_is_asked_again_with_the_errors() -> None:
     assert second[-2].role == "assistant" and second[-1].role == "user"
     assert "population: Field required" in second[-1].content
     assert "population: Input should be a valid integer" in third[-1].content
+    assert second[-1].content == (
+        "Your answer is not a valid City:\n- population: Field required\nAnswer again with "
+        "only the JSON value, matching the schema you were given.")
     # the history keeps the exchange as it happened
     roles = [m.role for m in loop.session_messages("s")]
     assert roles == ["user", "assistant", "user", "assistant", "user", "assistant"]
@@ -141,6 +144,9 @@ async def test_when_retries_run_out_the_turn_ends_in_error() -> None:
     assert result.error.text == '{"name": 3}'
     assert {e["loc"] for e in result.error.errors} == {("name",), ("population",)}
     assert "not a valid City after 1 retry" in str(result.error)
+    assert str(result.error) == (
+        "the final answer is not a valid City after 1 retry (no retry was left):\n"
+        "- name: Input should be a valid string\n- population: Field required")
     errors = [e for e in sub.drain_nowait() if e.kind is K.ERROR]
     assert any("OutputValidationError" in e.message for e in errors)
     assert "(the whole value): Invalid JSON" in provider.requests[1].messages[-1].content
@@ -209,7 +215,7 @@ async def test_a_graceful_interrupts_summary_is_not_forced_into_the_schema() -> 
     assert result.output is None and result.error is None
     assert result.text == "I looked up a; nothing else was done."
     assert provider.requests[0].answer_schema is not None
-    assert provider.requests[1].answer_schema is None and provider.requests[1].tools == ()
+    assert provider.requests[1].answer_schema is None and provider.requests[1].tool_choice.mode == "none"
     await loop.aclose()
 
 

@@ -103,7 +103,8 @@ async def test_spawn_result_enters_the_context_before_the_next_call_after_the_ch
     loop = AgentLoop(main)
     sub = loop.subscribe(buffer=10_000)
     handle = loop.start_turn("go", session_id="s")
-    end = await wait_for(sub, K.TOOL_EXEC_END)
+    seen: list[Any] = []
+    end = await wait_for(sub, K.TOOL_EXEC_END, seen=seen)
     assert "Started sub-agent worker" in end.content and not end.is_error
     result = await handle  # the parent does not wait for an async child
     assert result.status is TurnStatus.COMPLETED
@@ -112,6 +113,9 @@ async def test_spawn_result_enters_the_context_before_the_next_call_after_the_ch
     events = sub.drain_nowait()
     orphan = of(events, K.SUBTURN_ORPHAN)
     assert len(orphan) == 1 and orphan[0].turn_id == result.turn_id
+    (spawned,) = of(seen, K.SUBTURN_SPAWN)
+    assert (orphan[0].child_turn_id, orphan[0].session_id) == (spawned.child_turn_id, "s")
+    assert "worker finished: 7 files" in orphan[0].text
     saved = loop.session_messages("s")
     assert "worker finished: 7 files" in saved[-1].content and saved[-1].role == "user"
     assert sum("worker finished" in m.content for m in saved) == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 import pytest
 
@@ -183,4 +184,72 @@ async def test_a_file_store_session_is_summarised_off_the_event_loop(tmp_path) -
     saved = [m.content for m in store.load("s")]
     assert saved[0].startswith("[Summary of the earlier conversation]\nThey asked 2")
     assert saved[1:] == ["q3", LONG]
+    await loop.aclose()
+
+
+async def test_a_summary_keeps_what_another_writer_appended_while_it_swapped() -> None:
+    """The store is shared (another process writes it too): messages appended between the
+    summary's check and its rewrite stay, after the rewritten history."""
+    from steerable import InMemorySessionStore, Message
+
+    class Shared(InMemorySessionStore):
+        def replace(self, session_id: str, messages: Any, *, base: int | None = None) -> None:
+            # another writer appends just before the rewrite lands
+            self.append(session_id, [Message("user", "elsewhere"),
+                                     Message("assistant", "ok")], None)
+            super().replace(session_id, messages, base=base)
+
+    script = [Reply(text=LONG), Reply(text=LONG), Reply(text=LONG), summary_reply]
+    loop = AgentLoop(Agent(provider=ScriptedProvider(script),
+                           summary=SummaryPolicy(at_tokens=250, keep_exchanges=1)),
+                     store=Shared())
+    for q in ("q1", "q2", "q3"):
+        await loop.run_turn(q, session_id="s")
+    await loop.wait_idle()
+    saved = loop.session_messages("s")
+    assert saved[0].content.startswith("[Summary of the earlier conversation]")
+    assert [m.content for m in saved[1:]] == ["q3", LONG, "elsewhere", "ok"]
+    await loop.aclose()
+
+
+async def test_a_summary_written_while_a_turn_runs_waits_for_that_turn() -> None:
+    """The summary's answer comes while a turn of its session is still running: it is not
+    applied under that turn; once the turn is saved the session is summarised afresh."""
+    from steerable import tool
+
+    started, gate, tool_gate = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def held_summary(request: LLMRequest) -> Reply:
+        started.set()
+        await gate.wait()
+        return Reply(text="stale summary")
+
+    @tool(read_only=True)
+    async def wait() -> str:
+        """Wait."""
+        await tool_gate.wait()
+        return "waited"
+
+    provider = ScriptedProvider([Reply(text=LONG), Reply(text=LONG), held_summary,
+                                 Reply(tool_calls=[("wait", {})]), Reply(text="next"),
+                                 Reply(text="fresh summary")])
+    loop = AgentLoop(Agent(provider=provider, tools=[wait],
+                           summary=SummaryPolicy(at_tokens=150, keep_exchanges=1)))
+    sub = loop.subscribe(kinds=[K.SESSION_SUMMARIZE, K.TOOL_EXEC_START])
+    await loop.run_turn("q1", session_id="s")
+    await loop.run_turn("q2", session_id="s")
+    await asyncio.wait_for(started.wait(), 5)
+    handle = loop.start_turn("q3", session_id="s")
+    await asyncio.wait_for(sub.__anext__(), 5)  # q3's tool runs: the turn is running
+    gate.set()
+    for _ in range(10):
+        await asyncio.sleep(0)  # the summary's answer is in, and judged
+    assert loop.session_messages("s")[0].content == "q1"  # not rewritten under q3
+    tool_gate.set()
+    await handle
+    await loop.wait_idle()
+    assert [e.summary for e in sub.drain_nowait() if e.kind is K.SESSION_SUMMARIZE] == [
+        "fresh summary"]
+    assert "stale" not in loop.session_messages("s")[0].content
+    provider.assert_consumed()
     await loop.aclose()

@@ -255,7 +255,7 @@ async def test_dry_run_previews_mutating_tools_only() -> None:
     assert texts[2] == "seen"
 
 
-async def test_iteration_budget_last_call_offers_no_tools() -> None:
+async def test_iteration_budget_last_call_may_call_no_tool() -> None:
     loop, provider, sub = make_loop(
         [Reply(tool_calls=[("read_file", {"path": "a"})])] * 2 + [Reply(text="I must stop here.")],
         tools=[read_file], max_iterations=3)
@@ -263,8 +263,12 @@ async def test_iteration_budget_last_call_offers_no_tools() -> None:
     assert result.status is TurnStatus.MAX_ITERATIONS
     assert result.text == "I must stop here."
     assert result.iterations == 3
-    assert [len(r.tools) for r in provider.requests] == [1, 1, 0]
-    assert of(sub.drain_nowait(), K.LLM_REQUEST)[-1].tools == ()
+    # the tools stay listed (the prompt starts as before: a server's cache keeps it); none
+    # may be called
+    assert [len(r.tools) for r in provider.requests] == [1, 1, 1]
+    assert [r.tool_choice.mode for r in provider.requests] == ["auto", "auto", "none"]
+    last = of(sub.drain_nowait(), K.LLM_REQUEST)[-1]
+    assert last.tools == ("read_file",) and last.tool_choice == "none"
 
 
 async def test_tool_calls_in_the_budget_call_are_closed_not_run() -> None:

@@ -88,14 +88,15 @@ def _default_secret_name(name: str) -> bool:
     return is_secret_name(name)
 
 
-def _environ_snapshot() -> tuple[Any, ...]:
-    """The environment as ``os.environ`` stores it (bytes on POSIX): ~3 us to copy where decoding
-    every name and value takes ~60 us, and an equal snapshot means an unchanged environment."""
+def _environ_store() -> Mapping[Any, Any]:
+    """The environment as ``os.environ`` stores it (bytes on POSIX): comparing it with a copy
+    costs ~1 us where decoding every name and value takes ~60 us, and an equal copy means an
+    unchanged environment."""
     data = getattr(os.environ, "_data", None)
-    return tuple(data.items()) if isinstance(data, dict) else tuple(os.environ.items())
+    return data if isinstance(data, dict) else os.environ
 
 
-_known: tuple[tuple[Any, ...], int, tuple[str, ...]] = ((), -1, ())
+_known: tuple[dict[Any, Any] | None, int, tuple[str, ...]] = (None, -1, ())
 
 
 def known_secrets() -> tuple[str, ...]:
@@ -103,14 +104,15 @@ def known_secrets() -> tuple[str, ...]:
     remembered with ``remember_secret``; what a default ``Redactor()`` blanks, shapes aside.
 
     Asked before every model call, so the answer is kept until the environment or the
-    remembered set changes (``_REMEMBERED`` only grows: its size is its version)."""
+    remembered set changes (``_REMEMBERED`` only grows: its size is its version). The check is
+    a dict comparison with a copy kept from the last change (in C, no allocation)."""
     global _known
-    snapshot, remembered = _environ_snapshot(), len(_REMEMBERED)
-    if _known[0] == snapshot and _known[1] == remembered:
+    store, remembered = _environ_store(), len(_REMEMBERED)
+    if _known[0] == store and _known[1] == remembered:
         return _known[2]
     values = {v for k, v in os.environ.items()
               if len(v) >= _MIN_SECRET and _default_secret_name(k)}
-    _known = (snapshot, remembered, tuple(values | _REMEMBERED))
+    _known = (dict(store), remembered, tuple(values | _REMEMBERED))
     return _known[2]
 
 
@@ -257,6 +259,13 @@ def redacted(value: Any, redact: Callable[[str], str] | None) -> Any:
     return value
 
 
+@functools.lru_cache(maxsize=16)
+def _spaced(secrets: tuple[str, ...]) -> tuple[str, ...]:
+    """The secrets holding whitespace. Kept: two guards are made for every model call, nearly
+    always with the same ``known_secrets()``."""
+    return tuple(s for s in secrets if _SPACE.search(s))
+
+
 class StreamGuard:
     """Regroups a stream of text pieces so that no secret is ever split between two pieces.
 
@@ -268,7 +277,7 @@ class StreamGuard:
     output that blanks each piece's secrets blanks every secret of the stream."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self._spaced = tuple(s for s in secrets if _SPACE.search(s))
+        self._spaced = _spaced(secrets if isinstance(secrets, tuple) else tuple(secrets))
         self._held = ""
 
     def feed(self, text: str) -> str:

@@ -220,3 +220,24 @@ async def test_no_classification_but_change_lets_any_acting_call_change_a_file(t
     await _run(ws, "a.txt", Reply(text=reply), Reply(tool_calls=[(name, args)]),
                *([Reply(tool_calls=[(name, args)])] * 3), Reply(text="ok"), max_rounds=4)
     assert (ws / "a.txt").read_text() == "keep\n"
+
+
+async def test_the_last_call_of_a_turn_must_answer_and_the_policy_leaves_it_so(ws):
+    # The last call lists the tools (its prompt starts as the earlier calls' did, so a server's
+    # cache keeps it) with ToolChoice("none"): the policy must not turn it back into a call.
+    provider = ScriptedProvider([kind("workspace"), Reply(tool_calls=[("read", {"path": "utils.py"})]),
+                                 Reply(text="helper returns x * 2.")])
+    workspace = Workspace(ws)
+    loop = AgentLoop(Agent(provider=provider, tools=coding_tools(workspace), max_iterations=2))
+    loop.register_hook(ToolPolicy(workspace), timeout=60)
+    sub = loop.subscribe()
+    try:
+        result = await loop.run_turn("What does utils.py do?", session_id="s")
+    finally:
+        await loop.aclose()
+    provider.assert_consumed()
+    classify, first, last = _requests(sub.drain_nowait())
+    assert classify.purpose == "classify" and first.tool_choice == "required"
+    assert last.tool_choice == "none" and last.tools == first.tools
+    assert last.reason == "the last call of the turn: answer in words"
+    assert result.status is TurnStatus.MAX_ITERATIONS and result.text == "helper returns x * 2."

@@ -30,6 +30,11 @@ PAGES = {
 }
 
 
+# The strict build takes ~10 s quiet and over 60 s (the suite's per-test limit) at load 15;
+# its own subprocess timeout (300 s) is the bound that matters.
+pytestmark = pytest.mark.timeout(360)
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     try:

@@ -147,3 +147,16 @@ async def test_malformed_tool_input_is_an_error_result(server, retry):
     assert end.is_error and result.status is TurnStatus.COMPLETED
     (block,) = server.requests[1].body["messages"][-1]["content"]
     assert block["is_error"] is True and "not valid JSON" in block["content"]
+
+
+async def test_tool_choice_none_keeps_the_tools_listed(server, retry):
+    # The last call of a turn may call no tool: the tools stay in the body (the prompt starts
+    # as the earlier calls' did) and tool_choice says none.
+    server.add(stream(anthropic_frames(["Checking."], stop_reason="tool_use",
+                                       tool_uses=[("toolu_1", "lookup", ['{"key": "a"}'])])),
+               stream(anthropic_frames(["a is known"])))
+    result, _ = await run_turn(provider(server, retry), "go", tools=[lookup], max_iterations=2)
+    assert result.text == "a is known"
+    first, last = (r.body for r in server.requests)
+    assert "tool_choice" not in first and last["tool_choice"] == {"type": "none"}
+    assert last["tools"] == first["tools"]

@@ -113,10 +113,11 @@ def _add_delegates(by_name: dict[str, Tool], children: tuple[BaseAgent, ...]) ->
 class Agent(BaseAgent):
     """An agent: a provider, instructions and tools, with an iteration budget.
 
-    ``max_iterations`` is the number of LLM calls one turn may make; the last one is made with
-    no tools offered so the model must answer. ``dry_run`` makes mutating tools return a preview
-    instead of running. ``context_window`` (tokens) lets the loop compress before a request that
-    would not fit; without it the loop compresses when the provider reports an overflow.
+    ``max_iterations`` is the number of LLM calls one turn may make; the last one may call no
+    tool (``ToolChoice("none")``) so the model must answer. ``dry_run`` makes mutating tools
+    return a preview instead of running. ``context_window`` (tokens) lets the loop compress
+    before a request that would not fit; without it the loop compresses when the provider
+    reports an overflow.
     ``summary`` turns on background summarisation of long sessions after each turn.
     ``subagents`` are agents this one may delegate to: the model is offered the ``subagent``
     (wait for the child's answer) and ``spawn`` (start it in the background) tools, whose

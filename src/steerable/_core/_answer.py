@@ -7,8 +7,6 @@ in the turn's ledger, or adds the user message that asks again with the errors (
 
 from __future__ import annotations
 
-from pydantic import ValidationError
-
 from steerable._core._output import describe_errors
 from steerable._core._turn_state import TurnState
 from steerable._messages import Message
@@ -29,7 +27,7 @@ def accept_answer(st: TurnState, text: str, can_retry: bool) -> bool:
     try:
         ledger.output = spec.parse(text)
         return True
-    except (ValidationError, ValueError) as exc:
+    except ValueError as exc:  # (pydantic's ValidationError is one)
         errors, listing = describe_errors(exc)
     tries = ledger.output_retries
     if not can_retry or tries >= spec.retries:

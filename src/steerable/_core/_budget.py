@@ -7,9 +7,9 @@ calls and the limit reached live in the turn's ``Ledger``.
 
 A budget is checked at the turn's checkpoints, never in the middle of a phase: before every
 LLM call and before every tool group. At a limit the turn ends the way a graceful interrupt
-does (tools not started are skipped with reason ``budget``, one last call without tools
-summarises), and its status is ``budget_exceeded``. A final answer that arrives while crossing
-a limit stands: the limit stops further work, it does not throw away a finished answer.
+does (tools not started are skipped with reason ``budget``, one last call that may call no
+tool summarises), and its status is ``budget_exceeded``. A final answer that arrives while
+crossing a limit stands: the limit stops further work, it does not throw away a finished answer.
 ``max_tool_calls`` is checked per group as it starts: the calls within the budget run (a
 parallel group's admitted calls all run), the ones past it are refused with a tool result the
 model reads, and the turn then stops at its next checkpoint.

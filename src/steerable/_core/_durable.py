@@ -179,12 +179,15 @@ async def release(engine: Engine, st: TurnState) -> None:
     try:
         if st.inbound.held:  # (also when one came in while the delete ran)
             agent = st.model_agent  # (a durable turn is never a composite's)
+            # Named before the write: if it fails, the checkpoint left in the store is this
+            # turn's own, which must not stop the next turn from starting (it would refuse
+            # the held messages as "a pending turn"); that turn's first write replaces it.
+            engine.successors[st.session_id] = agent
             cp = successor(st.session_id, agent, st.inbound.held)
             if store.checkpoint_blocking:
                 await asyncio.shield(asyncio.to_thread(store.save_checkpoint, cp))
             else:
                 store.save_checkpoint(cp)
-            engine.successors[st.session_id] = agent
     except Exception as exc:
         engine.error(st, f"writing the checkpoint of session {st.session_id!r} failed: {exc}; "
                      "the messages queued behind the turn are held in memory only",

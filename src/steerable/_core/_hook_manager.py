@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import inspect
 import itertools
 from collections.abc import Callable, Coroutine, Generator
@@ -93,9 +94,11 @@ class HookManager:
         """
         fn = getattr(reg.hook, point)
         timeout = reg.timeout if reg.timeout is not None else default_timeout
-        if inspect.iscoroutinefunction(fn):
+        if _is_async(getattr(fn, "__func__", fn)):
             started = _start_eagerly(fn(ctx))
             if not isinstance(started, asyncio.Future):  # done without waiting: no task, no timer
+                if started.error is None and started.value is None:
+                    return None  # (an observer, a hook that lets the call go on: most calls)
                 return await self._settled(reg, point, ctx, started, source)
             task: asyncio.Future[Any] = started
         else:
@@ -155,6 +158,20 @@ class _Outcome:
     def __init__(self, value: Any, error: BaseException | None) -> None:
         self.value = value
         self.error = error
+
+
+def _is_async(fn: Any) -> bool:
+    """Whether a hook method is ``async def``: asked on every hook call (an observer's, once
+    per event), so kept per function (``inspect`` unwraps and checks flags: ~1 us a time)."""
+    try:
+        return _is_async_kept(fn)
+    except TypeError:  # an unhashable callable: asked each time
+        return inspect.iscoroutinefunction(fn)
+
+
+@functools.lru_cache(maxsize=512)
+def _is_async_kept(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn)
 
 
 def _start_eagerly(coro: Coroutine[Any, Any, Any]) -> _Outcome | asyncio.Future[Any]:

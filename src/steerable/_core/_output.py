@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
-
-from pydantic import TypeAdapter, ValidationError
+from typing import TYPE_CHECKING, Any
 
 from steerable.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 __all__ = ["OutputSpec", "describe_errors"]
 
@@ -43,6 +44,10 @@ class OutputSpec:
     def __init__(self, output_type: Any, retries: int) -> None:
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigurationError(f"output_retries must be an int >= 0, got {retries!r}")
+        # Deferred: pydantic costs ~60 ms to import, and only an agent with an output_type
+        # needs it (the core imports without it).
+        from pydantic import TypeAdapter
+
         try:
             adapter: TypeAdapter[Any] = TypeAdapter(output_type)
             schema = adapter.json_schema()
@@ -63,7 +68,8 @@ class OutputSpec:
         self.schema: dict[str, Any] = schema
 
     def parse(self, text: str) -> Any:
-        """The answer's value; raises ``ValidationError`` or ``ValueError`` (not JSON)."""
+        """The answer's value; raises ``ValueError``: pydantic's ``ValidationError`` (one of
+        them), or not JSON."""
         body = text.strip()
         fenced = _FENCE.match(body)
         if fenced is not None:  # models like to fence JSON even when told not to
@@ -77,6 +83,8 @@ class OutputSpec:
 
 
 def describe_errors(exc: Exception) -> tuple[tuple[dict[str, Any], ...], str]:
+    from pydantic import ValidationError  # imported by the OutputSpec that raised: a lookup
+
     if not isinstance(exc, ValidationError):
         return (), f"it is not JSON ({exc})"
     errors = tuple(dict(e) for e in exc.errors(include_url=False, include_context=False))

@@ -170,7 +170,7 @@ async def wait_approval(engine: Engine, st: TurnState, call_id: str, tool_name: 
                         arguments: Mapping[str, Any], open_ids: set[str],
                         park: Callable[[], None]) -> Any:
     """``ctx.ask_human`` inside an approver: ``(approved, reason)`` or ``PARKED``."""
-    req = engine.broker.open("approval", st.session_id)
+    req = engine.broker.open("approval")
     rid = req.request_id
     open_ids.add(rid)
     _requests(st)[rid] = _pending(st, rid, "approval", call_id, tool_name,
@@ -212,7 +212,7 @@ async def ask_question(engine: Engine, st: TurnState, call_id: str, tool_name: s
                 and req.answered:
             _announce(engine, st, req)
             return req.value
-    live = engine.broker.open("question", st.session_id, choices=choices, schema=schema)
+    live = engine.broker.open("question", choices=choices, schema=schema)
     rid = live.request_id
     requests[rid] = _pending(st, rid, "question", call_id, tool_name, question=question,
                                   choices=choices, schema=schema, index=index)

@@ -163,7 +163,6 @@ class LiveRequest:
 
     request_id: str
     kind: RequestKind
-    session_id: str
     future: asyncio.Future[Any]
     choices: tuple[str, ...] | None = None
     schema: dict[str, Any] | None = None
@@ -178,10 +177,9 @@ class RequestTable:
     def __init__(self) -> None:
         self._open: dict[str, LiveRequest] = {}
 
-    def open(self, kind: RequestKind, session_id: str = "", *,
-             choices: tuple[str, ...] | None = None,
+    def open(self, kind: RequestKind, *, choices: tuple[str, ...] | None = None,
              schema: dict[str, Any] | None = None) -> LiveRequest:
-        req = LiveRequest(new_request_id(kind), kind, session_id,
+        req = LiveRequest(new_request_id(kind), kind,
                           asyncio.get_running_loop().create_future(), choices, schema)
         self._open[req.request_id] = req
         return req

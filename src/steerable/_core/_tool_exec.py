@@ -120,7 +120,7 @@ def _finish(engine: Engine, st: TurnState, rec: _Call, result: ToolResult) -> No
 def skip_calls(
     engine: Engine, st: TurnState, calls: tuple[ToolCall, ...], reason: SkipReason
 ) -> None:
-    """Close calls that will never run (e.g. tool calls in a reply that offered no tools)."""
+    """Close calls that will never run (e.g. tool calls in a reply to a call that allowed none)."""
     for call in calls:
         rec = _Call(call, None)
         _skip(engine, st, rec, reason)

@@ -125,7 +125,7 @@ async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) ->
             deliver_results(engine, st)  # async children that ended since the last call
         extra = (Message("user", _interrupt_note(st)),) if graceful else ()
         ctl.final_call = last
-        response = await call_model(engine, st, offer_tools=not last, extra=extra,
+        response = await call_model(engine, st, may_call=not last, extra=extra,
                                     answer=not graceful)
         ctl.final_call = False
         text = response.text

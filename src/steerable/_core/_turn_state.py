@@ -125,7 +125,8 @@ class Control:
     interrupt: Interrupt = Interrupt.NONE
     hint: str | None = None
     final_call: bool = False
-    """True while the last, tool-less call is in flight (graceful interrupts are then no-ops)."""
+    """True while the last call (no tool may be called) is in flight (graceful interrupts are
+    then no-ops)."""
     running: bool = False
     """True once the turn's task has started running (a cancel before that would skip it)."""
     finishing: bool = False

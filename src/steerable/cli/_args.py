@@ -110,6 +110,9 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--script", help=argparse.SUPPRESS)
 
 
+_ON_TEMPORAL = "the sessions that run on Temporal at HOST:PORT (not the local store)"
+
+
 def _temporal_options(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--temporal", metavar="HOST:PORT", help=what)
     p.add_argument("--task-queue", default="steerable", metavar="NAME",
@@ -166,11 +169,14 @@ def _answer_parsers(sub: Any) -> None:
         p.add_argument("--reason", default="", help="said to the model (with deny)")
         p.add_argument("--json", action="store_true", help="print the events as JSON lines")
         _agent_options(p)
+        _temporal_options(p, _ON_TEMPORAL)
     answer.add_argument("--json", action="store_true", help="print the events as JSON lines")
     _agent_options(answer)
+    _temporal_options(answer, _ON_TEMPORAL)
     waiting = sub.add_parser("waiting", help="list the questions and approvals that wait for "
                              "an answer, across sessions")
     waiting.add_argument("--json", action="store_true", help="one JSON object per line")
+    _temporal_options(waiting, _ON_TEMPORAL)
 
 
 def _run_parsers(sub: Any) -> None:
@@ -258,8 +264,10 @@ def _sessions_parsers(sub: Any) -> None:
                                  required=True)
     ls = ss.add_parser("list", help="saved sessions, newest first")
     ls.add_argument("--json", action="store_true")
+    _temporal_options(ls, _ON_TEMPORAL)
     show = ss.add_parser("show", help="print a session's conversation")
     show.add_argument("id")
+    _temporal_options(show, _ON_TEMPORAL)
     export = ss.add_parser("export", help="write a session as Markdown or JSON")
     export.add_argument("id")
     export.add_argument("--format", choices=["markdown", "json"], default="markdown")

@@ -21,6 +21,7 @@ from steerable._core._queues import hold_restored
 from steerable._core._resume import check_agent, check_no_checkpoint, checked_base
 from steerable._core._turn import TurnResult, begin_turn, run_turn
 from steerable._core._turn_state import TurnState
+from steerable._core._watchdog import bare_context
 from steerable._ids import random_hex
 from steerable._receipts import MessageReceipt
 from steerable.drivers._answers import Answers
@@ -124,7 +125,7 @@ class Turns:
         task = loop.create_task(self._drive(st))
         st.control.task = task
         self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(self.tasks.discard, context=bare_context())  # (reads none)
         return TurnHandle(self._front, st, task)
 
     async def _drive(self, st: TurnState) -> TurnResult:

@@ -226,15 +226,6 @@ async def guard_secrets(stream: AsyncGenerator[Chunk, None],
     known = tuple(secrets)
     text, thinking = StreamGuard(known), StreamGuard(known)
     arguments: _ArgsGuards | None = None  # made on the first argument piece: most replies have none
-
-    def flushed() -> list[Chunk]:
-        out: list[Chunk] = arguments.flush() if arguments is not None else []
-        if held := thinking.flush():
-            out.append(ThinkingDelta(held))
-        if held := text.flush():
-            out.append(TextDelta(held))
-        return out
-
     async with aclosing(stream):
         async for chunk in stream:
             if type(chunk) is TextDelta:
@@ -257,11 +248,23 @@ async def guard_secrets(stream: AsyncGenerator[Chunk, None],
                     if arguments is not None:
                         arguments.reset()
                 elif type(chunk) is StreamEnd:
-                    for held_chunk in flushed():
+                    for held_chunk in _flushed(arguments, thinking, text):
                         yield held_chunk
                 elif type(chunk) is ToolCallChunk and arguments is not None:
                     for held_chunk in arguments.flush():
                         yield held_chunk
                 yield chunk
-    for held_chunk in flushed():
+    for held_chunk in _flushed(arguments, thinking, text):
         yield held_chunk
+
+
+def _flushed(arguments: _ArgsGuards | None, thinking: StreamGuard,
+             text: StreamGuard) -> list[Chunk]:
+    """What the guards hold, at the end. (A function of its own, not a closure: the closure's
+    cells were four objects for the collector per model call in flight.)"""
+    out: list[Chunk] = arguments.flush() if arguments is not None else []
+    if held := thinking.flush():
+        out.append(ThinkingDelta(held))
+    if held := text.flush():
+        out.append(TextDelta(held))
+    return out

@@ -295,6 +295,11 @@ class AnthropicProvider(HttpProvider):
             _answer_tools(body, request, _final_tool_name(request.tools))
         elif request.tools:
             body["tools"] = wire_tools(request.tools)
+            # The tools stay listed when none may be called: the prompt starts the same way
+            # as on the calls before, so the API's prompt cache keeps it. ("required" is not
+            # sent as "any": the API refuses a forced tool use with extended thinking on.)
+            if request.tool_choice.mode == "none":
+                body["tool_choice"] = {"type": "none"}
         body.update(request.params)
         return body
 
