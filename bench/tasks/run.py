@@ -47,7 +47,9 @@ def _line(r: Result) -> str:
             f"wall={r.wall:6.1f}s ttft={ttft}")
     if r.passed:
         return head
-    return f"{head}  {'DISHONEST ' if not r.honest else ''}{'; '.join(r.failures)[:300]}"
+    answer = " ".join(r.answer.split())[:160]
+    return (f"{head}  {'DISHONEST ' if not r.honest else ''}{'; '.join(r.failures)[:300]}"
+            f"\n     tools {','.join(r.tools) or '-'}; answer: {answer!r}")
 
 
 def summary(results: list[Result]) -> str:

@@ -48,3 +48,21 @@ def test_a_question_cannot_write_even_with_yes_and_invented_facts_are_marked(
                          ("", "required", ["read", "grep", "ls", "find"])]  # todo reads nothing
     assert ("evidence", "none", None) in asked
     assert "⚠ unverified: 12" in events[-1]["text"]
+
+
+def test_a_change_request_answered_with_instructions_after_a_command_exits_6(
+        cli_env, tmp_path: Path) -> None:
+    # bash succeeded (it only read), the model then wrote instructions: nothing changed, and the
+    # run says so and fails, though a tool that is not read-only ran without error.
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    steps = [_kind("change"), {"tool_calls": [["bash", {"command": "cat calc.py"}]]},
+             {"tool_calls": [["bash", {"command": "cat calc.py"}]]},
+             {"tool_calls": [["edit", {"path": "calc.py", "old_text": "a-b", "new_text": "a+b"}]]},
+             {"text": "Replace a - b with a + b in calc.py and it will work."}]
+    res = steerable(cli_env, "run", "fix calc.py", "--policy", "on", "--yes", "--provider",
+                    "scripted", "--script", script(tmp_path, steps), "--workspace", str(ws))
+    assert res.returncode == 6, res.stderr
+    assert "✗ nothing was changed" in res.stdout
+    assert (ws / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"

@@ -37,7 +37,7 @@ from steerable.providers._model_file import (
 )
 from steerable.providers._retry import RetryPolicy
 from steerable.providers._select import select_provider
-from steerable.providers._shared_server import ServerSpec, acquire, healthy, stop_all
+from steerable.providers._shared_server import ServerSpec, acquire, healthy, stop_all, stop_idle
 from steerable.providers.local import LOCAL_PROFILE, LocalModelProvider
 from steerable.providers.profiles import LLAMA_SERVER_QWEN, QWEN25_CODER_SMALL
 
@@ -317,6 +317,20 @@ def test_stop_ends_the_shared_servers(fake_server, gguf, states):
     assert _wait_until(lambda: not healthy(url) and not _fake_servers(gguf), 10)
 
 
+def test_stop_leaves_a_server_in_use_running_and_only_stops_the_model_named(fake_server, gguf,
+                                                                             states):
+    spec = ServerSpec(binary=fake_server, model_path=str(gguf), n_ctx=512, threads=None,
+                      idle=600, startup_timeout=30)
+    url, _ = acquire(spec, states)  # a run found it just now: in use
+    assert stop_idle(states) == ([], [spec.key])
+    assert stop_idle(states, model="another-model", force=True) == ([], [])
+    assert healthy(url)
+    old = time.time() - 600  # its last request was long ago, and none is being served
+    os.utime(states / f"{spec.key}.json", (old, old))
+    assert stop_idle(states, model=gguf.stem) == ([spec.key], [])
+    assert _wait_until(lambda: not healthy(url) and not _fake_servers(gguf), 10)
+
+
 def _real_model_missing() -> str | None:
     try:
         local.find_server_binary(None, os.environ)
@@ -369,3 +383,18 @@ def test_the_server_threads_wait_passively_unless_the_user_says_otherwise(monkey
     assert server_environ()["OMP_WAIT_POLICY"] == "PASSIVE"
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     assert server_environ()["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+def test_the_stop_command_says_what_it_left_running(fake_server, gguf, states, monkeypatch,
+                                                    capsys):
+    monkeypatch.setattr(local, "default_state_dir", lambda: states)
+    spec = ServerSpec(binary=fake_server, model_path=str(gguf), n_ctx=512, threads=None,
+                      idle=600, startup_timeout=30)
+    url, _ = acquire(spec, states)
+    assert local.main(["stop"]) == 1
+    assert f"in use, left running: {spec.key}" in capsys.readouterr().err
+    assert local.main(["stop", "--model", gguf.stem, "--force"]) == 0
+    assert f"stopped: {spec.key}" in capsys.readouterr().out
+    assert _wait_until(lambda: not healthy(url) and not _fake_servers(gguf), 10)
+    assert local.main(["stop"]) == 0
+    assert "no shared server running" in capsys.readouterr().out

@@ -7,6 +7,7 @@ snapshot moves with them, and the call is retried once.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from contextlib import aclosing
@@ -113,6 +114,11 @@ def _asker(engine: Engine, st: TurnState) -> Any:
     """``ctx.ask`` for the LLM hooks: one call of the hook's own, seen in the events (no
     deltas: its text is not the answer) and counted in the turn's usage."""
     async def ask(request: LLMRequest, purpose: str) -> LLMResponse:
+        # A hook's coroutine runs eagerly in the caller's task up to its first wait, then in a
+        # task of its own (the hook manager). A call's first wait is inside the provider's
+        # HTTP stream, in a cancel scope (anyio, httpx) that must be left in the task that
+        # entered it: so the move to the hook's task happens here, before the call starts.
+        await asyncio.sleep(0)
         _request_event(engine, st, request, purpose)
         started = time.monotonic()
         response = await _stream_once(engine, st, request, deltas=False)

@@ -36,7 +36,8 @@ DENIED = 4
 """Exit code of a run whose turn completed, but every action it asked for was denied."""
 
 NOT_CHANGED = 6
-"""Exit code of a run asked for a change (the policy's reading) whose turn changed nothing."""
+"""Exit code of a run asked for a change (the policy's reading) whose turn changed nothing, or
+left a file it changed unparsable."""
 
 WAITING = 5
 """Exit code of a run whose turn waits for an answer (parked: ``steerable answer``,
@@ -233,6 +234,9 @@ async def _report(app: App, result: TurnResult, tally: _Tally, *, as_json: bool,
     if code == 0 and verdict is not None and verdict.change_missing:
         sys.stderr.write("steerable: nothing was changed: the request asked for a change and "
                          "no tool changed a file\n")
+        return NOT_CHANGED
+    if code == 0 and verdict is not None and verdict.broken:
+        sys.stderr.write(f"steerable: the change left {', '.join(verdict.broken)} unparsable\n")
         return NOT_CHANGED
     asked_nothing = verdict is not None and verdict.intent != "change"
     if code == 0 and tally.only_denied and not asked_nothing:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["evidence_counts", "unsupported_facts"]
+__all__ = ["echoes", "evidence_counts", "path_names", "unsupported_facts"]
 
 _QUOTED = re.compile(r"(?<!\w)\"([^\"\n]{2,80})\"(?!\w)")
 _PATHLIKE = re.compile(r"(?<![\w/.-])[\w./-]*\w\.[A-Za-z][A-Za-z0-9]{0,5}(?![\w])")
@@ -29,6 +29,25 @@ _SPACE = re.compile(r"\s+")
 
 def _norm(text: str) -> str:
     return _SPACE.sub(" ", text).strip().lower()
+
+
+def path_names(text: str) -> list[str]:
+    """The file names ``text`` writes out (``notes.txt``, ``src/app.py``), in order."""
+    return [m.group(0).rstrip(".") for m in _PATHLIKE.finditer(text)]
+
+
+def echoes(answer: str, results: Iterable[str]) -> bool:
+    """Whether ``answer`` only repeats raw tool output: it is one whole result, or it has
+    several lines and every one of them is a line of a result. Such an answer leaves the
+    reading to the user (a listing for a count, a file for a question about it)."""
+    lines = [_norm(ln) for ln in answer.splitlines() if ln.strip()]
+    if not lines:
+        return False
+    texts = [r for r in results if r.strip()]
+    if any(_norm(answer) == _norm(r) for r in texts) and len(_norm(answer)) >= 12:
+        return True
+    seen = {_norm(ln) for r in texts for ln in r.splitlines() if ln.strip()}
+    return len(lines) >= 2 and all(ln in seen for ln in lines)
 
 
 def evidence_counts(results: Iterable[str]) -> set[str]:

@@ -19,7 +19,12 @@ from steerable.coding._beneath import Located, entry_stat, open_dir, open_regula
 from steerable.coding._workspace import Workspace
 from steerable.errors import ToolError
 
-__all__ = ["IgnoreRules", "WalkedFile", "glob_to_regex", "read_walked", "walk_files"]
+__all__ = ["FOUND_NOTHING", "IgnoreRules", "WalkedFile", "glob_to_regex", "read_walked",
+           "walk_files"]
+
+FOUND_NOTHING = "found_nothing"
+"""Metadata key of a search result that matched nothing (``grep``, ``find``): the tool policy
+does not count such a search as a look at the workspace."""
 
 ALWAYS_SKIPPED = frozenset({".git", ".hg", ".svn"})
 

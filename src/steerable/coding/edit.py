@@ -6,6 +6,7 @@ two places is refused with the line numbers of each, so the model can add contex
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,11 +17,36 @@ from steerable.coding.write import atomic_write, current_text
 from steerable.errors import ToolError
 from steerable.tools import FunctionTool, ToolContext, tool
 
-__all__ = ["check_edit", "make_edit_tool", "replace_text"]
+__all__ = ["check_edit", "closest_text", "make_edit_tool", "replace_text"]
 
 
 def _line_of(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
+
+
+_NEAR_LINES = 5000  # a longer file is not searched for the closest text
+_NEAR_RATIO = 0.6
+
+
+def closest_text(text: str, wanted: str) -> tuple[int, str] | None:
+    """The run of ``text``'s lines most like ``wanted`` (as many lines), with its first line
+    number: what a failed edit's ``old_text`` most likely meant (a quote or a space off).
+    None when nothing is close or the file is too long to search."""
+    lines, size = text.splitlines(), max(1, len(wanted.strip("\n").splitlines()))
+    if not wanted.strip() or len(lines) > _NEAR_LINES:
+        return None
+    best: tuple[float, int] = (_NEAR_RATIO, -1)
+    matcher = difflib.SequenceMatcher(autojunk=False)
+    matcher.set_seq2(wanted.strip("\n"))
+    for i in range(max(1, len(lines) - size + 1)):
+        matcher.set_seq1("\n".join(lines[i:i + size]))
+        if matcher.real_quick_ratio() > best[0] and matcher.quick_ratio() > best[0]:
+            ratio = matcher.ratio()
+            if ratio > best[0]:
+                best = (ratio, i)
+    if best[1] < 0:
+        return None
+    return best[1] + 1, "\n".join(lines[best[1]:best[1] + size])
 
 
 def check_edit(old_text: str, new_text: str) -> None:
@@ -38,8 +64,11 @@ def replace_text(before: str, name: str, old_text: str, new_text: str, replace_a
         hint = ""
         if old_text.strip() and old_text.strip() in before:
             hint = " (it does occur with different surrounding whitespace)"
+        near = closest_text(before, old_text)
+        shown = "" if near is None else (f"; the closest text, at line {near[0]}, is:\n"
+                                         f"{near[1]}")
         raise ToolError(f"old_text was not found in {name}{hint}; read the file and copy the "
-                        "text exactly, including indentation")
+                        f"text exactly, including indentation{shown}")
     if count > 1 and not replace_all:
         lines, start = [], 0
         for _ in range(count):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from steerable.coding._walk import glob_to_regex, walk_files
+from steerable._messages import ToolResult
+from steerable.coding._walk import FOUND_NOTHING, glob_to_regex, walk_files
 from steerable.coding._workspace import Workspace
 from steerable.errors import ToolError
 from steerable.tools import FunctionTool, ToolContext, tool
@@ -17,7 +18,7 @@ MAX_RESULTS = 1000
 def make_find_tool(ws: Workspace, *, max_results: int = MAX_RESULTS) -> FunctionTool:
     @tool(name="find", read_only=True, permission_key="path", permission_family="read",
           permission_subjects=ws.path_subjects)
-    def find(pattern: str, ctx: ToolContext, path: str = ".") -> str:
+    def find(pattern: str, ctx: ToolContext, path: str = ".") -> str | ToolResult:
         """Find files by name glob (not their contents: grep searches text). '*.py' matches
         names at any depth; 'src/**/*.py' matches paths.
 
@@ -45,7 +46,8 @@ def make_find_tool(ws: Workspace, *, max_results: int = MAX_RESULTS) -> Function
                     break
                 found.append(ws.display(file.path))
         if not found:
-            return f"No files match {pattern!r} under {ws.display(start)}."
+            return ToolResult(f"No files match {pattern!r} under {ws.display(start)}.",
+                              metadata={FOUND_NOTHING: True})
         if more:
             found.append(f"[stopped at {max_results} results; narrow the pattern]")
         return "\n".join(found)

@@ -15,8 +15,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from steerable._messages import ToolResult
 from steerable.coding._sandbox import confine_reader
-from steerable.coding._walk import glob_to_regex, read_walked, walk_files
+from steerable.coding._walk import FOUND_NOTHING, glob_to_regex, read_walked, walk_files
 from steerable.coding._workspace import Workspace
 from steerable.errors import ToolError
 from steerable.tools import FunctionTool, ToolContext, tool
@@ -110,7 +111,7 @@ def make_grep_tool(ws: Workspace, *, use_ripgrep: bool = True,
     @tool(name="grep", read_only=True, permission_key="path", permission_family="read",
           permission_subjects=ws.path_subjects)
     def grep(pattern: str, ctx: ToolContext, path: str = ".", glob: str | None = None,
-             ignore_case: bool = False) -> str:
+             ignore_case: bool = False) -> str | ToolResult:
         """Search file contents with a regular expression (e.g. TODO, 'class Name'); prints
         path:line: text.
 
@@ -134,7 +135,8 @@ def make_grep_tool(ws: Workspace, *, use_ripgrep: bool = True,
         else:
             hits, more = _python_grep(ws, path, regex, glob, max_results, ctx)
         if not hits:
-            return f"No matches for {pattern!r} under {ws.display(start)}."
+            return ToolResult(f"No matches for {pattern!r} under {ws.display(start)}.",
+                              metadata={FOUND_NOTHING: True})
         if more:
             hits.append(f"[stopped at {max_results} matches; narrow the pattern or path]")
         return "\n".join(hits)

@@ -18,15 +18,31 @@ turn's ``WriteGate`` is closed, so ``write`` and ``edit`` refuse and ``bash`` ru
 workspace mounted read-only (or not at all without the sandbox), whatever the model emits and
 whether or not calls are approved; a call of a tool the choice did not allow is denied.
 
-**The calls**: a look (workspace, run) starts with required calls of a tool that reads the
-workspace (``looks``: read, grep, ls, find; ``run`` adds bash; ``todo`` plans but reads
-nothing, so it does not count) until one was made, then a call is optional until
-``max_rounds`` rounds or a repeated call, then it must answer. A change starts with a required call of any tool; until a change has succeeded a call
-stays required and reading stays allowed (so the model can look after a failed edit); after
-one, calls are optional (a function and its call site, two files) until the same limits. A
-required call is capped at ``call_tokens`` tokens.
+**The calls**: a question (workspace) starts with required calls of a tool that reads the
+workspace (``looks``: read, grep, ls, find; ``todo`` plans but reads nothing, so it does not
+count; a search that found nothing, failed or was denied does not count either, and the next
+look offers the tools not tried yet; once ``ls``/``find`` listed names, the look still required
+is one of what the files hold, ``read`` or ``grep``) until one was made; a run starts with a
+required ``bash`` call (reading a script is not
+running it). Then a call is optional until ``max_rounds`` rounds or a repeated call, then it
+must answer. A required call is capped at ``call_tokens`` tokens.
 
-**Honest by construction**: a final answer that states a fact (number, name, quoted text)
+**A change is judged by the workspace** (``_changes.py``): a successful command is no change by
+itself, a file that differs from the moment the request was read is. It starts with a required
+call of any tool; until something changed a call stays required and reading stays allowed (so
+the model can look after a failed edit); after that, calls are optional (a function and its
+call site, two files) until the same limits, and none once every file the request names has
+changed (the change is done; names are the same in every language). An acting call that
+already succeeded with the same arguments is denied (an append applied twice), and so is a
+``write`` over a file that existed and was not read in this request; a command that
+changed nothing may run again (the tests after a fix). A change that reaches the limits with
+nothing changed gets one last required call of ``edit`` or ``write``. A command's result on a
+change request lists the files it changed, with a diff of the named ones, so a ``sed`` that
+broke a file does not do it silently; a call that left a Python, JSON or TOML file that parsed
+before unparsable gets an error result, and calls stay required until it parses again.
+
+**Honest by construction**: an answer that only repeats raw tool output is asked for again in
+words (the words, then the output, are shown). A final answer that states a fact (number, name, quoted text)
 that no tool result, tool call or the request contains gets one more call of its own asking
 for an answer from the evidence; what is still unsupported is marked ``UNVERIFIED_MARK`` in the
 answer (so the CLI, the page and the events show it). A change request that changed nothing
@@ -52,9 +68,17 @@ from steerable._hooks import (
     LLMRequestContext,
     LLMResponseContext,
     ToolCallContext,
+    ToolResultContext,
 )
-from steerable._messages import Message
+from steerable._messages import Message, ToolCall
 from steerable._parts import Content, TextPart
+from steerable.coding._changes import (
+    Snapshot,
+    broken_files,
+    change_report,
+    named_targets,
+    still_parses,
+)
 from steerable.coding._classify import (
     Intent,
     asked_in,
@@ -62,12 +86,15 @@ from steerable.coding._classify import (
     exchange_start,
     parse_kind,
 )
-from steerable.coding._evidence import evidence_counts, unsupported_facts
+from steerable.coding._evidence import echoes, evidence_counts, unsupported_facts
+from steerable.coding._walk import FOUND_NOTHING
 from steerable.coding._workspace import Workspace
 from steerable.errors import ProviderError
 from steerable.providers._base import LLMRequest, ToolChoice, ToolSpec
+from steerable.providers.profiles import tool_result_as_user
 
 __all__ = [
+    "BROKEN_MARK",
     "NOTHING_CHANGED_MARK",
     "UNVERIFIED_MARK",
     "WORKSPACE_READERS",
@@ -83,16 +110,33 @@ UNVERIFIED_MARK = "⚠ unverified"
 """Starts the line that lists what the answer states but no tool result showed."""
 NOTHING_CHANGED_MARK = "✗ nothing was changed"
 """Starts the line a change request that changed no file ends with."""
+BROKEN_MARK = "✗ no longer parses"
+"""Starts the line a change request ends with when a file it changed no longer parses."""
 
 WORKSPACE_READERS = frozenset({"read", "grep", "ls", "find"})
 """The tools whose call counts as the required first look: they read the workspace (``todo``
 is read-only too but reads nothing, so a plan is not a look)."""
+CONTENT_LOOKS = frozenset({"read", "grep"})
+"""The looks that show what files hold; ``ls`` and ``find`` show only names, so a question is
+looked at once one of these showed something (a listing alone answered "port?" with a guess)."""
+COMMANDS = frozenset({"bash"})
+"""Acting tools whose success is no change by itself (``ls`` succeeds and changes nothing):
+what they changed is read off the workspace."""
+OVERWRITERS = frozenset({"write"})
+"""Tools that replace a whole file: over an existing one, only after it was read."""
+READERS_WHOLE = frozenset({"read"})
+"""Tools whose success shows a file, so that it may then be written whole."""
+FILE_CHANGERS = ("edit", "write")
+"""The tools offered for the last chance of a change request that changed nothing."""
 
 _GENERAL_NOTE = ("(Note: this needs no tool; answer it directly in words, or say you cannot "
                  "do it.)")
 _RECHECK = ("Your answer states {facts}, but no tool result above shows {it}. Answer my "
             "request again using only what the tool results say; where they do not show "
             "something, say you do not know it.")
+_RESTATE = ("That only repeats the raw tool output, and I cannot see the tool results. Answer "
+            "my request itself now, in a few words of your own, using only what the results "
+            "above show.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +147,8 @@ class Verdict:
     changed: bool
     unverified: tuple[str, ...] = ()
     rechecked: bool = False
+    broken: tuple[str, ...] = ()
+    """Files the change left unparsable (Python, JSON, TOML that parsed before)."""
 
     @property
     def change_missing(self) -> bool:
@@ -115,6 +161,23 @@ class _Turn:
     intent: Intent | None = None
     asked: tuple[str, ...] = ()
     choice: ToolChoice = field(default_factory=ToolChoice)
+    start: Snapshot | None = None
+    """The workspace when a change request was read (what it changed is judged against it)."""
+    last_chance: bool = False
+    """A change request that changed nothing was given its one required change call."""
+    made: set[str] = field(default_factory=set)
+    """The acting calls (name and arguments) that succeeded: one is never run twice."""
+    pending: dict[str, str] = field(default_factory=dict)
+    before: dict[str, Snapshot] = field(default_factory=dict)
+    """The workspace before each acting call of a change request, by call id."""
+    broken: dict[str, str] = field(default_factory=dict)
+    """Files a call of this request left unparsable, and why."""
+    blank: set[str] = field(default_factory=set)
+    """Calls that failed or found nothing (no match): not a look at the workspace."""
+    read: set[str] = field(default_factory=set)
+    """The files ``read`` showed in this request (a file is overwritten whole only after)."""
+    unread: set[str] = field(default_factory=set)
+    """Files a ``write`` was denied for, not read yet: the next call is a ``read``."""
 
 
 class ToolPolicy(Hook):
@@ -156,12 +219,17 @@ class ToolPolicy(Hook):
             turn.intent = await self._classify(ctx, asked)
             turn.asked = asked
             if turn.intent == "change":
+                if turn.start is None:  # steering adds to a change: judged from the start
+                    turn.start = await asyncio.to_thread(
+                        Snapshot.take, self.workspace.root,
+                        named_targets(" ".join(asked), self.workspace.root))
                 self.workspace.gate.open(ctx.turn_id)
             else:
                 self.workspace.gate.close(
                     ctx.turn_id, f"the request was read as '{turn.intent}', which asks for "
                     "no change")
-        turn.choice = self._choice(turn.intent, request)
+        now = None if turn.start is None else await asyncio.to_thread(self._now, turn.start)
+        turn.choice = self._choice(turn, request, now)
         messages = None
         if turn.intent == "general" and request.messages[-1].role == "user":
             last = request.messages[-1].content
@@ -188,39 +256,154 @@ class ToolPolicy(Hook):
                 return True
         return False
 
-    def _choice(self, intent: Intent, request: LLMRequest) -> ToolChoice:
-        tools = request.tools
-        if intent == "general":
+    def _now(self, start: Snapshot) -> Snapshot:
+        return Snapshot.take(self.workspace.root, start.names)
+
+    def _choice(self, state: _Turn, request: LLMRequest, now: Snapshot | None) -> ToolChoice:
+        intent, tools = state.intent, request.tools
+        if intent == "general" or intent is None:
             return ToolChoice("none", reason="general: needs nothing from the workspace")
-        bash = ("bash",) if intent == "run" and _has(tools, "bash") else ()
-        if intent == "change":
-            allowed: tuple[str, ...] | None = None
-            why = "change"
-        else:
-            allowed = tuple(t.name for t in tools if t.read_only) + bash
-            why = f"{intent}: nothing may change"
         turn = _turn_messages(request.messages)
         rounds = sum(1 for m in turn if m.role == "assistant" and m.tool_calls)
-        looks = tuple(t.name for t in tools if t.name in self.looks) + bash
-        if looks and not _looked(turn, {*looks}) and intent != "change":
-            return ToolChoice("required", looks, self.call_tokens, f"{why}; look first")
+        if intent == "change":
+            return self._change_choice(state, turn, tools, rounds, now)
+        # A "run" request runs first: reading the script instead of running it answers
+        # another question.
+        looks = (("bash",) if intent == "run" and _has(tools, "bash")
+                 else tuple(t.name for t in tools if t.name in self.looks))
+        allowed = tuple(dict.fromkeys([*(t.name for t in tools if t.read_only), *looks]))
+        why = f"{intent}: nothing may change"
+        if rounds >= self.max_rounds:
+            return ToolChoice("none", allowed, reason=f"{why}; answer now ({rounds} rounds)")
+        # A look that failed or matched nothing showed nothing: the model looks again, with
+        # the other tools (``find`` for "find the TODOs" lists names, ``grep`` reads text);
+        # once names were listed, a look at what the files hold.
+        readers = tuple(n for n in looks if n in CONTENT_LOOKS) or looks
+        if looks and not _looked(turn, {*readers}, state.blank):
+            pool = readers if _looked(turn, {*looks}, state.blank) else looks
+            tried = _called(turn, state.blank)
+            others = tuple(n for n in pool if n not in tried) or pool
+            return ToolChoice("required", others, self.call_tokens, f"{why}; look first")
+        if _repeated(turn):
+            return ToolChoice("none", allowed, reason=f"{why}; answer now ({rounds} rounds)")
         if rounds == 0:
             return ToolChoice("required", allowed, self.call_tokens, f"{why}; look first")
-        if rounds >= self.max_rounds or _repeated(turn):
-            return ToolChoice("none", allowed, reason=f"{why}; answer now ({rounds} rounds)")
-        if intent == "change" and not _changed(turn, tools):
-            return ToolChoice("required", allowed, self.call_tokens,
-                              f"{why}; no change made yet")
         return ToolChoice("auto", allowed, self.call_tokens, why)
+
+    def _change_choice(self, state: _Turn, turn: Sequence[Message], tools: Sequence[ToolSpec],
+                       rounds: int, now: Snapshot | None) -> ToolChoice:
+        """A change: required calls until something changed (reading allowed) and while a file
+        it changed no longer parses, optional ones after, none once every file the request
+        names has changed (the change is done), and one required call of a file-changing tool
+        before a change request gives up."""
+        changed = _changed(turn, tools, state.start, now)
+        if rounds == 0:
+            return ToolChoice("required", None, self.call_tokens, "change; look first")
+        if rounds >= self.max_rounds or _repeated(turn):
+            changers = tuple(n for n in FILE_CHANGERS if _has(tools, n)) or None
+            if not changed and not state.last_chance:
+                state.last_chance = True
+                return ToolChoice("required", changers, self.call_tokens,
+                                  "change: nothing changed yet; the last chance to change it")
+            return ToolChoice("none", reason=f"change; answer now ({rounds} rounds)")
+        if state.broken:
+            return ToolChoice("required", None, self.call_tokens,
+                              f"change: {', '.join(state.broken)} no longer parses; fix it")
+        if state.unread - state.read and _has(tools, "read"):
+            return ToolChoice("required", ("read",), self.call_tokens,
+                              f"change: read {', '.join(sorted(state.unread - state.read))} "
+                              "before writing it whole")
+        if changed and state.start is not None and now is not None \
+                and state.start.targets_done(now):
+            return ToolChoice("none", reason="change: every file the request names has "
+                              "changed; answer now")
+        if not changed:
+            return ToolChoice("required", None, self.call_tokens, "change; no change made yet")
+        return ToolChoice("auto", None, self.call_tokens, "change")
 
     # -- before_tool ------------------------------------------------------------------------
 
-    def before_tool(self, ctx: ToolCallContext) -> HookResult:
+    async def before_tool(self, ctx: ToolCallContext) -> HookResult:
         turn = self._turns.get(ctx.turn_id)
-        if turn is None or turn.choice.allows(ctx.call.name):
+        if turn is None:
             return None
-        return HookDecision(HookAction.DENY_TOOL, reason=(
-            f"{ctx.call.name} was not offered on this call ({turn.choice.reason})"))
+        if not turn.choice.allows(ctx.call.name):
+            turn.blank.add(ctx.call.id)  # a denied call showed nothing
+            return HookDecision(HookAction.DENY_TOOL, reason=(
+                f"{ctx.call.name} was not offered on this call ({turn.choice.reason})"))
+        if ctx.read_only:
+            return None
+        unread = self._unread(turn, ctx.call)
+        if unread is not None:  # a write in place of an edit would drop what it never saw
+            turn.unread.add(unread)
+            return HookDecision(HookAction.DENY_TOOL, reason=(
+                f"{unread} exists and was not read in this request: change it with edit, or "
+                "read it first and then write it whole"))
+        key = _call_key(ctx.call.name, ctx.call.arguments)
+        if key in turn.made:  # the same change again would apply it twice (an append, a sed)
+            return HookDecision(HookAction.DENY_TOOL, reason=(
+                "this exact call already succeeded in this request; it is done"))
+        turn.pending[ctx.call.id] = key
+        if turn.start is not None:
+            path = ctx.call.arguments.get("path")
+            names = (*turn.start.names, *([path] if isinstance(path, str) else []))
+            turn.before[ctx.call.id] = await asyncio.to_thread(
+                Snapshot.take, self.workspace.root, names)
+        return None
+
+    def _unread(self, turn: _Turn, call: ToolCall) -> str | None:
+        """The file that existed before the request, and is not empty, that a ``write`` of a
+        change request would replace without having read it (None: the write may run)."""
+        path = call.arguments.get("path")
+        if call.name not in OVERWRITERS or turn.start is None or not isinstance(path, str):
+            return None
+        rel = _relative(self.workspace, path)
+        try:
+            full = self.workspace.root / rel if rel is not None else None
+            if full is None or not full.is_file() or full.stat().st_size == 0:
+                return None
+        except OSError:
+            return None
+        if rel in turn.read or rel not in turn.start.files:
+            return None  # read, or made by this request: the model knows what it holds
+        return rel
+
+    # -- after_tool -------------------------------------------------------------------------
+
+    async def after_tool(self, ctx: ToolResultContext) -> HookResult:
+        """Remembers an acting call that succeeded; tells what a command changed and which
+        file a call left unparsable."""
+        turn = self._turns.get(ctx.turn_id)
+        if turn is None:
+            return None
+        if ctx.call.name in self.looks and (ctx.result.is_error
+                                            or ctx.result.metadata.get(FOUND_NOTHING)):
+            turn.blank.add(ctx.call.id)
+        elif ctx.call.name in READERS_WHOLE and isinstance(ctx.call.arguments.get("path"), str):
+            rel = _relative(self.workspace, ctx.call.arguments["path"])
+            if rel is not None:
+                turn.read.add(rel)
+        key = turn.pending.pop(ctx.call.id, None)
+        before = turn.before.pop(ctx.call.id, None)
+        now = None if before is None else await asyncio.to_thread(self._now, before)
+        report = "" if before is None or now is None or ctx.call.name not in COMMANDS \
+            else change_report(before, now)
+        # A command that changed nothing may run again (the tests after a fix).
+        if key is not None and not ctx.result.is_error \
+                and (ctx.call.name not in COMMANDS or report):
+            turn.made.add(key)
+        broken = {} if before is None or now is None else broken_files(before, now)
+        turn.broken.update(broken)
+        for name in [n for n in turn.broken if n not in broken]:
+            if await asyncio.to_thread(still_parses, self.workspace.root, name):
+                del turn.broken[name]  # repaired (or removed) since
+        notes = [report] if report else []
+        notes += [f"[this left {name} unparsable: {why}; fix it]" for name, why in broken.items()]
+        if not notes:
+            return None
+        return HookDecision(HookAction.MODIFY, result="\n".join([ctx.result.content.rstrip(),
+                                                                *notes]),
+                            is_error=True if broken else None)
 
     # -- after_llm --------------------------------------------------------------------------
 
@@ -234,19 +417,22 @@ class ToolPolicy(Hook):
         counts = evidence_counts(results)
         looked = turn.intent != "general" or bool(results)
         text = response.text
+        if results and echoes(text, [*results, *_as_shown(messages)]):
+            text = await self._restate(ctx, text, results)
         missing = unsupported_facts(text, evidence, counts, numbers=looked)
         rechecked = False
         if missing and looked:
             rechecked = True
             try:
                 again = await ctx.ask(_recheck_request(ctx.request, text, missing), "evidence")
-            except ProviderError:
-                again = response  # no second chance: what is unsupported stays marked
+            except Exception:  # any failure of the call: what is unsupported must stay marked
+                again = response
             if again.text.strip():
                 text = again.text
                 missing = unsupported_facts(text, evidence, counts, numbers=looked)
-        changed = _changed(messages, ctx.request.tools)
-        verdict = Verdict(turn.intent, changed, tuple(missing), rechecked)
+        now = None if turn.start is None else await asyncio.to_thread(self._now, turn.start)
+        changed = _changed(messages, ctx.request.tools, turn.start, now)
+        verdict = Verdict(turn.intent, changed, tuple(missing), rechecked, tuple(turn.broken))
         self._verdicts[ctx.turn_id] = verdict
         notes = []
         if missing:
@@ -255,9 +441,28 @@ class ToolPolicy(Hook):
         if verdict.change_missing:
             notes.append(f"{NOTHING_CHANGED_MARK}: the request asked for a change, and no "
                          "tool changed a file")
+        notes += [f"{BROKEN_MARK}: {name} ({why})" for name, why in turn.broken.items()]
         if not notes and text == response.text:
             return None
         return HookDecision(HookAction.MODIFY, text="\n\n".join([text.rstrip(), *notes]))
+
+    async def _restate(self, ctx: LLMResponseContext, echo: str,
+                       results: Sequence[str]) -> str:
+        """One more call for an answer that only repeated a tool result: the answer in words,
+        then the output it rests on (a restatement may drop what the echo showed); the echo
+        alone when the model cannot do better."""
+        request = ctx.request
+        again = LLMRequest(
+            messages=(*request.messages, Message("assistant", echo), Message("user", _RESTATE)),
+            tools=request.tools, model=request.model, params=request.params,
+            tool_choice=ToolChoice("none", reason="the answer repeated a tool result"))
+        try:
+            reply = (await ctx.ask(again, "answer")).text
+        except Exception:  # any failure of the call: the echo is still checked and marked
+            return echo
+        if not reply.strip() or echoes(reply, results):
+            return echo
+        return f"{reply.rstrip()}\n\n{echo.strip()}"
 
     # -- on_event ---------------------------------------------------------------------------
 
@@ -293,9 +498,10 @@ def _turn_messages(messages: Sequence[Message]) -> list[Message]:
     return [m for m in messages[exchange_start(messages):] if m.role != "system"]
 
 
-def _looked(turn: Sequence[Message], looks: set[str]) -> bool:
-    """A tool that reads the workspace was called in this exchange."""
-    return any(c.name in looks for m in turn if m.role == "assistant" for c in m.tool_calls)
+def _looked(turn: Sequence[Message], looks: set[str], blank: set[str]) -> bool:
+    """A tool that reads the workspace was called in this exchange and showed something."""
+    return any(c.name in looks and c.id not in blank
+               for m in turn if m.role == "assistant" for c in m.tool_calls)
 
 
 def _repeated(turn: Sequence[Message]) -> bool:
@@ -305,15 +511,36 @@ def _repeated(turn: Sequence[Message]) -> bool:
     for m in turn:
         if m.role == "assistant" and m.tool_calls:
             seen.extend(latest)
-            latest = [f"{c.name}:{json.dumps(dict(c.arguments), sort_keys=True)}"
-                      for c in m.tool_calls]
+            latest = [_call_key(c.name, dict(c.arguments)) for c in m.tool_calls]
     return any(key in seen for key in latest)
 
 
-def _changed(turn: Sequence[Message], tools: Sequence[ToolSpec]) -> bool:
-    """A tool that is not read-only ran without error in this exchange."""
-    acting = {t.name for t in tools if not t.read_only}
-    return any(m.role == "tool" and not m.is_error and m.name in acting for m in turn)
+def _called(turn: Sequence[Message], ids: set[str]) -> set[str]:
+    """The names of the tools of the calls ``ids`` in this exchange."""
+    return {c.name for m in turn if m.role == "assistant" for c in m.tool_calls if c.id in ids}
+
+
+def _relative(ws: Workspace, path: str) -> str | None:
+    """``path`` relative to the workspace root, or None when it leads outside."""
+    base = ws.root.resolve()
+    try:
+        return str((base / path).resolve().relative_to(base))
+    except (ValueError, OSError):
+        return None
+
+
+def _call_key(name: str, arguments: object) -> str:
+    return f"{name}:{json.dumps(arguments, sort_keys=True, default=str)}"
+
+
+def _changed(turn: Sequence[Message], tools: Sequence[ToolSpec], start: Snapshot | None,
+             now: Snapshot | None) -> bool:
+    """Something changed in this exchange: a file-changing tool succeeded, or the workspace
+    differs from ``start`` (a command's success alone is no change)."""
+    acting = {t.name for t in tools if not t.read_only} - COMMANDS
+    if any(m.role == "tool" and not m.is_error and m.name in acting for m in turn):
+        return True
+    return start is not None and now is not None and bool(start.changed(now))
 
 
 def _evidence(messages: Sequence[Message], turn: Sequence[Message]) -> tuple[str, list[str]]:
@@ -327,6 +554,13 @@ def _evidence(messages: Sequence[Message], turn: Sequence[Message]) -> tuple[str
         parts.append(m.text)
         parts.extend(json.dumps(dict(c.arguments), ensure_ascii=False) for c in m.tool_calls)
     return "\n".join(parts), results
+
+
+def _as_shown(turn: Sequence[Message]) -> list[str]:
+    """The tool results as a profile that keeps the conversation in text shows them to the
+    model ("Result of grep({...}):" and the text): a model that repeats one echoes it too."""
+    calls = {c.id: c for m in turn if m.role == "assistant" for c in m.tool_calls}
+    return [tool_result_as_user(m, calls) for m in turn if m.role == "tool"]
 
 
 def _recheck_request(request: LLMRequest, answer: str, missing: Sequence[str]) -> LLMRequest:

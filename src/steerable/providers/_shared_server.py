@@ -42,6 +42,7 @@ __all__ = [
     "default_state_dir",
     "healthy",
     "stop_all",
+    "stop_idle",
     "touch",
 ]
 
@@ -178,19 +179,56 @@ def acquire(spec: ServerSpec, state_dir: Path) -> tuple[str, bool]:
         return _wait_for_keeper(keeper, spec, state_dir), True
 
 
+IN_USE_WINDOW = 120.0
+"""Seconds after its last request during which a shared server counts as in use: a run that
+is between two calls (a tool running, a command's output being read) still needs it."""
+
+
+def _in_use(state_file: Path, state: dict[str, object], window: float) -> bool:
+    """Whether a run is using the server now: a request is being served, or one was made
+    within ``window`` seconds (every request touches the state file)."""
+    try:
+        if time.time() - state_file.stat().st_mtime < window:
+            return True
+    except OSError:
+        return False
+    root = str(state.get("base_url", "")).removesuffix("/v1")
+    with contextlib.suppress(httpx.HTTPError, ValueError):
+        for line in httpx.get(f"{root}/metrics", timeout=2.0).text.splitlines():
+            if line.startswith("llamacpp:requests_processing"):
+                return float(line.split()[-1]) > 0
+    return False
+
+
+def stop_idle(state_dir: Path, *, model: str | None = None, force: bool = False,
+              window: float = IN_USE_WINDOW) -> tuple[list[str], list[str]]:
+    """Stop the shared servers of ``model`` (a name or file stem; None: every model) that no
+    run is using (``python -m steerable.providers.local stop``); ``force`` stops them anyway.
+    Returns the keys stopped and the keys left running because a run is using them."""
+    stopped, busy = [], []
+    for state_file in sorted(state_dir.glob("*.json")):
+        state = _read_state(state_file)
+        if state is None or not _alive(state.get("pid")):
+            continue
+        if model is not None and model not in Path(str(state.get("model", ""))).stem:
+            continue
+        if not force and _in_use(state_file, state, window):
+            busy.append(state_file.stem)
+            continue
+        with contextlib.suppress(OSError):
+            os.kill(int(str(state["pid"])), signal.SIGTERM)
+            stopped.append(state_file.stem)
+    return stopped, busy
+
+
 def stop_all(state_dir: Path, *, timeout: float = 10.0) -> list[str]:
-    """Stop every shared server (``python -m steerable.providers.local stop``).
+    """Stop every shared server of ``state_dir``, in use or not (a test's private folder, a
+    process that owns its servers).
 
     Keepers this process started for ``state_dir`` are stopped even when their state file is
     gone (a keeper whose server crashed is on its way out) and waited for, up to ``timeout``
     each, so none is left running or unreaped when the call returns."""
-    stopped = []
-    for state_file in sorted(state_dir.glob("*.json")):
-        state = _read_state(state_file)
-        if state is not None and _alive(state.get("pid")):
-            with contextlib.suppress(OSError):
-                os.kill(int(str(state["pid"])), signal.SIGTERM)
-                stopped.append(state_file.stem)
+    stopped, _ = stop_idle(state_dir, force=True)
     for keeper, folder in list(_KEEPERS):
         if folder != state_dir:
             continue

