@@ -20,10 +20,7 @@ whether or not calls are approved; a call of a tool the choice did not allow is 
 
 **The calls**: a question (workspace) starts with required calls of a tool that reads the
 workspace (``looks``: read, grep, ls, find; ``todo`` plans but reads nothing, so it does not
-count; a search that found nothing, failed or was denied does not count either, and the next
-look offers the tools not tried yet; once ``ls``/``find`` listed names, the look still required
-is one of what the files hold, ``read`` or ``grep``) until one was made; a run starts with a
-required ``bash`` call (reading a script is not
+count) until one was made; a run starts with a required ``bash`` call (reading a script is not
 running it). Then a call is optional until ``max_rounds`` rounds or a repeated call, then it
 must answer. A required call is capped at ``call_tokens`` tokens.
 
@@ -116,9 +113,6 @@ BROKEN_MARK = "✗ no longer parses"
 WORKSPACE_READERS = frozenset({"read", "grep", "ls", "find"})
 """The tools whose call counts as the required first look: they read the workspace (``todo``
 is read-only too but reads nothing, so a plan is not a look)."""
-CONTENT_LOOKS = frozenset({"read", "grep"})
-"""The looks that show what files hold; ``ls`` and ``find`` show only names, so a question is
-looked at once one of these showed something (a listing alone answered "port?" with a guess)."""
 COMMANDS = frozenset({"bash"})
 """Acting tools whose success is no change by itself (``ls`` succeeds and changes nothing):
 what they changed is read off the workspace."""
@@ -276,13 +270,10 @@ class ToolPolicy(Hook):
         if rounds >= self.max_rounds:
             return ToolChoice("none", allowed, reason=f"{why}; answer now ({rounds} rounds)")
         # A look that failed or matched nothing showed nothing: the model looks again, with
-        # the other tools (``find`` for "find the TODOs" lists names, ``grep`` reads text);
-        # once names were listed, a look at what the files hold.
-        readers = tuple(n for n in looks if n in CONTENT_LOOKS) or looks
-        if looks and not _looked(turn, {*readers}, state.blank):
-            pool = readers if _looked(turn, {*looks}, state.blank) else looks
+        # the other tools (``find`` for "find the TODOs" lists names, ``grep`` reads text).
+        if looks and not _looked(turn, {*looks}, state.blank):
             tried = _called(turn, state.blank)
-            others = tuple(n for n in pool if n not in tried) or pool
+            others = tuple(n for n in looks if n not in tried) or looks
             return ToolChoice("required", others, self.call_tokens, f"{why}; look first")
         if _repeated(turn):
             return ToolChoice("none", allowed, reason=f"{why}; answer now ({rounds} rounds)")
