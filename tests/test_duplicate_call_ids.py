@@ -4,7 +4,7 @@ own result, so the history never pairs two results with one call."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from steerable import Agent, AgentLoop, EventKind, ToolCall, tool
 from steerable.providers import Chunk, LLMRequest, StreamEnd, TextDelta, ToolCallChunk
@@ -17,7 +17,7 @@ class RepeatingIds:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         self.calls += 1
         if self.calls == 1:
             yield ToolCallChunk(ToolCall("call_0", "echo", {"text": "a"}))

@@ -130,3 +130,77 @@ async def test_revoking_or_editing_a_held_message_rewrites_the_checkpoint() -> N
     assert [m.content for m in loop.session_messages("s") if m.role == "user"] == [
         "first", "third!"]
     await loop.aclose()
+
+
+
+async def test_messages_held_under_a_composite_root_stay_in_memory_as_its_turns_do() -> None:
+    """A composite's turns keep no checkpoint (they stop at child boundaries), so what waits
+    for one is held in memory like the turn itself: no successor checkpoint (which would name
+    the composite as a model agent), no error. A message that names a model agent of its own
+    gets the successor its turn will replace. Here the second session's messages wait for a
+    turn slot, with no turn of theirs running (``sync_held`` with no turn)."""
+    from steerable import EventKind, Limits, SequentialAgent
+
+    gate = asyncio.Event()
+
+    @tool
+    async def wait() -> str:
+        """Wait for the gate."""
+        await gate.wait()
+        return "done"
+
+    store = Saves()
+    child = Agent(name="child", provider=ScriptedProvider(
+        [Reply(tool_calls=[("wait", {})]), Reply(text="a")]), tools=[wait])
+    root = SequentialAgent(name="pipeline", agents=[child])
+    # Two slots: the composite's turn and its child's; the second session waits for them.
+    loop = AgentLoop(root, store=store, limits=Limits(active_turns=2))
+    errors = loop.subscribe([EventKind.ERROR])
+    started = loop.subscribe([EventKind.TOOL_EXEC_START])
+    first = loop.send("a", "a")
+    await anext(aiter(started))
+    queued = [loop.send(text, "b", "follow_up") for text in ("b1", "b2", "b3")]
+    assert store.saved == [] and store.load_checkpoint("b") is None
+    assert loop.revoke_message(queued[1].message_id)
+    assert loop.edit_message(queued[2].message_id, "b3!")
+    assert store.saved == []
+    own = loop.send("b4", "b", "follow_up", agent=agent([]))  # a model agent of its own
+    for q in (queued[0], queued[2]):
+        assert loop.revoke_message(q.message_id)
+    cp = store.load_checkpoint("b")  # b4 is first now: its turn will be durable
+    assert cp is not None and cp.agent == "held" and cp.input_id == own.message_id
+    assert loop.revoke_message(own.message_id)
+    assert store.load_checkpoint("b") is None
+    gate.set()
+    assert (await first).text == "a"
+    assert [getattr(e, "message", e) for e in errors.drain_nowait()] == []
+    assert store.load_checkpoint("a") is None and store.load_checkpoint("b") is None
+    await loop.aclose()
+
+
+async def test_messages_held_behind_a_composite_root_run_in_order_and_leave_no_checkpoint(
+) -> None:
+    """A composite's turns keep no checkpoint (they stop at child boundaries), so what waits
+    behind one is held in memory like the turn itself: no successor checkpoint (which would
+    name the composite as a model agent, and make the session's next turn refuse to start
+    over a checkpoint no turn of it replaces), no error, every message run once, in order."""
+    from steerable import EventKind, SequentialAgent
+
+    store = Saves()
+    root = SequentialAgent(name="pipeline", agents=[
+        agent([Reply(tool_calls=[("step", {})]), Reply(text="1"), Reply(text="2"),
+               Reply(text="3"), Reply(text="4")])])
+    loop = AgentLoop(root, store=store)
+    errors = loop.subscribe([EventKind.ERROR])
+    loop.send("first", "s")
+    gone = loop.send("second", "s", "follow_up")
+    loop.send("third", "s", "follow_up")
+    assert loop.revoke_message(gone.message_id)
+    await loop.wait_session("s")
+    loop.send("fourth", "s", "follow_up")  # between turns too
+    await loop.wait_session("s")
+    assert [getattr(e, "message", e) for e in errors.drain_nowait()] == []
+    assert store.saved == [] and store.load_checkpoint("s") is None
+    assert [m.content for m in loop.session_messages("s") if m.role == "user"] == [
+        "first", "third", "fourth"]
+    await loop.aclose()

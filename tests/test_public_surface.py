@@ -75,7 +75,7 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "steerable.temporal": [
         "DEFAULT_TASK_QUEUE", "CallOptions", "EventLog", "Receipt", "TemporalClient",
-        "TemporalWorker", "TurnOutcome", "workflow_id",
+        "TemporalWorker", "TurnOutcome", "WorkerHook", "workflow_id", "workflow_read",
     ],
 }  # fmt: skip
 

@@ -11,7 +11,7 @@ import os
 import re
 import sqlite3
 import tempfile
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -149,7 +149,7 @@ class Pieces:
     def __init__(self, replies: Sequence[tuple[Sequence[str], dict[str, Any] | None]]) -> None:
         self.replies = list(replies)
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         pieces, call = self.replies.pop(0)
         for piece in pieces:
             yield TextDelta(piece)

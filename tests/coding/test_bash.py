@@ -3,6 +3,7 @@ whole process group (grandchildren included) through the real loop."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import psutil
@@ -52,6 +53,30 @@ def _proc(pid: int) -> psutil.Process | None:
         return psutil.Process(pid)
     except psutil.NoSuchProcess:
         return None
+
+
+async def test_a_second_cancel_does_not_cut_short_the_wait_for_the_killed_shell(
+        ws: Workspace, tools) -> None:
+    """A hard abort cancels the call; closing the loop cancels it once more a moment later.
+    The call still ends only once the killed shell's exit is seen (reaped): cut short, its
+    process object was left "still running" when the event loop closed."""
+    started = asyncio.Event()
+    pids: list[int] = []
+
+    def report(text: str, data: object) -> None:
+        pids.extend(int(n) for n in re.findall(r"pid (\d+)", text))
+        started.set()
+
+    ctx = ToolContext(call_id="c", tool_name="bash", turn_id="t", session_id="s",
+                      _report=report)
+    task = asyncio.ensure_future(call(tools["bash"], ctx, command="echo pid $$; sleep 30"))
+    await started.wait()
+    task.cancel()
+    await asyncio.sleep(0)  # the call kills the group and starts waiting for the exit
+    task.cancel()
+    await asyncio.wait((task,))
+    assert task.cancelled()
+    assert pids and not psutil.pid_exists(pids[0])  # killed and reaped, not left a zombie
 
 
 async def test_bash_does_not_hang_on_background_children(ws: Workspace, tools) -> None:

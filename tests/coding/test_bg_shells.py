@@ -214,7 +214,8 @@ def test_killing_the_front_end_leaves_no_background_process(cli_env: dict[str, s
                                                             sandbox: bool) -> None:
     """kill -9 of ``steerable run``: in the sandbox bwrap (--die-with-parent, its own PID
     namespace) takes the commands and their children with it; unconfined, the guard process
-    kills their process groups once the front end's pipe to it closes."""
+    kills their process groups once the front end's pipe to it closes, the foreground call's
+    group too."""
     if sandbox:
         _need_bwrap()
     a, b, c = marker(), marker(), marker()
@@ -232,16 +233,17 @@ def test_killing_the_front_end_leaves_no_background_process(cli_env: dict[str, s
                             stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     try:
         assert proc.stdout is not None
-        for line in proc.stdout:
-            if "fg-running" in line:
+        for line in proc.stdout:  # the foreground command's own output (not its arguments)
+            event = json.loads(line)
+            if event["kind"] == "tool_exec_progress" and "fg-running" in event["text"]:
                 break
         assert alive(f"sleep {a}") and alive(f"sleep {b}")
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         assert not wait_gone(f"sleep {a}") and not wait_gone(f"sleep {b}")
+        assert not wait_gone(f"sleep {c}")  # the foreground call's command, too
     finally:
-        # Leave nothing: the background ones if the test failed; unconfined, the foreground
-        # call's sleep too (a foreground call is not the guard's).
+        # Leave nothing if the test failed.
         for p in psutil.process_iter(["cmdline"]):
             line = " ".join(p.info["cmdline"] or [])
             if any(f"sleep {m}" in line for m in (a, b, c)):

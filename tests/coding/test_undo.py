@@ -196,10 +196,12 @@ def test_settled_files_come_from_the_index_and_changes_are_still_seen(
         root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for i in range(30):
         (root / f"f{i}.txt").write_text(f"{i}\n")
-    written = time.time_ns()
+    # The first snapshot's clock is the moment of the first write, however long the writes
+    # took on a loaded machine (the moment after the last one left the first files outside
+    # the racy window): every file is inside it, so no signature is trusted yet.
+    written = min(max(st.st_mtime_ns, st.st_ctime_ns)
+                  for st in (f.stat() for f in root.iterdir() if f.is_file()))
     snaps = Snapshots(root, tmp_path / "data")
-    # The first snapshot's clock is the moment of the writes, however loaded the machine is:
-    # every file is inside the racy window, so its signature must not be trusted yet.
     monkeypatch.setattr(_snap_scan, "time", SimpleNamespace(time_ns=lambda: written))
     first = snaps.snapshot("s", "t0", "c0", "bash")
     monkeypatch.undo()

@@ -1,9 +1,10 @@
 """The MCP client negotiates the revision: 2026-07-28 where the server has it, the 2025
-handshake otherwise; a 2026 server's ``input_required`` is an error result the model reads; an
-old or missing SDK is refused in one line."""
+handshake otherwise; a 2026 server that keeps answering ``input_required`` is given up after a
+bounded number of rounds; an old or missing SDK is refused in one line."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -53,12 +54,33 @@ async def test_the_sdks_own_server_speaks_the_current_revision(marks: Path) -> N
         assert server.protocol_version == "2026-07-28"
 
 
-async def test_input_required_is_an_error_result_naming_what_was_asked() -> None:
+async def test_a_server_that_keeps_asking_is_given_up_after_max_rounds() -> None:
+    from steerable.integrations.mcp._input import MAX_ROUNDS
+
     async with MCPServer("new", command=sys.executable, args=[str(RAW), "2026"]) as server:
-        ends = await _turn(server, [("mcp__new__ask", {})])
-    [(name, is_error, text)] = ends
-    assert name == "mcp__new__ask" and is_error
-    assert "asked for input (confirm)" in text and "cannot answer" in text
+        loop = AgentLoop(Agent(name="a", tools=await server.tools(), provider=ScriptedProvider(
+            [Reply(tool_calls=[("mcp__new__ask", {})]), Reply(text="done")])),
+            permissions=[("allow", "mcp__*")])
+        sub = loop.subscribe(buffer=1000)
+        asked = 0
+
+        async def answer() -> None:  # each round's question, every time
+            nonlocal asked
+            async for event in loop.subscribe(buffer=1000):
+                if event.kind is EventKind.QUESTION_ASKED:
+                    asked += 1
+                    loop.answer(event.request_id, "accept")
+                elif event.kind is EventKind.TURN_END:
+                    return
+
+        answering = asyncio.ensure_future(answer())
+        await asyncio.sleep(0)
+        await loop.run_turn("go", session_id="s1")
+        await answering
+        await loop.aclose()
+    [end] = [e for e in sub.drain_nowait() if e.kind is EventKind.TOOL_EXEC_END]
+    assert end.is_error and f"still asked for input after {MAX_ROUNDS} rounds" in end.content
+    assert asked == MAX_ROUNDS  # one question per round; the last answer is not asked for
 
 
 @pytest.mark.parametrize(("installed", "says"), [

@@ -21,7 +21,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from steerable import Agent, HumanApprover, Reply, ScriptedProvider, tool
 from steerable.providers._base import Chunk, LLMRequest, StreamEnd, TextDelta
@@ -65,7 +65,7 @@ def answer(request: LLMRequest) -> Reply:
 class Endless:
     """A provider that answers every request with ``answer`` (a fresh one-step script)."""
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         kind, _, rest = request.messages[-1].content.partition(":")
         if kind == "slow" and request.messages[-1].role == "user":
             seconds, _, tag = rest.partition(":")

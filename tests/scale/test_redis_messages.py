@@ -1,6 +1,8 @@
 """Messages across Redis workers have ids and states (SPEC 10): a steer's receipt comes from the
 worker whose turn took it, a posted message keeps its queue entry's id through the turn that
-runs it, and a message withdrawn while the worker drains the queue runs never or once."""
+runs it, and a message withdrawn while the worker drains the queue runs never or once. A
+follow-up a turn hands back runs as a new message linked by ``origin_id``; a message sent to
+steer that the turn cannot take is queued under its own id, never rejected first."""
 
 from __future__ import annotations
 
@@ -100,6 +102,63 @@ async def test_a_message_withdrawn_while_the_worker_drains_the_queue_runs_never_
                        if m.role == "user" and m.content in ids.values())
         for mid, text in ids.items():
             assert seen[text] == (0 if revoked.get(mid) else 1), (text, revoked.get(mid))
+    finally:
+        gate.set()
+        worker.stop()
+        await asyncio.wait_for(task, 20)
+
+
+async def test_a_follow_up_its_turn_hands_back_runs_as_a_new_message_linked_to_it(
+        redis_url: str, client: RedisClient) -> None:
+    """SPEC 10: a follow-up the turn ended without delivering is ``returned``; the worker that
+    runs it later gives it a new lifecycle as a new message whose ``origin_id`` is the old id."""
+    gate = asyncio.Event()
+    worker = RedisWorker(gated(gate, 2), redis_url, lease=LeaseTiming(ttl=1.0))
+    task = asyncio.get_running_loop().create_task(worker.run())
+    await asyncio.wait_for(worker.ready.wait(), 10)
+    try:
+        await client.send("go", "f")
+        await events_until(client, "f", lambda e: e["kind"] == "tool_exec_start")
+        later = await client.follow_up("and later", "f")
+        assert later and later.message_id
+        gate.set()
+        events = await events_until(client, "f", ended(2))
+        states = [(e["message_id"], e["state"], e.get("origin_id")) for e in events
+                  if e["kind"] == "message_state" and e["text"] == "and later"]
+        again = [mid for mid, state, origin in states
+                 if state == "queued" and origin == later.message_id]
+        assert len(again) == 1, states
+        assert [s for mid, s, _ in states if mid == later.message_id] == ["queued", "returned"]
+        assert [s for mid, s, _ in states if mid == again[0]] == ["queued", "delivered"]
+    finally:
+        gate.set()
+        worker.stop()
+        await asyncio.wait_for(task, 20)
+
+
+async def test_a_steer_the_turn_cannot_take_is_queued_under_its_own_id_and_never_rejected(
+        redis_url: str, client: RedisClient) -> None:
+    """A message sent with policy ``steer`` to a turn whose steering queue is full runs as a
+    turn of its own, as on one process: one lifecycle (queued, then delivered), no REJECTED."""
+    from steerable import Limits
+
+    gate = asyncio.Event()
+    worker = RedisWorker(gated(gate, 3), redis_url, lease=LeaseTiming(ttl=1.0),
+                         limits=Limits(steering_queue=1))
+    task = asyncio.get_running_loop().create_task(worker.run())
+    await asyncio.wait_for(worker.ready.wait(), 10)
+    try:
+        await client.send("go", "q")
+        await events_until(client, "q", lambda e: e["kind"] == "tool_exec_start")
+        taken = await client.send("steered in", "q")
+        assert taken.action == "steered"
+        overflow = await client.send("one too many", "q")
+        assert overflow.action == "queued" and overflow.message_id
+        gate.set()
+        events = await events_until(client, "q", ended(2))
+        states = [(e["message_id"], e["state"]) for e in events
+                  if e["kind"] == "message_state" and e["text"] == "one too many"]
+        assert states == [(overflow.message_id, "queued"), (overflow.message_id, "delivered")]
     finally:
         gate.set()
         worker.stop()

@@ -142,15 +142,25 @@ async def test_a_worker_stops_even_while_redis_is_down(own_redis: RedisServer) -
 
 async def test_a_turn_whose_save_fails_while_redis_stalls_runs_again(redis_url: str,
                                                                     client: RedisClient) -> None:
-    agent = Agent(name="a", provider=ScriptedProvider(
-        [Reply(text="first try", delay=0.3), Reply(text="second try")]))
+    paused = asyncio.Event()
+
+    async def first_try(request: object) -> Reply:
+        # The model answers once writes are paused (not after a delay the test hopes is long
+        # enough to see the request and pause: under load the turn had ended by then).
+        await paused.wait()
+        return Reply(text="first try")
+
+    agent = Agent(name="a", provider=ScriptedProvider([first_try, Reply(text="second try")]))
     worker = RedisWorker(agent, redis_url, lease=LeaseTiming(ttl=20.0))
     task = await running(worker)
     try:
         await client.send("hello", "stall")
         await events_until(client, "stall", lambda e: e["kind"] == "llm_request")
         # Writes stall longer than the store's 5 s socket timeout: the save at turn end fails.
-        await client._redis.execute_command("CLIENT", "PAUSE", 6500, "WRITE")
+        # 7.5 s: the first save (right after the answer) has 2.5 s to start before it could
+        # outlast the pause, and the second (after the first timed out) 2.5 s to start after.
+        await client._redis.execute_command("CLIENT", "PAUSE", 7500, "WRITE")
+        paused.set()
         events = await events_until(client, "stall", ended(2), timeout=40)
         statuses = [e["status"] for e in events if e["kind"] == "turn_end"]
         assert statuses == ["error", "completed"]

@@ -4,14 +4,14 @@ Temporal alike: send, steer, interrupt, cancel, approve, read events and history
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
 from steerable import AgentLoop, CancelMode, HumanApprover, Timeouts
 from steerable._events import event_to_dict
 from steerable._messages import Message
-from steerable.temporal import TemporalClient
+from steerable.temporal import TemporalClient, WorkerHook
 from tests.temporal._harness import running
 
 Event = dict[str, Any]
@@ -27,6 +27,8 @@ class Driver(Protocol):
     async def cancel(self, sid: str, mode: str) -> bool: ...
     async def approve(self, request_id: str, approved: bool) -> bool: ...
     async def follow_up(self, text: str, sid: str) -> Any: ...
+    async def answer(self, request_id: str, value: Any) -> None: ...
+    async def pending(self, sid: str) -> list[str]: ...
     async def revoke(self, message_id: str) -> bool: ...
     async def events(self, sid: str, until: Callable[[Event], bool]) -> list[Event]: ...
     async def messages(self, sid: str) -> list[Message]: ...
@@ -62,6 +64,12 @@ class LocalDriver:
 
     async def follow_up(self, text: str, sid: str) -> Any:
         return self.loop.inject_follow_up(text, sid)
+
+    async def answer(self, request_id: str, value: Any) -> None:
+        self.loop.answer(request_id, value)
+
+    async def pending(self, sid: str) -> list[str]:
+        return [r.request_id for r in self.loop.pending_requests(sid)]
 
     async def revoke(self, message_id: str) -> bool:
         return self.loop.revoke_message(message_id)
@@ -117,6 +125,19 @@ class TemporalDriver:
     async def follow_up(self, text: str, sid: str) -> Any:
         return await self.client.inject_follow_up(text, self.prefix + sid)
 
+    async def answer(self, request_id: str, value: Any) -> None:
+        await self.client.answer(request_id, value)  # its session found by id
+
+    async def pending(self, sid: str) -> list[str]:
+        # The listing is the sessions' memos (visibility), which trail a moment.
+        for _ in range(100):
+            found = [r["request_id"] for r in await self.client.pending_requests(
+                self.prefix + sid)]
+            if found:
+                return found
+            await asyncio.sleep(0.05)
+        return []
+
     async def revoke(self, message_id: str) -> bool:
         return await self.client.revoke_message(message_id)  # its session found by id
 
@@ -140,22 +161,25 @@ Make = Callable[..., Any]
 
 
 def maker(engine: str, target: str | None, queue: str, events_url: str) -> Make:
-    """``async with make(agent, permissions=None, human_approval=False) as driver``."""
+    """``async with make(agent, permissions=None, human_approval=False, hooks=()) as
+    driver``; ``hooks`` are ``WorkerHook``s (registered on the local loop as they say)."""
 
     @asynccontextmanager
-    async def make(agent: Any, *, permissions: Any = None,
-                   human_approval: bool = False) -> AsyncIterator[Driver]:
+    async def make(agent: Any, *, permissions: Any = None, human_approval: bool = False,
+                   hooks: Sequence[WorkerHook] = ()) -> AsyncIterator[Driver]:
         if engine == "local":
             loop = AgentLoop(agent, permissions=permissions,
                              timeouts=Timeouts(approval=3600.0))
             if human_approval:
                 loop.register_hook(HumanApprover())
+            for spec in hooks:
+                loop.register_hook(spec.make(), spec.priority, spec.timeout)
             async with loop:
                 yield LocalDriver(loop)
             return
         assert target is not None
         async with running(agent, target, queue, events_url, permissions=permissions,
-                           human_approval=human_approval) as client:
+                           human_approval=human_approval, hooks=hooks) as client:
             yield TemporalDriver(client)
 
     return make

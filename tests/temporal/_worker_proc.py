@@ -4,7 +4,8 @@ tests.temporal._worker_proc TARGET QUEUE EVENTS_URL DIR [MODE [HEARTBEAT_TIMEOUT
 Mode ``failover`` (the default): its model asks for the ``slow`` tool once, then answers; the
 tool appends a line to DIR/runs (its pid and whether it was resumed) and sleeps. Each model
 request's user messages are appended to DIR/requests, so the test can count deliveries.
-Mode ``instant``: the model answers "ok" at once (one call per turn). EVENTS_URL "-": no events.
+Mode ``ask``: the same with the ``confirm`` tool, which logs its run the same way and asks
+"Proceed?" (yes or no). Mode ``instant``: the model answers "ok" at once (one call per turn). EVENTS_URL "-": no events.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +28,18 @@ from steerable.tools._base import ToolContext
 class RuleProvider:
     """Calls ``slow`` until a tool result is in the context, then answers."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, tool_name: str = "slow") -> None:
         self.folder = folder
+        self.tool_name = tool_name
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         users = [m.content for m in request.messages if m.role == "user"]
         with (self.folder / "requests").open("a") as f:
             f.write(json.dumps(users) + "\n")
         if any(m.role == "tool" for m in request.messages):
             yield TextDelta("all done")
         else:
-            yield ToolCallChunk(ToolCall("call_1", "slow", {"seconds": 8.0}))
+            yield ToolCallChunk(ToolCall("call_1", self.tool_name, {"seconds": 8.0}))
         yield StreamEnd()
 
     async def aclose(self) -> None:
@@ -45,12 +47,17 @@ class RuleProvider:
 
 
 class InstantProvider:
-    async def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         yield TextDelta("ok")
         yield StreamEnd()
 
     async def aclose(self) -> None:
         return None
+
+
+def _log_run(folder: Path, ctx: ToolContext) -> None:
+    with (folder / "runs").open("a") as f:
+        f.write(json.dumps({"pid": os.getpid(), "resumed": ctx.resumed}) + "\n")
 
 
 def build(folder: Path) -> Agent:
@@ -61,8 +68,7 @@ def build(folder: Path) -> Agent:
         Args:
             seconds: How long.
         """
-        with (folder / "runs").open("a") as f:
-            f.write(json.dumps({"pid": os.getpid(), "resumed": ctx.resumed}) + "\n")
+        _log_run(folder, ctx)
         await asyncio.sleep(0.5 if ctx.resumed else seconds)  # a resumed run finishes the rest
         return "slept"
 
@@ -70,9 +76,25 @@ def build(folder: Path) -> Agent:
                  tools=[slow])
 
 
+def build_asking(folder: Path) -> Agent:
+    @tool(read_only=True)
+    async def confirm(seconds: float, ctx: ToolContext) -> str:
+        """Ask before going on.
+
+        Args:
+            seconds: Unused.
+        """
+        _log_run(folder, ctx)
+        return "answered " + await ctx.ask("Proceed?", choices=["yes", "no"])
+
+    return Agent(name="asking", instructions="x", provider=RuleProvider(folder, "confirm"),
+                 tools=[confirm])
+
+
 async def main(target: str, queue: str, events_url: str, folder: str, mode: str = "failover",
                heartbeat_timeout: str = "2") -> None:
     agent = (build(Path(folder)) if mode == "failover"
+             else build_asking(Path(folder)) if mode == "ask"
              else Agent(name="instant", instructions="x", provider=InstantProvider()))
     worker = TemporalWorker(agent, target=target, task_queue=queue,
                             events_url=None if events_url == "-" else events_url,

@@ -9,6 +9,7 @@ import pytest
 
 from tests._redis import RedisServer
 from tests.temporal._devserver import DevServer, require_sdk
+from tests.temporal._drivers import Make, maker
 
 
 @pytest.fixture(scope="session")
@@ -38,3 +39,10 @@ def events_url(_temporal_redis: RedisServer) -> str:
 def task_queue(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A task queue of the test's own: its workers serve only its sessions."""
     return f"t-{tmp_path.name}"
+
+
+@pytest.fixture(params=["local", "temporal"])
+def make(request: pytest.FixtureRequest, task_queue: str, events_url: str) -> Make:
+    """The behavioural tests' engine: each runs on the local engine and on Temporal."""
+    target = request.getfixturevalue("temporal_target") if request.param == "temporal" else None
+    return maker(request.param, target, task_queue, events_url)

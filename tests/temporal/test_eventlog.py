@@ -57,12 +57,12 @@ async def test_an_approval_names_its_session_until_it_is_resolved(events_url: st
     log = EventLog(events_url)
     try:
         await log.append("s1", [(1, {"kind": "approval_requested", "request_id": "r1"})])
-        assert await log.approval_session("r1") == "s1"
+        assert await log.request_session("r1") == "s1"
         await log.append("s1", [(1, {"kind": "approval_requested", "request_id": "r1"})])
         await log.append("s1", [(2, {"kind": "approval_resolved", "request_id": "r1"})])
-        assert await log.approval_session("r1") is None
+        assert await log.request_session("r1") is None
         # A replay of the request (number 1, under the mark) opens nothing again.
         await log.append("s1", [(1, {"kind": "approval_requested", "request_id": "r1"})])
-        assert await log.approval_session("r1") is None
+        assert await log.request_session("r1") is None
     finally:
         await log.aclose()

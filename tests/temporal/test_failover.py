@@ -28,9 +28,9 @@ class Workers:
         self.args = [target, queue, events_url, str(folder)]
         self.procs: list[subprocess.Popen[str]] = []
 
-    def start(self) -> subprocess.Popen[str]:
+    def start(self, mode: str = "failover") -> subprocess.Popen[str]:
         proc = subprocess.Popen([sys.executable, "-m", "tests.temporal._worker_proc",
-                                 *self.args], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                                 *self.args, mode], cwd=ROOT, stdout=subprocess.PIPE, text=True,
                                 env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
         self.procs.append(proc)
         assert proc.stdout is not None
@@ -101,5 +101,39 @@ async def test_kill_9_mid_tool_the_turn_completes_on_another_worker(
         numbers = [e["seq"] for e in events if e["kind"] not in ("llm_delta",
                                                                  "tool_exec_progress")]
         assert numbers == sorted(set(numbers)), "an engine event reached the stream twice"
+    finally:
+        await client.aclose()
+
+
+async def test_kill_9_while_a_question_waits_the_answer_reaches_a_new_worker(
+        workers: Workers, temporal_target: str, task_queue: str, events_url: str,
+        tmp_path: Path) -> None:
+    first = await asyncio.to_thread(workers.start, "ask")
+    client = await TemporalClient.connect(temporal_target, task_queue=task_queue,
+                                          events_url=events_url)
+    try:
+        receipt = await client.send("go", "ask-1")
+        asked = (await events_until(client, "ask-1",
+                                    lambda e: e["kind"] == "question_asked"))[-1]
+        # Listed from the workflow's memo, once the step that asked is recorded.
+        deadline = time.monotonic() + 30
+        while not (pending := await client.pending_requests("ask-1")):
+            assert time.monotonic() < deadline, "the question is not listed"
+            await asyncio.sleep(0.1)
+        assert [r["request_id"] for r in pending] == [asked["request_id"]]
+        first.kill()  # nothing runs now: the question waits in the workflow, not in a worker
+        await asyncio.to_thread(first.wait, 10)
+        await asyncio.to_thread(workers.start, "ask")
+        await client.answer(asked["request_id"], "yes")
+        outcome = await asyncio.wait_for(client.result("ask-1", receipt.message_id), 60)
+        assert (outcome.status, outcome.text) == ("completed", "all done")
+        runs = _runs(tmp_path)
+        assert [r["resumed"] for r in runs] == [False, True]  # asked, then ran with the answer
+        assert runs[1]["pid"] != first.pid
+        messages = await client.session_messages("ask-1")
+        assert [m.content for m in messages if m.role == "tool"] == ["answered yes"]
+        events = await events_until(client, "ask-1", turn_end)
+        assert [e["kind"] for e in events].count("question_asked") == 1
+        assert [e["value"] for e in events if e["kind"] == "question_answered"] == ["yes"]
     finally:
         await client.aclose()

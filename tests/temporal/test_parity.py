@@ -17,13 +17,9 @@ from steerable import (
     SummaryPolicy,
     tool,
 )
-from tests.temporal._drivers import Event, Make, maker
-
-
-@pytest.fixture(params=["local", "temporal"])
-def make(request: pytest.FixtureRequest, task_queue: str, events_url: str) -> Make:
-    target = request.getfixturevalue("temporal_target") if request.param == "temporal" else None
-    return maker(request.param, target, task_queue, events_url)
+from steerable.errors import InvalidAnswerError, RequestError
+from steerable.tools import ToolContext
+from tests.temporal._drivers import Event, Make
 
 
 class Gate:
@@ -272,3 +268,39 @@ async def test_a_hard_interrupt_cancels_the_model_call(make: Make) -> None:
         assert await d.interrupt("s", "hard")
         assert (await d.result("s", sent))[0] == "aborted"
         assert asyncio.get_running_loop().time() - began < 10
+
+
+async def test_a_tool_asks_and_reads_the_answer_checked_against_the_choices(make: Make) -> None:
+    resumed: list[bool] = []
+
+    @tool(read_only=True)
+    async def pick(ctx: ToolContext) -> str:
+        """Ask for a colour."""
+        resumed.append(ctx.resumed)
+        colour = await ctx.ask("Which colour?", choices=["red", "blue"])
+        size = await ctx.ask("How many?", schema={"type": "integer", "minimum": 1})
+        return f"picked {size} {colour}"
+
+    agent, provider = agent_of([Reply(tool_calls=[("pick", {})]), Reply(text="ok")], pick)
+    async with make(agent) as d:
+        sent = await d.send("start", "s")
+        first = (await d.events("s", kind("question_asked")))[-1]
+        assert (first["question"], first["choices"]) == ("Which colour?", ["red", "blue"])
+        assert await d.pending("s") == [first["request_id"]]
+        with pytest.raises(InvalidAnswerError, match="not one of the choices"):
+            await d.answer(first["request_id"], "green")  # refused; the question stays open
+        await d.answer(first["request_id"], "blue")
+        second = (await d.events("s", lambda e: e["kind"] == "question_asked"
+                                 and e["request_id"] != first["request_id"]))[-1]
+        with pytest.raises(InvalidAnswerError):
+            await d.answer(second["request_id"], 0)
+        await d.answer(second["request_id"], 3)
+        with pytest.raises(RequestError):  # a second answer, or the request is gone
+            await d.answer(second["request_id"], 4)
+        assert (await d.result("s", sent))[:2] == ("completed", "ok")
+        assert provider.requests[1].messages[-1].content == "picked 3 blue"
+        events = await d.events("s", end)
+        answered = [e["value"] for e in events if e["kind"] == "question_answered"]
+        assert answered == ["blue", 3]
+        # Locally the tool waited; on Temporal it ran again with the answers so far.
+        assert resumed[0] is False and all(resumed[1:]) and len(resumed) <= 3

@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -92,3 +93,53 @@ def test_serve_temporal_without_redis_is_refused(cli_env, tmp_path: Path) -> Non
     proc = start(cli_env, tmp_path, "--temporal", "127.0.0.1:1")
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2 and "--redis" in err and "Traceback" not in err
+
+
+def test_requests_wait_and_are_answered_through_the_api_on_temporal(
+        cli_env, tmp_path: Path, temporal_target: str, events_url: str,  # noqa: F811
+        task_queue: str) -> None:
+    script = tmp_path / "ask-script.json"
+    script.write_text(json.dumps([
+        {"tool_calls": [["write", {"path": "a.txt", "content": "x"}]]},
+        {"tool_calls": [["ask_user", {"question": "Which?", "choices": ["red", "blue"]}]]},
+        {"text": "ok"}]))
+    where = ["--temporal", temporal_target, "--task-queue", task_queue, "--redis", events_url]
+    server = start(cli_env, tmp_path, *where, "--script", str(script))
+    try:
+        url = listening(server)
+        with httpx.Client(base_url=url, timeout=20) as client:
+            assert client.post("/v1/sessions/req-1/messages",
+                               json={"text": "go"}).status_code == 202
+            for kind, answer in (("approval", {"approved": True}), ("question", None)):
+                waiting = _listed(client, kind)
+                rid = waiting["request_id"]
+                assert waiting["session_id"] == "req-1"
+                if kind == "question":
+                    assert (waiting["question"], waiting["choices"]) == ("Which?",
+                                                                          ["red", "blue"])
+                    bad = client.post(f"/v1/requests/{rid}", json={"value": "green"})
+                    assert bad.status_code == 400, bad.text  # refused; it stays open
+                    answer = {"value": "blue"}
+                r = client.post(f"/v1/requests/{rid}", json=answer)
+                assert r.status_code == 200, r.text
+            events = follow(client, "req-1")
+            assert events[-1][1]["status"] == "completed"
+            got = client.get("/v1/sessions/req-1").json()
+            assert [m["content"] for m in got["messages"]][-2:] == [
+                "The user answered: blue", "ok"]
+            assert client.get("/v1/requests").json()["requests"] == []
+            assert (tmp_path / "ws" / "a.txt").read_text() == "x"
+    finally:
+        stop(server)
+
+
+def _listed(client: httpx.Client, kind: str) -> dict[str, object]:
+    """The one waiting request of ``kind`` (the listing is visibility: it trails a moment)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = [r for r in client.get("/v1/requests").json()["requests"]
+                 if r["kind"] == kind]
+        if found:
+            return found[0]
+        time.sleep(0.1)
+    raise AssertionError(f"no {kind} was listed")

@@ -75,6 +75,41 @@ def check_children(owner: str, children: object, *, allow_repeats: bool = False)
     return tuple(children)
 
 
+def _check_options(provider: Provider, instructions: str, max_iterations: int, dry_run: bool,
+                   context_window: int | None, summary: SummaryPolicy | None) -> None:
+    """Refuse, with a clear error, the options of an ``Agent`` that are of the wrong kind."""
+    if not callable(getattr(provider, "stream", None)):
+        raise ConfigurationError(
+            f"Agent provider must have a stream(request) method, got {type(provider).__name__}"
+        )
+    if not isinstance(instructions, str):
+        raise ConfigurationError(
+            f"Agent instructions must be a str, got {type(instructions).__name__}"
+        )
+    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
+        raise ConfigurationError(f"max_iterations must be an int >= 1, got {max_iterations!r}")
+    if not isinstance(dry_run, bool):
+        raise ConfigurationError(f"dry_run must be a bool, got {type(dry_run).__name__}")
+    if context_window is not None and (
+        isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1
+    ):
+        raise ConfigurationError(f"context_window must be a positive int, got {context_window!r}")
+    if summary is not None and not isinstance(summary, SummaryPolicy):
+        raise ConfigurationError(f"summary must be a SummaryPolicy, got {type(summary).__name__}")
+
+
+def _add_delegates(by_name: dict[str, Tool], children: tuple[BaseAgent, ...]) -> None:
+    """An agent with subagents gets the built-in ``subagent`` and ``spawn`` tools."""
+    if not children:
+        return
+    for builtin in ("subagent", "spawn"):
+        if builtin in by_name:
+            raise ConfigurationError(
+                f"a tool is named {builtin!r}, the name of a built-in tool of agents "
+                "with subagents; rename it")
+        by_name[builtin] = DelegateTool(children, is_async=builtin == "spawn")
+
+
 class Agent(BaseAgent):
     """An agent: a provider, instructions and tools, with an iteration budget.
 
@@ -111,34 +146,11 @@ class Agent(BaseAgent):
         output_type: Any = None,
         output_retries: int = 2,
     ) -> None:
-        if not callable(getattr(provider, "stream", None)):
-            raise ConfigurationError(
-                f"Agent provider must have a stream(request) method, got {type(provider).__name__}"
-            )
+        _check_options(provider, instructions, max_iterations, dry_run, context_window, summary)
         self._set_identity(name, description)
-        if not isinstance(instructions, str):
-            raise ConfigurationError(
-                f"Agent instructions must be a str, got {type(instructions).__name__}"
-            )
-        if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
-            raise ConfigurationError(f"max_iterations must be an int >= 1, got {max_iterations!r}")
-        if not isinstance(dry_run, bool):
-            raise ConfigurationError(f"dry_run must be a bool, got {type(dry_run).__name__}")
-        if context_window is not None and (
-            isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1
-        ):
-            raise ConfigurationError(f"context_window must be a positive int, got {context_window!r}")
-        if summary is not None and not isinstance(summary, SummaryPolicy):
-            raise ConfigurationError(f"summary must be a SummaryPolicy, got {type(summary).__name__}")
         by_name = _tools_by_name(tools)
         children = check_children(f"Agent {name!r} subagents", subagents)
-        if children:
-            for builtin in ("subagent", "spawn"):
-                if builtin in by_name:
-                    raise ConfigurationError(
-                        f"a tool is named {builtin!r}, the name of a built-in tool of agents "
-                        "with subagents; rename it")
-                by_name[builtin] = DelegateTool(children, is_async=builtin == "spawn")
+        _add_delegates(by_name, children)
         self.subagents: tuple[BaseAgent, ...] = children
         self.subagents_by_name: Mapping[str, BaseAgent] = MappingProxyType(
             {c.name: c for c in children})

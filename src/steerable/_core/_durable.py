@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from steerable._core._agent import Agent
+from steerable._core._agent import Agent, BaseAgent
 from steerable._core._budget import restore_spent
 from steerable._core._cancel import CancelMode, SafePoint
 from steerable._core._checkpoint import Checkpoint, Stage
@@ -196,9 +196,11 @@ async def release(engine: Engine, st: TurnState) -> None:
         st.durability.released = True
 
 
-def sync_held(engine: Engine, session_id: str, agent: Agent) -> None:
+def sync_held(engine: Engine, session_id: str, agent: BaseAgent) -> None:
     """A session's held messages changed (queued, revoked, edited, taken): the store follows
-    before the call that changed them returns. ``agent`` runs them when no turn is left."""
+    before the call that changed them returns. ``agent`` runs the first of them when no turn is
+    left. A composite's turns keep no checkpoint, so neither do the messages waiting for one:
+    they are held in memory, as that turn will be."""
     st = engine.active.get(session_id)
     if st is not None and not st.control.finishing:
         persist_now(engine, st)
@@ -207,19 +209,21 @@ def sync_held(engine: Engine, session_id: str, agent: Agent) -> None:
     if store is None or (st is not None and not st.durability.released):
         return  # a turn is ending: its ``release`` writes what it holds then
     held = engine.waiting.get(session_id) or []
+    runner = agent if isinstance(agent, Agent) else None
     try:
         if session_id in engine.successors:
-            if held:
-                store.save_checkpoint(successor(session_id, engine.successors[session_id], held))
+            if held and runner is not None:
+                store.save_checkpoint(successor(session_id, runner, held))
+                engine.successors[session_id] = runner
             else:
                 store.delete_checkpoint(session_id)
                 del engine.successors[session_id]
             return
         cp = store.load_checkpoint(session_id)
         if cp is None:
-            if held:
-                store.save_checkpoint(successor(session_id, agent, held))
-                engine.successors[session_id] = agent
+            if held and runner is not None:
+                store.save_checkpoint(successor(session_id, runner, held))
+                engine.successors[session_id] = runner
         elif held or cp.held_ids:  # a turn waiting for resume keeps what waits behind it
             store.save_checkpoint(dataclasses.replace(
                 cp, held=tuple(r.text for r in held),

@@ -252,7 +252,7 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
     # Deltas are cut only where no secret can be split: outputs blank each delta on its own.
     guarded = raw if text_guarded(provider) else guard_secrets(raw, known_secrets())
     async with IdleWatchdog(engine.timeouts.llm_idle, engine.idle_timer) as watchdog, \
-            aclosing(guarded) as stream:  # type: ignore[type-var]  # (providers yield)
+            aclosing(guarded) as stream:
         async for chunk in stream:
             watchdog.tick()  # every chunk buys the provider more time
             if type(chunk) is TextDelta:

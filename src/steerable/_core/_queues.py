@@ -95,12 +95,20 @@ def offer_follow_up(engine: Engine, st: TurnState, r: MessageReceipt) -> str | N
     return reason
 
 
-def steer(engine: Engine, st: TurnState, text: str) -> MessageReceipt:
-    """A steering message for ``st``: its receipt, falsy when refused."""
+def steer(engine: Engine, st: TurnState, text: str,
+          message_id: str | None = None) -> MessageReceipt:
+    """A steering message for ``st``: its receipt, falsy when refused. A message accepted
+    elsewhere (``message_id``) is not rejected when refused: it is its caller's to queue."""
     r = MessageReceipt("steer", text, st.session_id, turn_id=st.turn_id,
-                       parent_turn_id=st.parent_turn_id)
+                       parent_turn_id=st.parent_turn_id, message_id=message_id)
     reason = offer_steering(engine, st, r)
-    return r if reason is None else engine.inbox.reject(r, reason)
+    if reason is None:
+        return r
+    if message_id is not None:
+        r.accepted = False  # falsy, yet still queued: one lifecycle, under its own id
+        r.detail = reason
+        return r
+    return engine.inbox.reject(r, reason)
 
 
 def follow_up(engine: Engine, st: TurnState, text: str) -> MessageReceipt:

@@ -59,7 +59,7 @@ async def _ask_for_summary(engine: Engine, st: TurnState, policy: SummaryPolicy,
     parts: list[str] = []
     try:
         stream_of = st.model_agent.provider.stream  # an async generator in every provider
-        async with aclosing(stream_of(request)) as stream:  # type: ignore[type-var]
+        async with aclosing(stream_of(request)) as stream:
             async for chunk in stream:
                 if isinstance(chunk, TextDelta):
                     parts.append(chunk.text)

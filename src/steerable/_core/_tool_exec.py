@@ -12,12 +12,10 @@ that were running or waiting.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import threading
 import time
 from collections.abc import Callable, Mapping
-from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,25 +23,21 @@ from steerable._core._budget import admit_tool_calls, check_budget
 from steerable._core._cancel import SafePoint
 from steerable._core._durable import safe_point, write_checkpoint
 from steerable._core._engine import Engine
-from steerable._core._hook_chain import decisions, ignored
 from steerable._core._parking import (
-    PARKED,
     ParkStop,
     ask_question,
-    can_park,
     close_in_index,
     forget_requests,
     index_parked,
     open_requests,
     recorded_approval,
-    wait_approval,
 )
 from steerable._core._permissions import Permission
 from steerable._core._subturn import subturns_of
+from steerable._core._tool_hooks import after_tool, approve_call, before_tool
 from steerable._core._turn_state import AbortSignal, CancelStop, TurnState
 from steerable._core._watchdog import bare_context
 from steerable._events import (
-    ApprovalResolved,
     PlanUpdated,
     SkipReason,
     ToolExecEnd,
@@ -52,7 +46,7 @@ from steerable._events import (
     ToolExecStart,
     TurnPhase,
 )
-from steerable._hooks import HookAction, HookDecision, ToolCallContext, ToolResultContext
+from steerable._hooks import HookAction
 from steerable._messages import Message, ToolCall, ToolResult
 from steerable._parts import Part, TextPart
 from steerable.errors import ToolError
@@ -148,114 +142,6 @@ def close_cancelled(engine: Engine, st: TurnState) -> None:
             done = rec.message
         assert done is not None
         st.transcript.new.append(done)
-
-
-def _hook_ctx(st: TurnState, call: ToolCall, rec: _Call) -> ToolCallContext:
-    return ToolCallContext(turn_id=st.turn_id, session_id=st.session_id,
-                           parent_turn_id=st.parent_turn_id, iteration=st.transcript.iteration,
-                           call=call,
-                           read_only=bool(rec.tool and rec.tool.read_only),
-                           dry_run=st.model_agent.dry_run)
-
-
-async def _before_tool(
-    engine: Engine, st: TurnState, rec: _Call
-) -> tuple[ToolCall, HookDecision | None]:
-    """Run before_tool hooks; returns the (maybe modified) call and a DENY/RESPOND decision."""
-    call = rec.call
-    async with aclosing(decisions(engine, st, "before_tool", lambda: _hook_ctx(st, call, rec))) as chain:
-        async for reg, _, decision in chain:
-            if decision.action is HookAction.MODIFY and decision.arguments is not None:
-                call = ToolCall(call.id, call.name, dict(decision.arguments))
-            elif decision.action in (HookAction.DENY_TOOL, HookAction.RESPOND):
-                return call, decision
-            else:
-                ignored(engine, st, reg, "before_tool", decision)
-    return call, None
-
-
-async def _approve(engine: Engine, st: TurnState, rec: _Call,
-                   call: ToolCall) -> tuple[bool, str] | None:
-    """Ask every approver in turn; the first denial (or failure, or timeout) refuses. None:
-    a person's approval parked (the turn parks after this group)."""
-    open_requests: set[str] = set()
-    parked: asyncio.Future[None] | None = None
-    if can_park(engine, st):
-        parked = asyncio.get_running_loop().create_future()
-
-    def park() -> None:
-        if parked is not None and not parked.done():
-            parked.set_result(None)
-
-    async def ask_human() -> tuple[bool, str]:
-        answer = await wait_approval(engine, st, call.id, call.name, call.arguments,
-                                     open_requests, park)
-        if answer is PARKED:
-            await asyncio.Event().wait()  # the chain is cancelled now; the turn parks
-        approved, reason = answer
-        return bool(approved), str(reason)
-
-    def make_ctx() -> ToolCallContext:
-        ctx = _hook_ctx(st, call, rec)
-        ctx._ask_human = ask_human
-        return ctx
-
-    def close_open_requests() -> None:
-        for request_id in list(open_requests):  # the approver gave up waiting: close it now
-            open_requests.remove(request_id)
-            engine.broker.discard(request_id)
-            engine.emit(st, ApprovalResolved, request_id=request_id, call_id=call.id,
-                        tool_name=call.name, approved=False, reason="timed out")
-
-    async def decide() -> tuple[bool, str]:
-        # The same chain as every other point: priority order, failures reported, aborts
-        # obeyed; here a failure, a timeout or any answer but "yes" refuses the call.
-        chain = decisions(engine, st, "approve_tool", make_ctx, approving=True,
-                          after_each=close_open_requests)
-        async with aclosing(chain):
-            async for reg, _, decision in chain:
-                if decision.action is not HookAction.DENY_TOOL:
-                    engine.error(st, f"approver {reg.label} answered {decision.action}; "
-                                 "treated as a denial", "hook")
-                return False, decision.reason if decision.reason not in ("", "denied") \
-                    else f"denied by {reg.label}"
-        return True, ""
-
-    if parked is None:
-        return await decide()
-    deciding = asyncio.ensure_future(decide())
-    try:
-        await asyncio.wait((deciding, parked), return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:
-        engine.reaper.adopt(deciding)
-        raise
-    if deciding.done():
-        return deciding.result()
-    engine.reaper.adopt(deciding)  # the approver waits in the checkpoint now, not here
-    return None
-
-
-async def _after_tool(
-    engine: Engine, st: TurnState, call: ToolCall, result: ToolResult
-) -> ToolResult:
-    def ctx() -> ToolResultContext:
-        return ToolResultContext(turn_id=st.turn_id, session_id=st.session_id,
-                                 parent_turn_id=st.parent_turn_id,
-                                 iteration=st.transcript.iteration, call=call, result=result)
-
-    async with aclosing(decisions(engine, st, "after_tool", ctx)) as chain:
-        async for reg, _, decision in chain:
-            if decision.action is HookAction.MODIFY and (
-                decision.result is not None or decision.is_error is not None
-            ):
-                result = dataclasses.replace(  # the images and files stay
-                    result,
-                    content=result.content if decision.result is None else decision.result,
-                    is_error=result.is_error if decision.is_error is None else decision.is_error,
-                )
-            else:
-                ignored(engine, st, reg, "after_tool", decision)
-    return result
 
 
 def _progress_reporter(engine: Engine, st: TurnState, rec: _Call) -> Any:
@@ -414,7 +300,8 @@ async def _run_call(engine: Engine, st: TurnState, rec: _Call,
 async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
     call, decision = rec.call, None
     if engine.hooks.at("before_tool"):
-        call, decision = await _before_tool(engine, st, rec)
+        call, decision = await before_tool(engine, st, rec.call,
+                                           bool(rec.tool and rec.tool.read_only))
     if decision is not None and decision.action is HookAction.DENY_TOOL:
         _skip(engine, st, rec, "denied", decision.reason or "denied by a hook")
         return
@@ -440,7 +327,7 @@ async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
         needs_ask = perm is Permission.ASK and not (st.model_agent.dry_run and not tool.read_only)
         decided = recorded_approval(engine, st, call.id) if needs_ask else None
         if decided is None and needs_ask and engine.hooks.at("approve_tool"):
-            decided = await _approve(engine, st, rec, call)
+            decided = await approve_call(engine, st, call, tool.read_only)
             if decided is None:
                 rec.state = "parked"
                 return
@@ -453,7 +340,7 @@ async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
         except ParkStop:
             return
     if engine.hooks.at("after_tool"):
-        result = await _after_tool(engine, st, call, result)
+        result = await after_tool(engine, st, call, result)
     _finish(engine, st, rec, result)
 
 

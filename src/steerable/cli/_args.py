@@ -110,6 +110,9 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--script", help=argparse.SUPPRESS)
 
 
+_ON_TEMPORAL = "the sessions that run on Temporal at HOST:PORT (not the local store)"
+
+
 def _temporal_options(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--temporal", metavar="HOST:PORT", help=what)
     p.add_argument("--task-queue", default="steerable", metavar="NAME",
@@ -166,22 +169,17 @@ def _answer_parsers(sub: Any) -> None:
         p.add_argument("--reason", default="", help="said to the model (with deny)")
         p.add_argument("--json", action="store_true", help="print the events as JSON lines")
         _agent_options(p)
+        _temporal_options(p, _ON_TEMPORAL)
     answer.add_argument("--json", action="store_true", help="print the events as JSON lines")
     _agent_options(answer)
+    _temporal_options(answer, _ON_TEMPORAL)
     waiting = sub.add_parser("waiting", help="list the questions and approvals that wait for "
                              "an answer, across sessions")
     waiting.add_argument("--json", action="store_true", help="one JSON object per line")
+    _temporal_options(waiting, _ON_TEMPORAL)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="steerable", epilog=_EPILOG,
-                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                     description="A coding agent you can watch, steer and stop while it works.")
-    parser.add_argument("--version", action="store_true", help="print the version and exit")
-    parser.add_argument("--debug", action="store_true",
-                        help="on an error, print the full traceback too")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
+def _run_parsers(sub: Any) -> None:
     run = sub.add_parser("run", help="run one prompt and exit", epilog=_EPILOG,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("prompt", nargs="?", help="what to ask (optional with --template)")
@@ -204,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", help="interactive session: type to steer while it works")
     _agent_options(chat)
 
+
+def _serve_parsers(sub: Any) -> None:
+    """The long-running front ends: HTTP, Temporal worker, ACP and MCP over stdio."""
     serve = sub.add_parser("serve", help="HTTP API, server-sent events and a web page",
                            description="Serve the agent over HTTP: a JSON API, server-sent "
                            "events and a web page at /. Off loopback it needs a token in "
@@ -256,15 +257,17 @@ def build_parser() -> argparse.ArgumentParser:
                    default=None, help="run bash unconfined (default: in bubblewrap when "
                    "installed)")
 
-    _answer_parsers(sub)
 
+def _sessions_parsers(sub: Any) -> None:
     sessions = sub.add_parser("sessions", help="list, show, export, fork or remove sessions")
     ss = sessions.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser,
                                  required=True)
     ls = ss.add_parser("list", help="saved sessions, newest first")
     ls.add_argument("--json", action="store_true")
+    _temporal_options(ls, _ON_TEMPORAL)
     show = ss.add_parser("show", help="print a session's conversation")
     show.add_argument("id")
+    _temporal_options(show, _ON_TEMPORAL)
     export = ss.add_parser("export", help="write a session as Markdown or JSON")
     export.add_argument("id")
     export.add_argument("--format", choices=["markdown", "json"], default="markdown")
@@ -276,8 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
     rm = ss.add_parser("rm", help="delete sessions (and their undo snapshots)")
     rm.add_argument("ids", nargs="+", metavar="id")
 
-    _undo_parsers(sub)
 
+def _utility_parsers(sub: Any) -> None:
+    """Replay, MCP and configuration: commands around the agent rather than runs of it."""
     rp = sub.add_parser("replay", help="play a recording (run --record) again, offline",
                         description="Replay a recording with no model and no network; stop "
                                     "at the first difference from it.")
@@ -300,4 +304,21 @@ def build_parser() -> argparse.ArgumentParser:
     cshow = cs.add_parser("show", help="every setting, where it came from, secrets masked")
     cshow.add_argument("--json", action="store_true")
     _agent_options(cshow)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="steerable", epilog=_EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                     description="A coding agent you can watch, steer and stop while it works.")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument("--debug", action="store_true",
+                        help="on an error, print the full traceback too")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    # The order here is the order of 'steerable --help'.
+    _run_parsers(sub)
+    _serve_parsers(sub)
+    _answer_parsers(sub)
+    _sessions_parsers(sub)
+    _undo_parsers(sub)
+    _utility_parsers(sub)
     return parser

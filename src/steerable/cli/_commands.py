@@ -16,6 +16,11 @@ __all__ = ["dispatch"]
 
 def dispatch(args: argparse.Namespace) -> int:
     settings = load_settings(args)
+    if getattr(args, "temporal", None) and args.command in (
+            "sessions", "answer", "approve", "deny", "waiting"):
+        from steerable.cli._temporal_cli import temporal_command
+
+        return temporal_command(args)
     if args.command == "sessions":
         from steerable.cli._sessions import sessions_command
 

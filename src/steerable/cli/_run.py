@@ -201,6 +201,13 @@ async def run_prompt(app: App, prompt: str | list[Part] | None, *, as_json: bool
         driver.close()
         await consumer
         await app.loop.aclose()
+    return await _report(app, result, tally, as_json=as_json, debug=debug)
+
+
+async def _report(app: App, result: TurnResult, tally: _Tally, *, as_json: bool,
+                  debug: bool) -> int:
+    """Say on stderr how the run ended (what was put back, not delivered, or waits; the error
+    or the session to continue with) and choose its exit code."""
     if result.status is TurnStatus.ABORTED and app.undo is not None:
         # Before exiting: the observer may still be putting the aborted turn's files back.
         restored = await asyncio.to_thread(app.undo.restore_aborted, app.session_id,

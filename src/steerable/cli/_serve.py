@@ -27,6 +27,7 @@ __all__ = ["TOKEN_ENV", "serve", "temporal_worker_command"]
 
 TOKEN_ENV = "STEERABLE_SERVER_TOKEN"
 REDIS_ENV = "STEERABLE_REDIS_URL"
+WORKSPACE_NAMES = "workspace-names"
 
 
 def _is_loopback(host: str) -> bool:
@@ -82,11 +83,16 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
             return await _serve(uvicorn.Server(config))
 
     try:
-        return asyncio.run(main())
+        code = asyncio.run(main())
     except KeyboardInterrupt:
         # uvicorn shuts down gracefully on Ctrl+C / SIGTERM, then re-raises the signal:
         # for a server that is the normal way to stop.
-        return 0
+        code = 0
+    if args.temporal:
+        from steerable.cli._temporal_cli import exit_now
+
+        exit_now(code)
+    return code
 
 
 @contextlib.asynccontextmanager
@@ -159,11 +165,38 @@ def _temporal_worker(app: Any, redis_url: str | None, args: argparse.Namespace) 
     if redis_url is not None and not redis_url.startswith(("redis://", "rediss://", "unix://")):
         raise UsageError(f"--redis takes a URL like redis://HOST:PORT/DB, got {redis_url!r}")
     try:
+        from steerable.coding.policy import entry_names
+
         return TemporalWorker(app.agent, target=args.temporal, task_queue=args.task_queue,
                               events_url=redis_url, permissions=app.loop.permissions,
-                              human_approval=not app.settings["yes"], redact=app.redact)
+                              human_approval=not app.settings["yes"], redact=app.redact,
+                              hooks=_worker_hooks(app),
+                              reads={WORKSPACE_NAMES: lambda: entry_names(app.workspace)})
     except ConfigurationError as exc:
         raise UsageError(f"--temporal: {exc}") from None
+
+
+def _worker_hooks(app: Any) -> list[Any]:
+    """The coding agent's hooks on a Temporal worker, each where it belongs (see
+    ``steerable.temporal._hooks``): the tool policy decides in the workflow (its state is
+    rebuilt by replay; its model calls are activities); undo's snapshots, the project's
+    command hooks and the background shells act on this machine, in activities."""
+    from steerable.cli._app import POLICY_TIMEOUT
+    from steerable.coding import SNAPSHOT_HOOK_PRIORITY, SNAPSHOT_HOOK_TIMEOUT
+    from steerable.coding.policy import ToolPolicy
+    from steerable.temporal import WorkerHook, workflow_read
+
+    hooks = [WorkerHook(app.shells)]
+    if app.undo is not None:
+        hooks.append(WorkerHook(app.undo, SNAPSHOT_HOOK_PRIORITY, SNAPSHOT_HOOK_TIMEOUT))
+    if app.policy is not None:  # one per workflow run, over the same workspace (its gate)
+        names = workflow_read(WORKSPACE_NAMES)  # its one look at the files: recorded
+        hooks.append(WorkerHook(lambda: ToolPolicy(app.workspace, read_names=names), 100,
+                                POLICY_TIMEOUT, in_workflow=True))
+    if app.command_hooks is not None:
+        timeout = sum(s.timeout for s in app.command_hooks.specs) + 5.0
+        hooks.append(WorkerHook(app.command_hooks, timeout=timeout))
+    return hooks
 
 
 def _temporal_runner(app: Any, redis_url: str | None, args: argparse.Namespace) -> Any:
@@ -176,8 +209,12 @@ def _temporal_runner(app: Any, redis_url: str | None, args: argparse.Namespace) 
     from steerable.temporal import TemporalClient
 
     async def connect() -> Any:
-        return await TemporalClient.connect(args.temporal, task_queue=args.task_queue,
-                                            events_url=redis_url)
+        client = await TemporalClient.connect(args.temporal, task_queue=args.task_queue,
+                                              events_url=redis_url)
+        # A background command that ends tells its session, on Temporal (as locally).
+        app.shells.notify = lambda notice: client.send_nowait(notice.text, notice.session_id,
+                                                              "steer")
+        return client
 
     return TemporalRunner(worker, connect, app.redact)
 
@@ -194,21 +231,35 @@ def temporal_worker_command(args: argparse.Namespace, settings: Settings) -> int
     worker = _temporal_worker(app, redis_url, args)
 
     async def main() -> int:
-        task = asyncio.ensure_future(worker.run())
-        ready = asyncio.ensure_future(worker.ready.wait())
-        await asyncio.wait([task, ready], return_when=asyncio.FIRST_COMPLETED)
-        if task.done():
-            ready.cancel()
-            task.result()
-        sys.stdout.write(f"working for {args.temporal} (task queue {args.task_queue})\n")
-        sys.stdout.flush()
-        await task
+        from steerable.temporal import TemporalClient
+
+        client = await TemporalClient.connect(args.temporal, task_queue=args.task_queue)
+        worker.client = client.client
+        # A background command that ends tells its session, on Temporal (as locally).
+        app.shells.notify = lambda notice: client.send_nowait(notice.text, notice.session_id,
+                                                              "steer")
+        try:
+            task = asyncio.ensure_future(worker.run())
+            ready = asyncio.ensure_future(worker.ready.wait())
+            await asyncio.wait([task, ready], return_when=asyncio.FIRST_COMPLETED)
+            if task.done():
+                ready.cancel()
+                task.result()
+            sys.stdout.write(f"working for {args.temporal} (task queue {args.task_queue})\n")
+            sys.stdout.flush()
+            await task
+        finally:
+            await app.shells.aclose()
+            await client.aclose()
         return 0
 
     try:
-        return asyncio.run(main())
+        code = asyncio.run(main())
     except KeyboardInterrupt:
-        return 0
+        code = 0
+    from steerable.cli._temporal_cli import exit_now
+
+    exit_now(code)
 
 
 async def _serve(server: uvicorn.Server) -> int:

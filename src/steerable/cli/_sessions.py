@@ -19,7 +19,7 @@ from steerable.errors import ConfigurationError
 from steerable.storage import JSONLSessionStore
 from steerable.storage._records import message_to_record
 
-__all__ = ["export_json", "export_markdown", "sessions_command"]
+__all__ = ["export_json", "export_markdown", "sessions_command", "show_messages"]
 
 
 def _fence(text: str) -> str:
@@ -81,7 +81,7 @@ def _pending(store: JSONLSessionStore, session_id: str) -> str | None:
                             "'--discard-pending' on the next run")
 
 
-def _show(session_id: str, messages: Sequence[Message], pending: str | None = None) -> int:
+def show_messages(session_id: str, messages: Sequence[Message], pending: str | None = None) -> int:
     from rich.console import Console
     from rich.markdown import Markdown
     from rich.text import Text
@@ -122,7 +122,7 @@ def sessions_command(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     messages = existing_session(store, args.id)
     if action == "show":
-        return _show(args.id, messages, _pending(store, args.id))
+        return show_messages(args.id, messages, _pending(store, args.id))
     if action == "export":
         text = export_markdown(args.id, messages) if args.format == "markdown" \
             else export_json(args.id, messages)

@@ -4,11 +4,13 @@ Checking a resolved path and then opening it by name leaves a window: another pr
 an editor, a hostile script) can swap a folder for a symlink in between, and the open lands
 wherever the link points. Here a path is walked one component at a time from an open descriptor
 of the root: each folder is opened relative to the one before it with ``O_NOFOLLOW``, a symlink
-met on the way is read and its target walked the same way (an absolute target only when it
-names a path under one of the roots, ``..`` never above the root), and the last component is
-opened with ``O_NOFOLLOW`` too. Whatever is swapped meanwhile, every open is relative to a
-folder already known to be inside, and no open follows a link the walk did not check; a swap
-that makes an open fail is retried from the start a few times, then reported.
+met on the way is read and its target walked the same way, and the last component is opened
+with ``O_NOFOLLOW`` too. Where the walk would leave the roots (an absolute target, a ``..``
+above the root) it is judged as the kernel would judge it (``_landing``): a path that goes out
+and comes back in lands inside, as ``os.path.realpath`` says; anything else is ``Outside``.
+No descriptor is ever opened outside a root. Whatever is swapped meanwhile, every open is
+relative to a folder already known to be inside, and no open follows a link the walk did not
+check; a swap that makes an open fail is retried from the start a few times, then reported.
 """
 
 from __future__ import annotations
@@ -82,11 +84,21 @@ def _start(path: str, roots: Sequence[Path]) -> tuple[Path, list[str]]:
     candidate = PurePosixPath(os.path.expanduser(path))
     if not candidate.is_absolute():
         return roots[0], list(candidate.parts)
+    return _landing(path, candidate, roots)
+
+
+def _landing(path: str, candidate: PurePosixPath, roots: Sequence[Path]) -> tuple[Path, list[str]]:
+    """The root the absolute ``candidate`` lies under and the components to walk from it.
+
+    Named under a root: walked from there. Otherwise it is judged by where it resolves to now,
+    as the kernel (and ``Workspace.resolve``, and bash in the sandbox) would: a path that leaves
+    the roots and comes back in (``../ws/a``, a link to ``/tmp`` that is ``/private/tmp``, a
+    link outside that points back at the root) lands inside. Only names are read out there;
+    every open still happens beneath a root, and the walk checks the inside part again.
+    """
     for root in roots:
         if candidate.is_relative_to(root):
             return root, list(candidate.relative_to(root).parts)
-    # Reached through a link above the root (``/tmp`` -> ``/private/tmp``): start from where it
-    # lands now; the walk below it is checked like any other.
     try:
         real = PurePosixPath(os.path.realpath(candidate))
     except OSError:  # a link on the way changed while it was read
@@ -95,6 +107,18 @@ def _start(path: str, roots: Sequence[Path]) -> tuple[Path, list[str]]:
         if real.is_relative_to(root):
             return root, list(real.relative_to(root).parts)
     raise Outside(_outside(path, roots, f"it resolves to {real}"))
+
+
+def _reenter(path: str, candidate: PurePosixPath, roots: Sequence[Path],
+             where: Located) -> list[str]:
+    """Move ``where`` to the root the absolute ``candidate`` lands under (``_landing``); the
+    components left to walk from it."""
+    root, todo = _landing(path, candidate, roots)
+    where.close()
+    where.root = root
+    where.parts = []
+    where.fds.append(os.open(root, _DIR_FLAGS))
+    return todo
 
 
 def _walk(path: str, roots: Sequence[Path], create_dirs: bool) -> Located:
@@ -107,8 +131,9 @@ def _walk(path: str, roots: Sequence[Path], create_dirs: bool) -> Located:
             if comp in ("", ".", "/"):
                 continue
             if comp == "..":
-                if not where.parts:
-                    raise Outside(_outside(path, roots, "its '..' climbs above the root"))
+                if not where.parts:  # above the root: judged like the absolute path it names
+                    todo = _reenter(path, PurePosixPath(where.root.parent, *todo), roots, where)
+                    continue
                 os.close(where.fds.pop())
                 where.parts.pop()
                 continue
@@ -132,7 +157,11 @@ def _walk(path: str, roots: Sequence[Path], create_dirs: bool) -> Located:
                     target = os.readlink(comp, dir_fd=where.dir_fd)
                 except OSError:
                     raise Raced from None  # it was a link a moment ago
-                todo[:0] = _link_target(path, target, roots, where)
+                link = PurePosixPath(target)
+                if link.is_absolute():
+                    todo = _reenter(path, link.joinpath(*todo), roots, where)
+                else:
+                    todo[:0] = link.parts
                 continue
             if not todo:
                 where.name = comp
@@ -151,21 +180,6 @@ def _walk(path: str, roots: Sequence[Path], create_dirs: bool) -> Located:
     except BaseException:
         where.close()
         raise
-
-
-def _link_target(path: str, target: str, roots: Sequence[Path], where: Located) -> list[str]:
-    """The components a link stands for; an absolute one restarts the walk at its root."""
-    link = PurePosixPath(target)
-    if not link.is_absolute():
-        return list(link.parts)
-    for root in roots:
-        if link.is_relative_to(root):
-            where.close()
-            where.root = root
-            where.parts = []
-            where.fds.append(os.open(root, _DIR_FLAGS))
-            return list(link.relative_to(root).parts)
-    raise Outside(_outside(path, roots, f"it goes through a symbolic link to {target}"))
 
 
 def beneath(path: str, roots: Sequence[Path], op: Callable[[Located], T], *,

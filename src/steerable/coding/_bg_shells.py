@@ -33,7 +33,7 @@ from steerable.coding._text import cap_text
 from steerable.errors import ToolError
 from steerable.tools import FunctionTool, ToolContext, tool
 
-__all__ = ["REAP_WAIT", "BackgroundShells", "Shell", "ShellNotice", "kill_group"]
+__all__ = ["REAP_WAIT", "BackgroundShells", "Shell", "ShellNotice", "kill_group", "wait_reaped"]
 
 log = logging.getLogger("steerable")
 
@@ -53,6 +53,19 @@ def kill_group(pid: int) -> None:
     """SIGKILL the process group led by ``pid`` (started with ``start_new_session``)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+
+
+async def wait_reaped(exited: asyncio.Future[None]) -> None:
+    """After ``kill_group``, in a task being cancelled: wait (at most ``REAP_WAIT``) until the
+    killed process's exit is seen, however often the task is cancelled meanwhile. A second
+    cancel follows the first soon when the loop closes (its reaper cancels once more what a
+    hard abort left); cut short there, the exit was never recorded, and the process's
+    ``Popen`` was left "still running". The caller re-raises the cancellation it handles."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + REAP_WAIT
+    while not exited.done() and (left := deadline - loop.time()) > 0:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait((exited,), timeout=left)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +185,12 @@ class BackgroundShells:
         self._guard = GroupGuard()
         self._closed = False
 
+    @property
+    def guard(self) -> GroupGuard:
+        """The guard of these shells' process groups; foreground bash calls are watched by it
+        too, so a front end killed mid-call (kill -9) leaves none of them running either."""
+        return self._guard
+
     def running(self, session_id: str | None = None) -> list[Shell]:
         return [s for s in self._shells.values() if s.ended is None
                 and (session_id is None or s.session_id == session_id)]
@@ -213,7 +232,7 @@ class BackgroundShells:
         except asyncio.CancelledError:
             kill_group(shell.pid)
             shell.killed = True
-            await asyncio.wait((pipe.exited,), timeout=REAP_WAIT)
+            await wait_reaped(pipe.exited)
             raise
         finally:
             self._guard.forget(shell.pid)

@@ -7,7 +7,7 @@ rules and messages.
 
 A path is joined to the workspace root (absolute paths are taken as they are), then resolved
 with every symlink followed. The resolved path must lie under the real workspace root or one of
-the allowed extra roots; ``..`` that climbs out, an absolute path elsewhere and a symlink whose
+the allowed extra roots; ``..`` that climbs out for good, an absolute path elsewhere and a symlink whose
 target is elsewhere are all refused the same way. Checking the *resolved* path is what makes
 symlinks safe: a link inside the tree that points at ``/etc`` resolves to ``/etc``.
 

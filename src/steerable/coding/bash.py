@@ -21,7 +21,8 @@ from typing import Any
 
 from steerable._messages import ToolResult
 from steerable._secrets import SECRET_NAME_PATTERNS, scrub_env
-from steerable.coding._bg_shells import REAP_WAIT, BackgroundShells, kill_group
+from steerable.coding._bg_shells import BackgroundShells, kill_group, wait_reaped
+from steerable.coding._group_guard import GroupGuard
 from steerable.coding._sandbox import Sandbox, bwrap_usable
 from steerable.coding._shell import command_subjects
 from steerable.coding._text import cap_text
@@ -91,14 +92,19 @@ class _Protocol(asyncio.SubprocessProtocol):
 
 
 async def _run(argv: list[str], cwd: str, env: dict[str, str], limit: float,
-               out: _Output) -> tuple[int | None, str]:
-    """Run ``argv``; returns (exit code or None, a note about how it ended)."""
+               out: _Output, guard: GroupGuard | None = None) -> tuple[int | None, str]:
+    """Run ``argv``; returns (exit code or None, a note about how it ended). With ``guard``
+    the command's group is watched while it runs: killed if this process dies first."""
     loop = asyncio.get_running_loop()
+    if guard is not None:
+        await guard.ready()  # before the command starts: it never runs unguarded
     transport, proto = await loop.subprocess_exec(
         lambda: _Protocol(out), *argv, cwd=cwd, env=env,
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         start_new_session=True)
     pid = transport.get_pid()
+    if guard is not None:
+        guard.watch(pid)
     note = ""
     try:
         done, _ = await asyncio.wait((proto.exited,), timeout=limit)
@@ -119,9 +125,11 @@ async def _run(argv: list[str], cwd: str, env: dict[str, str], limit: float,
         # once the killed process has been reaped (a few ms): its exit is recorded before the
         # event loop may close, so no process object is left unreaped.
         kill_group(pid)
-        await asyncio.wait((proto.exited,), timeout=REAP_WAIT)
+        await wait_reaped(proto.exited)
         raise
     finally:
+        if guard is not None:
+            guard.forget(pid)  # killed or ended: its id may be reused
         transport.close()
     code = transport.get_returncode()
     return (None if note.startswith("timed out") else code), note
@@ -158,7 +166,8 @@ def make_bash_tool(ws: Workspace, *, default_timeout: float = DEFAULT_TIMEOUT,
         out = _Output(ctx)
         env = scrubbed_env(hidden)
         argv = gated_command(box, ws, ctx.turn_id, command, env)
-        code, note = await _run(argv, str(ws.root), env, limit, out)
+        code, note = await _run(argv, str(ws.root), env, limit, out,
+                                None if shells is None else shells.guard)
         missing = box.explain_missing(out.text(), writable, env) if code == 127 else None
         return exit_result(cap_text(out.text(), max_output), code, [note, missing])
 

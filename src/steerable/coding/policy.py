@@ -53,7 +53,7 @@ import difflib
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from steerable._events import Event, EventKind
@@ -99,6 +99,7 @@ __all__ = [
     "ToolPolicy",
     "Verdict",
     "classify_request",
+    "entry_names",
     "parse_kind",
 ]
 
@@ -175,11 +176,18 @@ class _Turn:
 
 class ToolPolicy(Hook):
     """The coding agent's tool policy (see the module doc). Register it on the loop; pass the
-    workspace whose tools it governs."""
+    workspace whose tools it governs.
+
+    ``read_names`` reads the names of the workspace's files and folders (``entry_names``
+    here, in a worker thread, by default): its one look at the world outside the turn. Where
+    the policy must decide deterministically (in a Temporal workflow) it is given a read that
+    the engine records (``steerable.temporal.workflow_read``)."""
 
     def __init__(self, workspace: Workspace, *, max_rounds: int = 4,
-                 call_tokens: int = 1024, looks: frozenset[str] = WORKSPACE_READERS) -> None:
+                 call_tokens: int = 1024, looks: frozenset[str] = WORKSPACE_READERS,
+                 read_names: Callable[[], Awaitable[Sequence[str]]] | None = None) -> None:
         self.workspace = workspace
+        self._read_names = read_names or (lambda: asyncio.to_thread(entry_names, workspace))
         self.looks = looks
         self.max_rounds = max_rounds
         self.call_tokens = call_tokens
@@ -230,13 +238,13 @@ class ToolPolicy(Hook):
         except ProviderError:
             return "workspace"  # the safe reading: look, change nothing
         kind = parse_kind(reply.text)
-        if kind == "general" and self._names_workspace(" ".join(asked)):
+        if kind == "general" and await self._names_workspace(" ".join(asked)):
             kind = "workspace"
         return kind
 
-    def _names_workspace(self, text: str) -> bool:
+    async def _names_workspace(self, text: str) -> bool:
         """Whether ``text`` names a file or folder of the workspace (typos forgiven)."""
-        names = _entry_names(self.workspace)
+        names = list(await self._read_names())
         for word in re.findall(r"[\w.-]{3,}", text.lower()):
             if word in names or difflib.get_close_matches(word, names, n=1, cutoff=0.8):
                 return True
@@ -457,7 +465,7 @@ class ToolPolicy(Hook):
                 self._verdicts.pop(next(iter(self._verdicts)))
 
 
-def _entry_names(ws: Workspace, limit: int = 2000) -> list[str]:
+def entry_names(ws: Workspace, limit: int = 2000) -> list[str]:
     """Names (and stems) of the workspace's files and folders, a bounded walk."""
     names: set[str] = set()
     for _, dirs, files in os.walk(ws.root):

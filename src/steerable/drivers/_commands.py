@@ -96,6 +96,8 @@ class StartTurn(Command):
     """The message (already accepted) this turn takes as its input."""
     parts: tuple[Part, ...] = ()
     """The input's content parts when it has images or files (``input`` is their text)."""
+    origin_id: str | None = None
+    """The message the input re-runs (a follow-up an earlier turn handed back, SPEC 10)."""
 
     def check(self) -> None:
         check_text("turn input", self.input)
@@ -128,6 +130,10 @@ class Steer(Command):
     text: str
     session_id: str | None = None
     turn_id: str | None = None
+    message_id: str | None = None
+    """The id of a message accepted already (a Redis worker's queued entry), kept by the turn
+    that takes it. When the turn cannot take it nothing is settled: the receipt comes back
+    falsy but still ``queued``, and the caller queues the message for a turn of its own."""
 
     def check(self) -> None:
         check_text("steering text", self.text)

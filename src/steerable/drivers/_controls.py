@@ -87,7 +87,9 @@ def _message(parts: LoopParts, cmd: Steer | FollowUp) -> MessageReceipt:
     if st is None:
         r = MessageReceipt("steer" if steering else "follow_up", cmd.text, cmd.session_id or "")
         return engine.inbox.reject(r, "no turn is active")
-    return (steer if steering else follow_up)(engine, st, cmd.text)
+    if isinstance(cmd, Steer):
+        return steer(engine, st, cmd.text, cmd.message_id)
+    return follow_up(engine, st, cmd.text)
 
 
 def _interrupt(parts: LoopParts, cmd: Interrupt) -> bool:

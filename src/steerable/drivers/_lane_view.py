@@ -3,8 +3,6 @@ that knows how what the lanes ask for is done in the engine's state."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from steerable._core._agent import Agent, BaseAgent
 from steerable._core._durable import sync_held
 from steerable._core._engine import Engine
@@ -25,9 +23,7 @@ class EngineView:
 
     def __init__(self, engine: Engine, agent: BaseAgent, front: Submits) -> None:
         self._engine = engine
-        # Handed to ``sync_held`` as the agent of a successor checkpoint, which types it as a
-        # model ``Agent``; a composite loop's lanes hand it their composite, as they always did.
-        self._agent: Any = agent
+        self._agent = agent
         self._front = front
 
     def running(self, session_id: str) -> TurnState | None:
@@ -58,7 +54,8 @@ class EngineView:
     def follow_up_queued(self, st: TurnState, text: str) -> None:
         self._engine.emit(st, FollowUpQueued, text=text)
 
-    def hold(self, session_id: str, receipts: list[MessageReceipt], *, sync: bool) -> None:
+    def hold(self, session_id: str, receipts: list[MessageReceipt], *, sync: bool,
+             agent: Agent | None = None) -> None:
         # ``Engine.waiting`` and each turn's ``held`` share one list, so a turn's checkpoints
         # hold what its session's lane holds.
         engine = self._engine
@@ -70,7 +67,8 @@ class EngineView:
         if st is not None:
             st.inbound.held = held
         if sync:
-            sync_held(engine, session_id, self._agent)
+            # The first held message's turn runs with the agent it names, else the root's.
+            sync_held(engine, session_id, agent or self._agent)
         if not held:
             del engine.waiting[session_id]
 

@@ -86,9 +86,10 @@ class LaneEngine(Protocol):
         """Tell the turn's watchers a message waits behind it (``FOLLOW_UP_QUEUED``)."""
         ...
 
-    def hold(self, session_id: str, receipts: list[MessageReceipt], *, sync: bool) -> None:
+    def hold(self, session_id: str, receipts: list[MessageReceipt], *, sync: bool,
+             agent: Agent | None = None) -> None:
         """What the lane holds, in the engine's view (and with ``sync`` in the store's, before
-        the change is acknowledged)."""
+        the change is acknowledged); ``agent``: the one the first message names, if any."""
         ...
 
     def accept(self, r: MessageReceipt, detail: str) -> None:
@@ -269,7 +270,8 @@ class Lanes:
     def _mirror(self, session_id: str, lane: _Lane, *, sync: bool = True) -> None:
         """The engine's view of what the lane holds, and with ``sync`` the store's: written
         before the change is acknowledged."""
-        self._engine.hold(session_id, [item.receipt for item in lane.pending], sync=sync)
+        self._engine.hold(session_id, [item.receipt for item in lane.pending], sync=sync,
+                          agent=lane.pending[0].agent if lane.pending else None)
 
     @staticmethod
     def _queue(session_id: str, lane: _Lane, item: QueuedTurn, *, urgent: bool,

@@ -86,7 +86,7 @@ class Turns:
         inbox = engine.inbox
         queued = inbox.live.get(cmd.message_id) if cmd.message_id else None
         r = queued or MessageReceipt("send", cmd.input, sid, message_id=cmd.message_id,
-                                     parts=cmd.parts)
+                                     parts=cmd.parts, origin_id=cmd.origin_id)
         r.turn_id = st.turn_id
         r._holder = None  # the turn's input now: no longer revocable
         st.inbound.input_receipt = r

@@ -11,10 +11,11 @@ read from the same redacted stream as ``GET /v1/sessions/{id}/events``, map to A
 - a sub-turn (a sub-agent): ``STEP_STARTED``/``STEP_FINISHED``, its own events in between;
 - a steering message taken in (sent through ``POST /v1/sessions/{id}/steer``): ``CUSTOM``
   named ``steering``;
-- a tool call waiting for approval: the run ends with ``RUN_FINISHED`` whose outcome is an
-  ``interrupt`` (id = the approval request id); the turn keeps waiting, and the next run of the
-  thread with ``resume: [{interruptId, status, payload: {approved, reason?}}]`` answers it and
-  goes on streaming the same turn (``status: cancelled`` denies);
+- an approval or a question (``ctx.ask``) the turn waits on: the run ends with ``RUN_FINISHED``
+  whose outcome is an ``interrupt`` for every request the thread waits on (``_agui_interrupts``:
+  ids are request ids); the turn keeps waiting (live, or parked in the store), and the next run
+  of the thread with ``resume`` entries answers them and goes on streaming the same turn from
+  where the last run stopped (a resume that leaves some unanswered ends with those at once);
 - the end of the turn: ``RUN_FINISHED`` (``success``, with the final text as ``result``, or
   ``cancelled``) or ``RUN_ERROR``.
 
@@ -35,7 +36,6 @@ from ag_ui.core import (
     ActivitySnapshotEvent,
     BaseEvent,
     CustomEvent,
-    Interrupt,
     ReasoningEndEvent,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
@@ -68,14 +68,15 @@ from starlette.routing import Route
 
 from steerable.drivers._lanes import BusyPolicy
 from steerable.errors import SteerableError
+from steerable.protocols._agui_interrupts import BadResume, answers_for, interrupt_for
 
 __all__ = ["MAX_INPUT", "RunTranslator", "Runner", "agui_route", "parse_input"]
 
 MAX_INPUT = 1 << 20
 """Bytes a ``RunAgentInput`` may have (it carries the client's copy of the conversation)."""
 _PENDING = 4096
-"""Open interrupts remembered for a resume; past that the oldest are forgotten (their turns
-time out waiting, as an unanswered approval does)."""
+"""Interrupts whose replay position is remembered; past that the oldest are forgotten (their
+resume still answers them, and streams from the present)."""
 _THREAD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -89,7 +90,10 @@ class Runner(Protocol):
 
     async def send(self, session_id: str, text: str, policy: BusyPolicy | None) -> _Sent: ...
 
-    async def resolve_approval(self, request_id: str, approved: bool, reason: str) -> bool: ...
+    async def pending_requests(self, session_id: str | None) -> list[dict[str, Any]]: ...
+
+    async def answer_request(self, request_id: str, approved: bool | None, value: Any,
+                             reason: str) -> str | None: ...
 
     def events(self, session_id: str, after: int | None) -> AsyncIterator[tuple[int, str]]: ...
 
@@ -125,29 +129,43 @@ def _prompt(run: RunAgentInput) -> str:
 
 @dataclass
 class RunTranslator:
-    """Native events of one turn in, AG-UI events out; ``finished`` once the run is over."""
+    """Native events of one turn in, AG-UI events out; ``finished`` once the run is over,
+    ``asking`` when the turn may wait for a person (the endpoint then looks what waits)."""
 
     thread_id: str
     run_id: str
     turn_id: str | None
-    """The turn this run follows; None: the first top-level turn seen (a resumed run)."""
-    interrupts: dict[str, int] = field(default_factory=dict)
-    """Approval ids this run ended on -> the seq of their request (a resume starts after it)."""
+    """The top-level turn this run follows (a resumed turn, once it starts, is followed)."""
     finished: bool = False
+    asking: bool = False
     _text: str | None = None
     _reasoning: str | None = None
     _steps: dict[str, str] = field(default_factory=dict)
 
     def feed(self, seq: int, event: dict[str, Any]) -> list[BaseEvent]:
         kind = event.get("kind")
-        turn = event.get("turn_id")
         top = event.get("parent_turn_id") is None
-        if self.turn_id is None and top and kind != "turn_end":
-            self.turn_id = turn
-        if kind == "turn_end" and top and turn == self.turn_id:
-            return self._end(event)
+        if top and kind == "turn_start":
+            self.turn_id = event.get("turn_id")
+        if kind in ("approval_requested", "question_asked"):
+            self.asking = True
+            return []
+        if kind == "turn_end" and top:
+            if event.get("status") == "waiting":  # parked: what it waits on ends the run
+                self.asking = True
+                return []
+            if event.get("turn_id") == self.turn_id or self.turn_id is None:
+                return self._end(event)
         handler = _HANDLERS.get(str(kind))
         return handler(self, seq, event) if handler is not None else []
+
+    def interrupt(self, waiting: list[dict[str, Any]]) -> list[BaseEvent]:
+        """End the run on the requests the thread waits on."""
+        self.finished = True
+        outcome = RunFinishedInterruptOutcome(
+            type="interrupt", interrupts=[interrupt_for(req) for req in waiting])
+        return [*self._close(), RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id,
+                                                 outcome=outcome)]
 
     def _close(self) -> list[BaseEvent]:
         out: list[BaseEvent] = []
@@ -212,20 +230,6 @@ class RunTranslator:
                                     tool_call_id=event["call_id"], role="tool",
                                     content=f"not run ({event['reason']}){detail}")]
 
-    def _approval(self, seq: int, event: dict[str, Any]) -> list[BaseEvent]:
-        self.interrupts[event["request_id"]] = seq
-        self.finished = True
-        arguments = json.dumps(event.get("arguments", {}))
-        interrupt = Interrupt(
-            id=event["request_id"], reason="tool_approval", tool_call_id=event["call_id"],
-            message=f"Allow {event['tool_name']} {arguments}?",
-            response_schema={"type": "object", "required": ["approved"], "properties": {
-                "approved": {"type": "boolean"}, "reason": {"type": "string"}}},
-            metadata={"tool_name": event["tool_name"], "arguments": event.get("arguments", {})})
-        return [*self._close(), RunFinishedEvent(
-            thread_id=self.thread_id, run_id=self.run_id,
-            outcome=RunFinishedInterruptOutcome(type="interrupt", interrupts=[interrupt]))]
-
     def _steering(self, seq: int, event: dict[str, Any]) -> list[BaseEvent]:
         return [CustomEvent(name="steering", value={"text": event["text"]})]
 
@@ -265,17 +269,27 @@ _HANDLERS = {
     "tool_exec_start": RunTranslator._tool_start,
     "tool_exec_progress": RunTranslator._tool_progress,
     "tool_exec_end": RunTranslator._tool_end, "tool_exec_skipped": RunTranslator._tool_skipped,
-    "approval_requested": RunTranslator._approval,
     "steering_injected": RunTranslator._steering, "subturn_spawn": RunTranslator._spawn,
     "subturn_end": RunTranslator._subturn_end,
 }
+
+
+@dataclass
+class _Run:
+    events: AsyncIterator[tuple[int, str]]
+    translator: RunTranslator
+    start: list[BaseEvent]
+    upto: int | None
+    """The seq of the last event the run has read (None: the thread's present)."""
 
 
 class _Endpoint:
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
         self.pending: dict[str, tuple[str, int]] = {}
-        """Open interrupts: approval id -> (thread, seq of the request), for the resume."""
+        """Interrupts a run ended on: request id -> (thread, seq up to which that run read).
+        A resume replays the thread's events from there, so nothing the turn did meanwhile
+        is missed; after a restart (forgotten) it streams from the present."""
 
     async def __call__(self, request: Request) -> Response:
         declared = request.headers.get("content-length")
@@ -288,35 +302,23 @@ class _Endpoint:
                 return JSONResponse({"error": f"body larger than {MAX_INPUT} bytes"}, 413)
         try:
             run = parse_input(bytes(raw))
-            events, translator, start = await self._begin(run)
-        except (BadInput, LookupError) as exc:
+            started = await (self._resume(run) if run.resume else self._begin(run))
+        except (BadInput, BadResume, LookupError) as exc:
             return JSONResponse({"error": str(exc.args[0])}, 400)
         except (ValueError, SteerableError, ConnectionError) as exc:
             return JSONResponse({"error": str(exc)}, 409)
         encoder = EventEncoder(accept=request.headers.get("accept", ""))
-        return StreamingResponse(self._stream(events, translator, start, encoder),
+        return StreamingResponse(self._stream(started, encoder),
                                  media_type=encoder.get_content_type(),
                                  headers={"Cache-Control": "no-store"})
 
-    async def _begin(self, run: RunAgentInput
-                     ) -> tuple[AsyncIterator[tuple[int, str]], RunTranslator, list[BaseEvent]]:
+    @staticmethod
+    def _started(run: RunAgentInput) -> list[BaseEvent]:
+        return [RunStartedEvent(thread_id=run.thread_id, run_id=run.run_id,
+                                parent_run_id=run.parent_run_id)]
+
+    async def _begin(self, run: RunAgentInput) -> _Run:
         sid = run.thread_id
-        start: list[BaseEvent] = [RunStartedEvent(thread_id=sid, run_id=run.run_id,
-                                                  parent_run_id=run.parent_run_id)]
-        if run.resume:
-            entries = [(e, self.pending.get(e.interrupt_id)) for e in run.resume]
-            known = [(e, p) for e, p in entries if p is not None and p[0] == sid]
-            if len(known) != len(entries):
-                raise BadInput("resume names an interrupt this thread is not waiting on")
-            after = min(seq for _, (_, seq) in known)
-            events = self.runner.events(sid, after)  # attached before the turn moves on
-            for entry, _ in known:
-                payload = entry.payload if isinstance(entry.payload, dict) else {}
-                approved = entry.status == "resolved" and payload.get("approved") is True
-                reason = str(payload.get("reason") or ("" if approved else "denied"))
-                self.pending.pop(entry.interrupt_id, None)
-                await self.runner.resolve_approval(entry.interrupt_id, approved, reason)
-            return events, RunTranslator(sid, run.run_id, None), start
         prompt = _prompt(run)
         events = self.runner.events(sid, None)  # attached before the turn starts
         try:
@@ -324,24 +326,64 @@ class _Endpoint:
         except BaseException:
             await _close(events)
             raise
-        return events, RunTranslator(sid, run.run_id, sent.turn_id), start
+        return _Run(events, RunTranslator(sid, run.run_id, sent.turn_id), self._started(run),
+                    None)
 
-    async def _stream(self, events: AsyncIterator[tuple[int, str]], translator: RunTranslator,
-                      start: list[BaseEvent], encoder: EventEncoder) -> AsyncIterator[str]:
+    async def _resume(self, run: RunAgentInput) -> _Run:
+        sid = run.thread_id
+        assert run.resume is not None
+        waiting = {r["request_id"]: r for r in await self.runner.pending_requests(sid)}
+        answers = answers_for(run.resume, waiting)  # all checked before any is given
+        known = [self.pending[a.request_id][1] for a in answers
+                 if self.pending.get(a.request_id, ("", 0))[0] == sid]
+        after = min(known) if known else None
+        events = self.runner.events(sid, after)  # attached before the turn moves on
         try:
-            for event in start:
-                yield encoder.encode(event)
-            async for seq, data in events:
-                for event in translator.feed(seq, json.loads(data)):
-                    yield encoder.encode(event)
-                if translator.finished:
-                    for rid, at in translator.interrupts.items():
-                        self.pending[rid] = (translator.thread_id, at)
-                    while len(self.pending) > _PENDING:
-                        del self.pending[next(iter(self.pending))]
-                    return
-        finally:
+            for answer in answers:
+                self.pending.pop(answer.request_id, None)
+                await self.runner.answer_request(answer.request_id, answer.approved,
+                                                 answer.value, answer.reason)
+        except BaseException:
             await _close(events)
+            raise
+        translator = RunTranslator(sid, run.run_id, None)
+        translator.asking = True  # what still waits (unanswered, or asked at once) ends it
+        return _Run(events, translator, self._started(run), after)
+
+    async def _waits(self, run: _Run) -> list[BaseEvent]:
+        """When the turn may wait for a person: the interrupt, if anything waits."""
+        translator = run.translator
+        translator.asking = False
+        waiting = await self.runner.pending_requests(translator.thread_id)
+        if not waiting:
+            return []  # answered meanwhile (or the turn went on): the run goes on
+        if run.upto is not None:
+            for req in waiting:
+                self.pending[req["request_id"]] = (translator.thread_id, run.upto)
+            while len(self.pending) > _PENDING:
+                del self.pending[next(iter(self.pending))]
+        return translator.interrupt(waiting)
+
+    async def _stream(self, run: _Run, encoder: EventEncoder) -> AsyncIterator[str]:
+        translator = run.translator
+        try:
+            for event in run.start:
+                yield encoder.encode(event)
+            if translator.asking:
+                for event in await self._waits(run):
+                    yield encoder.encode(event)
+            while not translator.finished:
+                got = await anext(run.events, None)
+                if got is None:
+                    return
+                run.upto, data = got
+                for event in translator.feed(run.upto, json.loads(data)):
+                    yield encoder.encode(event)
+                if translator.asking and not translator.finished:
+                    for event in await self._waits(run):
+                        yield encoder.encode(event)
+        finally:
+            await _close(run.events)
 
 
 async def _close(events: AsyncIterator[tuple[int, str]]) -> None:

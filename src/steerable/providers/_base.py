@@ -14,7 +14,7 @@ Argument pieces are regrouped the same way, one guard per call.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -172,7 +172,7 @@ Chunk = TextDelta | ThinkingDelta | ToolCallChunk | ToolArgsDelta | RetryNotice 
 class Provider(Protocol):
     """An LLM backend. ``stream`` is an async generator; closing it must cancel the call."""
 
-    def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]: ...
+    def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]: ...
 
     async def aclose(self) -> None: ...
 
@@ -214,7 +214,7 @@ class _ArgsGuards:
         self.names.clear()
 
 
-async def guard_secrets(stream: AsyncIterator[Chunk],
+async def guard_secrets(stream: AsyncGenerator[Chunk, None],
                         secrets: Iterable[str]) -> AsyncGenerator[Chunk, None]:
     """``stream`` with its text, reasoning and tool arguments regrouped so no secret of
     ``secrets`` (nor any credential shape) is split between two deltas; held text comes out
@@ -226,7 +226,7 @@ async def guard_secrets(stream: AsyncIterator[Chunk],
     known = tuple(secrets)
     text, thinking = StreamGuard(known), StreamGuard(known)
     arguments: _ArgsGuards | None = None  # made on the first argument piece: most replies have none
-    async with aclosing(stream):  # type: ignore[type-var]
+    async with aclosing(stream):
         async for chunk in stream:
             if type(chunk) is TextDelta:
                 if held := thinking.flush():

@@ -84,7 +84,7 @@ class FallbackProvider:
                 messages=request.messages, tools=request.tools, params=request.params)
             streamed = False
             try:
-                async with aclosing(provider.stream(sent)) as chunks:  # type: ignore[type-var]
+                async with aclosing(provider.stream(sent)) as chunks:
                     async for chunk in chunks:
                         if type(chunk) is RetryNotice:  # numbered across all the providers
                             attempt += 1

@@ -23,7 +23,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
 
@@ -262,7 +262,7 @@ class LocalModelProvider:
                 profile=self.profile, environ={})
             return self._inner
 
-    def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
+    def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         return self._stream(request)
 
     async def _stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:

@@ -13,7 +13,7 @@ import inspect
 import itertools
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from steerable._messages import ToolCall, Usage
@@ -151,7 +151,7 @@ class ScriptedProvider:
             )
         return produced
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         reply = await self._take(request)
         if reply.delay:
             await asyncio.sleep(reply.delay)

@@ -14,7 +14,7 @@ import asyncio
 import functools
 import json
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from contextlib import aclosing
 from pathlib import Path
 from typing import IO, Any
@@ -103,7 +103,7 @@ class _RecordingProvider:
         self._calls = 0
         self._previous: list[Any] = []
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         self._calls += 1
         full = request_to_json(request)
         entry: dict[str, Any] = {"type": "llm", "agent": self._agent, "n": self._calls,
@@ -113,7 +113,7 @@ class _RecordingProvider:
             stream = self.inner.stream(request)
             if not text_guarded(self.inner):
                 stream = guard_secrets(stream, known_secrets())
-            async with aclosing(stream) as chunks:  # type: ignore[type-var]
+            async with aclosing(stream) as chunks:
                 async for chunk in chunks:
                     entry["chunks"].append(chunk_to_json(chunk))
                     yield chunk

@@ -3,7 +3,7 @@ the recording, at the pace the player sets (see ``_player.Player.gate``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any, Protocol
 
 from steerable import BaseTool, ToolContext, ToolResult
@@ -43,7 +43,7 @@ class ReplayProvider:
         self._player = player
         self._agent = agent
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         await self._player.gate()  # an earlier event that differs is the first difference
         entry = self._player.take_llm(self._agent, request)
         positions = entry.get("positions") or [None] * len(entry["chunks"])

@@ -319,7 +319,7 @@ class RedisClient:
             seen.add(entry["id"])
             listed.append({"message_id": entry["id"], "kind": "send", "text": entry["text"],
                            "state": "queued", "turn_id": entry.get("turn_id"),
-                           "origin_id": None})
+                           "origin_id": entry.get("origin")})
         return listed
 
     async def revoke(self, message_id: str) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 
 from steerable._core._cancel import CancelHandle
 from steerable._receipts import MessageReceipt
+from steerable.drivers._commands import Steer
 from steerable.drivers._controls import COMMANDS, from_wire
 from steerable.drivers._handle import TurnHandle
 from steerable.scale._host import WorkerHost
@@ -102,8 +103,11 @@ class ControlHandler:
         if policy == "reject":
             return {"action": "rejected", "turn_id": turn_id}
         if policy == "steer":
-            receipt = self.loop.inject_steering(str(entry["text"]), session_id)
-            if receipt:  # the turn's own receipt: the message lives on in its turn
+            # Under the entry's id: refused (the turn is ending, its steering is full), the
+            # message is queued below as it is, never rejected first.
+            receipt = self.loop.submit(Steer(str(entry["text"]), session_id,
+                                             message_id=str(entry["id"])))
+            if receipt:  # the message lives on in its turn
                 return {"action": "steered", "turn_id": turn_id,
                         "message_id": receipt.message_id, "state": receipt.state.value}
         if policy in ("interrupt", "rollback"):

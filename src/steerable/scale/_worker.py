@@ -363,9 +363,13 @@ class RedisWorker:
             return False  # lost meanwhile: the new holder runs the message again
         if result.status is TurnStatus.ERROR and isinstance(result.error, RedisUnavailableError):
             return True  # nothing was saved: the message is still in flight, run it again
-        nexts = [self._entry(text, "follow_up") for text in result.follow_ups]
-        nexts += [self._entry(item.text, "follow_up") for item in result.unprocessed]
-        for entry in nexts:  # each a new message (SPEC 10), found by its id like any other
+        # Each a new message (SPEC 10) linked by its origin to the one the turn handed back.
+        ids = result.follow_up_ids or ("",) * len(result.follow_ups)
+        nexts = [self._entry(text, "follow_up", origin)
+                 for text, origin in zip(result.follow_ups, ids, strict=True)]
+        nexts += [self._entry(item.text, "follow_up", item.message_id)
+                  for item in result.unprocessed]
+        for entry in nexts:  # found by its id like any other
             await self._retry(partial(self._redis.set, self.keys.message(entry["id"]),
                                       session_id, ex=MESSAGE_TTL))
         await self._retry(lambda: self.scripts.finish(session_id, token, nexts))
@@ -408,7 +412,7 @@ class RedisWorker:
         # The message keeps its id: the turn's input is the message the queue held.
         started: TurnHandle = self.loop.submit(StartTurn(
             str(entry["text"]), session_id, discard_checkpoint=True,
-            message_id=str(entry["id"])))
+            message_id=str(entry["id"]), origin_id=entry.get("origin")))
         return started
 
     async def _hand_session_over(self, session_id: str, token: str) -> None:
@@ -422,8 +426,9 @@ class RedisWorker:
             pass  # Redis is down: the lease expires on its own and a sweeper takes it over
 
     @staticmethod
-    def _entry(text: str, policy: str) -> dict[str, Any]:
-        return {"id": new_message_id(), "text": text, "policy": policy, "posted": time.time()}
+    def _entry(text: str, policy: str, origin: str = "") -> dict[str, Any]:
+        entry = {"id": new_message_id(), "text": text, "policy": policy, "posted": time.time()}
+        return {**entry, "origin": origin} if origin else entry
 
     async def _retry(self, step: Callable[[], Awaitable[Any]]) -> Any:
         """Run a Redis step of a session's runner, waiting out Redis outages; a lease found

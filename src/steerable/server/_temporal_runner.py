@@ -11,14 +11,13 @@ nothing to resume or discard.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from steerable import BusyPolicy
 from steerable._secrets import redacted
-from steerable.errors import SessionBusyError
+from steerable.errors import SessionBusyError, UnknownRequestError
 from steerable.server._hub import SSEItem
 from steerable.server._redis_runner import pack_id, unpack_id
 from steerable.server._runner import (
@@ -29,7 +28,7 @@ from steerable.server._runner import (
     message_json,
 )
 from steerable.server._worker_task import WorkerTask
-from steerable.temporal import TemporalClient, TemporalWorker, workflow_id
+from steerable.temporal import TemporalClient, TemporalWorker
 
 __all__ = ["TemporalRunner"]
 
@@ -87,6 +86,19 @@ class TemporalRunner:
     async def resolve_approval(self, request_id: str, approved: bool, reason: str) -> bool:
         return await self.client.resolve_approval(request_id, approved, reason)
 
+    async def pending_requests(self, session_id: str | None) -> list[dict[str, Any]]:
+        """Every approval and question the sessions' workflows wait on (their memos)."""
+        return list(redacted(await self.client.pending_requests(session_id), self.redact))
+
+    async def answer_request(self, request_id: str, approved: bool | None, value: Any,
+                             reason: str) -> str | None:
+        """The waiting turn goes on in its workflow (it never parked): no new turn id."""
+        if approved is None:
+            await self.client.answer(request_id, value)
+        elif not await self.client.resolve_approval(request_id, approved, reason):
+            raise UnknownRequestError(f"no open request {request_id!r}")
+        return None
+
     async def queue(self, session_id: str) -> list[dict[str, Any]]:
         state = await self.client.state(session_id)
         return list(redacted(state["queued"] if state else [], self.redact))
@@ -104,14 +116,8 @@ class TemporalRunner:
         raise LookupError(_NEVER_PENDING)
 
     async def list_sessions(self) -> list[dict[str, Any]]:
-        query = (f'WorkflowType="steerable.session" AND TaskQueue="{self.client.task_queue}" '
-                 'AND ExecutionStatus="Running"')
-        ids = [w.id async for w in self.client.client.list_workflows(query)]
-        prefix = workflow_id("x")[:-1]
-        sessions = [i[len(prefix):] for i in ids if i.startswith(prefix)]
-        states = await asyncio.gather(*(self.client.state(s) for s in sessions))
-        rows = [{"id": s, "title": st["title"], "messages": st["messages"], "updated": None,
-                 "busy": st["busy"]} for s, st in zip(sessions, states, strict=True) if st]
+        rows = [{k: r[k] for k in ("id", "title", "messages", "updated", "busy")}
+                for r in await self.client.list_sessions()]
         return list(redacted(rows, self.redact))
 
     async def get_session(self, session_id: str) -> dict[str, Any]:
@@ -133,7 +139,7 @@ class TemporalRunner:
             raise LookupError(f"no session {session_id!r}")
         if state["busy"]:
             raise SessionBusyError(f"session {session_id!r} is busy; interrupt it first")
-        await self.client.close_session(session_id)
+        await self.client.delete_session(session_id)
         await self._log().delete(session_id)
 
     async def events(self, session_id: str, after: int | None) -> AsyncIterator[SSEItem]:

@@ -7,13 +7,20 @@ that dies is noticed within ``heartbeat_timeout``: Temporal then runs the call a
 worker. A tool call that runs again gets ``ctx.resumed`` set (its attempt is past the first),
 as a tool resumed from a local checkpoint does. What happens inside a call is published live to
 the session's event stream (``_eventlog``): text deltas, argument pieces, retries, progress.
+
+A tool's ``ctx.ask`` cannot wait inside an activity (a worker that dies would lose the
+question, and the activity's timeout would deny it): a question the call has no answer for yet
+ends the call with the question (``{"asked": ...}``); the workflow asks it, waits durably for
+the answer, and runs the call again with every answer so far (``answers``), ``resumed`` set,
+each ``ask`` then returning its recorded answer at once (SPEC 11's replay up to the question).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -35,6 +42,7 @@ from steerable import (
 from steerable._secrets import known_secrets
 from steerable.errors import ProviderError, ToolError
 from steerable.providers._base import (
+    LLMRequest,
     LLMResponse,
     RetryNotice,
     StreamEnd,
@@ -47,14 +55,49 @@ from steerable.providers._base import (
 )
 from steerable.temporal._codec import request_from_json, response_to_json, result_to_json
 from steerable.temporal._eventlog import Publisher
+from steerable.temporal._hooks import (
+    HOOK_ACTIVITY,
+    READ_ACTIVITY,
+    context_from_json,
+    decision_to_json,
+)
+from steerable.temporal._tree import agent_table
 from steerable.tools import ToolContext, result_from_return
 
-__all__ = ["LLM_ACTIVITY", "PROVIDER_FAILED", "TOOL_ACTIVITY", "Activities"]
+__all__ = ["HOOK_ACTIVITY", "LLM_ACTIVITY", "PROVIDER_FAILED", "READ_ACTIVITY", "TOOL_ACTIVITY",
+           "Activities"]
 
 LLM_ACTIVITY = "steerable.llm"
 TOOL_ACTIVITY = "steerable.tool"
 PROVIDER_FAILED = "ProviderError"
 """The type of the (non-retryable) application error of a failed model call."""
+
+class _Asked(BaseException):
+    """A question this call has no answer for yet: ends the call (see the module doc).
+
+    A ``BaseException``, as ``CancelledError`` is, so that a tool's ``except Exception``
+    around its ``ask`` cannot swallow it."""
+
+    def __init__(self, question: str, choices: Sequence[str] | None,
+                 schema: Mapping[str, Any] | None) -> None:
+        super().__init__(question)
+        self.asked = {"question": question, "choices": None if choices is None
+                      else list(choices), "schema": None if schema is None else dict(schema)}
+
+
+def _replayed_answers(answers: Sequence[Any]) -> Callable[..., Awaitable[Any]]:
+    """``ToolContext._ask`` of a tool activity: the recorded answers in order, then stop."""
+    given = iter(answers)
+
+    async def ask(question: str, choices: Sequence[str] | None,
+                  schema: Mapping[str, Any] | None) -> Any:
+        answer = next(given, _Asked)
+        if answer is _Asked:  # (None is an answer: JSON null, for a schema that allows it)
+            raise _Asked(question, choices, schema)
+        return answer
+
+    return ask
+
 
 class _Beat:
     """Heartbeats every ``every`` seconds while the call runs, so a silent call (a model
@@ -88,6 +131,7 @@ class _Emitter:
         self.ids = {"turn_id": call["turn_id"], "parent_turn_id": call["parent_turn_id"],
                     "session_id": call["session_id"], "seq": call["seq"]}
         self.iteration: int = call["iteration"]
+        self.call = call
 
     def __call__(self, cls: type[Event], **fields: Any) -> None:
         if self.publisher is not None:
@@ -98,9 +142,14 @@ class _Emitter:
 class Activities:
     """The worker's activities over ``agent`` (its provider and its tools by name)."""
 
-    def __init__(self, agent: Agent, publisher: Publisher | None, *,
+    def __init__(self, agent: object, publisher: Publisher | None, *,
+                 hooks: Sequence[Any] = (), reads: Mapping[str, Callable[..., Any]] | None = None,
                  heartbeat_every: float = 1.0) -> None:
-        self.agent = agent
+        self.agents = agent_table(agent)
+        self.root = next(iter(self.agents.values()), None)
+        self.hooks = list(hooks)
+        """The hooks that run here (``_hooks.WorkerHook``, not ``in_workflow``), by index."""
+        self.reads = dict(reads or {})
         self.publisher = publisher
         self.heartbeat_every = heartbeat_every
 
@@ -117,8 +166,16 @@ class Activities:
                                        non_retryable=True) from None
         return response_to_json(response)
 
-    async def _stream(self, request: Any, emit: _Emitter) -> LLMResponse:
-        provider = self.agent.provider
+    def _agent(self, call: Mapping[str, Any]) -> Agent:
+        agent = self.agents.get(call["agent"])
+        if agent is None:  # a worker whose agent differs from the workflow's: not retried
+            raise ApplicationError(f"this worker's agent has no agent {call['agent']!r}",
+                                   type="UnknownAgent", non_retryable=True)
+        return agent
+
+    async def _stream(self, request: Any, emit: _Emitter,
+                      agent: Agent | None = None) -> LLMResponse:
+        provider = (agent or self._agent(emit.call)).provider
         raw = provider.stream(request)
         stream = raw if text_guarded(provider) else guard_secrets(raw, known_secrets())
         texts: list[str] = []
@@ -126,7 +183,7 @@ class Activities:
         calls: list[ToolCall] = []
         end = StreamEnd()
         it = emit.iteration
-        async with aclosing(stream) as chunks:  # type: ignore[type-var]
+        async with aclosing(stream) as chunks:
             async for chunk in chunks:
                 activity.heartbeat()
                 if type(chunk) is TextDelta and chunk.text:
@@ -152,26 +209,65 @@ class Activities:
                            thinking="".join(thinking), usage=end.usage,
                            finish_reason=end.finish_reason)
 
+    @activity.defn(name=HOOK_ACTIVITY)
+    async def hook(self, call: dict[str, Any]) -> Any:
+        """``call``: the hook's index, its point and the context's JSON form; its decision.
+        A hook's own model call (``ctx.ask``) is made with the root agent's provider here."""
+        hook = self.hooks[call["hook"]]
+        point: str = call["point"]
+        ctx = context_from_json(point, call["ctx"], self._hook_ask)
+        async with _Beat(self.heartbeat_every):
+            fn = getattr(hook, point)
+            value = (await fn(ctx)) if inspect.iscoroutinefunction(fn) \
+                else await asyncio.to_thread(fn, ctx)
+            if inspect.isawaitable(value):
+                value = await value
+        return decision_to_json(value)
+
+    @activity.defn(name=READ_ACTIVITY)
+    async def read(self, call: dict[str, Any]) -> Any:
+        """``call``: a read's name and its arguments (``_hooks.workflow_read``); its value."""
+        fn = self.reads.get(call["name"])
+        if fn is None:  # a worker set up differently from the workflow's: not retried
+            raise ApplicationError(f"this worker has no read {call['name']!r}",
+                                   type="UnknownRead", non_retryable=True)
+        value = (await fn(*call["args"])) if inspect.iscoroutinefunction(fn) \
+            else await asyncio.to_thread(fn, *call["args"])
+        return value
+
+    async def _hook_ask(self, request: LLMRequest, purpose: str) -> LLMResponse:
+        if self.root is None:
+            raise RuntimeError("this worker's agent has no model")
+        emit = _Emitter(None, {"agent": "", "session_id": "", "turn_id": "",
+                               "parent_turn_id": None, "seq": 0, "iteration": 0})
+        return await self._stream(request, emit, self.root)
+
     @activity.defn(name=TOOL_ACTIVITY)
     async def tool(self, call: dict[str, Any]) -> dict[str, Any]:
-        """``call``: the tool's name and arguments and the turn's ids; its ``ToolResult``."""
+        """``call``: the tool's name and arguments, the turn's ids and the ``answers`` to its
+        questions so far; its ``ToolResult``, or ``{"asked": question}``."""
         name: str = call["name"]
-        tool = self.agent.tools_by_name.get(name)
+        tool = self._agent(call).tools_by_name.get(name)
         if tool is None:
             return result_to_json(ToolResult(
                 f"Tool '{name}' is not known to this worker (its agent has no such tool).",
                 is_error=True))
         emit = _Emitter(self.publisher, call)
+        answers: list[Any] = call.get("answers") or []
         ctx = ToolContext(
             call_id=call["call_id"], tool_name=name, turn_id=call["turn_id"],
             session_id=call["session_id"], parent_turn_id=call["parent_turn_id"],
-            iteration=call["iteration"], resumed=activity.info().attempt > 1,
+            iteration=call["iteration"], _ask=_replayed_answers(answers),
+            resumed=activity.info().attempt > 1 or bool(answers),
             _report=lambda text, data: emit(ToolExecProgress, call_id=call["call_id"],
                                             tool_name=name, text=text, data=dict(data)),
             _plan=lambda items: emit(PlanUpdated, call_id=call["call_id"], items=items))
         async with _Beat(self.heartbeat_every):
-            return result_to_json(await _run(name, lambda: tool.run(
-                tool.validate(call["arguments"]), ctx), ctx))
+            try:
+                return result_to_json(await _run(name, lambda: tool.run(
+                    tool.validate(call["arguments"]), ctx), ctx))
+            except _Asked as asked:
+                return {"asked": asked.asked}
 
 
 async def _run(name: str, start: Callable[[], Awaitable[Any]], ctx: ToolContext) -> ToolResult:

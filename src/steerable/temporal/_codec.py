@@ -14,7 +14,7 @@ from steerable._parts_json import part_from_json, part_to_json
 from steerable.providers._base import LLMRequest, LLMResponse, ToolChoice, ToolSpec
 from steerable.storage._records import SCHEMA_VERSION, message_from_record, message_to_record
 
-__all__ = ["messages_from_json", "messages_to_json", "request_from_json", "request_to_json",
+__all__ = ["choice_from_json", "choice_to_json", "messages_from_json", "messages_to_json", "request_from_json", "request_to_json",
            "response_from_json", "response_to_json", "result_from_json", "result_to_json"]
 
 
@@ -26,31 +26,35 @@ def messages_from_json(raw: Sequence[Mapping[str, Any]]) -> list[Message]:
     return [message_from_record(m, SCHEMA_VERSION) for m in raw]
 
 
+def choice_to_json(choice: ToolChoice) -> dict[str, Any]:
+    return {"mode": choice.mode, "only": None if choice.only is None else list(choice.only),
+            "max_tokens": choice.max_tokens, "reason": choice.reason}
+
+
+def choice_from_json(raw: Mapping[str, Any]) -> ToolChoice:
+    return ToolChoice(raw["mode"], None if raw["only"] is None else tuple(raw["only"]),
+                      raw["max_tokens"], raw["reason"])
+
+
 def request_to_json(request: LLMRequest) -> dict[str, Any]:
-    choice = request.tool_choice
     return {
         "messages": messages_to_json(request.messages),
         "tools": [{"name": t.name, "description": t.description,
                    "parameters": dict(t.parameters), "read_only": t.read_only}
                   for t in request.tools],
         "model": request.model, "params": dict(request.params),
-        "tool_choice": {"mode": choice.mode, "only": None if choice.only is None
-                        else list(choice.only), "max_tokens": choice.max_tokens,
-                        "reason": choice.reason},
+        "tool_choice": choice_to_json(request.tool_choice),
         "answer_schema": None if request.answer_schema is None else dict(request.answer_schema),
     }
 
 
 def request_from_json(raw: Mapping[str, Any]) -> LLMRequest:
-    choice = raw["tool_choice"]
     return LLMRequest(
         messages=tuple(messages_from_json(raw["messages"])),
         tools=tuple(ToolSpec(t["name"], t["description"], t["parameters"], t["read_only"])
                     for t in raw["tools"]),
         model=raw["model"], params=raw["params"],
-        tool_choice=ToolChoice(choice["mode"], None if choice["only"] is None
-                               else tuple(choice["only"]), choice["max_tokens"],
-                               choice["reason"]),
+        tool_choice=choice_from_json(raw["tool_choice"]),
         answer_schema=raw["answer_schema"],
     )
 

@@ -30,7 +30,7 @@ DEFAULT_PREFIX = "steerable:temporal:"
 
 # KEYS: events, high-water mark   ARGV: max length, ttl, key prefix, session, then
 # (number, event, index) triples; index "+NAME" points key prefix..NAME at the session (an open
-# approval, a queued message: an answer or a withdrawal by id finds the workflow), "-NAME"
+# approval or question, a queued message: an answer or a withdrawal by id finds the workflow), "-NAME"
 # drops it, "" neither. Applied only with the event it comes with.
 _APPEND = """
 local hwm = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -90,9 +90,10 @@ class EventLog:
             keys=[self.keys.events(session_id), self._hwm(session_id)], args=args)
         return added
 
-    async def approval_session(self, request_id: str) -> str | None:
-        """The session whose turn waits for approval ``request_id`` (None: none waits)."""
-        raw = await self.redis.get(f"{self._index_prefix}approval:{request_id}")
+    async def request_session(self, request_id: str) -> str | None:
+        """The session whose turn waits on approval or question ``request_id`` (None: none
+        waits)."""
+        raw = await self.redis.get(f"{self._index_prefix}request:{request_id}")
         return None if raw is None else str(raw.decode())
 
     async def remember_message(self, message_id: str, session_id: str) -> None:
@@ -131,10 +132,10 @@ class EventLog:
 def _index(event: dict[str, Any]) -> str:
     """The index change ``event`` makes (see ``_APPEND``)."""
     kind = event.get("kind")
-    if kind == "approval_requested":
-        return f"+approval:{event.get('request_id', '')}"
-    if kind == "approval_resolved":
-        return f"-approval:{event.get('request_id', '')}"
+    if kind in ("approval_requested", "question_asked"):
+        return f"+request:{event.get('request_id', '')}"
+    if kind in ("approval_resolved", "question_answered"):
+        return f"-request:{event.get('request_id', '')}"
     if kind == "message_state":
         sign = "+" if event.get("state") == "queued" else "-"
         return f"{sign}message:{event.get('message_id', '')}"

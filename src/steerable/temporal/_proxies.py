@@ -1,21 +1,28 @@
 """The agent the workflow runs: the worker's agent with its provider and its tools replaced by
 proxies whose calls are activities (``_activities``). Everything else (instructions, budget,
 schemas, permission subjects, argument checks) is the real agent's, so the engine running in
-the workflow decides exactly what it decides in a local loop.
+the workflow decides exactly what it decides in a local loop. The whole tree is proxied
+(subagents, a composite's children): each call names its agent by path (``_tree``).
+
+A tool call that asks a question (``ctx.ask``) comes back with the question: the proxy asks
+it through the engine, in the workflow, and runs the call again with the answers.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+import copy as pycopy
+from collections.abc import AsyncGenerator, Callable, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 from steerable import Agent, Subscription
+from steerable._core._agent import BaseAgent
+from steerable._core._composite import CompositeAgent
 from steerable.errors import ConfigurationError, ProviderError
 from steerable.providers import (
     Chunk,
@@ -27,6 +34,7 @@ from steerable.providers import (
 )
 from steerable.temporal._activities import LLM_ACTIVITY, PROVIDER_FAILED, TOOL_ACTIVITY
 from steerable.temporal._codec import request_to_json, response_from_json, result_from_json
+from steerable.temporal._tree import agent_table
 from steerable.tools import Tool, ToolContext
 
 __all__ = ["CallOptions", "remote_agent"]
@@ -52,26 +60,35 @@ class CallOptions:
 
 class _RemoteProvider:
     """Each ``stream`` is one LLM activity; its reply comes back whole (the deltas went to
-    followers live from the activity). ``text_guarded``: the activity guarded the text."""
+    followers live from the activity). ``text_guarded``: the activity guarded the text.
+    ``of(path)``: the same for the agent at ``path`` of the tree (``agent_table``)."""
 
     text_guarded = True
 
-    def __init__(self, seq_base: Callable[[], int], options: CallOptions) -> None:
+    def __init__(self, seq_base: Callable[[], int], options: CallOptions,
+                 path: str = "", shared: _RemoteProvider | None = None) -> None:
+        self._shared = shared or self
         self._requests: Subscription | None = None
         self._seq_base = seq_base
         self._options = options
+        self.path = path
+
+    def of(self, path: str) -> _RemoteProvider:
+        return _RemoteProvider(self._seq_base, self._options, path, self)
 
     def bind(self, requests: Subscription) -> None:
         """Read the loop's LLM_REQUEST events from ``requests`` (made once the loop is)."""
-        self._requests = requests
+        self._shared._requests = requests
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[Chunk]:
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         # The engine emits LLM_REQUEST and calls ``stream`` in the same step (no await in
         # between): the request event just taken is this call's.
         # A call with no LLM_REQUEST of its own (a background summary) streams no events.
-        emitted = self._requests.drain_nowait() if self._requests is not None else []
+        requests = self._shared._requests
+        emitted = requests.drain_nowait() if requests is not None else []
         ev: Any = emitted[-1] if emitted else None
-        call = {"session_id": "", "turn_id": "", "parent_turn_id": None, "seq": 0,
+        call = {"agent": self.path, "session_id": "", "turn_id": "", "parent_turn_id": None,
+                "seq": 0,
                 "iteration": 0, "live": False, "request": request_to_json(request)}
         if ev is not None:
             call.update(session_id=ev.session_id, turn_id=ev.turn_id,
@@ -113,9 +130,10 @@ def _cancelled(cause: BaseException | None) -> None:
 class _RemoteTool:
     """The real tool's description and checks; its ``run`` is a tool activity."""
 
-    def __init__(self, real: Tool, options: CallOptions) -> None:
+    def __init__(self, real: Tool, options: CallOptions, path: str) -> None:
         self._real = real
         self._options = options
+        self._path = path
         self.name = real.name
         self.description = real.description
         self.read_only = real.read_only
@@ -142,33 +160,66 @@ class _RemoteTool:
 
     async def run(self, arguments: Mapping[str, Any], ctx: ToolContext) -> Any:
         o = self._options
-        call = {"name": self.name, "arguments": dict(arguments), "call_id": ctx.call_id,
+        call = {"agent": self._path, "name": self.name, "arguments": dict(arguments),
+                "call_id": ctx.call_id,
                 "session_id": ctx.session_id, "turn_id": ctx.turn_id,
                 "parent_turn_id": ctx.parent_turn_id, "iteration": ctx.iteration, "seq": 0}
-        try:
-            raw = await workflow.execute_activity(
-                TOOL_ACTIVITY, call, start_to_close_timeout=o.tool_timeout,
-                heartbeat_timeout=o.heartbeat_timeout, retry_policy=o.retry,
-                summary=f"{self.name} {ctx.call_id}")
-        except ActivityError as exc:
-            _cancelled(exc.cause)
-            raise RuntimeError(f"the call failed on Temporal: {exc.cause or exc}") from None
-        return result_from_json(raw)
+        answers: list[Any] = []
+        while True:
+            try:
+                raw = await workflow.execute_activity(
+                    TOOL_ACTIVITY, {**call, "answers": answers},
+                    start_to_close_timeout=o.tool_timeout,
+                    heartbeat_timeout=o.heartbeat_timeout, retry_policy=o.retry,
+                    summary=f"{self.name} {ctx.call_id}")
+            except ActivityError as exc:
+                _cancelled(exc.cause)
+                raise RuntimeError(f"the call failed on Temporal: {exc.cause or exc}") from None
+            asked = raw.get("asked")
+            if asked is None:
+                return result_from_json(raw)
+            # The engine's own ask (QUESTION_ASKED, the answer checked against the choices or
+            # schema), waiting here, in the workflow, for as long as it takes; then the call
+            # runs again with every answer so far (``_activities``).
+            answers.append(await ctx.ask(asked["question"], choices=asked["choices"],
+                                         schema=asked["schema"]))
 
 
 def remote_agent(agent: object, seq_base: Callable[[], int],
-                 options: CallOptions) -> tuple[Agent, _RemoteProvider]:
-    """``agent`` with its calls made as activities, and its provider (to ``bind``)."""
-    if type(agent) is not Agent:
-        raise ConfigurationError(
-            "a Temporal worker runs an Agent (composite agents are not supported on Temporal "
-            f"yet), got {type(agent).__name__}")
-    if agent.subagents:
-        raise ConfigurationError("an agent with subagents cannot run on Temporal yet")
+                 options: CallOptions) -> tuple[BaseAgent, _RemoteProvider]:
+    """``agent``'s tree with every model call and tool call made as an activity, and the
+    provider to ``bind`` (one for the whole tree: each call names its agent by path)."""
+    agent_table(agent)  # refuse what cannot run, with the path of the culprit
     provider = _RemoteProvider(seq_base, options)
-    return Agent(provider=provider, name=agent.name,
-                 instructions=agent.instructions,
-                 tools=[_RemoteTool(t, options) for t in agent.tools],
-                 max_iterations=agent.max_iterations, dry_run=agent.dry_run, model=agent.model,
-                 params=agent.params, context_window=agent.context_window,
-                 summary=agent.summary, description=agent.description), provider
+    made: dict[int, BaseAgent] = {}  # an agent repeated in a sequence stays one agent
+
+    def twin(real: BaseAgent, path: str) -> BaseAgent:
+        if id(real) in made:
+            return made[id(real)]
+        copy: BaseAgent
+        if isinstance(real, Agent):
+            children = [twin(c, f"{path}/{c.name}") for c in real.subagents]
+            builtin = {"subagent", "spawn"} if children else set()
+            copy = Agent(provider=provider.of(path), name=real.name,
+                         instructions=real.instructions,
+                         tools=[_RemoteTool(t, options, path) for t in real.tools
+                                if t.name not in builtin],
+                         max_iterations=real.max_iterations, dry_run=real.dry_run,
+                         model=real.model, params=real.params,
+                         context_window=real.context_window, summary=real.summary,
+                         description=real.description, subagents=children,
+                         output_type=None if real.output is None else real.output.type,
+                         output_retries=2 if real.output is None else real.output.retries)
+        else:
+            # A composite's own code runs in the workflow (deterministic: it only awaits its
+            # children); a shallow copy keeps its settings, with its children's twins.
+            composite = cast(CompositeAgent, real)
+            copy = pycopy.copy(composite)
+            copy.agents = tuple(twin(c, f"{path}/{c.name}") for c in composite.agents)
+            if hasattr(composite, "agent"):  # LoopAgent's one child
+                copy.agent = copy.agents[0]  # type: ignore[attr-defined]
+        made[id(real)] = copy
+        return copy
+
+    root = cast(BaseAgent, agent)
+    return twin(root, root.name), provider

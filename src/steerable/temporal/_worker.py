@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -11,8 +11,10 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer, Worker
 
 from steerable import Permissions
+from steerable.errors import ConfigurationError
 from steerable.temporal._activities import Activities
 from steerable.temporal._eventlog import DEFAULT_PREFIX, EventLog, Publisher
+from steerable.temporal._hooks import WorkerHook
 from steerable.temporal._proxies import CallOptions, remote_agent
 from steerable.temporal._workflow import SessionWorkflow, WorkerConfig, workflow_thread
 
@@ -30,13 +32,20 @@ class TemporalWorker:
     events are published for followers (``TemporalClient.events``, ``steerable serve
     --temporal``); without it nobody can follow the events. ``human_approval``: the calls
     ``permissions`` ask about wait for ``resolve_approval`` (as long as it takes).
+    ``idle_close``: seconds after which an idle session's workflow completes (None: never);
+    the next message starts a new run from its state (the namespace's retention period is
+    how long a closed session can be continued). ``hooks``: the sessions' loop hooks, each
+    run in the workflow or in an activity (``WorkerHook``); ``reads``: what hooks in the
+    workflow may read of the world, by name (``workflow_read``).
     """
 
     def __init__(self, agent: Any, *, target: str = "127.0.0.1:7233",
                  namespace: str = "default", task_queue: str = DEFAULT_TASK_QUEUE,
                  events_url: str | None = None, events_prefix: str = DEFAULT_PREFIX,
                  permissions: Permissions | None = None, options: CallOptions | None = None,
-                 max_history: int = 20_000, human_approval: bool = False,
+                 max_history: int = 20_000, idle_close: float | None = 3600.0,
+                 human_approval: bool = False, hooks: Sequence[WorkerHook] = (),
+                 reads: Mapping[str, Callable[..., Any]] | None = None,
                  client: Client | None = None,
                  redact: Callable[[str], str] | None = None,
                  max_concurrent_activities: int = 100, sticky_timeout: float = 3.0) -> None:
@@ -50,7 +59,16 @@ class TemporalWorker:
         self.events_prefix = events_prefix
         self.permissions = permissions
         self.max_history = max_history
+        if idle_close is not None and idle_close <= 0:
+            raise ConfigurationError(f"idle_close must be > 0 seconds or None, got {idle_close}")
+        self.idle_close = idle_close
         self.human_approval = human_approval
+        self.hooks = tuple(hooks)
+        for spec in self.hooks:
+            if not isinstance(spec, WorkerHook):
+                raise ConfigurationError(f"hooks takes WorkerHook(hook, ...) items, got "
+                                         f"{type(spec).__name__}")
+        self.reads = dict(reads or {})
         self.redact = redact
         self.max_concurrent_activities = max_concurrent_activities
         self.sticky_timeout = sticky_timeout
@@ -65,13 +83,16 @@ class TemporalWorker:
         log = (EventLog(self.events_url, prefix=self.events_prefix, redact=self.redact)
                if self.events_url else None)
         publisher = Publisher(log) if log is not None else None
-        activities = Activities(self.agent, publisher)
+        activities = Activities(self.agent, publisher,
+                                hooks=[h.hook for h in self.hooks if not h.in_workflow],
+                                reads=self.reads)
         # One thread runs every workflow's code: the engine checks that it is called from the
         # thread it was bound on, and workflow code is cheap next to the calls it waits for.
         with workflow_thread(self._config(publisher), "steerable-workflows") as executor:
             self._worker = Worker(
                 client, task_queue=self.task_queue, workflows=[SessionWorkflow],
-                activities=[activities.llm, activities.tool],
+                activities=[activities.llm, activities.tool, activities.hook,
+                            activities.read],
                 workflow_task_executor=executor,
                 max_concurrent_activities=self.max_concurrent_activities,
                 sticky_queue_schedule_to_start_timeout=timedelta(seconds=self.sticky_timeout))
@@ -87,7 +108,8 @@ class TemporalWorker:
 
     def _config(self, publisher: Publisher | None) -> WorkerConfig:
         return WorkerConfig(self.agent, publisher, self.permissions, self.options,
-                            self.max_history, self.human_approval)
+                            self.max_history, self.idle_close, self.human_approval,
+                            self.hooks)
 
     async def replay(self, histories: AsyncIterator[WorkflowHistory]) -> None:
         """Run sessions' recorded histories through this worker's code, as a worker taking

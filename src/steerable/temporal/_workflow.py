@@ -9,10 +9,13 @@ random (``steerable._ids``), so a worker that replays the session after a crash 
 ids, events and decisions as the one that died.
 
 Every inbound action is an update whose answer is the message's receipt (id and state) or the
-control's outcome; approvals wait in the workflow for as long as it takes (no timer denies
-them; the workflow costs nothing while it waits). Events go to the session's Redis stream
-(``_eventlog``). An idle session whose history grew long continues as new, carrying its
-conversation.
+control's outcome; approvals and tools' questions wait in the workflow for as long as it
+takes (no timer denies them; the workflow costs nothing while it waits). Events go to the
+session's Redis stream (``_eventlog``); a summary of the session (title, size, busy, open
+requests) to the workflow's memo, for listings by visibility query. An idle session whose
+history grew long continues as new, carrying its conversation; one idle for ``idle_close``
+seconds completes with its state, which the next ``send`` starts a new run from. Hooks run
+here or in activities (``_hooks``); sub-turns and composites are the engine's own.
 
 The workflow is not sandboxed: the engine is passed through whole, and its determinism rests
 on the rules above (no wall clock, threads or I/O decide anything) rather than on the
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -48,11 +52,15 @@ from steerable._ids import id_source
 from steerable.storage._records import session_title
 from steerable.temporal._codec import messages_from_json, messages_to_json
 from steerable.temporal._eventlog import Publisher
+from steerable.temporal._hooks import WorkerHook, inline_hook, remote_hook
 from steerable.temporal._proxies import CallOptions, remote_agent
+from steerable.temporal._requests import OpenRequests
 
-__all__ = ["WORKFLOW", "SessionStart", "SessionWorkflow", "WorkerConfig", "workflow_thread"]
+__all__ = ["MEMO", "WORKFLOW", "SessionStart", "SessionWorkflow", "WorkerConfig", "workflow_thread"]
 
 WORKFLOW = "steerable.session"
+MEMO = "steerable"
+"""The memo key of a session's summary (title, messages, busy, closed, open requests)."""
 _FOREVER = 100 * 365 * 24 * 3600.0
 """An approval waits this long (a durable timer): in effect, until it is answered."""
 _LIVE_KINDS = frozenset({EventKind.LLM_DELTA, EventKind.TOOL_CALL_DELTA, EventKind.LLM_RETRY,
@@ -73,9 +81,14 @@ class WorkerConfig:
     options: CallOptions = field(default_factory=CallOptions)
     max_history: int = 20_000
     """Events in the workflow's history past which an idle session continues as new."""
+    idle_close: float | None = 3600.0
+    """Seconds idle after which the session's workflow completes, its state (the conversation,
+    the event numbering, the last turns' results) as its result: the next ``send`` starts a
+    new run from it. None: never."""
     human_approval: bool = False
     """Calls the permissions ask about wait for a person (``resolve_approval``); without it
     they run, as in an ``AgentLoop`` with no approver."""
+    hooks: tuple[WorkerHook, ...] = ()
 
 
 @dataclass
@@ -139,6 +152,14 @@ class SessionWorkflow:
             timeouts=Timeouts(approval=_FOREVER, llm_idle=None))
         if config.human_approval:
             self.loop.register_hook(HumanApprover())
+        remote = 0
+        for spec in config.hooks:
+            if spec.in_workflow:
+                hook = inline_hook(spec.make())
+            else:
+                hook = remote_hook(remote, spec, config.options)
+                remote += 1
+            self.loop.register_hook(hook, spec.priority, spec.timeout)
         provider.bind(self.loop.subscribe([EventKind.LLM_REQUEST], buffer=1024))
         self._events = self.loop.subscribe(buffer=1 << 20)
         if start.history:
@@ -148,7 +169,8 @@ class SessionWorkflow:
         """Message id -> the TurnHandle or QueuedTurn of the turn that takes it."""
         self._results: dict[str, dict[str, Any]] = dict(start.results)
         """Message id -> how the turn that took it ended (the last ``_KEEP_RESULTS``)."""
-        self.approvals: dict[str, dict[str, Any]] = {}
+        self.requests = OpenRequests(self.session_id)
+        self._memo: dict[str, Any] | None = None
         self._settling: set[asyncio.Task[None]] = set()
 
     @contextmanager
@@ -172,23 +194,49 @@ class SessionWorkflow:
     # -- the run ------------------------------------------------------------------------------
 
     @workflow.run
-    async def run(self, start: SessionStart) -> None:
+    async def run(self, start: SessionStart) -> SessionStart | None:
+        """Until the session is closed (None), idle for ``idle_close`` seconds (the state a
+        later ``send`` starts the next run from), or idle with a long history (continued as
+        new at once, with the same state)."""
         with self._replayable():
             pump = asyncio.create_task(self._pump())
-            # Idle and no update under way, checked together: an update that arrived while
-            # waiting (a send) may have started a turn, which must not be cut off.
-            await workflow.wait_condition(
-                lambda: (self._closing or self._should_continue()) and self._idle()
-                and workflow.all_handlers_finished())
+            memo = asyncio.create_task(self._keep_memo())
+            expired = await self._wait_for_the_end()
             self._publish(self._events.drain_nowait())
             pump.cancel()
+            memo.cancel()
+            self._remember(closed=self._closing)
             if self._closing:
                 await self.loop.aclose()
-                return
-            history = messages_to_json(self.loop.session_messages(self.session_id))
-        workflow.continue_as_new(SessionStart(
-            self.session_id, self.loop.busy_policy, history, self.seq_base + self.last_seq,
-            dict(self._results)))
+                return None
+            nxt = SessionStart(self.session_id, self.loop.busy_policy,
+                               messages_to_json(self.loop.session_messages(self.session_id)),
+                               self.seq_base + self.last_seq, dict(self._results))
+            if expired:
+                await self.loop.aclose()
+                return nxt
+        workflow.continue_as_new(nxt)
+
+    async def _wait_for_the_end(self) -> bool:
+        """Wait until the session is idle (no turn, nothing queued or asked, no update under
+        way: an update that arrived while waiting may have started a turn, which must not be
+        cut off) and either closing, due to continue as new (False), or idle for
+        ``idle_close`` seconds on end (True)."""
+        def idle() -> bool:
+            return self._idle() and workflow.all_handlers_finished()
+
+        def ending() -> bool:
+            return self._closing or self._should_continue()
+
+        while True:
+            await workflow.wait_condition(idle)
+            if ending():
+                return False
+            try:
+                await workflow.wait_condition(lambda: not idle() or ending(),
+                                              timeout=self.config.idle_close)
+            except TimeoutError:
+                return True
 
     def _should_continue(self) -> bool:
         info = workflow.info()
@@ -196,7 +244,7 @@ class SessionWorkflow:
                 or info.get_current_history_length() > self.config.max_history)
 
     def _idle(self) -> bool:
-        return (not self.loop.busy(self.session_id) and not self.approvals
+        return (not self.loop.busy(self.session_id) and not self.requests
                 and not self.loop.queued_messages(self.session_id))
 
     async def _pump(self) -> None:
@@ -207,15 +255,8 @@ class SessionWorkflow:
         rows: list[tuple[int, dict[str, Any]]] = []
         for event in batch:
             self.last_seq = event.seq
-            kind = event.kind
-            if kind is EventKind.APPROVAL_REQUESTED:
-                self.approvals[getattr(event, "request_id", "")] = {
-                    "request_id": getattr(event, "request_id", ""), "call_id":
-                    getattr(event, "call_id", ""), "tool_name": getattr(event, "tool_name", ""),
-                    "arguments": dict(getattr(event, "arguments", {}))}
-            elif kind is EventKind.APPROVAL_RESOLVED:
-                self.approvals.pop(getattr(event, "request_id", ""), None)
-            if kind in _LIVE_KINDS:
+            self.requests.see(event, workflow.now().timestamp())
+            if event.kind in _LIVE_KINDS:
                 continue
             number = self.seq_base + event.seq
             data = event_to_dict(event)
@@ -226,6 +267,28 @@ class SessionWorkflow:
         publisher = self.config.publisher
         if publisher is not None:
             publisher.put(self.session_id, rows)
+
+    def _changes(self) -> tuple[bool, int, int]:
+        return self.loop.busy(self.session_id), self.requests.version, self.last_seq
+
+    def _moved(self, seen: tuple[bool, int, int]) -> bool:
+        return self._changes() != seen
+
+    async def _keep_memo(self) -> None:
+        while True:
+            self._remember()
+            await workflow.wait_condition(functools.partial(self._moved, self._changes()))
+
+    def _remember(self, closed: bool = False) -> None:
+        """Keep the session's summary in the workflow's memo when it changed: the list of
+        sessions and of waiting requests is one visibility query, not a query per session."""
+        messages = self.loop.session_messages(self.session_id)
+        memo = {"title": session_title(messages, None), "messages": len(messages),
+                "busy": self.loop.busy(self.session_id), "closed": closed,
+                "requests": self.requests.listing()}
+        if memo != self._memo:
+            self._memo = memo
+            workflow.upsert_memo({MEMO: {**memo, "updated": workflow.now().timestamp()}})
 
     # -- messages -----------------------------------------------------------------------------
 
@@ -314,6 +377,13 @@ class SessionWorkflow:
             # A TurnHandle (a parked turn resumed) cannot happen here: the workflow never parks.
             return self.loop.resolve_approval(request_id, approved, reason) is not False
 
+    @workflow.update(name="answer")
+    async def answer(self, request_id: str, value: Any) -> bool:
+        """Answer a tool's question; a value outside its choices or schema is refused
+        (``InvalidAnswerError``) and the question stays open."""
+        with self._handling():
+            return self.loop.answer(request_id, value) is not False
+
     @workflow.update(name="close")
     async def close(self) -> bool:
         """End the session's workflow once it is idle (the history stays in Temporal)."""
@@ -331,7 +401,7 @@ class SessionWorkflow:
             "queued": [{"message_id": m.message_id, "kind": m.kind, "text": m.text,
                         "state": m.state.value, "turn_id": m.turn_id}
                        for m in self.loop.queued_messages(self.session_id)],
-            "approvals": list(self.approvals.values()),
+            "requests": self.requests.listing(),
             "last_seq": self.seq_base + self.last_seq,
         }
 

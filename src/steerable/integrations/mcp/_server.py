@@ -18,7 +18,9 @@ later turn restarts it. A server marked down is restarted by the first call of a
 
 The protocol revision is negotiated per connection (the SDK's ``auto`` mode): ``server/discover``
 first (the 2026-07-28 revision), the ``initialize`` handshake of the 2025 revisions when the
-server does not know it.
+server does not know it. What a server asks of the person during a call (``input_required``
+rounds at 2026-07-28, ``elicitation/create`` at 2025) becomes the calling tool's questions
+(``_input``); the call's deadline stops while they wait for an answer.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any
 import anyio
 import httpx2
 from mcp import Client, ClientSession, MCPError, StdioServerParameters, types
+from mcp.client import ClientRequestContext
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
@@ -44,6 +47,7 @@ from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TI
 from steerable import FilePart, ImagePart, ToolContext, ToolResult
 from steerable._parts import Part
 from steerable.errors import ConfigurationError, ToolError
+from steerable.integrations.mcp._input import MAX_ROUNDS, Relay, answer_requests, paused
 
 __all__ = ["DEFAULT_TIMEOUT", "MCPServer"]
 
@@ -55,6 +59,8 @@ server must end in an error result, never a hung turn."""
 _PING_TIMEOUT = 2.0
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,40}")
 _CLOSE_GRACE = 3.0
+_STATE_ONLY_WAIT = 0.1
+"""Seconds before calling again when ``input_required`` carries only a state."""
 
 
 class MCPServer:
@@ -99,6 +105,8 @@ class MCPServer:
         """Set when the transport reports a failure (an HTTP server gone, say)."""
         self._lock = asyncio.Lock()
         self._background: set[asyncio.Task[None]] = set()
+        self._relays: list[Relay] = []
+        """The calls in flight, earliest first (a 2025 server's elicitation goes to the first)."""
         self.starts = 0
         """How many times a connection was made (1 + restarts)."""
 
@@ -147,7 +155,8 @@ class MCPServer:
             # mode="auto": server/discover, or the initialize handshake of a 2025 server. No
             # response cache: a tool list must be the server's current one after a restart.
             async with Client(self._streams(broken), mode="auto", cache=None,
-                              message_handler=self._on_message) as client:
+                              message_handler=self._on_message,
+                              elicitation_callback=self._on_elicit) as client:
                 ready.set_result(client.session)
                 await stop.wait()
         except BaseException as exc:
@@ -283,25 +292,16 @@ class MCPServer:
         return True
 
     async def call(self, tool: str, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        """Call ``tool`` on the server; progress notifications become ``ctx.progress``."""
+        """Call ``tool`` on the server; progress notifications become ``ctx.progress``, and what
+        the server asks of the person becomes the tool's questions (see ``_input``)."""
         session = await self._usable(ctx.turn_id)
-
-        async def report(progress: float, total: float | None, message: str | None) -> None:
-            shown = message or (f"{progress:g}/{total:g}" if total else f"{progress:g}")
-            ctx.progress(shown, progress=progress, total=total)
-
-        call = asyncio.ensure_future(session.call_tool(
-            tool, dict(arguments), progress_callback=report, allow_input_required=True))
+        relay = Relay()
+        self._relays.append(relay)
         try:
-            # The deadline starts once the server is up: a restart does not eat into it.
-            async with asyncio.timeout(self.timeout):
-                try:
-                    result = await self._outcome(call)
-                except asyncio.CancelledError:  # our deadline, a hard abort, the loop's timeout
-                    # Cancelling the request makes the SDK send notifications/cancelled.
-                    call.cancel()
-                    self._suspect_in = ctx.turn_id
-                    raise
+            # The deadline starts once the server is up (a restart does not eat into it) and
+            # stops while a person answers.
+            async with asyncio.timeout(self.timeout) as deadline:
+                result = await self._rounds(session, tool, dict(arguments), ctx, relay, deadline)
         except TimeoutError:
             raise ToolError(f"MCP tool {tool!r} of server {self.name!r} timed out after "
                             f"{self.timeout:g} s; the call was cancelled on the server") from None
@@ -311,29 +311,94 @@ class MCPServer:
                 raise ToolError(f"MCP server {self.name!r} closed the connection during the "
                                 "call; it will be restarted on the next turn") from None
             raise ToolError(f"MCP server {self.name!r}: {exc.error.message}") from None
+        except ToolError:
+            raise  # the call's own outcome (a question nobody answered...): the server is fine
         except Exception as exc:  # a broken pipe, a transport error: the server is gone
             self._mark_down(ctx.turn_id)
             raise ToolError(f"MCP server {self.name!r} failed during the call: "
                             f"{_describe(exc)}; it will be restarted on the next turn") from None
-        if isinstance(result, types.InputRequiredResult):
-            # Answering needs a parked question or approval, which steerable has not yet.
-            asked = ", ".join(sorted(result.input_requests or {})) or "input"
-            return ToolResult(f"MCP server {self.name!r} asked for input ({asked}) before "
-                              f"{tool!r} can finish; steerable cannot answer such requests yet",
-                              is_error=True)
+        finally:
+            self._relays.remove(relay)
+            relay.close()
         return _result(result)
 
-    async def _outcome(self, call: asyncio.Future[Any]) -> Any:
-        """The call's result, or the transport's failure if that comes first."""
+    async def _rounds(self, session: ClientSession, tool: str, arguments: dict[str, Any],
+                      ctx: ToolContext, relay: Relay, deadline: asyncio.Timeout
+                      ) -> types.CallToolResult:
+        """The call, made again with the person's answers while the server (2026-07-28)
+        answers ``input_required``."""
+        responses: types.InputResponses | None = None
+        state: str | None = None
+        for answered in range(MAX_ROUNDS + 1):
+            result = await self._request(session, tool, arguments, ctx, relay, deadline,
+                                         responses, state)
+            if not isinstance(result, types.InputRequiredResult):
+                done: types.CallToolResult = result
+                return done
+            if answered == MAX_ROUNDS:
+                break
+            state = result.request_state
+            if result.input_requests:
+                with paused(deadline):
+                    responses = await answer_requests(ctx, self.name, result.input_requests)
+            else:  # only a state: the server is still at work; ask again in a moment
+                responses = None
+                await asyncio.sleep(_STATE_ONLY_WAIT)
+        raise ToolError(f"MCP server {self.name!r} still asked for input after {MAX_ROUNDS} "
+                        f"rounds of answers; {tool!r} was given up")
+
+    async def _request(self, session: ClientSession, tool: str, arguments: dict[str, Any],
+                       ctx: ToolContext, relay: Relay, deadline: asyncio.Timeout,
+                       responses: types.InputResponses | None, state: str | None) -> Any:
+        async def report(progress: float, total: float | None, message: str | None) -> None:
+            shown = message or (f"{progress:g}/{total:g}" if total else f"{progress:g}")
+            ctx.progress(shown, progress=progress, total=total)
+
+        call = asyncio.ensure_future(session.call_tool(
+            tool, arguments, progress_callback=report, input_responses=responses,
+            request_state=state, allow_input_required=True))
+        try:
+            return await self._outcome(call, ctx, relay, deadline)
+        except asyncio.CancelledError:  # our deadline, a hard abort, a park, the loop's timeout
+            self._suspect_in = ctx.turn_id
+            raise
+        finally:
+            if not call.done():
+                # Cancelling the request makes the SDK send notifications/cancelled; it is
+                # sent before anything else reaches the server (an unanswered elicitation's
+                # ``cancel``, see Relay.close), or the server could run the tool on.
+                call.cancel()
+                await asyncio.wait({call}, timeout=_PING_TIMEOUT)
+
+    async def _outcome(self, call: asyncio.Future[Any], ctx: ToolContext, relay: Relay,
+                       deadline: asyncio.Timeout) -> Any:
+        """The call's result, or the transport's failure if that comes first; what a 2025
+        server asks meanwhile is asked by this (the tool's) task."""
         broken = self._broken
-        if broken is None:
-            return await asyncio.shield(call)
-        either: set[asyncio.Future[Any]] = {call, broken}
-        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-        if call.done():
-            return call.result()
-        call.cancel()
-        raise broken.result()
+        while True:
+            asked = asyncio.ensure_future(relay.next())
+            either: set[asyncio.Future[Any]] = {call, asked}
+            if broken is not None:
+                either.add(broken)
+            try:
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                asked.cancel()  # (an elicitation taken but not asked is cancelled by close())
+            if call.done():
+                return call.result()
+            if broken is not None and broken.done():
+                raise broken.result()
+            with paused(deadline):
+                await relay.answer(ctx, self.name, asked.result())
+
+    async def _on_elicit(self, context: ClientRequestContext, params: types.ElicitRequestParams
+                         ) -> types.ElicitResult | types.ErrorData:
+        # A 2025 server's elicitation does not say which call it belongs to: the earliest call
+        # in flight on this server asks it (calls to one server rarely overlap while it asks).
+        if not self._relays:
+            return types.ErrorData(code=types.INVALID_REQUEST,
+                                   message="no tool call is in flight to ask the person for")
+        return await self._relays[0].relay(params)
 
     def _mark_down(self, turn_id: str) -> None:
         """Fail the rest of this turn's calls; end the old connection now (a hung process can

@@ -3,9 +3,11 @@
 A context is a session (``contextId`` is the session id), a task a turn. ``execute`` sends the
 task's first message through the runner's busy policy (``follow_up`` unless the message's
 metadata says ``busy_policy``), then follows the session's events and publishes what they mean
-(``_updates.TurnView``). A tool call waiting for approval parks the task in
-``INPUT_REQUIRED`` and ``execute`` returns, as the SDK expects; the next message to the task
-carries the decision and resumes following from the event after the request. A message to a
+(``_updates.TurnView``). A tool call waiting for approval, or a tool's question (``ctx.ask``),
+parks the task in ``INPUT_REQUIRED`` and ``execute`` returns, as the SDK expects; the next
+message to the task carries the decision or the answer (text, or a data part that fits the
+question's schema; one that does not fit keeps the task waiting, saying why) and resumes
+following from the event after the request. A message to a
 task whose turn is working steers that turn (``steer``, called by the request handler before
 the SDK would queue the message behind the running request). ``cancel`` stops the turn
 after its model call (``CancelMode.AFTER_MODEL``), denying an approval that waits. Such a
@@ -35,8 +37,21 @@ from a2a.types import Message, Part, TaskState
 from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError
 
 from steerable.drivers._lanes import BusyPolicy, check_policy
-from steerable.errors import CheckpointError, SteerableError
-from steerable.protocols.a2a._updates import Approval, End, Progress, TurnView, decision
+from steerable.errors import (
+    CheckpointError,
+    InvalidAnswerError,
+    RequestError,
+    SteerableError,
+)
+from steerable.protocols.a2a._updates import (
+    Approval,
+    End,
+    Progress,
+    Question,
+    TurnView,
+    answer_value,
+    decision,
+)
 
 __all__ = ["Runner", "TurnExecutor", "busy_policy"]
 
@@ -77,6 +92,9 @@ class Runner(Protocol):
 
     async def resolve_approval(self, request_id: str, approved: bool, reason: str) -> bool: ...
 
+    async def answer_request(self, request_id: str, approved: bool | None, value: Any,
+                             reason: str) -> str | None: ...
+
     async def revoke(self, message_id: str) -> bool: ...
 
     async def get_session(self, session_id: str) -> dict[str, Any]: ...
@@ -92,8 +110,10 @@ class _Tracked:
     view: TurnView
     after: int | None = None
     """The seq of the last event that meant something (a follower resumes after it)."""
-    approval: Approval | None = None
-    """The approval the task is parked on."""
+    asked: Approval | Question | None = None
+    """The request the task is parked on (``INPUT_REQUIRED``)."""
+    watcher: asyncio.Task[None] | None = None
+    """While the task waits: watches for an answer given elsewhere (``_watch``)."""
     cancelled: bool = False
     ended: bool = False
     sent: asyncio.Event = field(default_factory=asyncio.Event)
@@ -136,6 +156,14 @@ class TurnExecutor(AgentExecutor):
         self.runner = runner
         self.cancel_wait = cancel_wait
         self._tasks: OrderedDict[str, _Tracked] = OrderedDict()
+        self._watchers: set[asyncio.Task[None]] = set()
+
+    async def aclose(self) -> None:
+        """Stop watching the tasks that wait for input (the server is shutting down)."""
+        watchers = list(self._watchers)
+        for watcher in watchers:
+            watcher.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
 
     def _keep(self, task_id: str, tracked: _Tracked) -> None:
         self._tasks[task_id] = tracked
@@ -218,23 +246,47 @@ class TurnExecutor(AgentExecutor):
                       updater: TaskUpdater) -> None:
         message = context.message
         assert message is not None
-        asked = tracked.approval
+        await self._unwatch(tracked)
         events = self.runner.events(tracked.session_id, tracked.after)
         try:
-            if asked is not None:
-                answer = decision(get_text_parts(message.parts), get_data_parts(message.parts))
-                if answer is None:
-                    await updater.requires_input(updater.new_agent_message(
-                        [new_text_part("That is not an answer."), *asked.parts]))
-                    return
-                tracked.approval = None
-                taken = await self.runner.resolve_approval(asked.request_id, *answer)
-                await updater.start_work(_note(updater, (
-                    "approved" if answer[0] else "denied") if taken else
-                    "already answered (elsewhere, or it timed out)"))
+            if tracked.asked is not None and not await self._give(tracked, message, updater):
+                return
             await self._follow(tracked, events, updater)
         finally:
             await _close(events)
+
+    async def _give(self, tracked: _Tracked, message: Message, updater: TaskUpdater) -> bool:
+        """Give the answer a message carries to the request the task waits on; False when
+        it carries none that fits (the task stays ``INPUT_REQUIRED``, saying why)."""
+        asked = tracked.asked
+        assert asked is not None
+        texts, data = get_text_parts(message.parts), get_data_parts(message.parts)
+        if isinstance(asked, Approval):
+            answer = decision(texts, data)
+            if answer is None:
+                await updater.requires_input(updater.new_agent_message(
+                    [new_text_part("That is not an answer."), *asked.parts]))
+                return False
+            tracked.asked = None
+            taken = await self.runner.resolve_approval(asked.request_id, *answer)
+            note = ("approved" if answer[0] else "denied") if taken else \
+                "already answered (elsewhere, or it timed out)"
+        else:
+            value = answer_value(asked, texts, data)
+            try:
+                if value is None:
+                    raise InvalidAnswerError("the message has no answer")
+                await self.runner.answer_request(asked.request_id, None, value, "")
+                note = "answered"
+            except InvalidAnswerError as exc:
+                await updater.requires_input(updater.new_agent_message(
+                    [new_text_part(f"That is not an answer: {exc}"), *asked.parts]))
+                return False
+            except RequestError:
+                note = "already answered (elsewhere)"
+            tracked.asked = None
+        await updater.start_work(_note(updater, note))
+        return True
 
     # -- following the turn --------------------------------------------------------------
 
@@ -263,15 +315,60 @@ class TurnExecutor(AgentExecutor):
                         TaskState.TASK_STATE_WORKING, self._message(updater, update.parts),
                         metadata={"steerable": {"event": update.kind, "seq": seq}})
                 elif tracked.cancelled:
-                    await self.runner.resolve_approval(update.request_id, False,
-                                                       "the task was cancelled")
+                    if isinstance(update, Approval):  # (a question waits for the cancel)
+                        await self.runner.resolve_approval(update.request_id, False,
+                                                           "the task was cancelled")
                 else:
-                    tracked.approval = update
+                    tracked.asked = update
                     await updater.requires_input(self._message(updater, update.parts))
+                    self._watch(tracked, updater)
                     return
             raise ConnectionError("the session's event stream ended before the turn did")
         finally:
             tracked.idle.set()
+
+    # -- an answer given elsewhere -------------------------------------------------------
+
+    def _watch(self, tracked: _Tracked, updater: TaskUpdater) -> None:
+        """While the task waits, watch the session: when its request is answered elsewhere
+        (``steerable answer``, ``/v1/requests``, the web page, a timeout) the task goes on
+        working at once, published on the task's queue (the SDK keeps it for a task that
+        waits for input), without waiting for a message."""
+        watcher = asyncio.get_running_loop().create_task(self._answered_elsewhere(tracked,
+                                                                                  updater))
+        tracked.watcher = watcher
+        self._watchers.add(watcher)
+        watcher.add_done_callback(self._watchers.discard)
+
+    async def _unwatch(self, tracked: _Tracked) -> None:
+        watcher, tracked.watcher = tracked.watcher, None
+        if watcher is not None and watcher is not asyncio.current_task():
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+
+    async def _answered_elsewhere(self, tracked: _Tracked, updater: TaskUpdater) -> None:
+        asked = tracked.asked
+        assert asked is not None
+        events = self.runner.events(tracked.session_id, tracked.after)
+        try:
+            async for _, data in events:
+                event = json.loads(data)
+                if event.get("request_id") == asked.request_id and event.get("kind") in (
+                        "approval_resolved", "question_answered"):
+                    break
+            else:
+                return
+        finally:
+            await _close(events)
+        if tracked.asked is not asked or tracked.cancelled or tracked.ended:
+            return
+        tracked.asked = None
+        await updater.start_work(_note(updater, "answered elsewhere"))
+        events = self.runner.events(tracked.session_id, tracked.after)
+        try:
+            await self._follow(tracked, events, updater)
+        finally:
+            await _close(events)
 
     @staticmethod
     def _message(updater: TaskUpdater, parts: list[Part]) -> Message:
@@ -297,10 +394,10 @@ class TurnExecutor(AgentExecutor):
     async def steer(self, task_id: str, message: Message) -> Literal["steered", "new", "sdk"]:
         """A message to task ``task_id``: ``steered`` when it went into the task's working
         turn; ``new`` when its ``busy_policy`` asks for a turn of its own (a new task of the
-        same context); ``sdk`` when the SDK should take it (the task is parked on an approval,
-        over, or unknown here). Raises the SDK's error when the turn cannot take it."""
+        same context); ``sdk`` when the SDK should take it (the task waits on an approval or a
+        question, is over, or is unknown here). Raises the SDK's error when the turn cannot take it."""
         tracked = self._tasks.get(task_id)
-        if tracked is None or tracked.ended or tracked.approval is not None:
+        if tracked is None or tracked.ended or tracked.asked is not None:
             return "sdk"
         if busy_policy(message, "steer") != "steer":
             return "new"
@@ -326,6 +423,7 @@ class TurnExecutor(AgentExecutor):
             await updater.cancel()
             return
         tracked.cancelled = True
+        await self._unwatch(tracked)
         with suppress(TimeoutError):
             await asyncio.wait_for(tracked.sent.wait(), self.cancel_wait)
         if tracked.ended or not tracked.sent.is_set():
@@ -346,8 +444,8 @@ class TurnExecutor(AgentExecutor):
                 await _close(events)
 
     async def _stop(self, tracked: _Tracked) -> None:
-        asked, tracked.approval = tracked.approval, None
-        if asked is not None:
+        asked, tracked.asked = tracked.asked, None
+        if isinstance(asked, Approval):
             await self.runner.resolve_approval(asked.request_id, False, "the task was cancelled")
         if tracked.view.turn_id is not None:
             await self.runner.cancel(tracked.session_id, "after_model")

@@ -219,6 +219,7 @@ class A2AEndpoints:
             try:
                 yield
             finally:
+                await self.executor.aclose()
                 await self.handler.aclose()
 
         return running()

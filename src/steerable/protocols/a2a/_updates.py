@@ -3,10 +3,11 @@
 ``TurnView`` reads the redacted JSON events of a session (the same stream as ``GET
 /v1/sessions/{id}/events``) and says what each one means for the task that follows a turn:
 a status update while it works (tool calls, tool progress and results, the model's words before
-its tool calls, a steering message taken in, sub-agents), an approval that waits
-(``INPUT_REQUIRED``), or the end of the turn (the final text as an artifact, then a terminal
-state). Events of other turns of the session are ignored; a sub-turn's events belong to its
-parent's task. Every update is built as the SDK's protobuf type, so what is sent has the
+its tool calls, a steering message taken in, sub-agents), an approval or a question (``ctx.ask``)
+that waits (``INPUT_REQUIRED``), or the end of the turn (the final text as an artifact, then a
+terminal state). Events of other turns of the session are ignored; a sub-turn's events belong to
+its parent's task. A turn that parks (its requests wait in the store) is not over: the turn that
+resumes it (``resumed_from``) is followed in its place. Every update is built as the SDK's protobuf type, so what is sent has the
 protocol's shape.
 """
 
@@ -19,7 +20,8 @@ from typing import Any
 from a2a.helpers import new_data_part, new_text_part
 from a2a.types import Part, TaskState
 
-__all__ = ["Approval", "End", "Progress", "TurnView", "Update", "decision"]
+__all__ = ["Approval", "End", "Progress", "Question", "TurnView", "Update", "answer_value",
+           "decision"]
 
 _SHOWN = 2000
 """Characters of a tool's output or a model's text a status message carries."""
@@ -48,6 +50,17 @@ class Approval:
 
 
 @dataclass(frozen=True, slots=True)
+class Question:
+    """A tool asked the person (``ctx.ask``): ``INPUT_REQUIRED`` until a message answers."""
+
+    request_id: str
+    seq: int
+    parts: list[Part]
+    choices: list[str] | None
+    schema: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
 class End:
     """The turn ended: ``state`` is the task's terminal state, ``text`` the final reply."""
 
@@ -57,7 +70,7 @@ class End:
     detail: str
 
 
-Update = Progress | Approval | End
+Update = Progress | Approval | Question | End
 
 
 def _cut(text: str) -> str:
@@ -77,6 +90,18 @@ def approval_question(event: dict[str, Any]) -> list[Part]:
     return [new_text_part(text), new_data_part({"approval": {
         "request_id": event["request_id"], "call_id": event["call_id"],
         "tool_name": event["tool_name"], "arguments": _plain(arguments)}})]
+
+
+def question_parts(event: dict[str, Any]) -> list[Part]:
+    choices, schema = event.get("choices"), event.get("schema")
+    how = (f"the text of one of {json.dumps(choices)}" if choices is not None
+           else f"a data part (or JSON text) that fits the schema {json.dumps(schema)}"
+           if schema is not None else "the text of the answer")
+    return [new_text_part(f"{event['question']} Answer with a message to this task: {how}."),
+            new_data_part({"question": {
+                "request_id": event["request_id"], "call_id": event["call_id"],
+                "tool_name": event["tool_name"], "question": event["question"],
+                "choices": choices, "schema": _plain(schema)}})]
 
 
 def _state(status: str) -> TaskState:
@@ -106,16 +131,25 @@ class TurnView:
         kind = str(event.get("kind"))
         if self.turn_id is None:
             return self._message(seq, event) if kind == "message_state" else None
+        if kind == "turn_start" and event.get("resumed_from") in self.turns:
+            self.turn_id = str(event["turn_id"])  # the parked turn goes on, answered
+            self.turns.add(self.turn_id)
+            return Progress("turn_resumed", seq, [new_text_part("the turn resumed")])
         if event.get("turn_id") not in self.turns:
             return None
         if kind == "turn_end" and event.get("turn_id") == self.turn_id:
             status = str(event.get("status"))
+            if status == "waiting":
+                return None  # parked on its requests: a resumed turn follows once answered
             detail = str(event.get("error") or "")
             return End(_state(status), status, str(event.get("text") or ""), detail)
         if kind == "subturn_spawn":
             self.turns.add(event["child_turn_id"])
         if kind == "approval_requested":
             return Approval(event["request_id"], seq, approval_question(event))
+        if kind == "question_asked":
+            return Question(event["request_id"], seq, question_parts(event),
+                            event.get("choices"), event.get("schema"))
         parts = _progress(kind, event)
         return None if parts is None else Progress(kind, seq, parts)
 
@@ -191,3 +225,28 @@ def decision(texts: list[str], data: list[Any]) -> tuple[bool, str] | None:
     if first in _YES or first in _NO:
         return first in _YES, words[1].strip() if len(words) > 1 else ""
     return None
+
+
+def answer_value(question: Question, texts: list[str], data: list[Any]) -> Any:
+    """The answer to a question that a message carries (None: it carries none). With a
+    schema, a data part is the value, else the text read as JSON unless the schema asks for
+    text; a choice is the text (matched case-blind); otherwise the text. The runner checks it
+    against the question (a value that does not fit is refused and the question stays)."""
+    text = " ".join(t.strip() for t in texts).strip()
+    schema = question.schema
+    if schema is not None:
+        if data:
+            return data[0]
+        if not text:
+            return None
+        if schema.get("type") in (None, "string"):
+            return text
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    if not text:
+        return None
+    if question.choices is not None:
+        return next((c for c in question.choices if c.lower() == text.lower()), text)
+    return text

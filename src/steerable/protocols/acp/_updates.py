@@ -172,6 +172,26 @@ def translate(event: Event, view: ToolView, arguments: Mapping[str, Mapping[str,
     if event.parent_turn_id is not None and not (
             event.kind in _CALL_KINDS and getattr(event, "call_id", None) in announced):
         return []
+    if event.kind in (EventKind.LLM_DELTA, EventKind.LLM_RESPONSE):
+        return _model_updates(event, view, context_window)
+    if event.kind in _CALL_KINDS:
+        return _call_updates(event, view, arguments.get(getattr(event, "call_id", ""), {}),
+                             terminals)
+    if event.kind is EventKind.PLAN_UPDATED:
+        # ACP's plan is the whole list each time, as the tool's event is.
+        return [AgentPlanUpdate(session_update="plan", entries=[
+            PlanEntry(content=item["content"], priority="medium",
+                      status=_PLAN_STATUS.get(item["status"], "pending"))
+            for item in event.items])]
+    if event.kind is EventKind.STEERING_INJECTED:
+        return [UserMessageChunk(session_update="user_message_chunk",
+                                 content=text_block(event.text),
+                                 field_meta={"steerable": {"steering": True}})]
+    return []
+
+
+def _model_updates(event: Event, view: ToolView, context_window: int | None) -> list[Update]:
+    """The model's text and thoughts as chunks; its tool calls announced; the context used."""
     if event.kind is EventKind.LLM_DELTA:
         if not event.text:
             return []
@@ -186,6 +206,13 @@ def translate(event: Event, view: ToolView, arguments: Mapping[str, Mapping[str,
             out.append(UsageUpdate(session_update="usage_update", used=used,
                                    size=max(context_window, used)))
         return out
+    return []
+
+
+def _call_updates(event: Event, view: ToolView, args: Mapping[str, Any],
+                  terminals: Mapping[str, str]) -> list[Update]:
+    """A tool call's progress: started, its output so far, its result, or why it did not run
+    (``args`` are its arguments, so an edit's result shows its diff again)."""
     if event.kind is EventKind.TOOL_EXEC_START:
         return [ToolCallProgress(session_update="tool_call_update", tool_call_id=event.call_id,
                                  status="in_progress")]
@@ -196,7 +223,6 @@ def translate(event: Event, view: ToolView, arguments: Mapping[str, Mapping[str,
         return [ToolCallProgress(session_update="tool_call_update", tool_call_id=event.call_id,
                                  content=[shown])]
     if event.kind is EventKind.TOOL_EXEC_END:
-        args = arguments.get(event.call_id, {})
         return [ToolCallProgress(
             session_update="tool_call_update", tool_call_id=event.call_id,
             status="failed" if event.is_error else "completed",
@@ -209,14 +235,4 @@ def translate(event: Event, view: ToolView, arguments: Mapping[str, Mapping[str,
             session_update="tool_call_update", tool_call_id=event.call_id, status="failed",
             content=[ContentToolCallContent(type="content", content=text_block(why))],
             field_meta={"steerable": {"skipped": event.reason}})]
-    if event.kind is EventKind.PLAN_UPDATED:
-        # ACP's plan is the whole list each time, as the tool's event is.
-        return [AgentPlanUpdate(session_update="plan", entries=[
-            PlanEntry(content=item["content"], priority="medium",
-                      status=_PLAN_STATUS.get(item["status"], "pending"))
-            for item in event.items])]
-    if event.kind is EventKind.STEERING_INJECTED:
-        return [UserMessageChunk(session_update="user_message_chunk",
-                                 content=text_block(event.text),
-                                 field_meta={"steerable": {"steering": True}})]
     return []
