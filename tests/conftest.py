@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from steerable import Agent, AgentLoop, Event, EventKind, ScriptedProvider, Subscription
+from steerable import Agent, AgentLoop, Event, EventKind, ScriptedProvider, Subscription, tool
 
 # No deadline on any example: a deadline is a timed assertion, which fails a correct test on a
 # loaded machine (CI's or a shared one). Timing belongs in bench/.
@@ -18,6 +18,20 @@ settings.load_profile("steerable")
 
 # Every test must stop (and reap) the processes it starts: tests/_leaks.py fails it otherwise.
 pytest_plugins = ["tests._leaks"]
+
+
+def held_tool() -> tuple[Any, asyncio.Event]:
+    """A read-only tool ``hold`` that returns "held" once the event is set: a turn parked
+    in a tool for as long as a test needs (set the event to let it end)."""
+    gate = asyncio.Event()
+
+    @tool(read_only=True)
+    async def hold() -> str:
+        """Hold."""
+        await gate.wait()
+        return "held"
+
+    return hold, gate
 
 
 def make_loop(script: Sequence[Any], tools: Sequence[Any] = (), **agent_kw: Any) -> tuple[AgentLoop, ScriptedProvider, Subscription]:

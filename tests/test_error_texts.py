@@ -22,7 +22,7 @@ from steerable import (
     tool,
 )
 from steerable.errors import InvalidAnswerError, SessionBusyError
-from tests.conftest import wait_for
+from tests.conftest import held_tool, wait_for
 
 K = EventKind
 
@@ -115,13 +115,7 @@ async def test_a_subscription_read_by_two_tasks_at_once_is_refused() -> None:
 
 
 async def test_the_turn_without_a_session_is_ambiguous_when_several_run() -> None:
-    gate = asyncio.Event()
-
-    @tool(read_only=True)
-    async def hold() -> str:
-        """Hold."""
-        await gate.wait()
-        return "held"
+    hold, gate = held_tool()
 
     loop = AgentLoop(Agent(name="a", tools=[hold], provider=ScriptedProvider(
         [Reply(tool_calls=[("hold", {})]), Reply(tool_calls=[("hold", {})]),

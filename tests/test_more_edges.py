@@ -5,7 +5,6 @@ composite's grace refused by its text."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Any
 
@@ -28,19 +27,13 @@ from steerable import (
     tool,
 )
 from steerable.errors import ConfigurationError
-from tests.conftest import of, wait_for
+from tests.conftest import held_tool, of, wait_for
 
 K = EventKind
 
 
 async def test_a_revoked_queued_message_says_so_to_whoever_awaits_it() -> None:
-    gate = asyncio.Event()
-
-    @tool(read_only=True)
-    async def hold() -> str:
-        """Hold."""
-        await gate.wait()
-        return "held"
+    hold, gate = held_tool()
 
     loop = AgentLoop(Agent(name="a", tools=[hold], provider=ScriptedProvider(
         [Reply(tool_calls=[("hold", {})]), Reply(text="ok")])))
@@ -162,13 +155,7 @@ def test_a_composite_refuses_a_negative_grace_by_its_text() -> None:
 async def test_without_checkpoints_messages_waiting_for_a_slot_write_nothing() -> None:
     from steerable import Limits
 
-    gate = asyncio.Event()
-
-    @tool(read_only=True)
-    async def hold() -> str:
-        """Hold."""
-        await gate.wait()
-        return "held"
+    hold, gate = held_tool()
 
     store = InMemorySessionStore()
     loop = AgentLoop(Agent(name="a", tools=[hold], provider=ScriptedProvider(
@@ -187,13 +174,7 @@ async def test_without_checkpoints_messages_waiting_for_a_slot_write_nothing() -
 
 
 async def test_a_queued_message_runs_with_the_agent_it_was_sent_with() -> None:
-    gate = asyncio.Event()
-
-    @tool(read_only=True)
-    async def hold() -> str:
-        """Hold."""
-        await gate.wait()
-        return "held"
+    hold, gate = held_tool()
 
     loop = AgentLoop(Agent(name="a", tools=[hold], provider=ScriptedProvider(
         [Reply(tool_calls=[("hold", {})]), Reply(text="from a")])))
@@ -245,13 +226,7 @@ async def test_a_finished_turn_has_no_handle_and_ids_have_one_shape() -> None:
 
 
 async def test_steering_a_turn_of_a_loop_without_checkpoints_writes_nothing() -> None:
-    gate = asyncio.Event()
-
-    @tool(read_only=True)
-    async def hold() -> str:
-        """Hold."""
-        await gate.wait()
-        return "held"
+    hold, gate = held_tool()
 
     store = InMemorySessionStore()
     loop = AgentLoop(Agent(name="a", tools=[hold], provider=ScriptedProvider(
@@ -285,13 +260,7 @@ async def test_a_turn_that_fails_reports_the_error_on_it() -> None:
 
 
 async def test_closing_the_loop_fails_what_waits_with_the_reason() -> None:
-    gate = asyncio.Event()
-
-    @tool(read_only=True)
-    async def hold() -> str:
-        """Hold."""
-        await gate.wait()
-        return "held"
+    hold, gate = held_tool()
 
     loop = AgentLoop(Agent(name="a", tools=[hold], provider=ScriptedProvider(
         [Reply(tool_calls=[("hold", {})])])))
