@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
+
+import temporalio.api.enums.v1
+from temporalio.client import WorkflowHistory
 
 from steerable.temporal import CallOptions, TemporalClient, TemporalWorker
 
@@ -44,11 +49,38 @@ async def replay_all(worker: TemporalWorker, client: TemporalClient) -> None:
         await asyncio.sleep(0.05)
     assert histories, "no session workflow to replay"
 
-    async def each() -> AsyncIterator[Any]:
-        for history in histories:
-            yield history
+    for history in histories:
+        async def one(h: WorkflowHistory = history) -> AsyncIterator[WorkflowHistory]:
+            yield h
 
-    await worker.replay(each())
+        try:
+            await worker.replay(one())
+        except Exception as exc:
+            raise AssertionError(replay_report(history, exc)) from exc
+
+
+def replay_report(history: WorkflowHistory, exc: Exception) -> str:
+    """What a failed replay needs to be understood later (a load-dependent failure may not
+    come back): the error, the history's events in short, and the whole history saved as
+    JSON outside the checkout (``temporal workflow show --input FILE`` reads it back)."""
+    saved = Path(tempfile.mkdtemp(prefix="steerable-replay-")) / f"{history.workflow_id}.json"
+    saved.write_text(history.to_json())
+    lines = [f"replaying {history.workflow_id} failed: {exc}", f"history saved: {saved}"]
+    for event in history.events:
+        name = temporalio.api.enums.v1.EventType.Name(event.event_type)
+        lines.append(f"{event.event_id:4} {name.removeprefix('EVENT_TYPE_')} {_detail(event)}")
+    return "\n".join(lines)
+
+
+def _detail(event: Any) -> str:
+    """The name that tells events of one type apart: the activity's, the update's."""
+    if event.HasField("activity_task_scheduled_event_attributes"):
+        attrs = event.activity_task_scheduled_event_attributes
+        return f"{attrs.activity_type.name} #{attrs.activity_id}"
+    if event.HasField("workflow_execution_update_accepted_event_attributes"):
+        return event.workflow_execution_update_accepted_event_attributes.accepted_request\
+            .input.name
+    return ""
 
 
 async def events_until(client: TemporalClient, session_id: str,

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -8,7 +10,7 @@ from temporalio.workflow import NondeterminismError
 
 from steerable import Agent, Permissions, Reply, ScriptedProvider, tool
 from steerable.temporal import TemporalWorker
-from tests.temporal._harness import events_until, running, turn_end
+from tests.temporal._harness import events_until, replay_all, running, turn_end
 
 
 async def test_one_turn_with_a_tool_and_a_steer(temporal_target: str, events_url: str,
@@ -66,6 +68,15 @@ async def test_replay_catches_a_worker_that_would_decide_differently(
         assert (await client.result(sid, receipt.message_id)).status == "completed"
         histories = [h async for h in client.client.list_workflows(
             f'TaskQueue="{task_queue}"').map_histories()]
+        # The tests' own replay check says what it could not replay, and keeps the history.
+        stricter = TemporalWorker(agent, target=temporal_target, task_queue=task_queue,
+                                  permissions=Permissions([("deny", "touch")]))
+        with pytest.raises(AssertionError) as failed:
+            await replay_all(stricter, client)
+        report = str(failed.value)
+        assert "Nondeterminism" in report and "ACTIVITY_TASK_SCHEDULED steerable.tool" in report
+        saved = Path(report.split("history saved: ")[1].split("\n")[0])
+        assert json.loads(saved.read_text())["events"]
 
     async def each() -> Any:
         for history in histories:
@@ -74,7 +85,5 @@ async def test_replay_catches_a_worker_that_would_decide_differently(
     # The same agent replays cleanly; one that now refuses the tool would skip its activity.
     same = TemporalWorker(agent, target=temporal_target, task_queue=task_queue)
     await same.replay(each())
-    stricter = TemporalWorker(agent, target=temporal_target, task_queue=task_queue,
-                              permissions=Permissions([("deny", "touch")]))
     with pytest.raises(NondeterminismError):
         await stricter.replay(each())
