@@ -1,8 +1,9 @@
 """The coding agent on a Temporal worker (``steerable worker --temporal``) behaves as it does
-locally: its tool policy decides in the workflow (its classification call an activity), its
-writes and bash wait for approval, ``ask_user`` waits for an answer (given with ``steerable
-approve|answer --temporal``), undo's snapshots are taken on the worker (``steerable undo``
-takes the turn back), and ``steerable sessions list --temporal`` lists the session."""
+locally: its tool policy decides in the workflow (its classification call an activity, its
+looks at the files recorded reads), its writes and bash wait for approval, ``ask_user`` waits
+for an answer (given with ``steerable approve|answer --temporal``), undo's snapshots are taken
+on the worker (``steerable undo`` takes the turn back), ``steerable sessions list --temporal``
+lists the session, and the history replays through the CLI's worker after the files changed."""
 
 from __future__ import annotations
 

@@ -37,6 +37,9 @@ nothing changed gets one last required call of ``edit`` or ``write``. A command'
 change request lists the files it changed, with a diff of the named ones, so a ``sed`` that
 broke a file does not do it silently; a call that left a Python, JSON or TOML file that parsed
 before unparsable gets an error result, and calls stay required until it parses again.
+Every look at the files goes through the policy's ``reads`` (``_reads.py``; it holds no path of
+the workspace): direct locally, recorded by the engine where a replay must decide the same
+(a Temporal workflow).
 
 **Honest by construction**: an answer that only repeats raw tool output is asked for again in
 words (the words, then the output, are shown). A final answer that states a fact (number, name, quoted text)
