@@ -1,8 +1,9 @@
 """The coding agent on a Temporal worker (``steerable worker --temporal``) behaves as it does
-locally: its tool policy decides in the workflow (its classification call an activity), its
-writes and bash wait for approval, ``ask_user`` waits for an answer (given with ``steerable
-approve|answer --temporal``), undo's snapshots are taken on the worker (``steerable undo``
-takes the turn back), and ``steerable sessions list --temporal`` lists the session."""
+locally: its tool policy decides in the workflow (its classification call an activity, its
+looks at the files recorded reads), its writes and bash wait for approval, ``ask_user`` waits
+for an answer (given with ``steerable approve|answer --temporal``), undo's snapshots are taken
+on the worker (``steerable undo`` takes the turn back), ``steerable sessions list --temporal``
+lists the session, and the history replays through the CLI's worker after the files changed."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 
 from steerable.temporal import TemporalClient
 from tests.coding.conftest import cli_env  # noqa: F401 (fixture)
-from tests.temporal._harness import events_until, turn_end
+from tests.temporal._harness import events_until, replay_all, turn_end
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -43,36 +44,35 @@ def _nth_request(n: int) -> Callable[[dict[str, object]], bool]:
     return done
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known, found at the stop-10 merge: the tool policy's new change judgement (#19, judged by "
-    "the files) answers 'nothing was changed' on a Temporal worker after a successful write; "
-    "the policy runs in the workflow, where its file snapshots are not recorded reads"))
 async def test_the_coding_agent_on_a_temporal_worker(cli_env, tmp_path: Path,  # noqa: F811
                                                      temporal_target: str, events_url: str,
-                                                     task_queue: str) -> None:
+                                                     task_queue: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "a.txt").write_text("old\n")
     script = tmp_path / "script.json"
     script.write_text(json.dumps([
         {"text": json.dumps({"kind": "change"})},  # the tool policy's classification call
+        # The policy lets a file be written whole only once read in the request.
+        {"tool_calls": [["read", {"path": "a.txt"}]]},
         {"tool_calls": [["write", {"path": "a.txt", "content": "new\n"}]]},
         {"tool_calls": [["bash", {"command": "echo more >> a.txt && touch b.txt"}]]},
         {"tool_calls": [["ask_user", {"question": "Keep it?", "choices": ["yes", "no"]}]]},
         {"text": "done"}]))
     where = ["--temporal", temporal_target, "--task-queue", task_queue]
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "steerable", "worker", *where, "--redis", events_url,
-         "--provider", "scripted", "--script", str(script), "--workspace", str(ws),
-         "--policy", "on"], env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
+    argv = ["worker", *where, "--redis", events_url, "--provider", "scripted", "--script",
+            str(script), "--workspace", str(ws), "--policy", "on"]
+    worker = subprocess.Popen([sys.executable, "-m", "steerable", *argv], env=cli_env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     client = await TemporalClient.connect(temporal_target, task_queue=task_queue,
                                           events_url=events_url)
     try:
         assert worker.stdout is not None
         line = await asyncio.to_thread(worker.stdout.readline)
         assert line.startswith("working for"), line
-        sent = await client.send("change a.txt", "code-1")
+        # A request that names no file: one that does is done (no more calls) once it changed.
+        sent = await client.send("rewrite the notes", "code-1")
         # Each request in turn: from another process (the CLI), or from this one.
         answers = [("approve",), ("client",), ("answer", "yes")]
         seen: list[dict[str, object]] = []
@@ -95,17 +95,24 @@ async def test_the_coding_agent_on_a_temporal_worker(cli_env, tmp_path: Path,  #
         assert requests[0]["purpose"] == "classify"  # the policy's own call, in the workflow
         assert requests[1]["reason"].startswith("change")
         messages = await client.session_messages("code-1")
-        assert [m.content for m in messages if m.role == "tool"][-1] == "The user answered: yes"
+        results = [str(m.content) for m in messages if m.role == "tool"]
+        assert results[-1] == "The user answered: yes"
+        # What the command changed, read off the files by the policy in the workflow.
+        assert ("[files this command changed in the workspace: a.txt (4 -> 9 bytes), b.txt "
+                "(created, 0 bytes)]") in results[-2]
 
         listed = await asyncio.to_thread(steerable, cli_env, "sessions", "list", "--json",
                                          *where)
         assert listed.returncode == 0, listed.stderr
         assert [(s["session_id"], s["title"]) for s in json.loads(listed.stdout)] == [
-            ("code-1", "change a.txt")]
+            ("code-1", "rewrite the notes")]
         undone = await asyncio.to_thread(steerable, cli_env, "undo", "--session", "code-1",
                                          "--workspace", str(ws))
         assert undone.returncode == 0, undone.stderr
         assert (ws / "a.txt").read_text() == "old\n" and not (ws / "b.txt").exists()
+        # The files differ from what the turn saw: a worker taking the session over still
+        # replays it as it ran (the policy's looks at the files are in the history).
+        await _replay_as_the_cli(client, argv, cli_env, monkeypatch)
     finally:
         await client.aclose()
         worker.send_signal(signal.SIGINT)
@@ -146,6 +153,25 @@ async def test_a_background_command_tells_its_session_on_temporal(
         worker.send_signal(signal.SIGINT)
         _, err = await asyncio.to_thread(worker.communicate, timeout=20)
         assert worker.returncode == 0, err
+
+
+async def _replay_as_the_cli(client: TemporalClient, argv: list[str], env: dict[str, str],
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replay the task queue's histories through the worker ``steerable worker`` builds."""
+    from steerable.cli._app import build_app
+    from steerable.cli._args import build_parser
+    from steerable.cli._serve import _temporal_worker
+    from steerable.cli._settings import load_settings
+
+    for key in ("XDG_CONFIG_HOME", "HOME", "STEERABLE_DATA_DIR"):
+        monkeypatch.setenv(key, env[key])
+    args = build_parser().parse_args(argv)
+    app = build_app(load_settings(args), session=None, can_ask=False, script=args.script,
+                    ask_by_events=True)
+    try:
+        await replay_all(_temporal_worker(app, args.redis, args), client)
+    finally:
+        await app.shells.aclose()
 
 
 def _nth_end(n: int) -> Callable[[dict[str, object]], bool]:

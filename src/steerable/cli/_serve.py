@@ -27,7 +27,6 @@ __all__ = ["TOKEN_ENV", "serve", "temporal_worker_command"]
 
 TOKEN_ENV = "STEERABLE_SERVER_TOKEN"
 REDIS_ENV = "STEERABLE_REDIS_URL"
-WORKSPACE_NAMES = "workspace-names"
 
 
 def _is_loopback(host: str) -> bool:
@@ -165,13 +164,14 @@ def _temporal_worker(app: Any, redis_url: str | None, args: argparse.Namespace) 
     if redis_url is not None and not redis_url.startswith(("redis://", "rediss://", "unix://")):
         raise UsageError(f"--redis takes a URL like redis://HOST:PORT/DB, got {redis_url!r}")
     try:
-        from steerable.coding.policy import entry_names
+        from steerable.coding.policy import read_functions
 
+        # The tool policy's looks at the files, made here as activities for the workflow.
         return TemporalWorker(app.agent, target=args.temporal, task_queue=args.task_queue,
                               events_url=redis_url, permissions=app.loop.permissions,
                               human_approval=not app.settings["yes"], redact=app.redact,
                               hooks=_worker_hooks(app),
-                              reads={WORKSPACE_NAMES: lambda: entry_names(app.workspace)})
+                              reads=read_functions(app.workspace.root))
     except ConfigurationError as exc:
         raise UsageError(f"--temporal: {exc}") from None
 
@@ -183,16 +183,18 @@ def _worker_hooks(app: Any) -> list[Any]:
     command hooks and the background shells act on this machine, in activities."""
     from steerable.cli._app import POLICY_TIMEOUT
     from steerable.coding import SNAPSHOT_HOOK_PRIORITY, SNAPSHOT_HOOK_TIMEOUT
-    from steerable.coding.policy import ToolPolicy
+    from steerable.coding.policy import RecordedReads, ToolPolicy
     from steerable.temporal import WorkerHook, workflow_read
 
     hooks = [WorkerHook(app.shells)]
     if app.undo is not None:
         hooks.append(WorkerHook(app.undo, SNAPSHOT_HOOK_PRIORITY, SNAPSHOT_HOOK_TIMEOUT))
     if app.policy is not None:  # one per workflow run, over the same workspace (its gate)
-        names = workflow_read(WORKSPACE_NAMES)  # its one look at the files: recorded
-        hooks.append(WorkerHook(lambda: ToolPolicy(app.workspace, read_names=names), 100,
-                                POLICY_TIMEOUT, in_workflow=True))
+        # Every look it takes at the files is an activity the history records (a replay on
+        # any worker, however the files changed since, reads what the first run read).
+        hooks.append(WorkerHook(
+            lambda: ToolPolicy(app.workspace, reads=RecordedReads(workflow_read)), 100,
+            POLICY_TIMEOUT, in_workflow=True))
     if app.command_hooks is not None:
         timeout = sum(s.timeout for s in app.command_hooks.specs) + 5.0
         hooks.append(WorkerHook(app.command_hooks, timeout=timeout))

@@ -96,7 +96,6 @@ def _read_text(path: Path) -> str | None:
 class Snapshot:
     """The workspace at one moment: every file's stamp, and the text of the named files."""
 
-    root: Path
     names: tuple[str, ...] = ()
     files: dict[str, Stamp] = field(default_factory=dict)
     texts: dict[str, str | None] = field(default_factory=dict)
@@ -104,7 +103,7 @@ class Snapshot:
     @classmethod
     def take(cls, root: Path, names: Iterable[str] = ()) -> Snapshot:
         names = tuple(names)
-        return cls(root, names, stamps(root), {n: _read_text(root / n) for n in names})
+        return cls(names, stamps(root), {n: _read_text(root / n) for n in names})
 
     def changed(self, now: Snapshot) -> list[str]:
         """What changed from this snapshot to ``now``."""

@@ -37,6 +37,9 @@ nothing changed gets one last required call of ``edit`` or ``write``. A command'
 change request lists the files it changed, with a diff of the named ones, so a ``sed`` that
 broke a file does not do it silently; a call that left a Python, JSON or TOML file that parsed
 before unparsable gets an error result, and calls stay required until it parses again.
+Every look at the files goes through the policy's ``reads`` (``_reads.py``; it holds no path of
+the workspace): direct locally, recorded by the engine where a replay must decide the same
+(a Temporal workflow).
 
 **Honest by construction**: an answer that only repeats raw tool output is asked for again in
 words (the words, then the output, are shown). A final answer that states a fact (number, name, quoted text)
@@ -48,12 +51,10 @@ says so in the answer, and ``verdict`` tells the front end (the CLI exits non-ze
 
 from __future__ import annotations
 
-import asyncio
 import difflib
 import json
-import os
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from steerable._events import Event, EventKind
@@ -69,13 +70,7 @@ from steerable._hooks import (
 )
 from steerable._messages import Message, ToolCall
 from steerable._parts import Content, TextPart
-from steerable.coding._changes import (
-    Snapshot,
-    broken_files,
-    change_report,
-    named_targets,
-    still_parses,
-)
+from steerable.coding._changes import Snapshot, broken_files, change_report
 from steerable.coding._classify import (
     Intent,
     asked_in,
@@ -84,6 +79,13 @@ from steerable.coding._classify import (
     parse_kind,
 )
 from steerable.coding._evidence import echoes, evidence_counts, unsupported_facts
+from steerable.coding._reads import (
+    DirectReads,
+    RecordedReads,
+    WorkspaceReads,
+    entry_names,
+    read_functions,
+)
 from steerable.coding._walk import FOUND_NOTHING
 from steerable.coding._workspace import Workspace
 from steerable.errors import ProviderError
@@ -95,12 +97,16 @@ __all__ = [
     "NOTHING_CHANGED_MARK",
     "UNVERIFIED_MARK",
     "WORKSPACE_READERS",
+    "DirectReads",
     "Intent",
+    "RecordedReads",
     "ToolPolicy",
     "Verdict",
+    "WorkspaceReads",
     "classify_request",
     "entry_names",
     "parse_kind",
+    "read_functions",
 ]
 
 UNVERIFIED_MARK = "⚠ unverified"
@@ -176,24 +182,24 @@ class _Turn:
 
 class ToolPolicy(Hook):
     """The coding agent's tool policy (see the module doc). Register it on the loop; pass the
-    workspace whose tools it governs.
+    workspace whose tools it governs (its write gate is the policy's to open and close).
 
-    ``read_names`` reads the names of the workspace's files and folders (``entry_names``
-    here, in a worker thread, by default): its one look at the world outside the turn. Where
-    the policy must decide deterministically (in a Temporal workflow) it is given a read that
-    the engine records (``steerable.temporal.workflow_read``)."""
+    ``reads`` is every look the policy takes at the files (``_reads``): the workspace's own, in
+    a worker thread, by default. The policy keeps no path of the workspace, so it cannot read
+    the files past it: where it must decide deterministically (in a Temporal workflow) it is
+    given ``RecordedReads(steerable.temporal.workflow_read)``, reads the engine records."""
 
     def __init__(self, workspace: Workspace, *, max_rounds: int = 4,
                  call_tokens: int = 1024, looks: frozenset[str] = WORKSPACE_READERS,
-                 read_names: Callable[[], Awaitable[Sequence[str]]] | None = None) -> None:
-        self.workspace = workspace
-        self._read_names = read_names or (lambda: asyncio.to_thread(entry_names, workspace))
+                 reads: WorkspaceReads | None = None) -> None:
+        self.gate = workspace.gate
+        self.reads = reads or DirectReads(workspace.root)
         self.looks = looks
         self.max_rounds = max_rounds
         self.call_tokens = call_tokens
         self._turns: dict[str, _Turn] = {}
         self._verdicts: dict[str, Verdict] = {}
-        workspace.gate.close_by_default("the request was not read as asking for a change")
+        self.gate.close_by_default("the request was not read as asking for a change")
 
     def verdict(self, turn_id: str) -> Verdict | None:
         """The verdict on ``turn_id``'s last answer (None: no answer checked)."""
@@ -209,20 +215,18 @@ class ToolPolicy(Hook):
         turn = self._turns.setdefault(ctx.turn_id, _Turn())
         asked = asked_in(request.messages)
         if turn.intent is None or asked != turn.asked:
-            self.workspace.gate.close(ctx.turn_id, "the request is being read")
+            self.gate.close(ctx.turn_id, "the request is being read")
             turn.intent = await self._classify(ctx, asked)
             turn.asked = asked
             if turn.intent == "change":
                 if turn.start is None:  # steering adds to a change: judged from the start
-                    turn.start = await asyncio.to_thread(
-                        Snapshot.take, self.workspace.root,
-                        named_targets(" ".join(asked), self.workspace.root))
-                self.workspace.gate.open(ctx.turn_id)
+                    turn.start = await self.reads.start(" ".join(asked))
+                self.gate.open(ctx.turn_id)
             else:
-                self.workspace.gate.close(
+                self.gate.close(
                     ctx.turn_id, f"the request was read as '{turn.intent}', which asks for "
                     "no change")
-        now = None if turn.start is None else await asyncio.to_thread(self._now, turn.start)
+        now = None if turn.start is None else await self.reads.snapshot(turn.start.names)
         turn.choice = self._choice(turn, request, now)
         messages = None
         if turn.intent == "general" and request.messages[-1].role == "user":
@@ -244,14 +248,11 @@ class ToolPolicy(Hook):
 
     async def _names_workspace(self, text: str) -> bool:
         """Whether ``text`` names a file or folder of the workspace (typos forgiven)."""
-        names = list(await self._read_names())
+        names = await self.reads.names()
         for word in re.findall(r"[\w.-]{3,}", text.lower()):
             if word in names or difflib.get_close_matches(word, names, n=1, cutoff=0.8):
                 return True
         return False
-
-    def _now(self, start: Snapshot) -> Snapshot:
-        return Snapshot.take(self.workspace.root, start.names)
 
     def _choice(self, state: _Turn, request: LLMRequest, now: Snapshot | None) -> ToolChoice:
         intent, tools = state.intent, request.tools
@@ -324,7 +325,7 @@ class ToolPolicy(Hook):
                 f"{ctx.call.name} was not offered on this call ({turn.choice.reason})"))
         if ctx.read_only:
             return None
-        unread = self._unread(turn, ctx.call)
+        unread = await self._unread(turn, ctx.call)
         if unread is not None:  # a write in place of an edit would drop what it never saw
             turn.unread.add(unread)
             return HookDecision(HookAction.DENY_TOOL, reason=(
@@ -338,22 +339,17 @@ class ToolPolicy(Hook):
         if turn.start is not None:
             path = ctx.call.arguments.get("path")
             names = (*turn.start.names, *([path] if isinstance(path, str) else []))
-            turn.before[ctx.call.id] = await asyncio.to_thread(
-                Snapshot.take, self.workspace.root, names)
+            turn.before[ctx.call.id] = await self.reads.snapshot(names)
         return None
 
-    def _unread(self, turn: _Turn, call: ToolCall) -> str | None:
+    async def _unread(self, turn: _Turn, call: ToolCall) -> str | None:
         """The file that existed before the request, and is not empty, that a ``write`` of a
         change request would replace without having read it (None: the write may run)."""
         path = call.arguments.get("path")
         if call.name not in OVERWRITERS or turn.start is None or not isinstance(path, str):
             return None
-        rel = _relative(self.workspace, path)
-        try:
-            full = self.workspace.root / rel if rel is not None else None
-            if full is None or not full.is_file() or full.stat().st_size == 0:
-                return None
-        except OSError:
+        rel = await self.reads.non_empty_file(path)
+        if rel is None:
             return None
         if rel in turn.read or rel not in turn.start.files:
             return None  # read, or made by this request: the model knows what it holds
@@ -371,12 +367,12 @@ class ToolPolicy(Hook):
                                             or ctx.result.metadata.get(FOUND_NOTHING)):
             turn.blank.add(ctx.call.id)
         elif ctx.call.name in READERS_WHOLE and isinstance(ctx.call.arguments.get("path"), str):
-            rel = _relative(self.workspace, ctx.call.arguments["path"])
+            rel = await self.reads.relative(ctx.call.arguments["path"])
             if rel is not None:
                 turn.read.add(rel)
         key = turn.pending.pop(ctx.call.id, None)
         before = turn.before.pop(ctx.call.id, None)
-        now = None if before is None else await asyncio.to_thread(self._now, before)
+        now = None if before is None else await self.reads.snapshot(before.names)
         report = "" if before is None or now is None or ctx.call.name not in COMMANDS \
             else change_report(before, now)
         # A command that changed nothing may run again (the tests after a fix).
@@ -386,7 +382,7 @@ class ToolPolicy(Hook):
         broken = {} if before is None or now is None else broken_files(before, now)
         turn.broken.update(broken)
         for name in [n for n in turn.broken if n not in broken]:
-            if await asyncio.to_thread(still_parses, self.workspace.root, name):
+            if await self.reads.parses(name):
                 del turn.broken[name]  # repaired (or removed) since
         notes = [report] if report else []
         notes += [f"[this left {name} unparsable: {why}; fix it]" for name, why in broken.items()]
@@ -421,7 +417,7 @@ class ToolPolicy(Hook):
             if again.text.strip():
                 text = again.text
                 missing = unsupported_facts(text, evidence, counts, numbers=looked)
-        now = None if turn.start is None else await asyncio.to_thread(self._now, turn.start)
+        now = None if turn.start is None else await self.reads.snapshot(turn.start.names)
         changed = _changed(messages, ctx.request.tools, turn.start, now)
         verdict = Verdict(turn.intent, changed, tuple(missing), rechecked, tuple(turn.broken))
         self._verdicts[ctx.turn_id] = verdict
@@ -460,25 +456,9 @@ class ToolPolicy(Hook):
     def on_event(self, event: Event) -> None:
         if event.kind is EventKind.TURN_END:
             self._turns.pop(event.turn_id, None)
-            self.workspace.gate.forget(event.turn_id)
+            self.gate.forget(event.turn_id)
             while len(self._verdicts) > 64:  # kept for the front end to read, not forever
                 self._verdicts.pop(next(iter(self._verdicts)))
-
-
-def entry_names(ws: Workspace, limit: int = 2000) -> list[str]:
-    """Names (and stems) of the workspace's files and folders, a bounded walk."""
-    names: set[str] = set()
-    for _, dirs, files in os.walk(ws.root):
-        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "node_modules"]
-        for name in (*dirs, *files):
-            low = name.lower()
-            names.add(low)
-            stem = low.rsplit(".", 1)[0]
-            if len(stem) >= 3:
-                names.add(stem)
-        if len(names) >= limit:
-            break
-    return sorted(names)
 
 
 def _has(tools: Sequence[ToolSpec], name: str) -> bool:
@@ -509,15 +489,6 @@ def _repeated(turn: Sequence[Message]) -> bool:
 def _called(turn: Sequence[Message], ids: set[str]) -> set[str]:
     """The names of the tools of the calls ``ids`` in this exchange."""
     return {c.name for m in turn if m.role == "assistant" for c in m.tool_calls if c.id in ids}
-
-
-def _relative(ws: Workspace, path: str) -> str | None:
-    """``path`` relative to the workspace root, or None when it leads outside."""
-    base = ws.root.resolve()
-    try:
-        return str((base / path).resolve().relative_to(base))
-    except (ValueError, OSError):
-        return None
 
 
 def _call_key(name: str, arguments: object) -> str:
