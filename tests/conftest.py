@@ -6,6 +6,12 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+# Hypothesis imports its optimiser on the first test that generates enough to optimise, and
+# pytest rewrites a plugin's modules as they are imported. On CPython 3.11 before 3.11.8, two
+# AST conversions at once (that rewrite, and another thread's compile while a Temporal worker
+# or a tool runs) share one recursion counter and fail with "AST constructor recursion depth
+# mismatch" (gh-106905): it is imported here, before any test starts a thread.
+import hypothesis.internal.conjecture.optimiser  # noqa: F401
 import pytest
 from hypothesis import settings
 
