@@ -19,13 +19,13 @@ from steerable import (
     TurnStatus,
     tool,
 )
+from steerable._core._parking import record_answer
 from steerable.errors import (
     CheckpointError,
     InvalidAnswerError,
     RequestClosedError,
     UnknownRequestError,
 )
-from steerable._core._parking import record_answer
 from steerable.tools import ToolContext
 from tests.conftest import of
 
