@@ -277,3 +277,13 @@ def test_a_bare_allow_rule_covers_calls_with_no_or_unreadable_subjects() -> None
     assert narrow.decide("bash", [UncoveredSubject("ls $(x)")], read_only=False)[0] \
         is Permission.ASK
     assert narrow.decide("bash", [], read_only=False)[0] is Permission.ASK
+
+
+def test_rules_given_as_rules_or_as_pairs_are_kept_in_order() -> None:
+    from steerable import Permission, PermissionRule
+
+    kept = PermissionRule(Permission.DENY, "write", "secret/*", session_id="s")
+    rules = Permissions([kept, ("allow", "read")]).rules
+    assert rules == (kept, PermissionRule(Permission.ALLOW, "read"))
+    assert Permissions([kept]).decide("write", ["secret/a"], read_only=False,
+                                      session_id="s") == (Permission.DENY, kept)
