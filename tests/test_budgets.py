@@ -151,7 +151,9 @@ async def test_an_unknown_models_cost_is_none_and_a_cost_budget_says_so_once() -
     assert result.usage == Usage(2 * 10**7, 10**6 + 10)
     assert result.usage.cost_usd is None
     (error,) = of(events, K.ERROR)
-    assert "no price is known for model 'my-own-model'" in error.message
+    assert (error.message, error.source, error.turn_id) == (
+        "no price is known for model 'my-own-model': Limits.max_turn_cost_usd does not count "
+        "its calls (install steerable[prices], or set a token budget)", "turn", result.turn_id)
 
 
 async def test_usage_and_cost_without_any_budget() -> None:

@@ -231,6 +231,24 @@ async def test_immediate_escalates_a_pending_safe_point_cancel() -> None:
     assert rig.loop.checkpoint("s") is None
 
 
+async def test_a_cancel_names_its_session_and_leaves_the_others_running() -> None:
+    rig = Rig([calls(("look", "x")), calls(("look", "y")), Reply(text="s done")])
+    rig.gate("x")
+    rig.gate("y")
+    s = rig.loop.start_turn("go", session_id="s")
+    await wait_for(rig.sub, K.TOOL_EXEC_START)
+    t = rig.loop.start_turn("go", session_id="t")
+    await wait_for(rig.sub, K.TOOL_EXEC_START)
+    cancel = rig.loop.cancel("t", mode=CancelMode.IMMEDIATE)
+    assert cancel is not None and cancel.contributed
+    assert (await t).status is TurnStatus.ABORTED  # immediate, without checkpoints
+    assert not s.done()  # the other session's turn is untouched
+    rig.gates["x"].set()
+    result = await s
+    assert (result.status, result.text) == (TurnStatus.COMPLETED, "s done")
+    await rig.loop.aclose()
+
+
 async def test_cancel_after_the_turn_ended() -> None:
     rig = Rig([Reply(text="done")])
     handle = rig.loop.start_turn("go", session_id="s")

@@ -13,6 +13,7 @@ from steerable import (
     Message,
     Reply,
     ScriptedProvider,
+    ToolCall,
     TurnStatus,
     tool,
 )
@@ -198,3 +199,13 @@ async def test_an_overflow_with_a_window_cuts_to_three_quarters_of_it() -> None:
     assert (await loop.run_turn("question 4", session_id="s")).status is TurnStatus.COMPLETED
     sent = [m.content for m in provider.requests[-1].messages[1:]]
     assert sent == [m.content for m in history[cut:]]
+
+
+def test_the_estimate_is_a_token_for_four_characters_with_sixteen_per_message() -> None:
+    # The rule every window and summary threshold is counted in: a change of it moves every cut.
+    assert estimate_tokens([]) == 0
+    assert estimate_tokens([Message("user", "x" * 24)]) == (24 + 16) // 4 == 10
+    call = ToolCall("c1", "look", {"path": "a"})  # "look" + '{"path": "a"}': 4 + 13 characters
+    assert estimate_tokens([Message("assistant", "ab", tool_calls=(call,))]) == \
+        (2 + 16 + 4 + 13) // 4 == 8
+    assert estimate_tokens([Message("user", "x" * 7)] * 2) == (2 * (7 + 16)) // 4 == 11

@@ -51,6 +51,14 @@ CASES: list[tuple[str, Callable[[], Any], str]] = [
      "two tools are named 'twice'; tool names must be unique"),
     ("subagents", agent(subagents=Agent(provider=P)),
      "Agent 'agent' subagents needs a list of agents, got Agent"),
+    ("subagents_str", agent(subagents="ab"),
+     "Agent 'agent' subagents needs a list of agents, got str"),
+    ("subagents_set", agent(subagents={Agent(provider=P, name="c")}),
+     "Agent 'agent' subagents needs a list of agents, got set"),
+    ("output_retries", agent(output_type=int, output_retries="2"),
+     "output_retries must be an int >= 0, got '2'"),
+    ("output_retries_bool", agent(output_type=int, output_retries=True),
+     "output_retries must be an int >= 0, got True"),
     ("subagent", agent(subagents=[5]), "Agent 'agent' subagents: 5 is not an agent "
      "(expected Agent, SequentialAgent, LoopAgent or ParallelAgent)"),
     ("subagent_names", agent(subagents=[Agent(provider=P, name="c"),
@@ -77,3 +85,11 @@ CASES: list[tuple[str, Callable[[], Any], str]] = [
 def test_a_wrong_argument_is_refused_by_name(build: Callable[[], Any], text: str) -> None:
     with pytest.raises(ConfigurationError, match=f"^{re.escape(text)}$"):
         build()
+
+
+@pytest.mark.parametrize("buffer", ["3", 0, True])
+def test_a_subscription_buffer_must_be_a_positive_int(buffer: Any) -> None:
+    loop = AgentLoop(Agent(provider=P))
+    with pytest.raises(ValueError, match=f"^subscription buffer must be an int >= 1, got "
+                       f"{re.escape(repr(buffer))}$"):
+        loop.subscribe(buffer=buffer)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any, ClassVar
 
+import pytest
+
 from steerable import (
     Agent,
     AgentLoop,
@@ -53,12 +55,21 @@ async def test_a_tool_context_names_its_call_turn_session_and_iteration() -> Non
     assert [e.content for e in of(events, K.TOOL_EXEC_END)] == ["open", "open"]
 
 
-async def test_a_tool_context_in_a_dry_run_says_so() -> None:
+@pytest.mark.parametrize("dry_run", [True, False])
+async def test_a_tool_context_and_a_tool_hooks_context_say_whether_it_is_a_dry_run(
+        dry_run: bool) -> None:
     seen: list[ToolContext] = []
+    hook_saw: list[Any] = []
+
+    class Watch:
+        def before_tool(self, ctx: Any) -> None:
+            hook_saw.append(ctx.dry_run)
+
     provider = ScriptedProvider([Reply(tool_calls=[("probe", {"n": 1})]), Reply(text="done")])
-    loop = AgentLoop(Agent(provider=provider, tools=recording_tools(seen), dry_run=True))
+    loop = AgentLoop(Agent(provider=provider, tools=recording_tools(seen), dry_run=dry_run))
+    loop.register_hook(Watch())
     await loop.run_turn("go", session_id="s")
-    assert [c.dry_run for c in seen] == [True]
+    assert [c.dry_run for c in seen] == hook_saw == [dry_run]
 
 
 async def test_a_tool_context_in_a_sub_turn_names_the_parent_turn() -> None:
@@ -266,3 +277,13 @@ def test_a_bare_allow_rule_covers_calls_with_no_or_unreadable_subjects() -> None
     assert narrow.decide("bash", [UncoveredSubject("ls $(x)")], read_only=False)[0] \
         is Permission.ASK
     assert narrow.decide("bash", [], read_only=False)[0] is Permission.ASK
+
+
+def test_rules_given_as_rules_or_as_pairs_are_kept_in_order() -> None:
+    from steerable import Permission, PermissionRule
+
+    kept = PermissionRule(Permission.DENY, "write", "secret/*", session_id="s")
+    rules = Permissions([kept, ("allow", "read")]).rules
+    assert rules == (kept, PermissionRule(Permission.ALLOW, "read"))
+    assert Permissions([kept]).decide("write", ["secret/a"], read_only=False,
+                                      session_id="s") == (Permission.DENY, kept)

@@ -80,7 +80,10 @@ async def test_graceful_during_llm_call_with_tool_reply_skips_them_all() -> None
     result = await handle
     assert result.status is TurnStatus.INTERRUPTED and result.iterations == 2
     assert [s.reason for s in of(sub.drain_nowait(), K.TOOL_EXEC_SKIPPED)] == ["interrupted"]
-    assert "interrupted" in provider.requests[-1].messages[-1].content
+    # The hint the model reads says no tool ran (the declared call was skipped, never run).
+    assert provider.requests[-1].messages[-1].content == \
+        "The user interrupted you. Stop here: do not call tools. In a few sentences, say what " \
+        "you did, what you found, and what is left undone.\n(No tool ran in this turn.)"
 
 
 async def test_graceful_before_first_call_makes_that_call_the_summary() -> None:

@@ -43,6 +43,9 @@ async def test_a_revoked_queued_message_says_so_to_whoever_awaits_it() -> None:
     queued = loop.send("second", "s", "follow_up")
     assert loop.revoke_message(queued.message_id)
     assert queued.state is MessageState.REVOKED
+    revoked = [e for e in sub.drain_nowait() if e.kind is K.MESSAGE_STATE
+               and e.message_id == queued.message_id and e.state is MessageState.REVOKED]
+    assert [e.detail for e in revoked] == ["withdrawn by the caller"]
     with pytest.raises(RuntimeError, match=r"^the message was revoked before its turn started$"):
         await queued  # type: ignore[misc]
     gate.set()

@@ -99,6 +99,13 @@ def test_schemas_are_objects_and_wrapped_types_keep_their_definitions() -> None:
     # "#/$defs/City" must still resolve from the root of the wrapped schema
     assert set(nested.schema["$defs"]) == {"City", "Country"}
     assert nested.schema["properties"]["value"]["items"] == {"$ref": "#/$defs/Country"}
+    # The wrapper is an object holding only "value" (strict schemas need every key named).
+    assert {k: v for k, v in nested.schema.items() if k != "$defs"} == {
+        "type": "object", "properties": {"value": {"type": "array",
+                                                  "items": {"$ref": "#/$defs/Country"}}},
+        "required": ["value"], "additionalProperties": False}
+    # The type itself is kept: an agent rebuilt elsewhere (a Temporal worker) is given it.
+    assert nested.type == list[Country] and plain.type is City
 
 
 def test_bad_output_configuration_is_refused_at_once() -> None:

@@ -10,6 +10,7 @@ from steerable import (
     Agent,
     AgentLoop,
     EventKind,
+    InMemorySessionStore,
     Limits,
     Reply,
     ScriptedProvider,
@@ -395,3 +396,36 @@ async def test_a_composites_children_are_waited_for_not_spawned() -> None:
     await loop.run_turn("go", session_id="s")
     spawns = of(sub.drain_nowait(), K.SUBTURN_SPAWN)
     assert [(s.agent, s.is_async) for s in spawns] == [("first", False), ("second", False)]
+
+
+async def test_an_orphaned_result_the_store_cannot_save_is_an_error_on_the_parent_turn() -> None:
+    class FullStore(InMemorySessionStore):
+        full = False
+
+        def append(self, session_id: str, messages: Any, turn: Any) -> None:
+            if self.full:
+                raise OSError("disk full")
+            super().append(session_id, messages, turn)
+
+    async def late(request: Any) -> Reply:
+        await gate.wait()
+        return Reply(text="kid finished")
+
+    gate = asyncio.Event()
+    child = Agent(name="kid", description="a kid", provider=ScriptedProvider([late]))
+    main = Agent(name="main", subagents=[child], provider=ScriptedProvider([
+        Reply(tool_calls=[("spawn", {"agent": "kid", "task": "go"})]), Reply(text="waiting")]))
+    store = FullStore()
+    loop = AgentLoop(main, store=store)
+    sub = loop.subscribe(buffer=10_000)
+    result = await loop.run_turn("go", session_id="s")  # ends before its async child does
+    store.full = True
+    gate.set()
+    await loop.wait_idle()
+    events = sub.drain_nowait()
+    (spawned,) = of(events, K.SUBTURN_SPAWN)
+    assert [(e.turn_id, e.source, e.message) for e in of(events, K.ERROR)] == [
+        (result.turn_id, "store", f"saving the result of sub-turn {spawned.child_turn_id} to "
+         "session 's' failed: disk full")]
+    assert of(events, K.SUBTURN_ORPHAN) == []  # not saved: not reported as delivered
+    await loop.aclose()

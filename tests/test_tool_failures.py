@@ -105,3 +105,14 @@ async def test_a_dry_run_previews_a_mutating_call_and_runs_a_read_only_one() -> 
         ("probe", False, '[dry-run] probe was not run; it would have been called with {"n": 1}'),
         ("reader", False, "fine")]
     await loop.aclose()
+
+
+async def test_a_call_of_an_unknown_tool_starts_with_its_arguments_and_names_the_tools() -> None:
+    provider = ScriptedProvider([Reply(tool_calls=[("nope", {"x": 1})]), Reply(text="ok")])
+    loop = AgentLoop(Agent(name="a", provider=provider, tools=[Probe("fine")]))
+    sub = loop.subscribe([K.TOOL_EXEC_START, K.TOOL_EXEC_END])
+    await loop.run_turn("go", session_id="s")
+    start, end = sub.drain_nowait()
+    assert (start.tool_name, start.arguments) == ("nope", {"x": 1})
+    assert (end.is_error, end.content) == (True, "Unknown tool 'nope'. Available tools: probe.")
+    await loop.aclose()

@@ -92,6 +92,24 @@ async def test_every_message_change_is_a_newer_checkpoint_before_the_call_return
     await loop.aclose()
 
 
+async def test_a_turns_checkpoints_count_from_one_with_its_first() -> None:
+    store = InMemorySessionStore()
+    gate = asyncio.Event()
+    loop = AgentLoop(gated_agent([calls("x"), Reply(text="done")], gate), store=store)
+    sub = loop.subscribe()
+    handle = loop.start_turn("the task", session_id="s")
+    first = store.load_checkpoint("s")  # written before start_turn returned
+    assert first is not None
+    assert (first.seq, first.checkpoint_id) == (1, f"{handle.turn_id}.1")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    now = store.load_checkpoint("s")
+    # 2 once it read its session (base_count known), 3 once the model asked for the tool
+    assert now is not None and (now.seq, now.stage) == (3, "tools")
+    gate.set()
+    await handle
+    await loop.aclose()
+
+
 async def test_steering_taken_into_the_context_survives_a_crash_and_is_delivered_once() -> None:
     """The checkpoint written before the request that carries the steer holds it as injected
     and carried; a process that resumes it delivers it with its own first request."""

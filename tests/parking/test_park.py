@@ -19,6 +19,7 @@ from steerable import (
     TurnStatus,
     tool,
 )
+from steerable._core._parking import record_answer
 from steerable.errors import (
     CheckpointError,
     InvalidAnswerError,
@@ -107,10 +108,42 @@ async def test_an_approval_parks_and_another_loop_resumes_it(make_store: Callabl
     history = second.session_messages("s")
     assert [m.role for m in history] == ["user", "assistant", "tool", "assistant"]
     assert second.pending_requests() == []
-    with pytest.raises(RequestClosedError):  # answered twice: refused, the call ran once
+    with pytest.raises(RequestClosedError, match=rf"^request {req.request_id} was answered "
+                       r"already \(an answer counts once\)$"):  # refused, the call ran once
         second.resolve_approval(req.request_id, True)
     assert RUNS == ["a"]
     await second.aclose()
+
+
+async def test_an_answer_that_loses_the_race_for_the_index_is_refused(
+        make_store: Callable[[], Any]) -> None:
+    loop = new_loop(make_store(), [Reply(tool_calls=[("write", {"path": "a"})])])
+    [req] = (await loop.run_turn("go", session_id="s")).pending
+    store = make_store()
+    answer = store.answer_request
+
+    def another_answers_first(request_id: str, value: Any) -> bool:
+        # Another process wrote its answer between this one's checks and its write.
+        assert answer(request_id, {"value": False, "reason": "other"})
+        return bool(answer(request_id, value))
+
+    store.answer_request = another_answers_first
+    with pytest.raises(RequestClosedError, match=rf"^request {req.request_id} was answered "
+                       r"already \(an answer counts once\)$"):
+        record_answer(store, req.request_id, "approval", True, "mine")
+    await loop.aclose()
+
+
+async def test_an_answer_to_a_turn_whose_checkpoint_is_gone_is_refused(
+        make_store: Callable[[], Any]) -> None:
+    loop = new_loop(make_store(), [Reply(tool_calls=[("write", {"path": "a"})])])
+    [req] = (await loop.run_turn("go", session_id="s")).pending
+    make_store().delete_checkpoint("s")  # another process dropped it; the index still has it
+    with pytest.raises(RequestClosedError, match=rf"^request {req.request_id} is no longer "
+                       "open: it was answered, or its turn moved on$"):
+        loop.resolve_approval(req.request_id, True)
+    assert RUNS == []
+    await loop.aclose()
 
 
 async def test_a_denied_parked_approval_skips_the_call(make_store: Callable[[], Any]) -> None:

@@ -29,8 +29,14 @@ from steerable._core._parking import record_answer
 from steerable.errors import RequestClosedError, RequestError
 from steerable.storage import JSONLSessionStore, SQLiteSessionStore
 from steerable.tools import ToolContext
+from tests.conftest import wait_for
 
 RAN: list[int] = []
+
+
+@pytest.fixture(autouse=True)
+def _clear_ran() -> None:
+    RAN.clear()  # each test counts its own runs, in whatever order the tests run
 
 
 @tool(read_only=True)
@@ -182,9 +188,9 @@ async def test_a_cancel_of_the_resumed_turn_keeps_the_answer_used(tmp_path: Path
 
     loop = new_loop(JSONLSessionStore(tmp_path), [Reply(tool_calls=[("probe", {"n": 7})]), slow])
     result = await loop.run_turn("go", session_id="s")
-    RAN.clear()
+    sub = loop.subscribe([EventKind.LLM_REQUEST])
     handle = loop.resolve_approval(result.pending[0].request_id, True)
-    await asyncio.sleep(0.05)  # the approved call ran; the next model call waits on the gate
+    await wait_for(sub, EventKind.LLM_REQUEST)  # the approved call ran; the model call waits
     assert RAN == [7]
     assert loop.interrupt_hard("s")
     aborted = await handle
