@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from steerable._core._cancel import CancelHandle
@@ -29,6 +28,7 @@ from steerable._core._parking import hold_for_parked
 from steerable._core._queues import follow_up, steer
 from steerable._core._turn_state import TurnState
 from steerable._receipts import MessageReceipt
+from steerable._records import state
 from steerable.drivers._binding import LoopBinding
 from steerable.drivers._commands import (
     AnswerApproval,
@@ -50,7 +50,7 @@ from steerable.drivers._turns import Turns, resolve
 __all__ = ["COMMANDS", "VERBS", "Dispatcher", "Interceptor", "LoopParts", "abort", "from_wire", "resolve"]
 
 
-@dataclass(slots=True, eq=False)
+@state(eq=False)
 class LoopParts:
     """What the verbs act on: one loop's engine, its binding, turns and lanes."""
 
