@@ -26,7 +26,8 @@ from steerable import (
     tool,
 )
 from steerable._core._compaction import estimate_tokens
-from steerable._parts import as_content, part_from_file, text_of
+from steerable._parts import as_content, text_of
+from steerable.cli._attach import part_from_file
 from steerable.errors import SessionBusyError
 from steerable.storage import JSONLSessionStore
 from tests.conftest import of

@@ -6,11 +6,13 @@ import asyncio
 import contextlib
 import threading
 import time
+from typing import Any
 
 from steerable import EventKind, Reply, ToolContext, TurnHandle, TurnStatus, tool
 from tests.conftest import (
     assert_history_consistent,
     assert_one_terminal_per_call,
+    held_tool,
     kinds,
     make_loop,
     of,
@@ -331,6 +333,40 @@ async def test_hard_abort_cancels_a_running_tool_before_the_turn_ends() -> None:
     # The tool got its cancel in the same loop cycle as the turn, not after the turn ended.
     assert seen == [(False, True)]
     assert [e.kind for e in sub.drain_nowait()][-1] is K.TURN_END
+
+
+async def _abort_in_a_tool(intercepted: bool) -> tuple[list[Any], list[str], list[bool]]:
+    """A hard abort while a tool runs, with or without an interceptor on the commands: the
+    events (with their states), the session afterwards, and what later controls answered."""
+    hold, _gate = held_tool()
+    loop, _, sub = make_loop([Reply(text="before"), Reply(tool_calls=[("hold", {})])],
+                             tools=[hold])
+    await loop.run_turn("first", session_id="s")
+    if intercepted:
+        loop.intercept_commands(lambda command, *, proceed: proceed(command))
+    handle = loop.start_turn("go", session_id="s")
+    seen: list[Any] = []
+    await wait_for(sub, K.TOOL_EXEC_START, seen=seen)
+    answers = [loop.interrupt_hard("s"), loop.interrupt_hard("s"), loop.interrupt_graceful("s")]
+    result = await handle
+    assert result.status is TurnStatus.ABORTED and result.tools_run == ("hold",)
+    events = [(e.kind, getattr(e, "new", None)) for e in [*seen, *sub.drain_nowait()]
+              if e.kind is not K.LLM_DELTA]
+    return events, [m.content for m in loop.session_messages("s")], answers
+
+
+async def test_the_dedicated_abort_path_does_what_the_verb_table_does() -> None:
+    # No interceptor: AgentLoop.interrupt_hard cancels the tool first and the rest follows a
+    # callback later; with one, the command goes through the verb table. Same outcome.
+    direct, intercepted = await _abort_in_a_tool(False), await _abort_in_a_tool(True)
+    assert direct == intercepted
+    events, history, answers = direct
+    assert answers == [True, False, False]  # refused from the first call on
+    assert history == ["first", "before"]  # rolled back
+    order = [kind for kind, _ in events]
+    tail = order[order.index(K.TOOL_EXEC_START):]
+    assert [k for k in tail if k is not K.STATE_CHANGED and k is not K.MESSAGE_STATE] == [
+        K.TOOL_EXEC_START, K.INTERRUPT_RECEIVED, K.TOOL_EXEC_END, K.TURN_END]
 
 
 async def test_a_summary_that_echoes_the_hint_is_replaced_by_what_ran() -> None:

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from steerable._records import Record, record
+from steerable._records import Record, record, state
 
 
 @record
@@ -156,3 +156,74 @@ def test_positional_records_run_post_init_and_honour_field_flags() -> None:
             assert y == 2
         case _:
             pytest.fail("positional match")
+
+
+# -- ``state``: the same for mutable, slotted dataclasses ------------------------------------
+
+
+@dataclasses.dataclass(slots=True)
+class RefPart:
+    """What ``state`` must look like from outside (``@dataclass(slots=True)``)."""
+
+    a: int
+    b: list[int] = field(default_factory=list)
+    c: str = "x"
+    d: float = field(init=False, default=1.5)
+
+
+@state
+class Part:
+    """Its twin."""
+
+    a: int
+    b: list[int] = field(default_factory=list)
+    c: str = "x"
+    d: float = field(init=False, default=1.5)
+
+
+@state(kw_only=True, eq=False)
+class Ctx:
+    """A keyword-only base, compared by identity."""
+
+    turn_id: str
+    iteration: int = 0
+
+
+@state(kw_only=True, eq=False)
+class ToolCtx(Ctx):
+    """A keyword-only subclass, with a field set after ``__init__``."""
+
+    name: str
+    later: str = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.later = self.name.upper()
+
+
+def test_a_state_is_what_a_slotted_dataclass_is_from_outside() -> None:
+    ref, part = RefPart(1), Part(1)
+    assert [(f.name, f.init, f.kw_only) for f in dataclasses.fields(part)] == [
+        (f.name, f.init, f.kw_only) for f in dataclasses.fields(ref)]
+    assert Part.__slots__ == RefPart.__slots__ and not hasattr(part, "__dict__")
+    assert repr(part) == repr(ref).replace("RefPart", "Part")
+    assert Part.__match_args__ == RefPart.__match_args__  # type: ignore[attr-defined]
+    assert part == Part(1) and part != Part(2) and Part.__hash__ is None
+    assert Part(1).b is not part.b  # a fresh list each
+    part.a = 5  # mutable
+    assert dataclasses.replace(part, c="y") == Part(5, [], "y")
+    assert dataclasses.asdict(part) == {"a": 5, "b": [], "c": "x", "d": 1.5}
+    assert copy.deepcopy(part) == part and pickle.loads(pickle.dumps(part)) == part
+    with pytest.raises(TypeError):
+        Part(1, [], "x", 2.0)  # type: ignore[call-arg]  # d is not a parameter
+
+
+def test_keyword_only_state_inherits_fields_and_runs_post_init() -> None:
+    ctx = ToolCtx(turn_id="t", name="n")
+    assert (ctx.turn_id, ctx.iteration, ctx.name, ctx.later) == ("t", 0, "n", "N")
+    assert repr(ctx) == "ToolCtx(turn_id='t', iteration=0, name='n')"
+    assert ctx != ToolCtx(turn_id="t", name="n")
+    assert {ctx: 1}[ctx] == 1  # eq=False: hashable by identity
+    with pytest.raises(TypeError):
+        ToolCtx("t", name="n")  # type: ignore[misc]
+    with pytest.raises(TypeError, match="docstring"):
+        state(type("NoDoc", (), {"__annotations__": {"a": "int"}}))

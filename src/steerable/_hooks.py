@@ -10,12 +10,12 @@ from __future__ import annotations
 import enum
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from steerable._events import CompressReason, Event
 from steerable._messages import Message, ToolCall, ToolResult
-from steerable._records import Record, record
+from steerable._records import Record, record, state
 from steerable.providers._base import LLMRequest, LLMResponse, ToolChoice
 
 __all__ = [
@@ -206,16 +206,20 @@ AskModel = Callable[[LLMRequest, str], Awaitable[LLMResponse]]
 """Makes one model call of a hook's own (``LLMRequestContext.ask``)."""
 
 
-@dataclass(slots=True, kw_only=True)
+@state(kw_only=True)
 class _HookContext:
+    """What every hook context says: the turn it is for."""
+
     turn_id: str
     session_id: str
     parent_turn_id: str | None
     iteration: int
 
 
-@dataclass(slots=True, kw_only=True)
+@state(kw_only=True)
 class _AskingContext(_HookContext):
+    """A context whose hook may call the model itself (``ask``)."""
+
     _ask: AskModel | None = None
 
     async def ask(self, request: LLMRequest, purpose: str) -> LLMResponse:
@@ -227,14 +231,14 @@ class _AskingContext(_HookContext):
         return await self._ask(request, purpose)
 
 
-@dataclass(slots=True, kw_only=True)
+@state(kw_only=True)
 class LLMRequestContext(_AskingContext):
     """For ``before_llm``: ``request`` is what will be sent (after earlier hooks' changes)."""
 
     request: LLMRequest
 
 
-@dataclass(slots=True, kw_only=True)
+@state(kw_only=True)
 class LLMResponseContext(_AskingContext):
     """For ``after_llm``: ``response`` is the assembled reply."""
 
@@ -242,7 +246,7 @@ class LLMResponseContext(_AskingContext):
     response: LLMResponse
 
 
-@dataclass(slots=True, kw_only=True)
+@state(kw_only=True)
 class ToolCallContext(_HookContext):
     """For ``before_tool`` and ``approve_tool``: ``call.arguments`` is a dict."""
 
@@ -258,7 +262,7 @@ class ToolCallContext(_HookContext):
         return await self._ask_human()
 
 
-@dataclass(slots=True, kw_only=True)
+@state(kw_only=True)
 class ToolResultContext(_HookContext):
     """For ``after_tool``: the call and the result the model will read."""
 
@@ -266,7 +270,7 @@ class ToolResultContext(_HookContext):
     result: ToolResult
 
 
-@dataclass(slots=True, kw_only=True)
+@state(kw_only=True)
 class CompressContext(_HookContext):
     """For ``before_compress``: ABORT_TURN here ends the turn instead of compressing."""
 

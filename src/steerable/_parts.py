@@ -13,15 +13,13 @@ allows one. Parts are plain frozen values, hashable and comparable like every me
 
 from __future__ import annotations
 
-import mimetypes
 from collections.abc import Sequence
 from dataclasses import field
-from pathlib import Path
 
 from steerable._records import Record, record
 
 __all__ = ["Content", "FilePart", "ImagePart", "Part", "TextPart", "as_content",
-           "part_from_file", "size_label", "text_of"]
+           "size_label", "text_of"]
 
 
 @record(kw_only=False)
@@ -133,32 +131,3 @@ def text_of(content: str | Sequence[Part]) -> str:
                      for p in content)
 
 
-def part_from_file(path: str | Path, max_bytes: int) -> ImagePart | FilePart:
-    """A part holding the file at ``path``: an ``ImagePart`` for an image, else a
-    ``FilePart``; the media type is guessed from the file name (``text/plain`` for unknown
-    text, ``application/octet-stream`` otherwise). Raises ``ValueError`` with a message for
-    people when the file is missing, not a regular file, or larger than ``max_bytes``."""
-    p = Path(path).expanduser()
-    try:
-        size = p.stat().st_size
-    except OSError as exc:
-        raise ValueError(f"cannot attach {path}: {exc.strerror or exc}") from None
-    if not p.is_file():
-        raise ValueError(f"cannot attach {path}: not a regular file")
-    if size > max_bytes:
-        raise ValueError(f"cannot attach {path}: {size_label(size)} is over the "
-                         f"{size_label(max_bytes)} limit for an attachment")
-    data = p.read_bytes()
-    media_type = mimetypes.guess_type(p.name)[0] or _sniff(data)
-    if media_type.startswith("image/"):
-        return ImagePart(data=data, media_type=media_type)
-    return FilePart(data=data, media_type=media_type, name=p.name)
-
-
-def _sniff(data: bytes) -> str:
-    try:
-        data[:4096].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        if exc.start < 4092:  # not merely a character cut at the end of the sample
-            return "application/octet-stream"
-    return "text/plain"

@@ -143,14 +143,14 @@ class Engine:
     async def save(self, st: TurnState, status: str, rollback: bool) -> None:
         """Append the turn's messages, or on rollback write nothing of the turn."""
         store = self.store
-        record = TurnRecord(st.turn_id, status, st.transcript.iteration)
         if rollback:
             if not st.transcript.base_rewritten:
-                return
+                return  # (an abort's usual case: nothing to write, nothing to build)
             op: Any = (store.replace, st.session_id, list(st.transcript.base))
         elif st.transcript.base_rewritten:
             op = (store.replace, st.session_id, [*st.transcript.base, *st.transcript.new])
         else:
+            record = TurnRecord(st.turn_id, status, st.transcript.iteration)
             op = (store.append, st.session_id, list(st.transcript.new), record)
         if store.blocking:
             # Shielded: a save already under way finishes even if the turn is cancelled now.
@@ -184,6 +184,35 @@ class Engine:
                 task.cancel()
             st.control.task.cancel()
         return True
+
+    def abort(self, st: TurnState) -> bool:
+        """``interrupt_hard`` for a command from outside the turn, its tools first.
+
+        An abort mostly comes while a tool runs, after the loop sat idle: every step then runs
+        on cold caches (~5x slower). So when tools run (and no sub-turn, whose cascade keeps
+        its order), only they are cancelled here (and their ``cancelled`` flags set), and the
+        rest (INTERRUPT_RECEIVED, the turn's task) runs as the next callback: right after the
+        tools' own step, before the turn's task can resume, so every event of the turn's
+        unwinding still comes after it. The turn sees its cancel where it would have (awaiting
+        its tool), one loop cycle later."""
+        ctl = st.control
+        tools = ctl.running_tools
+        if not tools or st.tree.children or ctl.finishing or ctl.interrupt is not Interrupt.NONE:
+            return self.interrupt_hard(st)
+        for task, ctx in tools.items():
+            ctx.cancel()  # set when the tool sees its CancelledError: it may look
+            task.cancel()
+        ctl.interrupt = Interrupt.HARD  # a second abort, a graceful one: refused from now on
+        next(iter(tools)).get_loop().call_soon(self._abort_rest, st)
+        return True
+
+    def _abort_rest(self, st: TurnState) -> None:
+        self.emit(st, InterruptReceived, mode="hard", hint=None)
+        ctl = st.control
+        for child in list(st.tree.children.values()):  # spawned by a tool in its last step
+            self.interrupt_hard(child)
+        if ctl.task is not None and not ctl.task.done():
+            ctl.task.cancel()
 
     def cancel(self, st: TurnState, mode: CancelMode) -> CancelHandle:
         """Record a cancel; IMMEDIATE is the hard abort. See ``_cancel`` for the modes."""

@@ -7,7 +7,6 @@ next turn. Such a reply is replaced by a plain account built from what really ra
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Sequence
 
@@ -25,6 +24,8 @@ def is_echo(reply: str, hint: str) -> bool:
         return True
     if not asked:
         return False
+    import difflib  # (only a graceful interrupt's summary is checked: not at import)
+
     matcher = difflib.SequenceMatcher(None, said, asked, autojunk=False)
     shared = sum(block.size for block in matcher.get_matching_blocks())
     # Most of the reply is the hint's words in the hint's order.

@@ -20,11 +20,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
 from steerable._ids import random_hex
-from steerable._records import Record, record
+from steerable._records import Record, record, state
 from steerable.errors import InvalidAnswerError, RequestClosedError, ToolError
 
 __all__ = ["LiveRequest", "PendingRequest", "RequestKind", "RequestTable", "check_answer",
@@ -157,7 +157,7 @@ def check_answer(value: Any, choices: Sequence[str] | None,
     return value
 
 
-@dataclass(slots=True, eq=False)
+@state(eq=False)
 class LiveRequest:
     """A request open in this process: the future its asker awaits."""
 

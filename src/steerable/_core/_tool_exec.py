@@ -16,7 +16,6 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from steerable._core._budget import admit_tool_calls, check_budget
@@ -49,6 +48,7 @@ from steerable._events import (
 from steerable._hooks import HookAction
 from steerable._messages import Message, ToolCall, ToolResult
 from steerable._parts import Part, TextPart
+from steerable._records import state
 from steerable.errors import ToolError
 from steerable.tools._base import Tool, ToolContext, result_from_return
 
@@ -65,8 +65,10 @@ SKIP_TEXT = {
 }
 
 
-@dataclass(slots=True)
+@state
 class _Call:
+    """One tool call of a response, as it goes from pending to done."""
+
     call: ToolCall
     tool: Tool | None
     state: str = "pending"  # pending -> running -> done (or -> parked: its request waits)

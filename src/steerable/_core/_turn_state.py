@@ -13,7 +13,7 @@ import enum
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from steerable._core._agent import Agent, BaseAgent
@@ -23,7 +23,7 @@ from steerable._core._requests import LiveRequest, PendingRequest
 from steerable._events import SkipReason, TurnPhase, TurnStatus
 from steerable._messages import Message
 from steerable._receipts import MessageHolder, MessageReceipt
-from steerable._records import Record, record
+from steerable._records import Record, record, state
 from steerable.errors import IllegalTransitionError
 from steerable.tools._base import Subturns, ToolContext
 
@@ -76,7 +76,7 @@ class QueuedMessage(Record):
 # A part's owners are in its ``OWNERS`` entry below (module names, or a package's prefix).
 
 
-@dataclass(slots=True)
+@state
 class Transcript:
     """What the turn has said and done: its messages, iterations, tools and usage.
 
@@ -110,7 +110,7 @@ class Transcript:
     """Results so far of the tool calls being executed (by call id), for checkpoints."""
 
 
-@dataclass(slots=True)
+@state
 class Control:
     """Where the turn is and what it was told: phase, interrupts, cancel, its task. (Whether it
     holds an active-turn slot is for ``TurnSlots`` to know: one count of running turns.)
@@ -143,7 +143,7 @@ class Control:
     """Each running tool's task and its ToolContext: a hard abort cancels them at once."""
 
 
-@dataclass(slots=True)
+@state
 class Inbound:
     """Messages given to the turn: its queues, what it carries to the next request, its input.
 
@@ -168,7 +168,7 @@ class Inbound:
     message first arrives)."""
 
 
-@dataclass(slots=True)
+@state
 class TurnTree:
     """The turn's place among turns: its parent, running children and their results.
 
@@ -190,7 +190,7 @@ class TurnTree:
     """The ``_subturn.Subturns`` scope tools of this turn spawn through (made on first use)."""
 
 
-@dataclass(slots=True)
+@state
 class Ledger:
     """What the turn spent beyond its token counts, the budget that stopped it, and its checked
     structured answer.
@@ -217,7 +217,7 @@ class Ledger:
     """How many times the answer was asked for again."""
 
 
-@dataclass(slots=True)
+@state
 class Durability:
     """Checkpoint bookkeeping (see ``_durable``).
 
@@ -243,7 +243,7 @@ class Durability:
 
 
 
-@dataclass(slots=True)
+@state
 class Asks:
     """The turn's approvals and questions: what it asked, what was answered, what parked.
 
@@ -278,7 +278,7 @@ part's fields. The identity fields of ``TurnState`` itself are written by its co
 only."""
 
 
-@dataclass(slots=True)
+@state
 class TurnState:
     """One turn's state: who it is (set once, as it is made) and the parts its phases own.
 

@@ -83,4 +83,7 @@ class LoopBinding:
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn`` on the bound loop's thread and return its answer."""
-        return call_on(self.loop, fn, *args)
+        loop = self.loop
+        if loop is None or loop is asyncio._get_running_loop():  # on its thread (or unbound)
+            return fn(*args)  # (``call_on``'s first answer, without its call: aborts use it)
+        return call_on(loop, fn, *args)

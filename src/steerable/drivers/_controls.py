@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from steerable._core._cancel import CancelHandle
@@ -29,6 +28,7 @@ from steerable._core._parking import hold_for_parked
 from steerable._core._queues import follow_up, steer
 from steerable._core._turn_state import TurnState
 from steerable._receipts import MessageReceipt
+from steerable._records import state
 from steerable.drivers._binding import LoopBinding
 from steerable.drivers._commands import (
     AnswerApproval,
@@ -47,10 +47,10 @@ from steerable.drivers._commands import (
 from steerable.drivers._lanes import BusyPolicy, Lanes, check_policy
 from steerable.drivers._turns import Turns, resolve
 
-__all__ = ["COMMANDS", "VERBS", "Dispatcher", "Interceptor", "LoopParts", "from_wire", "resolve"]
+__all__ = ["COMMANDS", "VERBS", "Dispatcher", "Interceptor", "LoopParts", "abort", "from_wire", "resolve"]
 
 
-@dataclass(slots=True, eq=False)
+@state(eq=False)
 class LoopParts:
     """What the verbs act on: one loop's engine, its binding, turns and lanes."""
 
@@ -93,11 +93,17 @@ def _message(parts: LoopParts, cmd: Steer | FollowUp) -> MessageReceipt:
 
 
 def _interrupt(parts: LoopParts, cmd: Interrupt) -> bool:
-    engine = parts.engine
-    st = _target(engine, cmd.session_id, cmd.turn_id)
-    if st is None:
-        return False
-    return engine.interrupt_hard(st) if cmd.hard else engine.interrupt_graceful(st, cmd.hint)
+    if cmd.hard:
+        return abort(parts.engine, cmd.session_id, cmd.turn_id)
+    st = _target(parts.engine, cmd.session_id, cmd.turn_id)
+    return st is not None and parts.engine.interrupt_graceful(st, cmd.hint)
+
+
+def abort(engine: Engine, session_id: str | None, turn_id: str | None) -> bool:
+    """What an ``Interrupt(hard=True)`` runs; ``AgentLoop.interrupt_hard`` calls it directly
+    when no interceptor watches the commands (``Dispatcher.abort``)."""
+    st = _target(engine, session_id, turn_id)
+    return st is not None and engine.abort(st)
 
 
 def _cancel(parts: LoopParts, cmd: Cancel) -> CancelHandle | None:
@@ -158,6 +164,19 @@ class Dispatcher:
         if handler is None:
             raise TypeError(f"not a command: {command!r}")
         return handler(self.parts, command)
+
+    def abort(self, session_id: str | None, turn_id: str | None) -> bool:
+        """A hard abort. With no interceptor it skips building and dispatching the command:
+        an abort mostly comes after the loop sat idle, when every step runs on cold caches
+        (~5x slower), and the tool's cancel waits for all of it. What runs is the same as
+        ``run(Interrupt(session_id, turn_id, hard=True))``; with interceptors it is that."""
+        if self.interceptors:  # they see every command, this one too
+            return bool(self.run(Interrupt(session_id, turn_id, hard=True)))
+        engine = self.parts.engine
+        if turn_id is None and session_id is not None:  # (``_target``'s answer, in one step)
+            st = engine.active.get(session_id)
+            return st is not None and engine.abort(st)
+        return abort(engine, session_id, turn_id)
 
     def intercept(self, interceptor: Interceptor) -> Callable[[], None]:
         self.interceptors.append(interceptor)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict, deque
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, Protocol, get_args
 
 from steerable._core._agent import Agent
@@ -28,6 +28,7 @@ from steerable._core._turn_state import TurnState
 from steerable._events import TurnStatus
 from steerable._parts import Part
 from steerable._receipts import MessageReceipt, MessageState
+from steerable._records import state
 from steerable.errors import SessionBusyError
 
 RECENT_RESULTS = 1024
@@ -164,8 +165,10 @@ class QueuedTurn:
         return f"<QueuedTurn {self.action} session={self.session_id} turn={self._turn_id}>"
 
 
-@dataclass(slots=True, eq=False)
+@state(eq=False)
 class _Lane:
+    """One session's queue of messages waiting for turns of their own, and its runner."""
+
     owner: Lanes
     session_id: str
     pending: deque[QueuedTurn] = field(default_factory=deque)

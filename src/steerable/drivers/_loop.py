@@ -240,7 +240,9 @@ class AgentLoop:
 
     def interrupt_hard(self, session_id: str | None = None) -> bool:
         """Cancel the LLM call and every tool now, roll the session back; the turn ends aborted."""
-        return bool(self.submit(cmd.Interrupt(session_id, hard=True)))
+        # The command ``Interrupt(session_id, hard=True)``, by its shortest path (its check
+        # has nothing to refuse: there is no hint).
+        return self._binding.call(self._commands.abort, session_id, None)
 
     def cancel(self, session_id: str | None = None,
                mode: CancelMode = CancelMode.IMMEDIATE) -> CancelHandle | None:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from steerable._events import TurnStatus
 from steerable._messages import ToolResult
 from steerable._parts import FilePart, ImagePart, TextPart
 from steerable._receipts import MessageReceipt
+from steerable._records import state
 from steerable.providers._base import ToolSpec
 
 __all__ = ["BaseTool", "ChildResult", "ChildTurn", "Subturns", "Tool", "ToolContext", "UncoveredSubject"]
@@ -56,7 +56,7 @@ class Subturns(Protocol):
     def spawn(self, agent: object, task: str, deliver: bool) -> ChildTurn: ...
 
 
-@dataclass(slots=True, kw_only=True)
+@state(kw_only=True)
 class ToolContext:
     """Handed to a running tool: who called it, and how to report progress.
 
