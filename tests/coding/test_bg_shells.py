@@ -279,7 +279,7 @@ def test_chat_an_idle_session_hears_that_a_command_ended(cli_env: dict[str, str]
         (ws / "go").write_text("")
         child.expect("The build passed.")
         child.expect("completed · 1 iteration")
-        child.sendcontrol("d")
+        child.sendline("/quit")  # not Ctrl+D: lost when typed while the chat prints
         child.expect(pexpect.EOF)
     finally:
         child.close()

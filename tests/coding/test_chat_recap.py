@@ -63,7 +63,7 @@ def test_a_resumed_chat_shows_the_conversation_so_far(cli_env: dict[str, str],
         child.sendline("and now?")
         child.expect("Still alpha.")
         child.expect("completed")
-        child.sendcontrol("d")
+        child.sendline("/quit")  # not Ctrl+D: lost when typed while the chat prints
         child.expect(pexpect.EOF)
     finally:
         child.close()
@@ -92,7 +92,7 @@ def test_slash_opens_a_menu_of_commands_and_skills(cli_env: dict[str, str],
         child.sendline(" version 2")
         child.expect("Released.")
         child.expect("completed")
-        child.sendcontrol("d")
+        child.sendline("/quit")  # not Ctrl+D: lost when typed while the chat prints
         child.expect(pexpect.EOF)
     finally:
         child.close()

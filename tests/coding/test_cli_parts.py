@@ -113,7 +113,7 @@ def test_chat_attach_sends_the_file_with_the_next_message(cli_env: dict[str, str
         child.sendline("what is this?")
         child.expect("It is a cat.")
         child.expect("completed · 1 iteration")
-        child.sendcontrol("d")
+        child.sendline("/quit")  # not Ctrl+D: lost when typed while the chat prints
         child.expect(pexpect.EOF)
     finally:
         child.close()

@@ -119,7 +119,7 @@ def test_chat_announces_and_resumes_a_pending_turn(cli_env: dict[str, str], tmp_
         child.expect("completed")
         child.expect("Now the new message.")  # the held message runs after the resumed turn
         child.expect("completed")
-        child.sendcontrol("d")
+        child.sendline("/quit")  # not Ctrl+D: lost when typed while the chat prints
         child.expect(pexpect.EOF)
     finally:
         child.close()
@@ -149,7 +149,7 @@ def test_chat_runs_a_held_message_once_the_pending_turn_is_discarded(
         child.expect("pending turn dropped")
         child.expect("Answer to the held one.")  # sent as soon as nothing blocks it
         child.expect("completed")
-        child.sendcontrol("d")
+        child.sendline("/quit")  # not Ctrl+D: lost when typed while the chat prints
         child.expect(pexpect.EOF)
     finally:
         child.close()

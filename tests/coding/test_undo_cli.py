@@ -118,7 +118,7 @@ def test_chat_undo_and_redo(cli_env, tmp_path: Path, ws: Path) -> None:
         child.sendline("/redo")
         child.expect(r"redid 1 turn")
         assert (ws / "a.txt").read_text() == "rewritten\n"
-        child.sendcontrol("d")
+        child.sendline("/quit")  # not Ctrl+D: lost when typed while the chat prints
         child.expect(pexpect.EOF)
     finally:
         child.close(force=True)

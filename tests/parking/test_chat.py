@@ -36,7 +36,7 @@ def test_chat_asks_inline_and_lists_what_waits_elsewhere(cli_env, tmp_path: Path
         child.sendline("/waiting")
         child.expect(f"approval {rid}")
         child.expect(f"steerable approve {rid}")
-        child.sendcontrol("d")
+        child.sendline("/quit")  # not Ctrl+D: lost when typed while the chat prints
         child.expect(pexpect.EOF)
     finally:
         child.close()
