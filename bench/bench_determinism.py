@@ -41,6 +41,8 @@ async def main(rounds: int, sessions: int, first: int) -> int:
             began = time.monotonic()
             report = await fuzz(plan, server.target, f"fuzz-{seed}", redis.url)
             print(f"{report.summary()} ({time.monotonic() - began:.1f} s)", flush=True)
+            for stuck in report.stuck:
+                print(f"stuck: {stuck}"[:2000], flush=True)
             for failure in report.failures:
                 print(failure[:4000], flush=True)
             failed += bool(report.failures)

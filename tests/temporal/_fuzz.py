@@ -166,23 +166,29 @@ async def _session(client: TemporalClient, sid: str, rng: random.Random, report:
                    plan: Plan) -> None:
     known: list[str] = []
     waits: list[asyncio.Task[Any]] = []
+    stage = "drain"
     try:
         for i in range(rng.randint(*plan.actions)):
             action = "send" if i == 0 else rng.choices(*zip(*_ACTIONS.items(), strict=True))[0]
             await asyncio.sleep(rng.random() * 0.4)  # a random moment of the turn
             report.actions[action] += 1
+            stage = action
             try:
                 await asyncio.wait_for(_act(client, sid, rng, action, known, waits), _CALL)
             except TimeoutError:
                 raise
             except Exception as exc:  # refused (busy, unknown id, invalid answer...): fine
                 report.refusals[type(exc).__name__] += 1
+        stage = "drain"
         await asyncio.wait_for(_drain(client, sid, rng), 4 * _CALL)
+        stage = "results"
         for done in await asyncio.gather(*waits, return_exceptions=True):
             if isinstance(done, TimeoutError):
+                stage = str(done)
                 raise done
     except TimeoutError:
-        report.stuck.append(sid)
+        state = await asyncio.wait_for(client.state(sid), _CALL)
+        report.stuck.append(f"{sid} at {stage}: {state}")
     finally:
         for wait in waits:
             wait.cancel()
@@ -217,8 +223,8 @@ async def _act(client: TemporalClient, sid: str, rng: random.Random, action: str
 async def _result(client: TemporalClient, sid: str, message_id: str) -> None:
     try:
         await asyncio.wait_for(client.result(sid, message_id), 6 * _CALL)
-    except TimeoutError:
-        raise
+    except TimeoutError as exc:
+        raise TimeoutError(f"result of {message_id}") from exc
     except Exception:  # not a turn's message (a steer's): refused, fine
         pass
 
