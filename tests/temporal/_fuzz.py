@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
 _POLICIES = (None, "steer", "follow_up", "interrupt", "rollback", "reject")
 _ACTIONS = {"send": 6, "steer": 2, "follow_up": 2, "graceful": 1, "hard": 1, "cancel": 1,
             "result": 2, "revoke": 1, "edit": 1, "answer": 4}
-_CALL = 20.0
+_CALL = 10.0
 """How long one client call may take before its session counts as stuck (seconds)."""
 _FATAL = {WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR,
           WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_WORKER_UNHANDLED_FAILURE}
@@ -186,9 +186,12 @@ async def _session(client: TemporalClient, sid: str, rng: random.Random, report:
             if isinstance(done, TimeoutError):
                 stage = str(done)
                 raise done
-    except TimeoutError:
-        state = await asyncio.wait_for(client.state(sid), _CALL)
-        report.stuck.append(f"{sid} at {stage}: {state}")
+    except Exception as exc:  # a call that never returned, or a workflow that cannot answer
+        try:
+            state: Any = await asyncio.wait_for(client.state(sid), _CALL)
+        except Exception as error:
+            state = f"no answer to a query: {error}"
+        report.stuck.append(f"{sid} at {stage} ({type(exc).__name__}): {state}")
     finally:
         for wait in waits:
             wait.cancel()
