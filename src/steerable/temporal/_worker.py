@@ -48,7 +48,8 @@ class TemporalWorker:
                  reads: Mapping[str, Callable[..., Any]] | None = None,
                  client: Client | None = None,
                  redact: Callable[[str], str] | None = None,
-                 max_concurrent_activities: int = 100, sticky_timeout: float = 3.0) -> None:
+                 max_concurrent_activities: int = 100, sticky_timeout: float = 3.0,
+                 max_cached_workflows: int = 1000) -> None:
         self.options = options or CallOptions()
         remote_agent(agent, lambda: 0, self.options)  # refuse what cannot run, now
         self.agent = agent
@@ -74,6 +75,9 @@ class TemporalWorker:
         self.sticky_timeout = sticky_timeout
         """How long a session's next step waits for the worker that ran its last one before
         any worker takes it (a dead worker's sessions move after this)."""
+        self.max_cached_workflows = max_cached_workflows
+        """Sessions kept in memory between steps (Temporal's default, 1000); 0 replays each
+        session's history at every step, which checks determinism live."""
         self.client = client
         self.ready = asyncio.Event()
         self._worker: Worker | None = None
@@ -95,7 +99,8 @@ class TemporalWorker:
                             activities.read],
                 workflow_task_executor=executor,
                 max_concurrent_activities=self.max_concurrent_activities,
-                sticky_queue_schedule_to_start_timeout=timedelta(seconds=self.sticky_timeout))
+                sticky_queue_schedule_to_start_timeout=timedelta(seconds=self.sticky_timeout),
+                max_cached_workflows=self.max_cached_workflows)
             try:
                 async with self._worker:
                     self.ready.set()
@@ -119,6 +124,15 @@ class TemporalWorker:
         with workflow_thread(self._config(None), "steerable-replay") as executor:
             await Replayer(workflows=[SessionWorkflow],
                            workflow_task_executor=executor).replay_workflows(histories)
+
+    async def replay_each(self, histories: AsyncIterator[WorkflowHistory]
+                          ) -> list[tuple[WorkflowHistory, Exception | None]]:
+        """As ``replay``, on through every history: each with how its replay failed (None:
+        it decided the same), so one run reports every session that would break."""
+        with workflow_thread(self._config(None), "steerable-replay") as executor:
+            replayer = Replayer(workflows=[SessionWorkflow], workflow_task_executor=executor)
+            async with replayer.workflow_replay_iterator(histories) as results:
+                return [(r.history, r.replay_failure) async for r in results]
 
     async def _stopped(self) -> None:
         self._stop = asyncio.Event()
