@@ -16,18 +16,20 @@ __all__ = ["Reaper"]
 
 class Reaper:
     def __init__(self) -> None:
-        self._tasks: set[asyncio.Future[Any]] = set()
+        # A dict as an ordered set: tasks are cancelled in the order they were adopted, not
+        # by their addresses (on a durable engine each cancel is a command a replay repeats).
+        self._tasks: dict[asyncio.Future[Any], None] = {}
 
     def adopt(self, task: asyncio.Future[Any]) -> None:
         if task.done():
             self._consume(task)
             return
         task.cancel()
-        self._tasks.add(task)
+        self._tasks[task] = None
         task.add_done_callback(self._consume)
 
     def _consume(self, task: asyncio.Future[Any]) -> None:
-        self._tasks.discard(task)
+        self._tasks.pop(task, None)
         if not task.cancelled():
             task.exception()  # mark retrieved: the loop already reported or ignored it
 

@@ -395,9 +395,14 @@ async def _run_group(engine: Engine, st: TurnState, group: list[_Call]) -> None:
         for task in tasks:
             engine.reaper.adopt(task)
         raise
-    for task in pending:
-        engine.reaper.adopt(task)
-    for task in done:
+    # In the group's order, never the sets' (their order is the tasks' addresses): on a
+    # durable engine each cancel is a command, and a replay must issue them in the same order.
+    for task in tasks:
+        if task in pending:
+            engine.reaper.adopt(task)
+    for task in tasks:
+        if task not in done:
+            continue
         exc = task.exception()
         if exc is not None:
             raise exc

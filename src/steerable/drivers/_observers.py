@@ -83,7 +83,8 @@ class Observers:
         waiting = self.tasks()
         if not waiting:
             return
-        _, late = await asyncio.wait(waiting, timeout=grace)
+        await asyncio.wait(waiting, timeout=grace)
+        late = [t for t in waiting if not t.done()]  # in order: each cancel may be a command
         for task in late:
             task.cancel()
         if late:
