@@ -15,7 +15,6 @@ Argument pieces are regrouped the same way, one guard per call.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
-from contextlib import aclosing
 from dataclasses import field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -226,7 +225,9 @@ async def guard_secrets(stream: AsyncGenerator[Chunk, None],
     known = tuple(secrets)
     text, thinking = StreamGuard(known), StreamGuard(known)
     arguments: _ArgsGuards | None = None  # made on the first argument piece: most replies have none
-    async with aclosing(stream):
+    # try/finally, not ``async with aclosing(...)``: its object and bound ``__aexit__`` lived
+    # as long as the call (two objects the collector tracks per model call in flight).
+    try:
         async for chunk in stream:
             if type(chunk) is TextDelta:
                 if held := thinking.flush():
@@ -254,6 +255,9 @@ async def guard_secrets(stream: AsyncGenerator[Chunk, None],
                     for held_chunk in arguments.flush():
                         yield held_chunk
                 yield chunk
+    finally:
+        await stream.aclose()
+
     for held_chunk in _flushed(arguments, thinking, text):
         yield held_chunk
 
