@@ -165,6 +165,8 @@ class Agent(BaseAgent):
         self.tools: tuple[Tool, ...] = tuple(by_name.values())
         self.tools_by_name: Mapping[str, Tool] = MappingProxyType(by_name)
         self.tool_specs: tuple[ToolSpec, ...] = tuple(_spec(t) for t in self.tools)
+        self.tool_names: frozenset[str] = frozenset(by_name)
+        """The names of ``tool_specs``: what a call is offered unless a hook changed it."""
         self.output: OutputSpec | None = (
             None if output_type is None else OutputSpec(output_type, output_retries))
 

@@ -343,10 +343,13 @@ async def call_model(
                 continue
         if engine.hooks.at("before_llm"):
             request = await _before_llm(engine, st, request)
-        # (A new set per call: one set kept for the agent's tuple of tools saved ~1 us per
-        # call but made the last full collection of 10,000 live turns 0.17 -> 0.29 s with as
-        # many objects, every run; bench/peer concurrent_10k. Not understood: measure first.)
-        st.transcript.offered = frozenset(t.name for t in request.tools)
+        # The agent's one set unless a hook changed the tools: a set per call was an object
+        # the collector tracks per live turn. (An earlier round saw the last full collection
+        # of 10,000 turns grow with a shared set: the collector's 25 % rule moves when full
+        # collections fall, so the total of them is the figure; it fell, see performance.md.)
+        agent = st.model_agent
+        st.transcript.offered = agent.tool_names if request.tools is agent.tool_specs \
+            else frozenset(t.name for t in request.tools)
         _request_event(engine, st, request, "")
         if st.inbound.carrying:  # messages taken in since the last request: this one delivers them
             deliver(engine, st, engine.bus.last_seq, "in the context of an LLM request")

@@ -99,7 +99,9 @@ class Transcript:
     """Names of the tools the last model call was offered, after ``before_llm`` hooks (None:
     not known, as after a resume: every tool of the agent). A call to any other tool is
     answered with an error, never run: a hook that narrowed the offer narrowed what runs."""
-    tools_run: list[str] = field(default_factory=list)
+    tools_run: list[str] | tuple[()] = ()
+    """The tools that started, in order: a list made at the first (most live turns have run
+    none yet, and an empty list is an object the collector tracks)."""
     usage_in: int = 0
     usage_out: int = 0
     base_count: int = 0
