@@ -68,9 +68,9 @@ _MUST_ANSWER = ToolChoice("none", reason="the last call of the turn: answer in w
 def _build_request(st: TurnState, may_call: bool, extra: Sequence[Message],
                    answer: bool) -> LLMRequest:
     agent = st.model_agent
-    head = (Message("system", agent.instructions),) if agent.instructions else ()
     return LLMRequest(
-        messages=MessageView[Message](head, st.transcript.base, st.transcript.new, extra),
+        messages=MessageView[Message](agent.system_head(), st.transcript.base, st.transcript.new,
+                                      extra),
         tools=agent.tool_specs,
         model=agent.model,
         params=agent.params,
