@@ -16,6 +16,7 @@ sub-turns go to the session of their top-level turn, whatever session id the chi
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from steerable._events import Event, EventKind, event_to_dict
 from steerable._secrets import redacted_json
 from steerable.drivers._top_session import TopSessions
 
-__all__ = ["EventHub", "HubClient", "SSEItem"]
+__all__ = ["EventHub", "HubClient", "SSEItem", "sse_bytes"]
 
 SSEItem = tuple[int, str]
 """An event ready to send: its ``seq`` and its JSON form."""
@@ -41,8 +42,8 @@ class _Channel:
     that arrived since their position in one go.
     """
 
-    __slots__ = ("clients", "count", "last_seq", "loop", "ring", "running", "timer", "wake",
-                 "woken")
+    __slots__ = ("clients", "count", "last_seq", "loop", "ring", "running", "sent", "timer",
+                 "wake", "woken")
 
     def __init__(self, size: int) -> None:
         self.ring: deque[SSEItem] = deque(maxlen=size)
@@ -58,6 +59,9 @@ class _Channel:
         """When the clients were last woken (the loop's clock)."""
         self.timer: asyncio.TimerHandle | None = None
         """A wake-up due at ``woken + flush`` (events arrived in a burst)."""
+        self.sent: tuple[int, int, bytes] = (0, 0, b"")
+        """The SSE bytes of the events from one position to another, last encoded: every
+        client that kept up reads that same range after a wake-up (``EventHub.frames``)."""
 
     def wake_up(self) -> None:
         self.timer = None
@@ -96,16 +100,51 @@ class HubClient:
     def take(self) -> list[SSEItem]:
         """Everything that arrived since the last take (the newest ``limit`` if it fell
         further behind), without waiting; nothing once detached."""
+        start, end = self._advance()
+        if start == end:
+            return []
+        ring, base = self.channel.ring, self.channel.oldest()
+        return [ring[i - base] for i in range(start, end)]
+
+    def take_sse(self) -> bytes:
+        """``take`` as the SSE wire (``id`` and ``data`` lines per event). The bytes of a range
+        are made once for every client that reads the same range (all that keep up)."""
+        start, end = self._advance()
+        if start == end:
+            return b""
+        channel = self.channel
+        sent = channel.sent
+        if sent[0] != start or sent[1] != end:
+            ring, base = channel.ring, channel.oldest()
+            wire = "".join([_sse(*ring[i - base]) for i in range(start, end)]).encode()
+            sent = channel.sent = (start, end, wire)
+        return sent[2]
+
+    def _advance(self) -> tuple[int, int]:
+        """The positions to read from and to; the client is then at the end."""
         channel = self.channel
         if not self.attached:
-            return []
+            return 0, 0
         start = max(self.position, channel.count - self.limit, channel.oldest())
         self.skipped += start - self.position
         self.position = channel.count
-        if start == channel.count:
-            return []
-        ring, base = channel.ring, channel.oldest()
-        return [ring[i - base] for i in range(start, channel.count)]
+        return start, channel.count
+
+
+async def sse_bytes(items: AsyncIterator[SSEItem]) -> AsyncIterator[bytes]:
+    """Events as SSE bytes, one piece per event (runners without a hub of their own)."""
+    async for seq, data in items:
+        yield _sse(seq, data).encode()
+
+
+_LINES = re.compile(r"\r\n|\r|\n")
+
+
+def _sse(seq: int, data: str) -> str:
+    """One event as SSE lines, as sse-starlette writes a ``{"id", "data"}`` message."""
+    if "\n" in data or "\r" in data:  # (never in compact JSON; kept for any other text)
+        data = "\r\ndata: ".join(_LINES.split(data))
+    return f"id: {seq}\r\ndata: {data}\r\n\r\n"
 
 
 class EventHub:
@@ -224,15 +263,32 @@ class EventHub:
         return sum(len(c.clients) for c in self._channels.values())
 
     async def stream(self, client: HubClient) -> AsyncIterator[SSEItem]:
-        channel = client.channel
         try:
             while True:
-                while client.position >= channel.count:
-                    if channel.wake is None:
-                        channel.wake = asyncio.Event()
-                        channel.loop = asyncio.get_running_loop()
-                    await channel.wake.wait()
+                await self._arrived(client)
                 for item in client.take():
                     yield item
         finally:
             self.detach(client)
+
+    async def frames(self, client: HubClient) -> AsyncIterator[bytes]:
+        """``stream`` as SSE bytes, one piece per wake-up with every event since the last:
+        what ``steerable serve`` sends. Per client and wake-up this is one send; encoding a
+        message per event per client (sse-starlette's) cost more than the loop itself."""
+        try:
+            while True:
+                await self._arrived(client)
+                if wire := client.take_sse():
+                    yield wire
+        finally:
+            self.detach(client)
+
+    @staticmethod
+    async def _arrived(client: HubClient) -> None:
+        """Return once an event arrived past the client's position."""
+        channel = client.channel
+        while client.position >= channel.count:
+            if channel.wake is None:
+                channel.wake = asyncio.Event()
+                channel.loop = asyncio.get_running_loop()
+            await channel.wake.wait()
