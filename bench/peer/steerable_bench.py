@@ -11,7 +11,8 @@ OpenTelemetry hook, SDK tracer, in-memory exporter), ``no-checkpoints`` (durable
 (one subscription to every event, read by a task: the events are built then), ``sse`` (the
 server's SSE fan-out, ``EventHub``, fed by a subscription as ``steerable serve`` does, with
 ``STEERABLE_BENCH_SSE_CLIENTS`` clients (or ``sse:N``), default 10, on the turn's session, each read by a task
-as an SSE response does; the HTTP write itself is in bench/bench_server.py).
+as an SSE response does: what the runner gives it, made bytes by sse-starlette; the HTTP write
+itself is in bench/bench_server.py). The run ends once every client has read every event.
 """
 
 from __future__ import annotations
@@ -128,16 +129,27 @@ def _feature_loop(n: int) -> tuple[AgentLoop, Any]:
     return loop, None
 
 
-async def _drain(stream: Any) -> None:
-    async for _ in stream:
-        pass
+async def _sse_client(hub: Any, client: Any) -> None:
+    """One SSE response short of its socket: what ``LocalRunner.sse`` gives it, made bytes by
+    sse-starlette's ``ensure_bytes`` (a tree from before ``EventHub.frames``: an ``{id,
+    data}`` message per event, as its app sent)."""
+    from sse_starlette.event import ensure_bytes
+
+    frames = getattr(hub, "frames", None)
+    if frames is None:
+        async for seq, data in hub.stream(client):
+            ensure_bytes({"id": str(seq), "data": data}, "\r\n")
+    else:
+        async for piece in frames(client):
+            ensure_bytes(piece, "\r\n")
 
 
-async def _readers(loop: AgentLoop) -> tuple[Any, list[asyncio.Task[None]]]:
-    """The consumers of the ``subscriber`` and ``sse`` features: (subscription, tasks)."""
+async def _readers(loop: AgentLoop) -> tuple[Any, list[asyncio.Task[None]], list[Any]]:
+    """The consumers of the ``subscriber`` and ``sse`` features: (subscription, tasks, SSE
+    clients)."""
     if FEATURE == "subscriber":
         sub = loop.subscribe(buffer=1 << 20)
-        return sub, [asyncio.ensure_future(_drain_sub(sub))]
+        return sub, [asyncio.ensure_future(_drain_sub(sub))], []
     if FEATURE == "sse":
         from steerable._secrets import Redactor
         from steerable.server import EventHub
@@ -146,8 +158,8 @@ async def _readers(loop: AgentLoop) -> tuple[Any, list[asyncio.Task[None]]]:
         sub = loop.subscribe(buffer=1 << 16)  # what the server's runner subscribes with
         clients = [hub.attach("b", None) for _ in range(SSE_CLIENTS)]
         return sub, [asyncio.ensure_future(hub.pump(sub)),
-                     *(asyncio.ensure_future(_drain(hub.stream(c))) for c in clients)]
-    return None, []
+                     *(asyncio.ensure_future(_sse_client(hub, c)) for c in clients)], clients
+    return None, [], []
 
 
 async def _drain_sub(sub: Any) -> None:
@@ -157,13 +169,15 @@ async def _drain_sub(sub: Any) -> None:
 
 async def _one_run(n: int) -> None:
     loop, exporter = _feature_loop(n)
-    sub, readers = await _readers(loop)
+    sub, readers, clients = await _readers(loop)
     res = await loop.run_turn("go", session_id="b")
     assert res.status == TurnStatus.COMPLETED and res.text == "done", (res.status, res.text)
     if sub is not None:  # every event read (and fanned out) is inside the timing
         while len(sub):
             await asyncio.sleep(0)
         await asyncio.sleep(0)
+        while any(c.position < c.channel.count for c in clients):
+            await asyncio.sleep(0)
         sub.close()
         for task in readers:
             task.cancel()

@@ -10,7 +10,7 @@ the view is as immutable as a tuple, and compares equal to the tuple with the sa
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, islice
 from typing import Any, TypeVar, overload
 
@@ -23,28 +23,46 @@ class MessageView(Sequence[T]):
     """A read-only sequence over append-only parts (see the module docstring). Checkpoints use
     it for their messages and for the names of the tools run, which grow the same way."""
 
-    __slots__ = ("_len", "_parts")
+    # One part (the common case: a checkpoint's view of one list) is kept as itself, with
+    # ``_lens`` None; several as a tuple of the parts beside a tuple of their lengths. Not a
+    # tuple of (part, length) pairs: each pair, and the tuple around them, was an object the
+    # collector tracks, and a live turn holds several views (its request's, its checkpoint's);
+    # a tuple of ints is left untracked.
+    __slots__ = ("_len", "_lens", "_parts")
+
+    _parts: Sequence[Any]
+    _lens: tuple[int, ...] | None
 
     def __init__(self, *parts: Sequence[T]) -> None:
         # A plain loop: this runs several times per iteration (requests, checkpoints).
         kept = []
-        total = 0
+        lens = []
         for part in parts:
             n = len(part)
             if n:
-                kept.append((part, n))
-                total += n
-        self._parts = tuple(kept)
-        self._len = total
+                kept.append(part)
+                lens.append(n)
+        if len(kept) > 1:
+            self._parts, self._lens = tuple(kept), tuple(lens)
+        else:
+            self._parts, self._lens = kept[0] if kept else (), None
+        self._len = sum(lens)
 
     @classmethod
     def of(cls, part: Sequence[T]) -> MessageView[T]:
         """The view of one list (what checkpoints take twice per iteration): no loop."""
-        view = cls.__new__(cls)
         n = len(part)
-        view._parts = ((part, n),) if n else ()
-        view._len = n
+        if not n and cls is MessageView:
+            return _EMPTY  # (immutable: one for every empty view)
+        view = cls.__new__(cls)
+        view._parts, view._lens, view._len = part, None, n
         return view
+
+    def _pairs(self) -> Iterable[tuple[Sequence[T], int]]:
+        """Each part with its length when the view was made."""
+        if self._lens is None:
+            return ((self._parts, self._len),)
+        return zip(self._parts, self._lens, strict=True)
 
     def __len__(self) -> int:
         return self._len
@@ -63,9 +81,11 @@ class MessageView(Sequence[T]):
             i += self._len
         if not 0 <= i < self._len:
             raise IndexError("message index out of range")
-        for part, n in self._parts:
+        if self._lens is None:
+            return self._parts[i]  # type: ignore[no-any-return]
+        for part, n in zip(self._parts, self._lens, strict=True):
             if i < n:
-                return part[i]
+                return part[i]  # type: ignore[no-any-return]
             i -= n
         raise AssertionError("unreachable: lengths are checked above")
 
@@ -76,7 +96,7 @@ class MessageView(Sequence[T]):
         # Part by part, so a tail (``messages[done:]``) costs its own length, not the whole.
         out: list[T] = []
         offset = 0
-        for part, n in self._parts:
+        for part, n in self._pairs():
             lo, hi = max(start - offset, 0), min(stop - offset, n)
             if lo < hi:
                 out.extend(part[lo:hi])
@@ -85,10 +105,12 @@ class MessageView(Sequence[T]):
 
     def __iter__(self) -> Iterator[T]:
         # islice bounds each part to its length when the view was made
-        return chain.from_iterable(islice(p, n) for p, n in self._parts)
+        if self._lens is None:
+            return islice(self._parts, self._len)
+        return chain.from_iterable(islice(p, n) for p, n in self._pairs())
 
     def __reversed__(self) -> Iterator[T]:
-        for part, n in reversed(self._parts):
+        for part, n in reversed(tuple(self._pairs())):
             for i in range(n - 1, -1, -1):
                 yield part[i]
 
@@ -108,3 +130,6 @@ class MessageView(Sequence[T]):
 
     def __repr__(self) -> str:
         return f"MessageView({tuple(self)!r})"
+
+
+_EMPTY: MessageView[Any] = MessageView()

@@ -122,3 +122,38 @@ def test_every_client_gets_an_ordered_gapless_tail_and_every_loss_is_counted(
     live = [c for c, _, _ in clients if c.attached]
     assert hub.client_count() == len(live)
     assert hub.dropped == sum(c.dropped for c, _, _ in clients)
+
+
+async def test_sse_bytes_are_what_sse_starlette_writes_and_made_once_per_range() -> None:
+    from sse_starlette.event import ensure_bytes
+
+    hub = EventHub(lambda t: t)
+    loop = AgentLoop(Agent(name="t", provider=ScriptedProvider([Reply(text="a b c")])))
+    pump = asyncio.ensure_future(hub.pump(loop.subscribe(buffer=100_000)))
+    first, second = hub.attach("s", None), hub.attach("s", None)
+    check = hub.attach("s", None)
+    await loop.run_turn("go", "s")
+    await loop.aclose()
+    await pump
+    wire = first.take_sse()
+    assert second.take_sse() is wire  # encoded once for both
+    expected = b"".join(ensure_bytes({"id": str(seq), "data": data}, "\r\n")
+                        for seq, data in check.take())
+    assert wire == expected and wire.count(b"\r\n\r\n") > 3
+    assert first.take_sse() == b""  # nothing new since
+
+
+async def test_frames_yield_each_wake_up_as_one_piece() -> None:
+    hub = EventHub(lambda t: t)
+    client = hub.attach("s", None)
+    frames = hub.frames(client)
+    reader = asyncio.ensure_future(frames.__anext__())
+    await asyncio.sleep(0)
+    for seq in (1, 2, 3):
+        hub.publish(LLMDelta(turn_id="t", parent_turn_id=None, session_id="s", seq=seq,
+                             time=0.0, iteration=1, text=str(seq)))
+    piece = await asyncio.wait_for(reader, 5)
+    assert [line for line in piece.split(b"\r\n") if line.startswith(b"id:")] == \
+        [b"id: 1", b"id: 2", b"id: 3"]
+    await frames.aclose()
+    assert hub.client_count() == 0

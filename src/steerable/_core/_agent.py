@@ -13,6 +13,7 @@ from typing import Any
 from steerable._config import SummaryPolicy
 from steerable._core._output import OutputSpec
 from steerable._core._subturn_tools import DelegateTool
+from steerable._messages import Message
 from steerable.errors import ConfigurationError
 from steerable.providers._base import Provider, ToolSpec
 from steerable.tools._base import Tool
@@ -165,8 +166,22 @@ class Agent(BaseAgent):
         self.tools: tuple[Tool, ...] = tuple(by_name.values())
         self.tools_by_name: Mapping[str, Tool] = MappingProxyType(by_name)
         self.tool_specs: tuple[ToolSpec, ...] = tuple(_spec(t) for t in self.tools)
+        self.tool_names: frozenset[str] = frozenset(by_name)
+        """The names of ``tool_specs``: what a call is offered unless a hook changed it."""
         self.output: OutputSpec | None = (
             None if output_type is None else OutputSpec(output_type, output_retries))
+        self._head: tuple[Message, ...] = ()
+
+    def system_head(self) -> tuple[Message, ...]:
+        """The system message that starts each request (none without instructions): one for
+        all calls while ``instructions`` stays the same (a request's own was two objects the
+        collector tracks per model call in flight)."""
+        instructions, head = self.instructions, self._head
+        if not instructions:
+            return ()
+        if not head or head[0].content is not instructions:
+            head = self._head = (Message("system", instructions),)
+        return head
 
     def __repr__(self) -> str:
         return f"<Agent {self.name} tools={[t.name for t in self.tools]}>"

@@ -104,7 +104,9 @@ class CancelState:
         self.requested: CancelMode | None = None
         self.ended_by: CancelMode | None = None
         self.settled = False
-        self._handles: list[CancelHandle] = []
+        # A tuple, replaced on each call: nearly no turn is cancelled, and an empty list is
+        # an object the collector tracks per live turn.
+        self._handles: tuple[CancelHandle, ...] = ()
         self._ended: asyncio.Future[None] | None = None
 
     def request(self, mode: CancelMode, turn_id: str, open_: bool) -> CancelHandle:
@@ -118,7 +120,7 @@ class CancelState:
         if raised:
             self.requested = mode
         handle = CancelHandle(mode, turn_id, raised, self._ended)
-        self._handles.append(handle)
+        self._handles += (handle,)
         return handle
 
     def stops_at(self, point: SafePoint) -> CancelMode | None:

@@ -144,7 +144,7 @@ def persist_now(engine: Engine, st: TurnState) -> None:
                      f"{failure}; the message is held in memory only", "checkpoint")
 
 
-def successor(session_id: str, agent: Agent, held: list[MessageReceipt]) -> Checkpoint:
+def successor(session_id: str, agent: Agent, held: Sequence[MessageReceipt]) -> Checkpoint:
     """The checkpoint of the turn the first held message will start: what the store keeps
     between a turn and the next one a lane runs, so a crash in between loses none of them.
     It has the shape of a turn's first checkpoint (it has not read the session)."""
@@ -299,9 +299,10 @@ def restore(engine: Engine, st: TurnState, cp: Checkpoint, base: Sequence[Messag
     if cp.input_id and (cp.iteration == 0 or cp.input_id in cp.carrying):
         r = _receipt(engine, st, "send", cp.input, cp.input_id)
         st.inbound.input_receipt = r
-        st.inbound.carrying.append(r)
+        st.inbound.carrying += (r,)
     carrying = frozenset(cp.carrying)
-    st.inbound.carrying += [r for r in st.inbound.injected_steering if r.message_id in carrying]
+    st.inbound.carrying += tuple(r for r in st.inbound.injected_steering
+                                 if r.message_id in carrying)
     asked = restore_requests(engine, st, cp)
     if asked is not None:  # parked: the calls that asked ran before, and see ``resumed``
         st.durability.resumed_calls = asked
@@ -321,26 +322,27 @@ def _receipt(engine: Engine, st: TurnState, kind: MessageKind, text: str,
 
 def _restore_queues(engine: Engine, st: TurnState, cp: Checkpoint) -> None:
     def made(kind: MessageKind, texts: tuple[str, ...],
-             ids: tuple[str, ...]) -> list[MessageReceipt]:
+             ids: tuple[str, ...]) -> tuple[MessageReceipt, ...]:
         if len(ids) != len(texts):  # an older checkpoint: new ids
             ids = ("",) * len(texts)
-        return [_receipt(engine, st, kind, t, i) for t, i in zip(texts, ids, strict=True)]
+        return tuple(_receipt(engine, st, kind, t, i) for t, i in zip(texts, ids, strict=True))
 
     st.inbound.steering = made("steer", cp.steering, cp.steering_ids)
     # Messages queued behind the turn by a lane that is gone: after it, as its follow-ups.
     here = {r.message_id for r in engine.waiting.get(st.session_id, ())}
     held = [(t, i) for t, i in zip(cp.held, cp.held_ids, strict=False) if i not in here]
-    st.inbound.follow_ups = [*made("follow_up", cp.follow_ups, cp.follow_up_ids),
-                     *made("send", tuple(t for t, _ in held), tuple(i for _, i in held))]
+    st.inbound.follow_ups = (*made("follow_up", cp.follow_ups, cp.follow_up_ids),
+                             *made("send", tuple(t for t, _ in held), tuple(i for _, i in held)))
     ids = cp.injected_ids if len(cp.injected_ids) == len(cp.injected_steering) \
         else ("",) * len(cp.injected_steering)
     # Delivered already (unless carried): kept only to be handed back by a rollback.
-    st.inbound.injected_steering = [
+    injected = [
         MessageReceipt("steer", t, st.session_id, turn_id=st.turn_id, message_id=i or None)
         for t, i in zip(cp.injected_steering, ids, strict=True)]
     carried = frozenset(cp.carrying)
-    for i, r in enumerate(st.inbound.injected_steering):
+    for i, r in enumerate(injected):
         if r.message_id in carried:
-            st.inbound.injected_steering[i] = _receipt(engine, st, "steer", r.text, r.message_id)
+            injected[i] = _receipt(engine, st, "steer", r.text, r.message_id)
         else:
             r.state = MessageState.DELIVERED
+    st.inbound.injected_steering = tuple(injected)

@@ -68,9 +68,9 @@ _MUST_ANSWER = ToolChoice("none", reason="the last call of the turn: answer in w
 def _build_request(st: TurnState, may_call: bool, extra: Sequence[Message],
                    answer: bool) -> LLMRequest:
     agent = st.model_agent
-    head = (Message("system", agent.instructions),) if agent.instructions else ()
     return LLMRequest(
-        messages=MessageView[Message](head, st.transcript.base, st.transcript.new, extra),
+        messages=MessageView[Message](agent.system_head(), st.transcript.base, st.transcript.new,
+                                      extra),
         tools=agent.tool_specs,
         model=agent.model,
         params=agent.params,
@@ -240,63 +240,89 @@ def _cut_reply(st: TurnState, calls: Sequence[ToolCall]) -> bool:
     return st.control.reply_cut
 
 
+class _Pieces:
+    """What a reply streamed so far. Made at its first chunk: a model call in flight waits for
+    that nearly all its time, and each list is an object the collector tracks."""
+
+    __slots__ = ("calls", "end", "texts", "thinking")
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.thinking: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.end: StreamEnd | None = None
+
+
 async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
                        deltas: bool = True) -> LLMResponse:
-    texts: list[str] = []
-    thinking: list[str] = []
-    calls: list[ToolCall] = []
-    end: StreamEnd | None = None
+    got: _Pieces | None = None
     provider = st.model_agent.provider
     iteration = st.transcript.iteration  # (one call: it does not move while this streams)
     raw = provider.stream(request)
     # Deltas are cut only where no secret can be split: outputs blank each delta on its own.
-    guarded = raw if text_guarded(provider) else guard_secrets(raw, known_secrets())
-    async with IdleWatchdog(engine.timeouts.llm_idle, engine.idle_timer) as watchdog, \
-            aclosing(guarded) as stream:
-        async for chunk in stream:
-            watchdog.tick()  # every chunk buys the provider more time
-            if type(chunk) is TextDelta:
-                if chunk.text:
-                    texts.append(chunk.text)
+    stream = raw if text_guarded(provider) else guard_secrets(raw, known_secrets())
+    # Entered and left by hand, not with ``async with``: the context managers' bound
+    # ``__aexit__`` and ``aclosing``'s object lived as long as the call (three objects the
+    # collector tracks, per model call in flight).
+    watchdog = IdleWatchdog(engine.timeouts.llm_idle, engine.idle_timer)
+    watchdog.start()
+    try:
+        try:
+            async for chunk in stream:
+                watchdog.tick()  # every chunk buys the provider more time
+                if got is None:
+                    got = _Pieces()
+                if type(chunk) is TextDelta:
+                    if chunk.text:
+                        got.texts.append(chunk.text)
+                        if deltas:
+                            engine.emit(st, LLMDelta, iteration=iteration, text=chunk.text)
+                    if deltas and got.texts and _cut_reply(st, got.calls):
+                        break
+                elif type(chunk) is ToolCallChunk:
+                    got.calls.append(chunk.call)
+                elif type(chunk) is ThinkingDelta:
+                    got.thinking.append(chunk.text)
                     if deltas:
-                        engine.emit(st, LLMDelta, iteration=iteration, text=chunk.text)
-                if deltas and texts and _cut_reply(st, calls):
-                    break
-            elif type(chunk) is ToolCallChunk:
-                calls.append(chunk.call)
-            elif type(chunk) is ThinkingDelta:
-                thinking.append(chunk.text)
-                if deltas:
-                    engine.emit(st, LLMDelta, iteration=iteration, text=chunk.text,
-                                thinking=True)
-            elif type(chunk) is ToolArgsDelta:
-                if chunk.text and deltas:  # a piece the guard holds back whole: no event
-                    engine.emit(st, ToolCallDelta, iteration=iteration,
-                                call_index=chunk.index, tool_name=chunk.name,
-                                arguments_delta=chunk.text)
-            elif type(chunk) is StreamEnd:
-                end = chunk
-            elif type(chunk) is RetryNotice:
-                # The provider starts over: what it streamed so far is void.
-                texts.clear()
-                thinking.clear()
-                calls.clear()
-                engine.emit(st, LLMRetry, iteration=iteration, attempt=chunk.attempt,
-                            reason=chunk.reason, delay=chunk.delay)
-            else:
-                raise ProviderError(
-                    f"provider {type(provider).__name__} yielded "
-                    f"{type(chunk).__name__}, which is not a chunk type"
-                )
+                        engine.emit(st, LLMDelta, iteration=iteration, text=chunk.text,
+                                    thinking=True)
+                elif type(chunk) is ToolArgsDelta:
+                    if chunk.text and deltas:  # a piece the guard holds back whole: no event
+                        engine.emit(st, ToolCallDelta, iteration=iteration,
+                                    call_index=chunk.index, tool_name=chunk.name,
+                                    arguments_delta=chunk.text)
+                elif type(chunk) is StreamEnd:
+                    got.end = chunk
+                elif type(chunk) is RetryNotice:
+                    # The provider starts over: what it streamed so far is void.
+                    got.texts, got.thinking, got.calls = [], [], []
+                    engine.emit(st, LLMRetry, iteration=iteration, attempt=chunk.attempt,
+                                reason=chunk.reason, delay=chunk.delay)
+                else:
+                    raise ProviderError(f"provider {type(provider).__name__} yielded "
+                                        f"{type(chunk).__name__}, which is not a chunk type")
+        finally:
+            await stream.aclose()
+    except asyncio.CancelledError as exc:
+        watchdog.timed_out(exc)
+        raise
+    finally:
+        watchdog.stop()
+    return await _response(engine, st, request, got or _Pieces())
+
+
+async def _response(engine: Engine, st: TurnState, request: LLMRequest,
+                    got: _Pieces) -> LLMResponse:
     usage: Usage | None = None
     finish: str | None = None
-    if end is not None:
+    if (end := got.end) is not None:
         usage, finish = end.usage, end.finish_reason
         if usage is not None:  # counted on this turn and its ancestors, priced if known
             usage = await record_usage(engine, st, usage, end.model or request.model
-                                       or getattr(provider, "model", None), end.api_url)
-    return LLMResponse(text="".join(texts), tool_calls=_unique_calls(st, calls),
-                       thinking="".join(thinking), usage=usage, finish_reason=finish)
+                                       or getattr(st.model_agent.provider, "model", None),
+                                       end.api_url)
+    return LLMResponse(text="".join(got.texts), tool_calls=_unique_calls(st, got.calls),
+                       thinking="".join(got.thinking), usage=usage, finish_reason=finish)
 
 
 async def call_model(
@@ -317,10 +343,13 @@ async def call_model(
                 continue
         if engine.hooks.at("before_llm"):
             request = await _before_llm(engine, st, request)
-        # (A new set per call: one set kept for the agent's tuple of tools saved ~1 us per
-        # call but made the last full collection of 10,000 live turns 0.17 -> 0.29 s with as
-        # many objects, every run; bench/peer concurrent_10k. Not understood: measure first.)
-        st.transcript.offered = frozenset(t.name for t in request.tools)
+        # The agent's one set unless a hook changed the tools: a set per call was an object
+        # the collector tracks per live turn. (An earlier round saw the last full collection
+        # of 10,000 turns grow with a shared set: the collector's 25 % rule moves when full
+        # collections fall, so the total of them is the figure; it fell, see performance.md.)
+        agent = st.model_agent
+        st.transcript.offered = agent.tool_names if request.tools is agent.tool_specs \
+            else frozenset(t.name for t in request.tools)
         _request_event(engine, st, request, "")
         if st.inbound.carrying:  # messages taken in since the last request: this one delivers them
             deliver(engine, st, engine.bus.last_seq, "in the context of an LLM request")

@@ -33,15 +33,24 @@ class TurnQueues:
         self.st = st
 
     def withdraw(self, receipt: MessageReceipt) -> bool:
-        for queue in (self.st.inbound.steering, self.st.inbound.follow_ups):
-            if receipt in queue:
-                queue.remove(receipt)
-                persist_now(self.engine, self.st)
-                return True
-        return False
+        inbound = self.st.inbound
+        if receipt in inbound.steering:
+            inbound.steering = _without(inbound.steering, receipt)
+        elif receipt in inbound.follow_ups:
+            inbound.follow_ups = _without(inbound.follow_ups, receipt)
+        else:
+            return False
+        persist_now(self.engine, self.st)
+        return True
 
     def edited(self, receipt: MessageReceipt) -> None:
         persist_now(self.engine, self.st)
+
+
+def _without(queue: tuple[MessageReceipt, ...], receipt: MessageReceipt
+             ) -> tuple[MessageReceipt, ...]:
+    i = queue.index(receipt)
+    return queue[:i] + queue[i + 1:]
 
 
 def _holder(engine: Engine, st: TurnState) -> MessageHolder:
@@ -58,7 +67,7 @@ def hold_restored(engine: Engine, st: TurnState) -> None:
         r._holder = holder
 
 
-def _refusal(engine: Engine, st: TurnState, queue: list[MessageReceipt], limit: int,
+def _refusal(engine: Engine, st: TurnState, queue: tuple[MessageReceipt, ...], limit: int,
              what: str) -> str | None:
     if st.control.finishing or st.control.interrupt is Interrupt.HARD:
         return f"turn {st.turn_id} is ending"
@@ -68,12 +77,11 @@ def _refusal(engine: Engine, st: TurnState, queue: list[MessageReceipt], limit: 
     return None
 
 
-def _hold(engine: Engine, st: TurnState, queue: list[MessageReceipt], r: MessageReceipt,
-          detail: str) -> None:
+def _hold(engine: Engine, st: TurnState, r: MessageReceipt, detail: str) -> None:
+    """``r``, just put in one of the turn's queues, is the turn's now."""
     r.turn_id = st.turn_id
     r.parent_turn_id = st.parent_turn_id
     r._holder = _holder(engine, st)
-    queue.append(r)
     persist_now(engine, st)  # durable before acknowledged
     engine.inbox.enqueue(r, detail)
 
@@ -83,14 +91,16 @@ def offer_steering(engine: Engine, st: TurnState, r: MessageReceipt) -> str | No
     is then left as it was: the caller decides, e.g. a lane queues it for a turn of its own)."""
     reason = _refusal(engine, st, st.inbound.steering, engine.limits.steering_queue, "steering")
     if reason is None:
-        _hold(engine, st, st.inbound.steering, r, "steering")
+        st.inbound.steering += (r,)
+        _hold(engine, st, r, "steering")
     return reason
 
 
 def offer_follow_up(engine: Engine, st: TurnState, r: MessageReceipt) -> str | None:
     reason = _refusal(engine, st, st.inbound.follow_ups, engine.limits.follow_up_queue, "follow-up")
     if reason is None:
-        _hold(engine, st, st.inbound.follow_ups, r, "follow_up")
+        st.inbound.follow_ups += (r,)
+        _hold(engine, st, r, "follow_up")
         engine.emit(st, FollowUpQueued, text=r.text)
     return reason
 
@@ -123,22 +133,23 @@ def drain_steering(engine: Engine, st: TurnState) -> bool:
     revocable); it is delivered with the next LLM request."""
     if not st.inbound.steering:
         return False
-    for r in st.inbound.steering:
+    inbound = st.inbound
+    taken, inbound.steering = inbound.steering, ()
+    inbound.injected_steering += taken
+    inbound.carrying += taken
+    for r in taken:
         r._holder = None
         st.transcript.new.append(Message("user", r.text))
-        st.inbound.injected_steering.append(r)
-        st.inbound.carrying.append(r)
         engine.emit(st, SteeringInjected, text=r.text)
-    st.inbound.steering.clear()
     return True
 
 
 def deliver(engine: Engine, st: TurnState, request_seq: int | None, detail: str) -> None:
     """The messages the turn took in since its last LLM request are in this one's context."""
     inbox = engine.inbox
-    for r in st.inbound.carrying:
+    carried, st.inbound.carrying = st.inbound.carrying, ()
+    for r in carried:
         inbox.settle(r, MessageState.DELIVERED, detail, request_seq)
-    st.inbound.carrying.clear()
 
 
 def settle(engine: Engine, st: TurnState, status: TurnStatus, rollback: bool
@@ -157,10 +168,10 @@ def settle(engine: Engine, st: TurnState, status: TurnStatus, rollback: bool
     unprocessed: list[QueuedMessage] = []
     if status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS):
         # Steering the model never saw (the budget ran out) becomes a follow-up.
-        for r in st.inbound.steering:
-            st.inbound.follow_ups.append(r)
+        steering, st.inbound.steering = st.inbound.steering, ()
+        st.inbound.follow_ups += steering
+        for r in steering:
             engine.emit(st, FollowUpQueued, text=r.text)
-        st.inbound.steering.clear()
         follow_ups = list(st.inbound.follow_ups)
     else:
         if rollback:  # delivered steering is rolled back with the turn: hand it back too
@@ -178,5 +189,5 @@ def settle(engine: Engine, st: TurnState, status: TurnStatus, rollback: bool
         inbox.settle(r, MessageState.RETURNED, why)
     if st.inbound.input_receipt is not None:  # ended before its task took the input in
         inbox.settle(st.inbound.input_receipt, MessageState.RETURNED, why)
-    st.inbound.carrying.clear()
+    st.inbound.carrying = ()
     return follow_ups, unprocessed

@@ -127,7 +127,7 @@ class InMemorySessionStore:
 
         Safe because a session's list only ever grows at the end here (``replace`` and
         ``delete`` put a new list in its place), and the view is bounded to today's length."""
-        return MessageView(self._sessions.get(session_id, ()))
+        return MessageView.of(self._sessions.get(session_id, ()))
 
     def append(self, session_id: str, messages: Sequence[Message], turn: TurnRecord | None) -> None:
         self._sessions.setdefault(session_id, []).extend(messages)

@@ -199,6 +199,14 @@ def _tool_context(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
                                               rec.call.name, park))
 
 
+def _ran(st: TurnState, name: str) -> None:
+    """``name`` started: the list of the tools run is made at the first."""
+    if isinstance(st.transcript.tools_run, list):
+        st.transcript.tools_run.append(name)
+    else:
+        st.transcript.tools_run = [name]
+
+
 async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
                   arguments: Mapping[str, Any]) -> ToolResult:
     """Validate, then run (or preview) the tool under its timeout."""
@@ -221,7 +229,7 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
     task = loop.create_task(_run_tool(tool, args, ctx, ended))
     running = st.control.running_tools
     running[task] = ctx  # a hard abort cancels it directly, without waiting for us
-    st.transcript.tools_run.append(name)
+    _ran(st, name)
     timer = None if timeout is None else loop.call_later(timeout, _expire, ended,
                                                          context=bare_context())
     try:

@@ -193,7 +193,7 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
             r = st.inbound.input_receipt
             st.transcript.new.append(Message("user", st.input if r is None else r.content()))
             if r is not None:
-                st.inbound.carrying.append(r)
+                st.inbound.carrying += (r,)
             if isinstance(st.agent, CompositeAgent):
                 # Its children call the model, each with its own input: the composite's input
                 # is delivered as it hands it to them.

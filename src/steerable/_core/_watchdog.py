@@ -91,21 +91,34 @@ class IdleWatchdog:
         self._fired = True
         self._task.cancel()
 
-    async def __aenter__(self) -> IdleWatchdog:
+    def start(self) -> None:
+        """Arm it (what ``async with`` does on entry)."""
         if self._idle is not None:
             self._loop = loop = asyncio.get_running_loop()
             self._task = asyncio.current_task()
             self._last = loop.time()
             self._timer.add(self)
+
+    def stop(self) -> None:
+        """Disarm it (what ``async with`` does on exit, before ``timed_out``)."""
+        if self._loop is not None:
+            self._timer.dogs.discard(self)  # the timer, if armed for this one, finds nothing
+
+    def timed_out(self, exc: BaseException) -> None:
+        """Raise TimeoutError from ``exc`` if ``exc`` is this watchdog's own cancel. Only our
+        own cancel becomes a timeout; a hard abort stays a cancellation."""
+        if self._fired and type(exc) is asyncio.CancelledError and self._task is not None \
+                and self._task.uncancel() == 0:
+            raise TimeoutError from exc
+
+    async def __aenter__(self) -> IdleWatchdog:
+        self.start()
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._loop is not None:
-            self._timer.dogs.discard(self)  # the timer, if armed for this one, finds nothing
-        # Only our own cancel becomes a timeout; a hard abort stays a cancellation.
-        if self._fired and exc_type is asyncio.CancelledError and self._task is not None \
-                and self._task.uncancel() == 0:
-            raise TimeoutError from exc
+        self.stop()
+        if exc is not None:
+            self.timed_out(exc)

@@ -15,7 +15,6 @@ Argument pieces are regrouped the same way, one guard per call.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
-from contextlib import aclosing
 from dataclasses import field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -224,17 +223,27 @@ async def guard_secrets(stream: AsyncGenerator[Chunk, None],
     an empty delta (which makes no event), so the loop's idle watchdog sees the provider
     alive. Other chunks pass as they come."""
     known = tuple(secrets)
-    text, thinking = StreamGuard(known), StreamGuard(known)
-    arguments: _ArgsGuards | None = None  # made on the first argument piece: most replies have none
-    async with aclosing(stream):
+    # Each guard made at its first piece: a call in flight waits for its first chunk nearly
+    # all its time, and each guard is an object the collector tracks. Most replies have no
+    # reasoning and no tool arguments.
+    text: StreamGuard | None = None
+    thinking: StreamGuard | None = None
+    arguments: _ArgsGuards | None = None
+    # try/finally, not ``async with aclosing(...)``: its object and bound ``__aexit__`` lived
+    # as long as the call (two objects the collector tracks per model call in flight).
+    try:
         async for chunk in stream:
             if type(chunk) is TextDelta:
-                if held := thinking.flush():
+                if thinking is not None and (held := thinking.flush()):
                     yield ThinkingDelta(held)
+                if text is None:
+                    text = StreamGuard(known)
                 yield TextDelta(text.feed(chunk.text))
             elif type(chunk) is ThinkingDelta:
-                if held := text.flush():
+                if text is not None and (held := text.flush()):
                     yield TextDelta(held)
+                if thinking is None:
+                    thinking = StreamGuard(known)
                 released = thinking.feed(chunk.text)
                 yield ThinkingDelta(released) if released else TextDelta("")
             elif type(chunk) is ToolArgsDelta:
@@ -242,9 +251,8 @@ async def guard_secrets(stream: AsyncGenerator[Chunk, None],
                     arguments = _ArgsGuards(known)
                 yield arguments.feed(chunk)
             else:
-                if type(chunk) is RetryNotice:
-                    text.reset()
-                    thinking.reset()
+                if type(chunk) is RetryNotice:  # what the guards hold is void
+                    text = thinking = None
                     if arguments is not None:
                         arguments.reset()
                 elif type(chunk) is StreamEnd:
@@ -254,17 +262,20 @@ async def guard_secrets(stream: AsyncGenerator[Chunk, None],
                     for held_chunk in arguments.flush():
                         yield held_chunk
                 yield chunk
+    finally:
+        await stream.aclose()
+
     for held_chunk in _flushed(arguments, thinking, text):
         yield held_chunk
 
 
-def _flushed(arguments: _ArgsGuards | None, thinking: StreamGuard,
-             text: StreamGuard) -> list[Chunk]:
+def _flushed(arguments: _ArgsGuards | None, thinking: StreamGuard | None,
+             text: StreamGuard | None) -> list[Chunk]:
     """What the guards hold, at the end. (A function of its own, not a closure: the closure's
     cells were four objects for the collector per model call in flight.)"""
     out: list[Chunk] = arguments.flush() if arguments is not None else []
-    if held := thinking.flush():
+    if thinking is not None and (held := thinking.flush()):
         out.append(ThinkingDelta(held))
-    if held := text.flush():
+    if text is not None and (held := text.flush()):
         out.append(TextDelta(held))
     return out

@@ -3,7 +3,11 @@
 One loop subscription feeds every SSE client: each event is turned into JSON once and appended
 to its session's ring, which every client of the session reads at its own position (the last
 ``replay`` events serve ``Last-Event-ID``). Publishing costs the same for 1 client or 1,000 (a
-queue per client cost ~6 us per event per client). A client may fall ``client_buffer`` events
+queue per client cost ~6 us per event per client). Waking the clients does not: each wake-up is
+a task step per client (~4 us), so while events stream the clients of a session are woken at
+most once per ``flush`` seconds (1 ms): the first event after a quiet spell and a top-level
+``TURN_END`` wake them at once, an event in a burst waits at most ``flush``. (Woken once per
+loop iteration, 100 clients cost ~7x the loop itself; bench/peer ``--features sse:100``.) A client may fall ``client_buffer`` events
 behind: past that it loses the oldest (counted on it and hub-wide), never slows the loop or the
 other clients. Events of
 sub-turns go to the session of their top-level turn, whatever session id the child carries.
@@ -12,16 +16,18 @@ sub-turns go to the session of their top-level turn, whatever session id the chi
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from steerable._core._bus import Subscription
+from steerable._core._watchdog import bare_context
 from steerable._events import Event, EventKind, event_to_dict
 from steerable._secrets import redacted_json
 from steerable.drivers._top_session import TopSessions
 
-__all__ = ["EventHub", "HubClient", "SSEItem"]
+__all__ = ["EventHub", "HubClient", "SSEItem", "sse_bytes"]
 
 SSEItem = tuple[int, str]
 """An event ready to send: its ``seq`` and its JSON form."""
@@ -36,7 +42,8 @@ class _Channel:
     that arrived since their position in one go.
     """
 
-    __slots__ = ("clients", "count", "last_seq", "ring", "running", "wake")
+    __slots__ = ("clients", "count", "last_seq", "loop", "ring", "running", "sent", "timer",
+                 "wake", "woken")
 
     def __init__(self, size: int) -> None:
         self.ring: deque[SSEItem] = deque(maxlen=size)
@@ -46,6 +53,24 @@ class _Channel:
         self.running: dict[str, int] = {}
         """Top-level turns under way: turn id -> the seq of their TURN_START."""
         self.wake: asyncio.Event | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The loop the clients wait in (set with ``wake``)."""
+        self.woken = float("-inf")
+        """When the clients were last woken (the loop's clock)."""
+        self.timer: asyncio.TimerHandle | None = None
+        """A wake-up due at ``woken + flush`` (events arrived in a burst)."""
+        self.sent: tuple[int, int, bytes] = (0, 0, b"")
+        """The SSE bytes of the events from one position to another, last encoded: every
+        client that kept up reads that same range after a wake-up (``EventHub.frames``)."""
+
+    def wake_up(self) -> None:
+        self.timer = None
+        wake = self.wake
+        if wake is not None:
+            assert self.loop is not None
+            self.woken = self.loop.time()
+            self.wake = None
+            wake.set()
 
     def oldest(self) -> int:
         """The position of the oldest event still in the ring."""
@@ -75,22 +100,58 @@ class HubClient:
     def take(self) -> list[SSEItem]:
         """Everything that arrived since the last take (the newest ``limit`` if it fell
         further behind), without waiting; nothing once detached."""
+        start, end = self._advance()
+        if start == end:
+            return []
+        ring, base = self.channel.ring, self.channel.oldest()
+        return [ring[i - base] for i in range(start, end)]
+
+    def take_sse(self) -> bytes:
+        """``take`` as the SSE wire (``id`` and ``data`` lines per event). The bytes of a range
+        are made once for every client that reads the same range (all that keep up)."""
+        start, end = self._advance()
+        if start == end:
+            return b""
+        channel = self.channel
+        sent = channel.sent
+        if sent[0] != start or sent[1] != end:
+            ring, base = channel.ring, channel.oldest()
+            wire = "".join([_sse(*ring[i - base]) for i in range(start, end)]).encode()
+            sent = channel.sent = (start, end, wire)
+        return sent[2]
+
+    def _advance(self) -> tuple[int, int]:
+        """The positions to read from and to; the client is then at the end."""
         channel = self.channel
         if not self.attached:
-            return []
+            return 0, 0
         start = max(self.position, channel.count - self.limit, channel.oldest())
         self.skipped += start - self.position
         self.position = channel.count
-        if start == channel.count:
-            return []
-        ring, base = channel.ring, channel.oldest()
-        return [ring[i - base] for i in range(start, channel.count)]
+        return start, channel.count
+
+
+async def sse_bytes(items: AsyncIterator[SSEItem]) -> AsyncIterator[bytes]:
+    """Events as SSE bytes, one piece per event (runners without a hub of their own)."""
+    async for seq, data in items:
+        yield _sse(seq, data).encode()
+
+
+_LINES = re.compile(r"\r\n|\r|\n")
+
+
+def _sse(seq: int, data: str) -> str:
+    """One event as SSE lines, as sse-starlette writes a ``{"id", "data"}`` message."""
+    if "\n" in data or "\r" in data:  # (never in compact JSON; kept for any other text)
+        data = "\r\ndata: ".join(_LINES.split(data))
+    return f"id: {seq}\r\ndata: {data}\r\n\r\n"
 
 
 class EventHub:
     def __init__(self, redact: Callable[[str], str], *, replay: int = 2048,
-                 client_buffer: int = 4096, sessions: int = 4096) -> None:
+                 client_buffer: int = 4096, sessions: int = 4096, flush: float = 0.001) -> None:
         self._redact = redact
+        self._flush = flush
         self._replay = replay
         self._client_buffer = client_buffer
         self._ring = max(replay, client_buffer, 1)
@@ -131,15 +192,28 @@ class EventHub:
         channel.ring.append((event.seq, data))
         channel.count += 1
         channel.last_seq = event.seq
+        end = False
         if event.parent_turn_id is None:
             if event.kind is EventKind.TURN_START:
                 channel.running[event.turn_id] = event.seq
             elif event.kind is EventKind.TURN_END:
                 channel.running.pop(event.turn_id, None)
-        wake = channel.wake
-        if wake is not None:
-            channel.wake = None
-            wake.set()
+                end = True
+        if channel.wake is not None:
+            self._wake(channel, end)
+
+    def _wake(self, channel: _Channel, now: bool) -> None:
+        """Wake the waiting clients now, or at ``woken + flush`` when they were woken less
+        than ``flush`` ago (see the module docstring)."""
+        loop = channel.loop
+        assert loop is not None
+        due = channel.woken + self._flush
+        if now or loop.time() >= due:
+            if channel.timer is not None:
+                channel.timer.cancel()
+            channel.wake_up()
+        elif channel.timer is None:
+            channel.timer = loop.call_at(due, channel.wake_up, context=bare_context())
 
     async def pump(self, sub: Subscription) -> None:
         """Feed the hub from ``sub`` until it is closed."""
@@ -189,14 +263,32 @@ class EventHub:
         return sum(len(c.clients) for c in self._channels.values())
 
     async def stream(self, client: HubClient) -> AsyncIterator[SSEItem]:
-        channel = client.channel
         try:
             while True:
-                while client.position >= channel.count:
-                    if channel.wake is None:
-                        channel.wake = asyncio.Event()
-                    await channel.wake.wait()
+                await self._arrived(client)
                 for item in client.take():
                     yield item
         finally:
             self.detach(client)
+
+    async def frames(self, client: HubClient) -> AsyncIterator[bytes]:
+        """``stream`` as SSE bytes, one piece per wake-up with every event since the last:
+        what ``steerable serve`` sends. Per client and wake-up this is one send; encoding a
+        message per event per client (sse-starlette's) cost more than the loop itself."""
+        try:
+            while True:
+                await self._arrived(client)
+                if wire := client.take_sse():
+                    yield wire
+        finally:
+            self.detach(client)
+
+    @staticmethod
+    async def _arrived(client: HubClient) -> None:
+        """Return once an event arrived past the client's position."""
+        channel = client.channel
+        while client.position >= channel.count:
+            if channel.wake is None:
+                channel.wake = asyncio.Event()
+                channel.loop = asyncio.get_running_loop()
+            await channel.wake.wait()

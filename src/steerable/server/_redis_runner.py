@@ -21,7 +21,7 @@ from steerable._secrets import redacted
 from steerable.drivers._lanes import BusyPolicy
 from steerable.errors import SessionBusyError, UnknownRequestError
 from steerable.scale import RedisWorker
-from steerable.server._hub import SSEItem
+from steerable.server._hub import SSEItem, sse_bytes
 from steerable.server._requests_api import request_json
 from steerable.server._runner import (
     CancelModeName,
@@ -177,6 +177,9 @@ class RedisRunner:
         if not await asyncio.to_thread(self.store.delete, session_id):
             raise LookupError(f"no session {session_id!r}")
         await self.client._redis.delete(self.client.keys.events(session_id))
+
+    def sse(self, session_id: str, after: int | None) -> AsyncIterator[bytes]:
+        return sse_bytes(self.events(session_id, after))
 
     async def events(self, session_id: str, after: int | None) -> AsyncIterator[SSEItem]:
         # As ``LocalRunner``'s: ``after`` resumes after that event (0: from the oldest kept),

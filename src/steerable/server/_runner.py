@@ -113,6 +113,10 @@ class SessionRunner(Protocol):
 
     def events(self, session_id: str, after: int | None) -> AsyncIterator[SSEItem]: ...
 
+    def sse(self, session_id: str, after: int | None) -> AsyncIterator[bytes]:
+        """``events`` as the bytes of the SSE stream (``GET .../events``)."""
+        ...
+
 
 def message_json(message: Message) -> dict[str, Any]:
     """A message as the API shows it (before redaction, which the runner applies to the whole
@@ -323,4 +327,7 @@ class LocalRunner:
 
     def events(self, session_id: str, after: int | None) -> AsyncIterator[SSEItem]:
         return self.hub.stream(self.hub.attach(session_id, after))
+
+    def sse(self, session_id: str, after: int | None) -> AsyncIterator[bytes]:
+        return self.hub.frames(self.hub.attach(session_id, after))
 

@@ -18,7 +18,7 @@ from typing import Any
 from steerable import BusyPolicy
 from steerable._secrets import redacted
 from steerable.errors import SessionBusyError, UnknownRequestError
-from steerable.server._hub import SSEItem
+from steerable.server._hub import SSEItem, sse_bytes
 from steerable.server._redis_runner import pack_id, unpack_id
 from steerable.server._runner import (
     CancelModeName,
@@ -141,6 +141,9 @@ class TemporalRunner:
             raise SessionBusyError(f"session {session_id!r} is busy; interrupt it first")
         await self.client.delete_session(session_id)
         await self._log().delete(session_id)
+
+    def sse(self, session_id: str, after: int | None) -> AsyncIterator[bytes]:
+        return sse_bytes(self.events(session_id, after))
 
     async def events(self, session_id: str, after: int | None) -> AsyncIterator[SSEItem]:
         last = unpack_id(after) if after else None
