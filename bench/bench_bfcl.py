@@ -15,7 +15,8 @@ ground-truth format (the wheel's checker imports every model SDK): the function 
 required parameter, no unknown one, each value among the accepted ones (strings compared
 case- and punctuation-insensitively, numbers by value, "" meaning "may be left
 out"); parallel categories match calls to answers in any order; irrelevance passes when the
-model calls nothing. Prints accuracy per category and configuration, and the median wall.
+model calls nothing. Prints accuracy per category and configuration, and the median wall;
+each failed case with the calls the model made and the accepted answers.
 """
 
 from __future__ import annotations
@@ -109,13 +110,16 @@ class Recorded(BaseTool):
 
 
 class FirstReply:
-    """Stops the turn at the model's first reply that calls tools, keeping its calls."""
+    """Stops the turn at the model's first reply that calls tools, keeping its calls (and
+    the text of a reply that called nothing, to show why a case failed)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.text = ""
 
     def after_llm(self, ctx: LLMResponseContext) -> HookResult:
         if not ctx.response.tool_calls:
+            self.text = ctx.response.text
             return None
         self.calls = [(c.name, dict(c.arguments)) for c in ctx.response.tool_calls]
         return HookDecision(HookAction.ABORT_TURN)
@@ -177,10 +181,19 @@ def calls_ok(calls: Sequence[tuple[str, Mapping[str, Any]]], truth: Sequence[Any
     return True
 
 
+def failed_case(case_id: str, reply: FirstReply, truth: Sequence[Any] | None) -> str:
+    """A failed case's calls (or its answer) beside what was expected, to be read."""
+    got = "; ".join(f"{name}({json.dumps(dict(args), ensure_ascii=False)})"
+                    for name, args in reply.calls)
+    got = got or f"no call, answered {' '.join(reply.text.split())[:300]!r}"
+    wanted = json.dumps(truth, ensure_ascii=False) if truth is not None else "no call"
+    return f"  FAIL {case_id}: got {got}\n       expected {wanted}"
+
+
 # -- the run ---------------------------------------------------------------------------------
 
 async def run_case(provider: LocalModelProvider, case: Mapping[str, Any],
-                   policy: bool) -> list[tuple[str, dict[str, Any]]]:
+                   policy: bool) -> FirstReply:
     turns = case["question"]
     prompt = next(m["content"] for m in reversed(turns[0]) if m["role"] == "user")
     tools = [Recorded(f) for f in case["function"]]
@@ -194,7 +207,7 @@ async def run_case(provider: LocalModelProvider, case: Mapping[str, Any],
             await loop.run_turn(prompt, session_id=case["id"])
         finally:
             await loop.aclose()
-    return stop.calls
+    return stop
 
 
 async def main(argv: list[str] | None = None) -> int:
@@ -216,9 +229,12 @@ async def main(argv: list[str] | None = None) -> int:
                 passed, walls = 0, []
                 for case, truth in cases:
                     started = time.perf_counter()
-                    calls = await run_case(provider, case, policy)
+                    reply = await run_case(provider, case, policy)
                     walls.append(time.perf_counter() - started)
-                    passed += calls_ok(calls, truth, case["function"], category)
+                    ok = calls_ok(reply.calls, truth, case["function"], category)
+                    passed += ok
+                    if not ok:
+                        print(failed_case(case["id"], reply, truth), flush=True)
                 print(f"{category:18} policy {'on ' if policy else 'off'} {passed}/{len(cases)} "
                       f"({passed / max(1, len(cases)):.0%}), median wall "
                       f"{statistics.median(walls):.1f} s", flush=True)
