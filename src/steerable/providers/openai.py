@@ -356,7 +356,7 @@ class OpenAIProvider(HttpProvider):
             if profile.text_tool_calls:
                 body["grammar"] = NO_CALL_GRAMMAR
         elif choice.mode == "required":
-            if profile.text_tool_calls:  # the reply can only be one valid call, read as text
+            if profile.text_tool_calls:  # the reply can only be valid calls, read as text
                 body["response_format"] = call_schema(wire_tools(callable_tools))
             else:
                 body["tool_choice"] = "required"
