@@ -43,9 +43,12 @@ def test_prose_around_calls_is_kept_and_several_calls_keep_their_order():
     assert rest == "I will read both."
 
 
-def test_a_json_list_of_calls():
-    _, calls = find_text_calls(f"[{CALL}, {CALL}]")
-    assert len(calls) == 2
+@pytest.mark.parametrize("text", [f"[{CALL}, {CALL}]", f"[\n  {CALL},\n  {CALL}\n]"])
+def test_a_json_list_of_calls_leaves_no_brackets_behind(text):
+    # A schema-held reply is pretty-printed ("[\n  {"): brackets left as the answer's text
+    # went back into the history, and the 1.5B then answered "[ ]".
+    rest, calls = find_text_calls(text)
+    assert len(calls) == 2 and rest == ""
 
 
 @pytest.mark.parametrize("text", [

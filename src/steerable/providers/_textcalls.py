@@ -21,6 +21,7 @@ _FENCE = "```"
 _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
 _FENCED = re.compile(r"```[ \t]*([A-Za-z_]*)[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 _NAME = re.compile(r'"name"\s*:\s*"([^"]*)"')
+_LIST_START = re.compile(r"\[\s*\{")
 _decoder = json.JSONDecoder()
 
 
@@ -84,8 +85,9 @@ def _bare_calls(text: str) -> tuple[str, list[TextCall]]:
     calls: list[TextCall] = []
     pos = 0
     while True:
-        start = min((i for i in (text.find("{", pos), text.find("[{", pos)) if i >= 0),
-                    default=-1)
+        listed = _LIST_START.search(text, pos)  # a list of calls, as a schema writes it
+        start = min((i for i in (text.find("{", pos), listed.start() if listed else -1)
+                     if i >= 0), default=-1)
         if start < 0:
             kept.append(text[pos:])
             return "".join(kept), calls
