@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TextCall", "TextCallBuffer", "find_text_calls"]
+__all__ = ["TextCall", "TextCallBuffer", "distinct", "find_text_calls"]
 
 _OPEN_TAG = "<tool_call>"
 _FENCE = "```"
@@ -126,6 +126,20 @@ def find_text_calls(text: str) -> tuple[str, list[TextCall]]:
     if not calls:
         rest, calls = _bare_calls(rest)
     return rest.strip() if calls else text, calls
+
+
+def distinct(calls: list[TextCall]) -> list[TextCall]:
+    """``calls`` without the exact repeats of an earlier one. Measured with the 1.5B under a
+    schema that admits a list: it wrote [read greet.py, read main.py] four times over, the
+    greedy loop of a small model rather than eight requests."""
+    seen: set[str] = set()
+    out: list[TextCall] = []
+    for c in calls:
+        key = json.dumps([c.name, c.arguments], sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
 
 
 def _partial_marker(text: str) -> int:
