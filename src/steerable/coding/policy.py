@@ -382,8 +382,11 @@ class ToolPolicy(Hook):
                 turn.read.add(rel)
         elif ctx.call.name in EDITORS and ctx.result.is_error:
             unread = await self._not_read(turn, ctx.call.arguments.get("path"))
-            if unread is not None:  # it quoted a file it never saw: it reads it next
+            if unread is not None and unread not in turn.unread:
+                # It quoted a file it never saw: it reads it next, and a last chance spent on
+                # that edit is given again after the read (once per file, so it ends).
                 turn.unread.add(unread)
+                turn.last_chance = False
         key = turn.pending.pop(ctx.call.id, None)
         before = turn.before.pop(ctx.call.id, None)
         now = None if before is None else await self.reads.snapshot(before.names)
