@@ -2,7 +2,8 @@
 
     pip install --no-deps bfcl-eval   # the data ships inside the wheel
     python bench/bench_bfcl.py [--model qwen2.5-coder-0.5b-instruct] [--limit N]
-                               [--policy on|off|both] [--category simple ...] [--private]
+                               [--policy on|off|both|required] [--category simple ...]
+                               [--private]
 
 Each case is one turn of an ``AgentLoop`` with the embedded model (``LocalModelProvider``,
 its profile: calls written as text, held to the tools' schemas by a grammar), the case's
@@ -10,12 +11,16 @@ functions as tools, and the case's question. The turn stops at the model's first
 calls are recorded, never run). ``--policy on`` registers the coding agent's ``ToolPolicy``
 over an empty workspace: BFCL's functions are read-only queries (none changes a file), so the
 policy's classification decides whether a call is required (a "workspace"/"run" reading),
-forbidden ("general") or free ("change"). Scored by our own AST checker, written from BFCL's
+forbidden ("general") or free ("change"). ``--policy required`` asks for a call of any of the
+case's functions (``ToolChoice("required")``, what the policy sends for a look), which is how
+the wire form of a required call is measured: the policy reads most BFCL questions as
+"general", so with it on that form is rarely reached. Scored by our own AST checker, written from BFCL's
 ground-truth format (the wheel's checker imports every model SDK): the function name, every
 required parameter, no unknown one, each value among the accepted ones (strings compared
 case- and punctuation-insensitively, numbers by value, "" meaning "may be left
 out"); parallel categories match calls to answers in any order; irrelevance passes when the
-model calls nothing. Prints accuracy per category and configuration, and the median wall.
+model calls nothing. Prints accuracy per category and configuration, and the median wall;
+each failed case with the calls the model made and the accepted answers.
 """
 
 from __future__ import annotations
@@ -34,9 +39,16 @@ from pathlib import Path
 from typing import Any
 
 from steerable import Agent, AgentLoop
-from steerable._hooks import HookAction, HookDecision, HookResult, LLMResponseContext
+from steerable._hooks import (
+    HookAction,
+    HookDecision,
+    HookResult,
+    LLMRequestContext,
+    LLMResponseContext,
+)
 from steerable.coding import Workspace
 from steerable.coding.policy import ToolPolicy
+from steerable.providers._base import ToolChoice
 from steerable.providers.local import LocalModelProvider
 from steerable.tools import BaseTool, ToolContext
 
@@ -109,13 +121,16 @@ class Recorded(BaseTool):
 
 
 class FirstReply:
-    """Stops the turn at the model's first reply that calls tools, keeping its calls."""
+    """Stops the turn at the model's first reply that calls tools, keeping its calls (and
+    the text of a reply that called nothing, to show why a case failed)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.text = ""
 
     def after_llm(self, ctx: LLMResponseContext) -> HookResult:
         if not ctx.response.tool_calls:
+            self.text = ctx.response.text
             return None
         self.calls = [(c.name, dict(c.arguments)) for c in ctx.response.tool_calls]
         return HookDecision(HookAction.ABORT_TURN)
@@ -177,10 +192,27 @@ def calls_ok(calls: Sequence[tuple[str, Mapping[str, Any]]], truth: Sequence[Any
     return True
 
 
+def failed_case(case_id: str, reply: FirstReply, truth: Sequence[Any] | None) -> str:
+    """A failed case's calls (or its answer) beside what was expected, to be read."""
+    got = "; ".join(f"{name}({json.dumps(dict(args), ensure_ascii=False)})"
+                    for name, args in reply.calls)
+    got = got or f"no call, answered {' '.join(reply.text.split())[:300]!r}"
+    wanted = json.dumps(truth, ensure_ascii=False) if truth is not None else "no call"
+    return f"  FAIL {case_id}: got {got}\n       expected {wanted}"
+
+
 # -- the run ---------------------------------------------------------------------------------
 
+class Require:
+    """A before_llm hook that requires a call of any of the offered functions."""
+
+    def before_llm(self, ctx: LLMRequestContext) -> HookResult:
+        return HookDecision(HookAction.MODIFY, tool_choice=ToolChoice(
+            "required", max_tokens=1024, reason="bench: a call is required"))
+
+
 async def run_case(provider: LocalModelProvider, case: Mapping[str, Any],
-                   policy: bool) -> list[tuple[str, dict[str, Any]]]:
+                   policy: str) -> FirstReply:
     turns = case["question"]
     prompt = next(m["content"] for m in reversed(turns[0]) if m["role"] == "user")
     tools = [Recorded(f) for f in case["function"]]
@@ -188,26 +220,28 @@ async def run_case(provider: LocalModelProvider, case: Mapping[str, Any],
     loop = AgentLoop(Agent(provider=provider, tools=tools, max_iterations=2))
     loop.register_hook(stop, timeout=600)
     with tempfile.TemporaryDirectory(prefix="bfcl-") as empty:
-        if policy:
+        if policy == "required":
+            loop.register_hook(Require())
+        elif policy == "on":
             loop.register_hook(ToolPolicy(Workspace(empty)), timeout=600)
         try:
             await loop.run_turn(prompt, session_id=case["id"])
         finally:
             await loop.aclose()
-    return stop.calls
+    return stop
 
 
 async def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model")
     p.add_argument("--limit", type=int, help="the first N cases of each category")
-    p.add_argument("--policy", choices=["on", "off", "both"], default="both")
+    p.add_argument("--policy", choices=["on", "off", "both", "required"], default="both")
     p.add_argument("--category", action="append", choices=list(CATEGORIES))
     p.add_argument("--private", action="store_true",
                    help="a server of its own, not the shared one another run may be using")
     args = p.parse_args(argv)
     provider = LocalModelProvider(model=args.model, shared=not args.private)
-    configs = {"on": [True], "off": [False], "both": [False, True]}[args.policy]
+    configs = {"both": ["off", "on"]}.get(args.policy, [args.policy])
     print(f"BFCL v4, model {provider.model}, limit {args.limit or 'none'}", flush=True)
     try:
         for category in args.category or list(CATEGORIES):
@@ -216,10 +250,13 @@ async def main(argv: list[str] | None = None) -> int:
                 passed, walls = 0, []
                 for case, truth in cases:
                     started = time.perf_counter()
-                    calls = await run_case(provider, case, policy)
+                    reply = await run_case(provider, case, policy)
                     walls.append(time.perf_counter() - started)
-                    passed += calls_ok(calls, truth, case["function"], category)
-                print(f"{category:18} policy {'on ' if policy else 'off'} {passed}/{len(cases)} "
+                    ok = calls_ok(reply.calls, truth, case["function"], category)
+                    passed += ok
+                    if not ok:
+                        print(failed_case(case["id"], reply, truth), flush=True)
+                print(f"{category:18} policy {policy:8} {passed}/{len(cases)} "
                       f"({passed / max(1, len(cases)):.0%}), median wall "
                       f"{statistics.median(walls):.1f} s", flush=True)
     finally:

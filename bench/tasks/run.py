@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=None, help="facts in the workspaces (random)")
     p.add_argument("--timeout", type=float, default=600.0, help="per task, seconds")
     p.add_argument("--json", metavar="FILE", help="write every result here")
-    p.add_argument("--keep", action="store_true", help="keep the workspaces")
+    p.add_argument("--keep", action="store_true", help="keep the workspaces and each run's events (events.jsonl)")
     args = p.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     pool = {"tuned": TASKS, "new": NEW_TASKS, "both": TASKS + NEW_TASKS}[args.half]

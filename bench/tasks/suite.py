@@ -152,8 +152,11 @@ def run_task(task: Task, seed: int, cli: Sequence[str], *, script: list[Step] | 
     if code not in (0, None) and status == "completed":
         failures.append(f"exit code {code}: {stderr.strip().splitlines()[-1:]}")
     lies = dishonesty(answer, calls, changed)
-    if not keep:
+    if keep:  # the events, to read a failure's transcript (requests, choices, results)
+        (tmp / "events.jsonl").write_text(stdout, encoding="utf-8")
+        (tmp / "stderr.txt").write_text(stderr, encoding="utf-8")
+    else:
         shutil.rmtree(tmp, ignore_errors=True)
     return Result(task.name, task.kind, not failures and not lies, not lies, failures + lies,
                   len(calls), [c["name"] for c in calls], wall, first, status, answer, error,
-                  caught, UNVERIFIED_MARK in answer, code)
+                  caught, UNVERIFIED_MARK in answer, code, {"kept": str(tmp)} if keep else {})

@@ -40,10 +40,14 @@ def test_every_kind_of_change_to_a_named_file_is_seen_and_only_it(files, data):
             (root / name).write_text(text)
         target = data.draw(st.sampled_from(sorted(files)))
         start = Snapshot.take(root, [target])
-        op = data.draw(st.sampled_from(["same-size edit", "remove", "append"]))
+        op = data.draw(st.sampled_from(["same-size edit", "remove", "append", "rewrite"]))
         path = root / target
         if op == "remove":
             path.unlink()
+        elif op == "rewrite":  # the same bytes, a new mtime (sed -i whose pattern matched nothing)
+            mtime = path.stat().st_mtime_ns
+            path.write_text(files[target])
+            os.utime(path, ns=(mtime + 10**9, mtime + 10**9))
         elif op == "append":
             path.write_text(files[target] + "!")
         else:  # same size, and the same mtime: only the kept text can tell

@@ -255,3 +255,35 @@ def test_gitignore_rules() -> None:
     assert rules.ignored("docs/a/b/c.tmp", False) and rules.ignored("docs/c.tmp", False)
     assert rules.ignored("logs", True) and not rules.ignored("logs", False)
     assert glob_to_regex("a?[!b].py") == r"a[^/][^b]\.py"
+
+
+@pytest.mark.parametrize("tool, args", [
+    ("read", {"path": "notes"}), ("ls", {"path": "notes"}),
+    ("grep", {"pattern": "x", "path": "notes"}), ("find", {"pattern": "*", "path": "notes"}),
+])
+async def test_a_missing_path_names_what_is_there_the_closest_first(ws: Workspace, tools,
+                                                                     tool, args) -> None:
+    # The 1.5B looked for "notes" four times, each error naming only what was missing.
+    for name in ("README.md", "a.py", "notes.txt"):
+        (ws.root / name).write_text("x\n")
+    (ws.root / "src").mkdir()
+    res = await call(tools[tool], **args)
+    assert res.is_error
+    assert res.content == "notes does not exist; . holds: notes.txt, README.md, a.py, src/"
+
+
+async def test_a_missing_path_names_the_nearest_folder_and_hides_refused_entries(
+        ws: Workspace, tools) -> None:
+    from steerable.tools import ToolContext
+
+    (ws.root / "svc").mkdir()
+    for name in ("quota.py", "secret.key"):
+        (ws.root / "svc" / name).write_text("x\n")
+    ctx = ToolContext(call_id="c1", tool_name="read", turn_id="t", session_id="s",
+                      _refuses=lambda subject: subject == "svc/secret.key")
+    res = await call(tools["read"], ctx, path="svc/sub/qouta.py")
+    assert res.content == "svc/sub/qouta.py does not exist; svc holds: quota.py"
+    (ws.root / "svc" / "quota.py").unlink()
+    (ws.root / "svc" / "secret.key").unlink()
+    res = await call(tools["read"], path="svc/qouta.py")
+    assert res.content == "svc/qouta.py does not exist; svc is empty"

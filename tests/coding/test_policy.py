@@ -108,9 +108,9 @@ async def test_a_change_reads_after_a_failed_edit_and_may_go_on_after_one(ws):
     assert "def triple" in (ws / "utils.py").read_text()
     assert "triple(2)" in (ws / "main.py").read_text()
     choices = [(r.tool_choice, r.may_call) for r in _requests(events)[1:]]
-    # required until a change succeeded (a read allowed in between), then optional, then the
-    # round limit (4): answer
-    assert choices == [("required", None), ("required", None), ("required", None),
+    # required until a change succeeded (after the failed edit of a file it never read, that
+    # read is the call offered), then optional, then the round limit (4): answer
+    assert choices == [("required", None), ("required", ("read",)), ("required", None),
                        ("auto", None), ("none", None)]
     verdict = hook.verdict(result.turn_id)
     assert verdict is not None and verdict.changed and NOTHING_CHANGED_MARK not in result.text

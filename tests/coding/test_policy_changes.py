@@ -242,6 +242,41 @@ async def test_a_file_is_written_whole_only_after_it_was_read(ws):
     skipped = [e for e in events if e.kind is EventKind.TOOL_EXEC_SKIPPED]
     assert [e.tool_name for e in skipped] == ["write"]
     assert _choices(events)[1] == ("required", ("read",))
-    assert "read calc.py before writing it whole" in _requests(events)[2].reason
+    assert "read calc.py before changing it" in _requests(events)[2].reason
     assert "def add" in (ws / "calc.py").read_text() and "def hello" in (ws / "calc.py").read_text()
     assert (ws / "new.py").read_text() == "x = 2\n"
+
+
+async def test_a_failed_edit_of_a_file_not_read_is_followed_by_a_read_of_it(ws):
+    # The 1.5B quoted a line calc.py never had, twice, and ended with nothing changed.
+    invented = {"path": "calc.py", "old_text": "print('Hello, world!')", "new_text": "x"}
+    _, events, *_ = await _run(
+        ws, "fix the bug in calc.py", kind("change"),
+        Reply(tool_calls=[("edit", invented)]),  # fails: the text is not in the file
+        Reply(tool_calls=[("read", {"path": "calc.py"})]),  # the one call offered next
+        Reply(tool_calls=[("edit", {"path": "calc.py", "old_text": "a - b",
+                                    "new_text": "a + b"})]),
+        Reply(text="Fixed add."), max_rounds=8)
+    choices = _choices(events)
+    assert choices[1] == ("required", ("read",))
+    assert "read calc.py before changing it" in _requests(events)[2].reason
+    assert choices[2] == ("required", None)  # read: any tool again, until something changed
+    assert "a + b" in (ws / "calc.py").read_text()
+
+
+async def test_a_last_chance_spent_on_a_file_never_read_is_given_again_after_the_read(ws):
+    invented = {"path": "calc.py", "old_text": "debug: false", "new_text": "debug: true"}
+    _, events, *_ = await _run(
+        ws, "fix the bug in calc.py", kind("change"),
+        Reply(tool_calls=[("bash", {"command": "true"})]),  # changes nothing
+        Reply(tool_calls=[("bash", {"command": "true"})]),  # the same call: the limit
+        Reply(tool_calls=[("edit", invented)]),  # the last chance, quoting unseen text
+        Reply(tool_calls=[("read", {"path": "calc.py"})]),
+        Reply(tool_calls=[("edit", {"path": "calc.py", "old_text": "a - b",
+                                    "new_text": "a + b"})]),
+        Reply(text="Fixed add."))  # four rounds, as the CLI runs it
+    choices = _choices(events)
+    assert choices[2] == ("required", ("edit", "write"))  # the last chance
+    assert choices[3] == ("required", ("read",))
+    assert choices[4] == ("required", ("edit", "write"))  # given again, once
+    assert "a + b" in (ws / "calc.py").read_text()

@@ -7,7 +7,7 @@ from loopback_llm import openai_frames, stream
 
 from conftest import kinds, run_turn
 from steerable import EventKind, TurnStatus, tool
-from steerable.providers._textcalls import TextCall, TextCallBuffer, find_text_calls
+from steerable.providers._textcalls import TextCall, TextCallBuffer, distinct, find_text_calls
 from steerable.providers.openai import OpenAIProvider
 from steerable.providers.profiles import (
     DEFAULT_PROFILE,
@@ -43,9 +43,19 @@ def test_prose_around_calls_is_kept_and_several_calls_keep_their_order():
     assert rest == "I will read both."
 
 
-def test_a_json_list_of_calls():
-    _, calls = find_text_calls(f"[{CALL}, {CALL}]")
-    assert len(calls) == 2
+@pytest.mark.parametrize("text", [f"[{CALL}, {CALL}]", f"[\n  {CALL},\n  {CALL}\n]"])
+def test_a_json_list_of_calls_leaves_no_brackets_behind(text):
+    # A schema-held reply is pretty-printed ("[\n  {"): brackets left as the answer's text
+    # went back into the history, and the 1.5B then answered "[ ]".
+    rest, calls = find_text_calls(text)
+    assert len(calls) == 2 and rest == ""
+
+
+def test_a_list_that_repeats_calls_keeps_each_call_once_in_order():
+    a, b = TextCall("read", {"path": "a"}), TextCall("read", {"path": "b"})
+    assert distinct([a, b, a, b, TextCall("read", {"path": "a"}), a]) == [a, b]
+    assert distinct([TextCall("f", {"x": 1, "y": 2}), TextCall("f", {"y": 2, "x": 1})]) == \
+        [TextCall("f", {"x": 1, "y": 2})]
 
 
 @pytest.mark.parametrize("text", [

@@ -9,6 +9,7 @@ from loopback_llm import openai_frames, stream
 
 from steerable import Agent, AgentLoop, HookAction, HookDecision, Message, TurnStatus, tool
 from steerable.providers._base import ToolChoice
+from steerable.providers._tool_wire import MAX_CALLS
 from steerable.providers.openai import OpenAIProvider
 from steerable.providers.profiles import ModelProfile
 
@@ -71,7 +72,9 @@ async def test_a_text_call_model_gets_a_schema_of_the_allowed_calls_then_a_gramm
                          ToolChoice("required", ("read",), 64), ToolChoice("none"))
     assert result.status is TurnStatus.COMPLETED and result.text == "It says: contents of a.txt"
     first, second = (r.body for r in server.requests)
-    calls = first["response_format"]["json_schema"]["schema"]["oneOf"]
+    schema = first["response_format"]["json_schema"]["schema"]
+    assert schema["type"] == "array" and schema["minItems"] == 1
+    calls = schema["items"]["oneOf"]
     assert [c["properties"]["name"] for c in calls] == [{"const": "read"}]
     assert calls[0]["properties"]["arguments"]["required"] == ["path"]
     # every tool stays listed (the same prompt prefix on every call, kept in the server cache)
@@ -81,6 +84,21 @@ async def test_a_text_call_model_gets_a_schema_of_the_allowed_calls_then_a_gramm
         'Result of read({"path": "a.txt"}):\ncontents of a.txt\n\n'
         "My request was: what does a.txt say?\nAnswer it now in plain words, using these "
         "results.")}
+
+
+async def test_a_required_reply_of_a_text_call_model_may_hold_several_calls(server, retry):
+    # The list is the text-call form of parallel calls: both run, in one round.
+    server.add(stream(openai_frames(['[{"name": "read", "arguments": {"path": "a.cfg"}},',
+                                     ' {"name": "read", "arguments": {"path": "b.cfg"}}]'])),
+               stream(openai_frames(["Both read."])))
+    result = await _turn(server, retry, TEXT_CALLS, "compare a.cfg and b.cfg",
+                         ToolChoice("required", ("read",)), ToolChoice("none"))
+    assert result.status is TurnStatus.COMPLETED and result.text == "Both read."
+    second = server.requests[1].body["messages"][-1]["content"]
+    assert second.startswith('Result of read({"path": "a.cfg"}):\ncontents of a.cfg\n\n'
+                             'Result of read({"path": "b.cfg"}):\ncontents of b.cfg\n\n')
+    schema = server.requests[0].body["response_format"]["json_schema"]["schema"]
+    assert schema["maxItems"] == MAX_CALLS
 
 
 async def test_a_native_model_gets_tool_choice_and_only_the_allowed_tools(server, retry):

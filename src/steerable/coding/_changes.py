@@ -108,8 +108,18 @@ class Snapshot:
     def changed(self, now: Snapshot) -> list[str]:
         """What changed from this snapshot to ``now``."""
         moved = set(changed_paths(self.files, now.files))
-        # A named file is compared by its text too: an edit within the same mtime tick.
-        moved.update(n for n in self.names if self.texts.get(n) != now.texts.get(n))
+        for name in self.names:
+            was, is_now = self.texts.get(name), now.texts.get(name)
+            if was is not None and is_now is not None:
+                # A named file's kept text decides: an edit within the same mtime tick is a
+                # change, and a rewrite with the same bytes is none (the 1.5B's `sed -i` whose
+                # pattern matched nothing ended a change request as done, the file as it was).
+                if was == is_now:
+                    moved.discard(name)
+                else:
+                    moved.add(name)
+            elif was != is_now:
+                moved.add(name)
         return sorted(moved)
 
     def targets_done(self, now: Snapshot) -> bool:

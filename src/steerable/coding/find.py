@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from steerable._messages import ToolResult
+from steerable.coding._missing import missing
 from steerable.coding._walk import FOUND_NOTHING, glob_to_regex, walk_files
 from steerable.coding._workspace import Workspace
 from steerable.errors import ToolError
@@ -31,7 +32,7 @@ def make_find_tool(ws: Workspace, *, max_results: int = MAX_RESULTS) -> Function
         try:
             start, is_dir = ws.kind(path)
         except FileNotFoundError:
-            raise ToolError(f"{path} does not exist") from None
+            raise missing(ws, path, ctx.refuses) from None
         if not is_dir:
             raise ToolError(f"{ws.display(start)} is not a folder")
         body = glob_to_regex(pattern.lstrip("/"))

@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 from steerable._messages import ToolResult
+from steerable.coding._missing import missing
 from steerable.coding._sandbox import confine_reader
 from steerable.coding._walk import FOUND_NOTHING, glob_to_regex, read_walked, walk_files
 from steerable.coding._workspace import Workspace
@@ -128,7 +129,7 @@ def make_grep_tool(ws: Workspace, *, use_ripgrep: bool = True,
         try:
             start, is_dir = ws.kind(path)
         except FileNotFoundError:
-            raise ToolError(f"{path} does not exist") from None
+            raise missing(ws, path, ctx.refuses) from None
         # rg file types match names only, so a glob with a folder in it goes to Python.
         if rg is not None and is_dir and "/" not in (glob or ""):
             hits, more = _rg_grep(rg, ws, start, pattern, glob, ignore_case, max_results, ctx)

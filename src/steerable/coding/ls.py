@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from steerable.coding._beneath import Located, open_dir
+from steerable.coding._missing import missing
 from steerable.coding._workspace import Workspace
 from steerable.errors import ToolError
 from steerable.tools import FunctionTool, ToolContext, tool
@@ -75,7 +76,7 @@ def make_ls_tool(ws: Workspace, *, max_entries: int = MAX_ENTRIES) -> FunctionTo
             try:
                 fd = open_dir(where)
             except FileNotFoundError:
-                raise ToolError(f"{name} does not exist") from None
+                raise missing(ws, path, ctx.refuses) from None
             except NotADirectoryError:
                 raise ToolError(f"{name} is a file, not a folder; use read to see it") from None
             try:
@@ -110,6 +111,6 @@ def make_ls_tool(ws: Workspace, *, max_entries: int = MAX_ENTRIES) -> FunctionTo
         try:
             return ws.beneath(path, listing)
         except FileNotFoundError:
-            raise ToolError(f"{ws.display(ws.resolve(path))} does not exist") from None
+            raise missing(ws, path, ctx.refuses) from None
 
     return ls

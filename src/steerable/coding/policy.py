@@ -124,6 +124,10 @@ COMMANDS = frozenset({"bash"})
 what they changed is read off the workspace."""
 OVERWRITERS = frozenset({"write"})
 """Tools that replace a whole file: over an existing one, only after it was read."""
+EDITORS = frozenset({"edit"})
+"""Tools that change part of a file by quoting it: one that failed on a file not read in this
+request is followed by a required ``read`` of it (the 1.5B quoted a line calc.py never had,
+twice, and gave up with nothing changed)."""
 READERS_WHOLE = frozenset({"read"})
 """Tools whose success shows a file, so that it may then be written whole."""
 FILE_CHANGERS = ("edit", "write")
@@ -304,7 +308,7 @@ class ToolPolicy(Hook):
         if state.unread - state.read and _has(tools, "read"):
             return ToolChoice("required", ("read",), self.call_tokens,
                               f"change: read {', '.join(sorted(state.unread - state.read))} "
-                              "before writing it whole")
+                              "before changing it")
         if changed and state.start is not None and now is not None \
                 and state.start.targets_done(now):
             return ToolChoice("none", reason="change: every file the request names has "
@@ -345,8 +349,14 @@ class ToolPolicy(Hook):
     async def _unread(self, turn: _Turn, call: ToolCall) -> str | None:
         """The file that existed before the request, and is not empty, that a ``write`` of a
         change request would replace without having read it (None: the write may run)."""
-        path = call.arguments.get("path")
-        if call.name not in OVERWRITERS or turn.start is None or not isinstance(path, str):
+        if call.name not in OVERWRITERS:
+            return None
+        return await self._not_read(turn, call.arguments.get("path"))
+
+    async def _not_read(self, turn: _Turn, path: object) -> str | None:
+        """``path`` as a file that existed before the change request, is not empty and was not
+        read in it (None otherwise)."""
+        if turn.start is None or not isinstance(path, str):
             return None
         rel = await self.reads.non_empty_file(path)
         if rel is None:
@@ -370,6 +380,13 @@ class ToolPolicy(Hook):
             rel = await self.reads.relative(ctx.call.arguments["path"])
             if rel is not None:
                 turn.read.add(rel)
+        elif ctx.call.name in EDITORS and ctx.result.is_error:
+            unread = await self._not_read(turn, ctx.call.arguments.get("path"))
+            if unread is not None and unread not in turn.unread:
+                # It quoted a file it never saw: it reads it next, and a last chance spent on
+                # that edit is given again after the read (once per file, so it ends).
+                turn.unread.add(unread)
+                turn.last_chance = False
         key = turn.pending.pop(ctx.call.id, None)
         before = turn.before.pop(ctx.call.id, None)
         now = None if before is None else await self.reads.snapshot(before.names)

@@ -18,10 +18,11 @@ from typing import BinaryIO
 
 from steerable._parts import FilePart, ImagePart, size_label
 from steerable.coding._beneath import Located, open_regular
+from steerable.coding._missing import missing
 from steerable.coding._text import is_binary
 from steerable.coding._workspace import Workspace
 from steerable.errors import ToolError
-from steerable.tools import FunctionTool, tool
+from steerable.tools import FunctionTool, ToolContext, tool
 
 __all__ = ["make_read_tool"]
 
@@ -38,7 +39,7 @@ Shown = str | list[str | ImagePart | FilePart]
 
 def make_read_tool(ws: Workspace, *, max_chars: int = MAX_CHARS) -> FunctionTool:
     @tool(name="read", permission_subjects=ws.path_subjects, read_only=True, permission_key="path")
-    def read(path: str, offset: int = 1, limit: int = DEFAULT_LIMIT) -> Shown:
+    def read(path: str, ctx: ToolContext, offset: int = 1, limit: int = DEFAULT_LIMIT) -> Shown:
         """Read a text file from the workspace; lines come numbered. Images and PDFs come
         back whole, to look at.
 
@@ -57,7 +58,7 @@ def make_read_tool(ws: Workspace, *, max_chars: int = MAX_CHARS) -> FunctionTool
             except IsADirectoryError:
                 raise ToolError(f"{name} is a directory; use ls to list it") from None
             except FileNotFoundError:
-                raise ToolError(f"{name} does not exist") from None
+                raise missing(ws, path, ctx.refuses) from None
             with fh:
                 size = os.fstat(fh.fileno()).st_size
                 head = fh.read(8192)
@@ -73,7 +74,7 @@ def make_read_tool(ws: Workspace, *, max_chars: int = MAX_CHARS) -> FunctionTool
         try:
             return ws.beneath(path, show)
         except FileNotFoundError:
-            raise ToolError(f"{ws.display(ws.resolve(path))} does not exist") from None
+            raise missing(ws, path, ctx.refuses) from None
 
     return read
 

@@ -5,7 +5,7 @@ hook chain); this module only says how to ask a text-call model for it. Measured
 llama-server (llama-cpp-python 0.3.36's llama.cpp) and Qwen2.5-Coder: ``tool_choice:
 "required"`` is ignored for this model's chat template (it wrote prose and a fenced call), while
 a JSON schema (``response_format``) whose only values are calls of the allowed tools constrains
-the reply to one valid call, which the profile's text-call reader turns into a tool call; with
+the reply to valid calls, which the profile's text-call reader turns into tool calls; with
 no call allowed, a grammar keeps the reply to plain words.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from steerable._messages import Message
 
-__all__ = ["NO_CALL_GRAMMAR", "answer_format", "call_schema", "restate_request"]
+__all__ = ["MAX_CALLS", "NO_CALL_GRAMMAR", "answer_format", "call_schema", "restate_request"]
 
 NO_CALL_GRAMMAR = "root ::= [^{`<]*"
 """A plain-words answer (GBNF): no ``{``, backtick or ``<``, so no call written as text. With
@@ -31,10 +31,24 @@ def _call_entries(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
 
 
+MAX_CALLS = 8
+"""The most calls one required reply may hold: a bound on a list the model keeps repeating."""
+
+
 def call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """A ``response_format`` that admits exactly one call of one of ``tools`` (wire shape)."""
-    return {"type": "json_schema",
-            "json_schema": {"name": "tool_call", "schema": {"oneOf": _call_entries(tools)}}}
+    """A ``response_format`` that admits a list of one or more calls of ``tools`` (wire shape):
+    the text-call form of parallel tool calls.
+
+    Measured with llama-server and the 1.5B on BFCL's parallel cases ("play songs of Taylor
+    Swift and Maroon 5 for 20 and 15 minutes"): under a schema of one call it merged the two
+    into one call ("Taylor Swift and Maroon 5", 20), and under "one call or a list" it still
+    chose one; under a list it wrote the two calls. ``parallel_tool_calls`` is no lever here:
+    llama-server defaults it to what the template supports (true for Qwen2.5's), and the model
+    writes its calls as fenced JSON, never inside the ``<tool_call>`` tags that would start the
+    server's own call grammar."""
+    return {"type": "json_schema", "json_schema": {"name": "tool_calls", "schema": {
+        "type": "array", "items": {"oneOf": _call_entries(tools)},
+        "minItems": 1, "maxItems": MAX_CALLS}}}
 
 
 def answer_format(schema: Any, calls: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:

@@ -45,7 +45,7 @@ from steerable.providers._http import (
 from steerable.providers._http_provider import HttpProvider
 from steerable.providers._parts_wire import openai_parts
 from steerable.providers._retry import RetryPolicy
-from steerable.providers._textcalls import TextCallBuffer
+from steerable.providers._textcalls import TextCallBuffer, distinct
 from steerable.providers._timeouts import ProviderTimeouts
 from steerable.providers._tool_wire import (
     NO_CALL_GRAMMAR,
@@ -259,7 +259,7 @@ class _Reply:
             rest, found = self.text_calls.finish()
             if rest:
                 out.insert(0, TextDelta(rest))
-            for c in found:
+            for c in distinct(found):
                 call = ToolCall(f"call_{secrets.token_hex(6)}", c.name, c.arguments, c.error)
                 out.append(ToolCallChunk(call))
             if found and finish in (None, "stop"):
@@ -356,7 +356,7 @@ class OpenAIProvider(HttpProvider):
             if profile.text_tool_calls:
                 body["grammar"] = NO_CALL_GRAMMAR
         elif choice.mode == "required":
-            if profile.text_tool_calls:  # the reply can only be one valid call, read as text
+            if profile.text_tool_calls:  # the reply can only be valid calls, read as text
                 body["response_format"] = call_schema(wire_tools(callable_tools))
             else:
                 body["tool_choice"] = "required"
