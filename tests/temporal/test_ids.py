@@ -33,3 +33,17 @@ async def test_a_seeded_source_makes_the_same_ids_again() -> None:
 async def test_without_a_source_ids_are_random() -> None:
     assert await _ids_of_a_run(None) != await _ids_of_a_run(None)
     assert len(random_hex(16)) == 32 and random_hex(16) != random_hex(16)
+
+
+def test_an_updates_ids_depend_on_the_run_and_the_update_alone() -> None:
+    from steerable.temporal._workflow import update_ids  # (needs temporalio)
+
+    first, again = update_ids("run-1", "upd-a"), update_ids("run-1", "upd-a")
+    drawn = first(5) + first(40) + first(3)
+    assert drawn == again(48)  # however it is drawn, the same stream
+    assert update_ids("run-1", "upd-a")(48) == drawn  # in another process too: no hash()
+    assert update_ids("run-1", "upd-b")(48) != drawn
+    assert update_ids("run-2", "upd-a")(48) != drawn
+    with id_source(update_ids("run-1", "upd-a")):
+        ids = [random_hex(12) for _ in range(3)]
+    assert ids == [drawn[i:i + 12].hex() for i in (0, 12, 24)]

@@ -28,6 +28,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import hashlib
+import itertools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -56,7 +58,8 @@ from steerable.temporal._hooks import WorkerHook, inline_hook, remote_hook
 from steerable.temporal._proxies import CallOptions, remote_agent
 from steerable.temporal._requests import OpenRequests
 
-__all__ = ["MEMO", "WORKFLOW", "SessionStart", "SessionWorkflow", "WorkerConfig", "workflow_thread"]
+__all__ = ["MEMO", "WORKFLOW", "SessionStart", "SessionWorkflow", "WorkerConfig", "update_ids",
+           "workflow_thread"]
 
 WORKFLOW = "steerable.session"
 MEMO = "steerable"
@@ -100,6 +103,23 @@ class SessionStart:
     """The last event number of the runs before this one (continue-as-new keeps counting)."""
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
     """How the last turns ended, by message id (``result`` answers across runs)."""
+
+
+def update_ids(run_id: str, update_id: str) -> Callable[[int], bytes]:
+    """A stream of random bytes fixed by a run's and an update's ids (SHA-256 in counter
+    mode): the same on every replay, in every process."""
+    counter = itertools.count()
+    pending = bytearray()
+
+    def take(n: int) -> bytes:
+        while len(pending) < n:
+            block = f"{run_id}/{update_id}/{next(counter)}".encode()
+            pending.extend(hashlib.sha256(block).digest())
+        out = bytes(pending[:n])
+        del pending[:n]
+        return out
+
+    return take
 
 
 def _turn_json(result: Any) -> dict[str, Any]:
@@ -182,8 +202,17 @@ class SessionWorkflow:
     def _handling(self) -> Iterator[None]:
         """An update's body: replayable ids, and its errors answered to the caller (an
         ``ApplicationError`` fails the update; any other exception would fail the workflow
-        task, and Temporal would retry it forever)."""
-        with self._replayable():
+        task, and Temporal would retry it forever).
+
+        The ids an update makes (its message's, and those of the turn it starts, which keeps
+        the source) come from a stream of its own, derived from the run's and the update's ids
+        (both in the history), not from the workflow's one random stream: what the update
+        answered (a message id a caller holds) then cannot change on a replay that drew from
+        that stream in another order (seen under load: a ``result`` for the id ``send``
+        answered found no such message on a cold worker)."""
+        update = workflow.current_update_info()
+        source = self._ids if update is None else update_ids(workflow.info().run_id, update.id)
+        with id_source(source):
             try:
                 yield
             except ApplicationError:
