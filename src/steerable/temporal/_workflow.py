@@ -4,8 +4,9 @@ The workflow runs an ordinary ``AgentLoop`` over the worker's agent whose provid
 are activities (``_proxies``): the engine's own turn loop, checkpoints, steering, interrupts,
 cancel modes, busy policies and approvals decide what happens, and Temporal makes it durable.
 Workflow code must be deterministic; the engine is plain asyncio on Temporal's deterministic
-event loop, and the few things that are not (random ids) come from the workflow's seeded
-random (``steerable._ids``), so a worker that replays the session after a crash makes the same
+event loop, and the few things that are not (random ids) come from replayable sources
+(``steerable._ids``: an update's own stream, fixed by the run's and the update's ids, else the
+workflow's seeded random), so a worker that replays the session after a crash makes the same
 ids, events and decisions as the one that died.
 
 Every inbound action is an update whose answer is the message's receipt (id and state) or the
