@@ -9,6 +9,7 @@ it holds for the tasks started inside and for nothing else in the process.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,11 +30,14 @@ def random_hex(nbytes: int) -> str:
 @contextmanager
 def id_source(source: Callable[[int], bytes]) -> Iterator[None]:
     """Make ids with ``source(nbytes)`` inside the block (and in tasks started from it)."""
-    previous = _SOURCE.get()
-    _SOURCE.set(source)
+    token = _SOURCE.set(source)
     try:
         yield
     finally:
-        # Not ``reset(token)``: a coroutine closed by its host (a workflow evicted from a
-        # worker's cache) leaves the block in another context, where the token is refused.
-        _SOURCE.set(previous)
+        # ValueError: the block is left in another context. A suspended coroutine closed by
+        # the garbage collector (a workflow evicted from a worker's cache) runs its ``finally``
+        # in whatever context is current then: another workflow's task, whose source is not
+        # this block's to change (setting it drew that workflow's ids from the wrong stream, a
+        # nondeterminism seen under load); this block's own context is gone anyway.
+        with contextlib.suppress(ValueError):
+            _SOURCE.reset(token)

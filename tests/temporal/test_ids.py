@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import types
+from typing import Any
 
 from steerable import Agent, AgentLoop, Reply, ScriptedProvider
 from steerable._ids import id_source, random_hex
@@ -47,3 +49,36 @@ def test_an_updates_ids_depend_on_the_run_and_the_update_alone() -> None:
     with id_source(update_ids("run-1", "upd-a")):
         ids = [random_hex(12) for _ in range(3)]
     assert ids == [drawn[i:i + 12].hex() for i in (0, 12, 24)]
+
+
+def test_a_block_closed_from_another_context_leaves_that_context_alone() -> None:
+    """A workflow evicted from a worker's cache leaves coroutines suspended inside
+    ``id_source``; the garbage collector closes them later, in whatever context is current
+    then (another workflow's task): that context keeps its own source."""
+    import contextvars
+
+    mine = random.Random(1)
+    theirs = random.Random(2)
+
+    def source_of(rng: random.Random) -> Any:
+        return lambda n: rng.getrandbits(8 * n).to_bytes(n, "big")
+
+    @types.coroutine
+    def pause() -> Any:
+        yield
+
+    async def suspended() -> None:
+        with id_source(source_of(mine)):
+            await pause()
+
+    evicted = suspended()
+    contextvars.copy_context().run(evicted.send, None)  # entered the block in its own context
+
+    other = source_of(theirs)
+    with id_source(other):
+        before = random_hex(4)
+        evicted.close()  # GeneratorExit here: its finally runs in this context
+        after = random_hex(4)
+    expect = random.Random(2)
+    assert [before, after] == [expect.getrandbits(32).to_bytes(4, "big").hex(),
+                               expect.getrandbits(32).to_bytes(4, "big").hex()]
