@@ -34,6 +34,7 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import WorkflowHistory
 
+from steerable.server._worker_task import WorkerTask
 from steerable.temporal import CallOptions, TemporalClient, TemporalWorker
 from tests.temporal._fuzz_agents import PERMISSIONS, build
 from tests.temporal._harness import replay_report
@@ -104,25 +105,19 @@ class Fleet:
                  plan: Plan) -> None:
         self.agent, self.target, self.queue, self.events_url = agent, target, queue, events_url
         self.plan = plan
-        self.running: list[tuple[TemporalWorker, asyncio.Task[None]]] = []
+        self.running: list[WorkerTask] = []
 
     async def start(self, cached: bool) -> TemporalWorker:
         worker = worker_for(self.plan, self.agent, target=self.target, task_queue=self.queue,
                             events_url=self.events_url, sticky_timeout=1.0,
                             max_cached_workflows=1000 if cached else 0)
-        task = asyncio.create_task(worker.run())
-        ready = asyncio.create_task(worker.ready.wait())
-        await asyncio.wait([task, ready], return_when=asyncio.FIRST_COMPLETED)
-        if task.done():
-            ready.cancel()
-            task.result()
-        self.running.append((worker, task))
+        task = WorkerTask(worker)
+        await task.start()
+        self.running.append(task)
         return worker
 
     async def stop_first(self) -> None:
-        worker, task = self.running.pop(0)
-        worker.stop()
-        await task
+        await self.running.pop(0).stop()
 
     async def aclose(self) -> None:
         while self.running:

@@ -12,6 +12,7 @@ from typing import Any
 import temporalio.api.enums.v1
 from temporalio.client import WorkflowHistory
 
+from steerable.server._worker_task import WorkerTask
 from steerable.temporal import CallOptions, TemporalClient, TemporalWorker
 
 
@@ -21,20 +22,15 @@ async def running(agent: Any, target: str, task_queue: str, events_url: str | No
     worker = TemporalWorker(agent, target=target, task_queue=task_queue, events_url=events_url,
                             options=worker_kw.pop("options", CallOptions(heartbeat_timeout=3)),
                             **worker_kw)
-    task = asyncio.create_task(worker.run())
-    ready = asyncio.create_task(worker.ready.wait())
-    await asyncio.wait([task, ready], return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        ready.cancel()
-        task.result()
+    task = WorkerTask(worker)
+    await task.start()
     client = await TemporalClient.connect(target, task_queue=task_queue, events_url=events_url)
     try:
         yield client
         await replay_all(worker, client)
     finally:
         await client.aclose()
-        worker.stop()
-        await task
+        await task.stop()
 
 
 async def replay_all(worker: TemporalWorker, client: TemporalClient) -> None:
