@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from steerable import Agent, AgentLoop, Reply, ScriptedProvider
-from steerable._events import LLMDelta
+from steerable._events import LLMDelta, TurnEnd, TurnStatus
 from steerable.server import EventHub
 
 
@@ -157,3 +157,31 @@ async def test_frames_yield_each_wake_up_as_one_piece() -> None:
         [b"id: 1", b"id: 2", b"id: 3"]
     await frames.aclose()
     assert hub.client_count() == 0
+
+
+async def test_a_burst_waits_for_the_flush_and_a_turn_end_wakes_at_once() -> None:
+    # A flush of an hour: an event that waits for it is never delivered within this test.
+    hub = EventHub(lambda t: t, flush=3600.0)
+    frames = hub.frames(hub.attach("s", None))
+
+    def delta(seq: int) -> LLMDelta:
+        return LLMDelta(turn_id="t", parent_turn_id=None, session_id="s", seq=seq, time=0.0,
+                        iteration=1, text=str(seq))
+
+    def ids(piece: bytes) -> list[bytes]:
+        return [line for line in piece.split(b"\r\n") if line.startswith(b"id:")]
+
+    reader = asyncio.ensure_future(frames.__anext__())
+    await asyncio.sleep(0)
+    hub.publish(delta(1))  # the first after a quiet spell: at once
+    assert ids(await asyncio.wait_for(reader, 5)) == [b"id: 1"]
+    reader = asyncio.ensure_future(frames.__anext__())
+    await asyncio.sleep(0)  # waiting now (a reader that is not takes what the ring holds)
+    hub.publish(delta(2))  # in the burst: waits for the flush
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not reader.done()
+    hub.publish(TurnEnd(turn_id="t", parent_turn_id=None, session_id="s", seq=3, time=0.0,
+                        status=TurnStatus.COMPLETED, text="", iterations=1))
+    assert ids(await asyncio.wait_for(reader, 5)) == [b"id: 2", b"id: 3"]
+    await frames.aclose()
