@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-TOP = {".ci", ".gitignore", "README.md", "bench", "docs", "examples", "mkdocs.yml",
+TOP = {".ci", ".gitignore", "README.md", "bench", "constraints.txt", "docs", "examples", "mkdocs.yml",
        "pyproject.toml", "src", "tests"}
 """Every top-level entry the project tracks; a new one is added here on purpose."""
 MAX_BYTES = 1_000_000
