@@ -297,3 +297,40 @@ async def test_a_forced_resume_goes_on_under_another_agent(store: Any) -> None:
     assert result.status is TurnStatus.COMPLETED and result.text == "done under b"
     assert tools.runs == []  # the first agent's pending call is not this agent's tool
     assert forcer.checkpoint("s") is None
+
+
+@pytest.mark.parametrize("tools_before", [True, False])
+async def test_a_resumed_turn_ends_at_its_limit_as_the_uninterrupted_one_would(
+        store: Any, tools_before: bool) -> None:
+    """Whether the response before the last allowed call asked for tools decides
+    ``MAX_ITERATIONS`` against ``COMPLETED``: the checkpoint carries it across a resume."""
+    loops: list[AgentLoop] = []
+
+    def first_reply(_request: Any) -> Reply:
+        # Steering that arrives during the first call: without it a text answer ends the turn.
+        loops[-1].inject_steering("and then?", "s")
+        if len(loops) == 2:
+            loops[-1].cancel("s", mode=CancelMode.AFTER_MODEL)  # before the next model call
+        return calls(("act", "a1")) if tools_before else Reply(text="thinking")
+
+    def start(script: list[Any], tools: Tools, store: Any = None) -> AgentLoop:
+        loops.append(AgentLoop(Agent(name="a", provider=ScriptedProvider(script),
+                                     tools=tools.tools, max_iterations=2), store=store))
+        return loops[-1]
+
+    whole = start([first_reply, Reply(text="the end")], Tools())
+    expected = (await whole.start_turn("go", session_id="s")).status
+    await whole.aclose()
+    assert expected is (TurnStatus.MAX_ITERATIONS if tools_before else TurnStatus.COMPLETED)
+
+    tools = Tools()
+    first = start([first_reply], tools, store)
+    assert (await first.start_turn("go", session_id="s")).status is TurnStatus.CANCELLED
+    await first.aclose()
+    checkpoint = store.load_checkpoint("s")
+    assert checkpoint is not None and checkpoint.iteration == 1
+    assert checkpoint.last_had_tools is tools_before
+    second = start([Reply(text="the end")], tools, store)
+    resumed = await second.resume("s")  # type: ignore[misc]
+    assert resumed.status is expected and resumed.text == "the end"
+    await second.aclose()
