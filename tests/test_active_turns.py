@@ -17,7 +17,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steerable import Agent, AgentLoop, Limits, Reply, ScriptedProvider, ToolContext, tool
+from steerable import (
+    Agent,
+    AgentLoop,
+    CancelMode,
+    Limits,
+    Reply,
+    ScriptedProvider,
+    ToolContext,
+    TurnStatus,
+    tool,
+)
 from steerable._core._slots import TurnSlots
 from steerable.errors import SubturnLimitError
 
@@ -249,3 +259,35 @@ async def test_a_turn_waiting_for_a_slot_leaves_no_room() -> None:
     assert slots.holds("b") and slots.running == 1 and not slots.has_room()
     slots.give_back("b")
     assert slots.has_room()
+
+
+async def test_a_turn_past_the_limit_calls_no_model_until_a_slot_is_given_back() -> None:
+    """Waiting for a slot is the first thing a begun turn does; cancelled while it waits, it
+    ends without a model call and takes no slot from the turns behind it."""
+
+    gate = asyncio.Event()
+    asked: list[str] = []
+
+    async def answer(request: Any) -> Reply:
+        asked.append(request.messages[-1].content)
+        if request.messages[-1].content == "one":
+            await gate.wait()
+        return Reply(text="ok")
+
+    loop = AgentLoop(Agent(provider=ScriptedProvider([answer] * 3)), limits=Limits(active_turns=1))
+    first = loop.start_turn("one", session_id="a")
+    second = loop.start_turn("two", session_id="b")
+    third = loop.start_turn("three", session_id="c")
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert asked == ["one"]  # the others wait for the slot before any work
+    loop.cancel("b", mode=CancelMode.IMMEDIATE)
+    cancelled = await second
+    assert cancelled.status in (TurnStatus.CANCELLED, TurnStatus.ABORTED)
+    stats = loop.statistics()
+    assert stats.active_turns == 1 and asked == ["one"]
+    gate.set()
+    assert (await first).status is TurnStatus.COMPLETED
+    assert (await third).status is TurnStatus.COMPLETED
+    assert asked == ["one", "three"] and loop.statistics().active_turns == 0
+    await loop.aclose()
