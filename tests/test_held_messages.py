@@ -4,6 +4,8 @@ and between two turns the successor checkpoint does (``_durable.release`` / ``sy
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 from typing import Any
 
 from steerable import (
@@ -99,12 +101,14 @@ async def test_sync_held_keeps_the_store_in_step_with_what_a_lane_holds() -> Non
     assert store.load_checkpoint("s") is None
 
     # A turn waiting for resume keeps what waits behind it, and lets it go.
-    pending = successor("s", loop.agent, [a])
+    pending = dataclasses.replace(successor("s", loop.agent, [a]), created=1000.0, updated=1000.0)
     store.save_checkpoint(pending)
     engine.waiting["s"] = [b]
     sync_held(engine, "s", loop.agent)
     cp = store.load_checkpoint("s")
     assert cp is not None and cp.input_id == a.message_id and cp.held_ids == (b.message_id,)
+    # (what `sessions` and the server show as the checkpoint's last change moves; its birth not)
+    assert cp.created == 1000.0 and cp.updated > time.time() - 60
     assert "s" not in engine.successors
     engine.waiting["s"] = []
     sync_held(engine, "s", loop.agent)
