@@ -201,6 +201,53 @@ async def test_an_answer_given_in_time_is_replayed_when_the_call_reruns_after_a_
     await second.aclose()
 
 
+async def test_an_approval_given_in_time_is_replayed_when_its_call_reruns_after_a_park(
+        tmp_path: Any) -> None:
+    """The approval of a call is answered live; the call then asks a question that parks the
+    turn. Resumed by another loop, the call runs again under the approval it got: the
+    approver is not asked again and the call runs once."""
+    from steerable import Timeouts
+    from steerable.storage import JSONLSessionStore
+    from tests.conftest import wait_for
+
+    ran: list[str] = []
+
+    @tool
+    async def label(ctx: ToolContext) -> str:
+        """Ask for a label and write it (so it needs an approval first)."""
+        answer = await ctx.ask("Label?")
+        ran.append(answer)
+        return f"labelled {answer}"
+
+    def loop_over(script: list[Any]) -> AgentLoop:
+        agent = Agent(name="main", provider=ScriptedProvider(script), tools=[label])
+        loop = AgentLoop(agent, store=JSONLSessionStore(tmp_path), park=True,
+                         timeouts=Timeouts(park_after=0.2))
+        loop.register_hook(HumanApprover())
+        return loop
+
+    first = loop_over([Reply(tool_calls=[("label", {})])])
+    sub = first.subscribe([K.APPROVAL_REQUESTED, K.QUESTION_ASKED])
+    handle = first.start_turn("go", session_id="s")
+    approval = await wait_for(sub, K.APPROVAL_REQUESTED)
+    assert first.resolve_approval(approval.request_id, True, "fine") is True  # live
+    await wait_for(sub, K.QUESTION_ASKED)
+    parked = await handle
+    assert parked.status is TurnStatus.WAITING
+    (question,) = parked.pending
+    assert question.kind == "question"
+    await first.aclose()
+
+    second = loop_over([Reply(text="done")])
+    sub = second.subscribe([K.APPROVAL_REQUESTED, K.APPROVAL_RESOLVED, K.QUESTION_ASKED])
+    resumed = await second.answer(question.request_id, "blue")  # type: ignore[misc]
+    assert resumed.status is TurnStatus.COMPLETED and ran == ["blue"]
+    assert resumed.messages[-2].content == "labelled blue"
+    events = sub.drain_nowait()
+    assert of(events, K.APPROVAL_REQUESTED) == [] and of(events, K.QUESTION_ASKED) == []
+    await second.aclose()
+
+
 async def test_a_live_approval_is_listed_for_its_session_only() -> None:
     import asyncio
 
