@@ -252,6 +252,34 @@ async def test_closing_the_loop_fails_waiting_messages_instead_of_hanging() -> N
         await waiting
 
 
+async def test_a_message_for_a_busy_session_is_refused_while_the_loop_closes() -> None:
+    """Between the lanes closing and the turns ending, ``send`` to a busy session raises: a
+    message queued then would never run and never be answered."""
+    stuck = asyncio.Event()
+
+    @tool
+    async def slow() -> str:
+        """A step that takes a while to give up when cancelled."""
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await stuck.wait()
+            raise
+        return "never"
+
+    loop, _ = make([Reply(tool_calls=[("slow", {})])], [slow])
+    sub = loop.subscribe(buffer=1000)
+    first = loop.send("first", "s")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    closing = asyncio.ensure_future(loop.aclose(grace=5))
+    await wait_for(sub, K.INTERRUPT_RECEIVED)  # aclose is under way: the turn is aborting
+    with pytest.raises(RuntimeError, match=r"^this AgentLoop is closed$"):
+        loop.send("too late", "s", "follow_up")
+    stuck.set()
+    await closing
+    assert (await first).status is TurnStatus.ABORTED
+
+
 async def test_send_from_another_thread() -> None:
     loop, _ = make([echo, echo])
     first = loop.send("warm up", "s")
