@@ -3,6 +3,7 @@ answers it and resumes the turn, exactly once, with every store."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable
 from typing import Any
@@ -134,11 +135,16 @@ async def test_an_answer_that_loses_the_race_for_the_index_is_refused(
     await loop.aclose()
 
 
+@pytest.mark.parametrize("moved_on", ["gone", "replaced"])
 async def test_an_answer_to_a_turn_whose_checkpoint_is_gone_is_refused(
-        make_store: Callable[[], Any]) -> None:
+        make_store: Callable[[], Any], moved_on: str) -> None:
     loop = new_loop(make_store(), [Reply(tool_calls=[("write", {"path": "a"})])])
     [req] = (await loop.run_turn("go", session_id="s")).pending
-    make_store().delete_checkpoint("s")  # another process dropped it; the index still has it
+    other = make_store()
+    if moved_on == "gone":
+        other.delete_checkpoint("s")  # another process dropped it; the index still has it
+    else:  # the session's checkpoint is another one now, without this request
+        other.save_checkpoint(dataclasses.replace(other.load_checkpoint("s"), requests=()))
     with pytest.raises(RequestClosedError, match=rf"^request {req.request_id} is no longer "
                        "open: it was answered, or its turn moved on$"):
         loop.resolve_approval(req.request_id, True)
