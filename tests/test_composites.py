@@ -340,7 +340,10 @@ async def test_queued_parallel_children_do_not_start_after_a_cancel() -> None:
 
 
 def test_grace_must_be_a_non_negative_number() -> None:
-    with pytest.raises(ConfigurationError, match="grace"):
+    with pytest.raises(ConfigurationError, match=r"^SequentialAgent 's': grace must be a number "
+                       r"of seconds >= 0, got -1$"):
         SequentialAgent(name="s", agents=[echo("a")], grace=-1)
+    # No grace at all is a choice (abort the children at once), not an error.
+    assert SequentialAgent(name="s", agents=[echo("a")], grace=0).grace == 0.0
     with pytest.raises(ConfigurationError, match="grace"):
         LoopAgent(name="l", agent=echo("a"), max_loops=1, grace="1")  # type: ignore[arg-type]
