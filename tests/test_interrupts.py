@@ -45,7 +45,8 @@ def gated_tools() -> tuple[list, asyncio.Event, list[str]]:
 
 async def test_graceful_skips_unstarted_tools_and_summarises_without_tools() -> None:
     tools, gate, ran = gated_tools()
-    script = [Reply(tool_calls=[("wait", {"name": "w"}), ("mark", {"name": "m1"}), ("mark", {"name": "m2"})]),
+    script = [Reply(tool_calls=[("mark", {"name": "m0"})]),
+              Reply(tool_calls=[("wait", {"name": "w"}), ("mark", {"name": "m1"}), ("mark", {"name": "m2"})]),
               Reply(text="Summary: waited once.")]
     loop, provider, sub = make_loop(script, tools=tools)
     handle = loop.start_turn("go", session_id="s")
@@ -57,14 +58,14 @@ async def test_graceful_skips_unstarted_tools_and_summarises_without_tools() -> 
     result = await handle
     assert result.status is TurnStatus.INTERRUPTED
     assert result.text == "Summary: waited once."
-    assert ran == ["w"]  # the running tool finished, the others never started
+    assert ran == ["m0", "w"]  # the running tool finished, the others never started
     events = seen + sub.drain_nowait()
     skipped = of(events, K.TOOL_EXEC_SKIPPED)
     assert [(s.tool_name, s.reason) for s in skipped] == [("mark", "interrupted"), ("mark", "interrupted")]
     last = provider.requests[-1]
     # the summary call is told which tools really ran (so it claims none that did not)
     assert last.tool_choice.mode == "none" and last.tools and last.messages[-1].content == (
-        "Wrap up now.\n(Tools that ran in this turn: wait; no other tool ran.)")
+        "Wrap up now.\n(Tools that ran in this turn: mark, wait; no other tool ran.)")
     saved = loop.session_messages("s")
     assert all(not m.content.startswith("Wrap up now.") for m in saved)  # the hint is not saved
     assert saved[-1].content == "Summary: waited once."
