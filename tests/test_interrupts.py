@@ -73,6 +73,31 @@ async def test_graceful_skips_unstarted_tools_and_summarises_without_tools() -> 
     assert_one_terminal_per_call(events)
 
 
+async def test_tool_calls_in_the_summary_of_a_graceful_interrupt_are_closed_unrun() -> None:
+    """The summary call offers no tools, but a model may call one anyway: the calls get a
+    skip (``interrupted``) and the saved history stays whole."""
+    tools, gate, ran = gated_tools()
+    script = [Reply(tool_calls=[("wait", {"name": "w"})]),
+              Reply(text="Summary.", tool_calls=[("mark", {"name": "late"})])]
+    loop, _, sub = make_loop(script, tools=tools)
+    handle = loop.start_turn("go", session_id="s")
+    seen: list = []
+    await wait_for(sub, K.TOOL_EXEC_START, seen=seen)
+    assert loop.interrupt_graceful("s") is True
+    gate.set()
+    result = await handle
+    assert result.status is TurnStatus.INTERRUPTED and result.text == "Summary."
+    assert ran == ["w"]
+    events = seen + sub.drain_nowait()
+    assert [(e.tool_name, e.reason) for e in of(events, K.TOOL_EXEC_SKIPPED)] == [
+        ("mark", "interrupted")]
+    saved = loop.session_messages("s")
+    assert_history_consistent(saved)
+    assert [m.role for m in saved[-2:]] == ["assistant", "tool"]
+    assert_one_terminal_per_call(events)
+    await loop.aclose()
+
+
 async def test_graceful_during_llm_call_with_tool_reply_skips_them_all() -> None:
     loop, provider, sub = make_loop(
         [Reply(tool_calls=[("mark", {"name": "a"})], delay=0.2), Reply(text="stopped")],
