@@ -182,6 +182,22 @@ async def test_a_session_that_cannot_be_saved_is_an_error_on_the_turn() -> None:
             result.turn_id) in errors
     (end,) = of(events, K.TURN_END)
     assert end.duration == result.duration > 0
+    # The turn's work is in its result, and it does not end green: the store failed.
+    assert result.status is end.status is TurnStatus.ERROR and result.text == "hi"
+    assert isinstance(result.error, OSError)
+    assert end.error == "OSError: [Errno 28] No space left on device"
+
+    # A turn that failed already keeps its own error: the store's is reported beside it.
+    def broken(_request: Any) -> Reply:
+        raise ValueError("the model broke")
+
+    loop2 = AgentLoop(Agent(provider=ScriptedProvider([broken])), store=FullDisk())
+    sub2 = loop2.subscribe(buffer=10_000)
+    failed = await loop2.run_turn("go", session_id="s")
+    assert failed.status is TurnStatus.ERROR and "the model broke" in str(failed.error)
+    assert "store" in [e.source for e in of(sub2.drain_nowait(), K.ERROR)]
+    await loop.aclose()
+    await loop2.aclose()
 
 
 async def test_a_checkpoint_that_cannot_be_deleted_is_an_error_and_the_turn_still_ends() -> None:
