@@ -456,6 +456,7 @@ async def test_sync_result_is_delivered_once_even_with_async_siblings() -> None:
 
 async def test_a_tool_runs_and_spawns_children_through_its_context() -> None:
     helper = child("helper", Reply(text="sync part"), Reply(text="async part"))
+    parents: list[str | None] = []
 
     @tool
     async def delegate(ctx: ToolContext) -> str:
@@ -463,15 +464,17 @@ async def test_a_tool_runs_and_spawns_children_through_its_context() -> None:
         first = await ctx.run_subturn(helper, "part one")
         handle = ctx.spawn_subturn(helper, "part two", deliver=False)
         second = await handle
+        parents.extend([first.parent_turn_id, second.parent_turn_id, ctx.turn_id])
         return f"{first.text} + {second.text} ({second.status.value})"
 
     main = Agent(name="main", provider=ScriptedProvider([Reply(tool_calls=[("delegate", {})]),
                                                         Reply(text="ok")]), tools=[delegate])
     loop = AgentLoop(main)
     sub = loop.subscribe(buffer=10_000)
-    await loop.run_turn("go")
+    result = await loop.run_turn("go")
     events = sub.drain_nowait()
     assert of(events, K.TOOL_EXEC_END)[0].content == "sync part + async part (completed)"
+    assert parents == [result.turn_id] * 3 and result.parent_turn_id is None  # each result says whose
     assert [e.is_async for e in of(events, K.SUBTURN_SPAWN)] == [False, True]
     assert not of(events, K.SUBTURN_RESULT_DELIVERED) and not of(events, K.SUBTURN_ORPHAN)
 
