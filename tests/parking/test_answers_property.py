@@ -44,6 +44,19 @@ def test_with_neither_only_text_is_accepted(value: Any) -> None:
     assert accepts(value) == isinstance(value, str)
 
 
+def test_an_answer_wrong_in_several_places_is_told_the_first_by_its_path() -> None:
+    schema = {"type": "object", "properties": {"size": {"type": "integer"},
+                                               "tags": {"type": "array",
+                                                        "items": {"type": "string"}}}}
+    try:
+        check_answer({"tags": ["a", 2], "size": "big"}, None, schema)
+    except InvalidAnswerError as exc:
+        assert str(exc) == ("the answer does not fit the question's schema at size: 'big' is "
+                            "not of type 'integer'")
+    else:
+        raise AssertionError("an answer wrong in two places was accepted")
+
+
 def test_what_is_not_json_is_refused_with_a_reason() -> None:
     try:
         check_answer({1, 2}, None, {"type": "array"})
