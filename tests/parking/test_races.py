@@ -160,6 +160,27 @@ async def test_an_answer_while_the_parked_calls_group_still_runs_is_kept_for_the
     await loop.aclose()
 
 
+async def test_an_approval_while_the_parked_calls_group_still_runs_is_kept_for_the_turn(
+        tmp_path: Path) -> None:
+    hold, gate = held_tool()
+    provider = ScriptedProvider([Reply(tool_calls=[("probe", {"n": 3}), ("hold", {})]),
+                                 Reply(text="done")])
+    loop = AgentLoop(Agent(name="r", provider=provider, tools=[probe, hold]),
+                     store=JSONLSessionStore(tmp_path), park=True,
+                     permissions=[("ask", "probe")])
+    loop.register_hook(HumanApprover())
+    sub = loop.subscribe([EventKind.APPROVAL_REQUESTED])
+    handle = loop.start_turn("go", session_id="s")
+    asked = await wait_for(sub, EventKind.APPROVAL_REQUESTED)
+    assert loop.resolve_approval(asked.request_id, True) is True
+    gate.set()
+    assert (await handle).status is TurnStatus.WAITING
+    await loop.wait_idle()  # the approval kept while it parked resumes it: probe runs once
+    tools = [m.content for m in loop.session_messages("s") if m.role == "tool"]
+    assert tools == ["probed 3", "held"] and RAN == [3]
+    await loop.aclose()
+
+
 async def test_steering_and_follow_ups_for_a_waiting_session_wait_with_it(
         tmp_path: Path) -> None:
     provider_seen: list[list[str]] = []
