@@ -156,6 +156,35 @@ async def test_an_unknown_models_cost_is_none_and_a_cost_budget_says_so_once() -
         "its calls (install steerable[prices], or set a token budget)", "turn", result.turn_id)
 
 
+async def test_each_unpriced_model_of_a_turn_is_reported_once() -> None:
+    from steerable.providers import StreamEnd
+
+    class Answering:
+        """Plays a script, each response saying it came from the next of ``models``."""
+
+        def __init__(self, script: list[Reply], models: list[str]) -> None:
+            self.inner, self.models = ScriptedProvider(script), iter(models)
+
+        async def stream(self, request: Any) -> Any:
+            async for chunk in self.inner.stream(request):
+                if isinstance(chunk, StreamEnd):
+                    chunk = StreamEnd(chunk.usage, chunk.finish_reason, next(self.models))
+                yield chunk
+
+        async def aclose(self) -> None:
+            return None
+
+    provider = Answering([Reply(tool_calls=calls("a"), usage=Usage(10, 1)),
+                          Reply(tool_calls=calls("b"), usage=Usage(10, 1)),
+                          Reply(text="done", usage=Usage(10, 1))],
+                         ["own-a", "own-b", "own-a"])
+    result, events, _ = await run(Agent(provider=provider, tools=[look]),  # type: ignore[arg-type]
+                                  Limits(max_turn_cost_usd=0.01))
+    assert result.status is TurnStatus.COMPLETED
+    assert [e.message.split(":")[0] for e in of(events, K.ERROR)] == [
+        "no price is known for model 'own-a'", "no price is known for model 'own-b'"]
+
+
 async def test_usage_and_cost_without_any_budget() -> None:
     provider = ScriptedProvider([Reply(tool_calls=calls("a"), usage=Usage(1000, 10, 800)),
                                  Reply(text="done", usage=Usage(2000, 20, 1000))])

@@ -187,16 +187,19 @@ async def test_two_compressions_in_one_turn_are_both_kept_by_a_resume() -> None:
 
 
 async def test_an_overflow_with_a_window_cuts_to_three_quarters_of_it() -> None:
-    probe, _ = await loop_with_history(4, [])
-    history = [*probe.session_messages("s"), Message("user", "question 4")]
-    window = estimate_tokens(history) + 20  # no compression foreseen: the provider says so
+    probe, _ = await loop_with_history(8, [])
+    history = [*probe.session_messages("s"), Message("user", "question 8")]
+    # It fits, just (the request holds the system message too): no compression foreseen.
+    window = estimate_tokens([Message("system", "sys"), *history])
     target = window * 3 // 4
-    cut = next(c for c in (4, 8, 12, 16) if estimate_tokens(history[c:]) <= target)
-    assert cut < 16  # a cut short of the last exchange: the target decides where
+    cut = next(c for c in range(4, 33, 4) if estimate_tokens(history[c:]) <= target)
+    # A cut short of the last exchange, and past the oldest one (all that cutting to the
+    # whole window would drop): the target decides where.
+    assert 4 < cut < 32
 
-    loop, provider = await loop_with_history(4, [Reply(error=ContextOverflowError("long")),
+    loop, provider = await loop_with_history(8, [Reply(error=ContextOverflowError("long")),
                                                  Reply(text="ok")], context_window=window)
-    assert (await loop.run_turn("question 4", session_id="s")).status is TurnStatus.COMPLETED
+    assert (await loop.run_turn("question 8", session_id="s")).status is TurnStatus.COMPLETED
     sent = [m.content for m in provider.requests[-1].messages[1:]]
     assert sent == [m.content for m in history[cut:]]
 

@@ -93,3 +93,10 @@ def test_a_subscription_buffer_must_be_a_positive_int(buffer: Any) -> None:
     with pytest.raises(ValueError, match=f"^subscription buffer must be an int >= 1, got "
                        f"{re.escape(repr(buffer))}$"):
         loop.subscribe(buffer=buffer)
+
+
+def test_the_smallest_allowed_values_are_accepted() -> None:
+    # The boundaries of the checks above: one iteration, a one-token window, no retry.
+    built = Agent(provider=P, max_iterations=1, context_window=1, output_type=int,
+                  output_retries=0)
+    assert (built.max_iterations, built.context_window) == (1, 1)

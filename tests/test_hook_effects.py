@@ -264,15 +264,16 @@ async def test_before_llm_tools_may_be_given_as_tool_objects_or_specs() -> None:
 
     class Offer:
         def before_llm(self, ctx: Any) -> HookDecision:
-            return HookDecision(HookAction.MODIFY, tools=[write, custom])
+            return HookDecision(HookAction.MODIFY, tools=[look, write, custom])
 
     loop, provider, _ = loop_with([Reply(text="ok")])
     loop.register_hook(Offer())
     await loop.run_turn("q", session_id="s")
     offered = provider.requests[0].tools
-    assert [(t.name, t.description, dict(t.parameters)) for t in offered] == [
-        ("write", write.description, dict(write.parameters)),
-        ("custom", "A tool only the model hears of.", {"type": "object"})]
+    assert [(t.name, t.description, dict(t.parameters), t.read_only) for t in offered] == [
+        ("look", look.description, dict(look.parameters), True),  # a provider may route by it
+        ("write", write.description, dict(write.parameters), False),
+        ("custom", "A tool only the model hears of.", {"type": "object"}, False)]
 
 
 async def test_a_providers_retry_notice_becomes_an_llm_retry_event_with_its_reason() -> None:

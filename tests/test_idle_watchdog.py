@@ -62,6 +62,36 @@ async def test_watchdogs_sharing_one_timer_fire_only_the_silent_call() -> None:
     await loop.aclose()
 
 
+async def test_a_call_that_goes_silent_after_the_shared_timer_fired_is_still_cut() -> None:
+    """The shared timer fires the silent call and re-arms for the one still streaming; that
+    one, silent from then on, is cut at its own deadline by the re-armed timer."""
+    from steerable.providers import StreamEnd, TextDelta
+
+    first_cut = asyncio.Event()
+
+    class Streams:
+        async def stream(self, request: object) -> object:
+            if request.messages[-1].content == "talk":  # type: ignore[attr-defined]
+                while not first_cut.is_set():  # a chunk every 0.02 s: never 0.5 s silent
+                    await asyncio.sleep(0.02)
+                    yield TextDelta("x")
+            await asyncio.Event().wait()  # silent for good
+            yield StreamEnd(None, "stop")
+
+        async def aclose(self) -> None:
+            return None
+
+    loop = AgentLoop(Agent(name="t", provider=Streams()), timeouts=Timeouts(llm_idle=0.5))
+    silent = loop.start_turn("hush", session_id="a")
+    talking = loop.start_turn("talk", session_id="b")
+    done_silent = await asyncio.wait_for(silent, 10)
+    assert done_silent.status is TurnStatus.ERROR and "llm_idle" in str(done_silent.error)
+    first_cut.set()
+    done_talking = await asyncio.wait_for(talking, 10)
+    assert done_talking.status is TurnStatus.ERROR and "llm_idle" in str(done_talking.error)
+    await loop.aclose()
+
+
 async def test_fifty_waiting_model_calls_add_one_timer_not_fifty() -> None:
     import pytest
 

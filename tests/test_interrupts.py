@@ -176,9 +176,13 @@ async def test_hard_abort_during_parallel_group_closes_every_call() -> None:
     assert result.status is TurnStatus.ABORTED
     assert result.tools_run == ("wait", "wait")  # the side effects that may have happened
     events = seen + sub.drain_nowait()
+    (abort,) = of(events, K.INTERRUPT_RECEIVED)
+    assert (abort.mode, abort.hint) == ("hard", None)
     ends = of(events, K.TOOL_EXEC_END)
     assert sorted(e.call_id for e in ends) == ["call_1", "call_2"] and all(e.is_error for e in ends)
-    assert [(s.tool_name, s.reason) for s in of(events, K.TOOL_EXEC_SKIPPED)] == [("mark", "aborted"), ("wait", "aborted")]
+    assert {e.content for e in ends} == {"Tool 'wait' was cancelled."}
+    assert [(s.tool_name, s.reason, s.detail) for s in of(events, K.TOOL_EXEC_SKIPPED)] == [
+        ("mark", "aborted", "the turn was aborted"), ("wait", "aborted", "the turn was aborted")]
     assert_one_terminal_per_call(events)
     assert loop.session_messages("s") == []
     assert ran == ["a", "b"]

@@ -109,6 +109,34 @@ async def test_resume_after_a_cancel_runs_only_what_is_pending(store: Any) -> No
     assert second.resume("s") is None  # nothing pending any more
 
 
+async def test_a_resumed_turn_cancelled_after_tools_runs_its_first_pending_group(
+        store: Any) -> None:
+    """A group whose results the checkpoint holds is not a group that ran now: a resumed
+    turn told at once to stop after its tools runs the first group still pending, then stops
+    (without a model call)."""
+    tools = Tools()
+    gate = tools.gates.setdefault("a1", asyncio.Event())
+    first, _ = make(store, [calls(("act", "a1"), ("act", "a2"), ("act", "a3"))], tools)
+    sub = first.subscribe()
+    handle = first.start_turn("go", session_id="s")
+    await wait_for(sub, K.TOOL_EXEC_START)
+    first.cancel("s", mode=CancelMode.AFTER_TOOLS)
+    gate.set()
+    assert (await handle).status is TurnStatus.CANCELLED
+    assert tools.names() == ["a1"]
+    await first.aclose()
+
+    second, provider = make(store, [Reply(text="all done")], tools)
+    resumed = second.resume("s")
+    assert resumed is not None
+    second.cancel("s", mode=CancelMode.AFTER_TOOLS)  # before the resumed turn first runs
+    assert (await resumed).status is TurnStatus.CANCELLED
+    assert tools.names() == ["a1", "a2"] and provider.requests == []
+    cp = second.checkpoint("s")
+    assert cp is not None and [c.arguments["name"] for c in cp.pending_calls] == ["a3"]
+    await second.aclose()
+
+
 async def test_steering_and_follow_ups_queued_at_the_cancel_survive_it(store: Any) -> None:
     tools = Tools()
     first, _ = make(store, [], tools)

@@ -116,3 +116,13 @@ async def test_a_call_of_an_unknown_tool_starts_with_its_arguments_and_names_the
     assert (start.tool_name, start.arguments) == ("nope", {"x": 1})
     assert (end.is_error, end.content) == (True, "Unknown tool 'nope'. Available tools: probe.")
     await loop.aclose()
+
+
+async def test_a_call_of_an_unknown_tool_by_an_agent_without_tools_says_there_are_none() -> None:
+    provider = ScriptedProvider([Reply(tool_calls=[("nope", {})]), Reply(text="ok")])
+    loop = AgentLoop(Agent(name="a", provider=provider))
+    sub = loop.subscribe([K.TOOL_EXEC_END])
+    await loop.run_turn("go", session_id="s")
+    (end,) = sub.drain_nowait()
+    assert (end.is_error, end.content) == (True, "Unknown tool 'nope'. Available tools: none.")
+    await loop.aclose()

@@ -58,8 +58,9 @@ class MessageHolder(Protocol):
         """Take the message out of its queue (revoke); False if it is no longer there."""
         ...
 
-    def edited(self, receipt: MessageReceipt) -> None:
-        """The message's text changed: keep what is stored of it in step."""
+    def edited(self) -> None:
+        """A message it holds changed its text (the receipt itself, which its queue holds):
+        keep what is stored of them in step."""
         ...
 
 

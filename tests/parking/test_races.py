@@ -29,7 +29,7 @@ from steerable._core._parking import record_answer
 from steerable.errors import RequestClosedError, RequestError
 from steerable.storage import JSONLSessionStore, SQLiteSessionStore
 from steerable.tools import ToolContext
-from tests.conftest import wait_for
+from tests.conftest import held_tool, wait_for
 
 RAN: list[int] = []
 
@@ -131,6 +131,53 @@ async def test_an_answer_given_as_the_turn_parks_is_used_once(tmp_path: Path) ->
     tools = [m.content for m in loop.session_messages("s") if m.role == "tool"]
     assert tools == ["picked blue"] and loop.pending_requests() == []
     assert loop.checkpoint("s") is None
+    await loop.aclose()
+
+
+async def test_an_answer_while_the_parked_calls_group_still_runs_is_kept_for_the_turn(
+        tmp_path: Path) -> None:
+    """The question parks at once, but the turn writes its checkpoint only once the other
+    call of its group ends: an answer given in between is taken (True, not "unknown"), a
+    second one is refused, and the turn resumes with the first as soon as it has parked."""
+    hold, gate = held_tool()
+    provider = ScriptedProvider([Reply(tool_calls=[("pick", {}), ("hold", {})]),
+                                 Reply(text="done")])
+    loop = AgentLoop(Agent(name="r", provider=provider, tools=[pick, hold]),
+                     store=JSONLSessionStore(tmp_path), park=True)
+    sub = loop.subscribe([EventKind.QUESTION_ASKED])
+    handle = loop.start_turn("go", session_id="s")
+    asked = await wait_for(sub, EventKind.QUESTION_ASKED)
+    assert loop.answer(asked.request_id, "blue") is True
+    with pytest.raises(RequestClosedError,
+                       match=f"^request {asked.request_id} was answered already$"):
+        loop.answer(asked.request_id, "red")
+    gate.set()
+    assert (await handle).status is TurnStatus.WAITING
+    await loop.wait_idle()  # the answer kept while it parked resumes it
+    tools = [m.content for m in loop.session_messages("s") if m.role == "tool"]
+    assert tools == ["picked blue", "held"] and loop.pending_requests() == []
+    assert loop.checkpoint("s") is None
+    await loop.aclose()
+
+
+async def test_an_approval_while_the_parked_calls_group_still_runs_is_kept_for_the_turn(
+        tmp_path: Path) -> None:
+    hold, gate = held_tool()
+    provider = ScriptedProvider([Reply(tool_calls=[("probe", {"n": 3}), ("hold", {})]),
+                                 Reply(text="done")])
+    loop = AgentLoop(Agent(name="r", provider=provider, tools=[probe, hold]),
+                     store=JSONLSessionStore(tmp_path), park=True,
+                     permissions=[("ask", "probe")])
+    loop.register_hook(HumanApprover())
+    sub = loop.subscribe([EventKind.APPROVAL_REQUESTED])
+    handle = loop.start_turn("go", session_id="s")
+    asked = await wait_for(sub, EventKind.APPROVAL_REQUESTED)
+    assert loop.resolve_approval(asked.request_id, True) is True
+    gate.set()
+    assert (await handle).status is TurnStatus.WAITING
+    await loop.wait_idle()  # the approval kept while it parked resumes it: probe runs once
+    tools = [m.content for m in loop.session_messages("s") if m.role == "tool"]
+    assert tools == ["probed 3", "held"] and RAN == [3]
     await loop.aclose()
 
 

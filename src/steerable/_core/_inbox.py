@@ -82,7 +82,7 @@ class Inbox:
         if r is None or holder is None:
             return False
         r.text = text  # the holder's queue holds the receipt itself: it reads the new text
-        holder.edited(r)
+        holder.edited()
         r.detail = "edited"
         self._emit(r)
         return True

@@ -326,8 +326,7 @@ async def _response(engine: Engine, st: TurnState, request: LLMRequest,
 
 
 async def call_model(
-    engine: Engine, st: TurnState, *, may_call: bool, extra: Sequence[Message] = (),
-    answer: bool = True,
+    engine: Engine, st: TurnState, *, may_call: bool, extra: Sequence[Message], answer: bool,
 ) -> LLMResponse:
     """One LLM call, start to finish: returns the reply after ``after_llm`` hooks. ``answer``:
     a reply in the text may be the turn's answer, so an agent's ``output_type`` schema is

@@ -43,7 +43,7 @@ class TurnQueues:
         persist_now(self.engine, self.st)
         return True
 
-    def edited(self, receipt: MessageReceipt) -> None:
+    def edited(self) -> None:
         persist_now(self.engine, self.st)
 
 

@@ -210,8 +210,7 @@ class RequestTable:
                 raise RequestClosedError(f"request {req.request_id} was answered already")
             req.late.append(answer)
             return True
+        # Only here is a future set, as its entry leaves the table: an open one is never done.
         del self._open[req.request_id]
-        if req.future.done():
-            return False
         req.future.set_result(answer)
         return True

@@ -133,8 +133,9 @@ def skip_calls(
 def close_cancelled(engine: Engine, st: TurnState) -> None:
     """A cancelled turn that keeps no checkpoint is saved like an interrupted one: the calls
     of its last response get their results so far, the rest a ``cancelled`` skip."""
-    last = st.transcript.new[-1] if st.transcript.new else None
-    if last is None or last.role != "assistant" or not last.tool_calls:
+    # (never empty: it starts with the turn's input, and compaction keeps the latest exchange)
+    last = st.transcript.new[-1]
+    if last.role != "assistant" or not last.tool_calls:
         return
     for call in last.tool_calls:
         done = st.transcript.batch_results.get(call.id)

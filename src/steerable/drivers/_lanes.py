@@ -188,7 +188,7 @@ class _Lane:
                 return True
         return False
 
-    def edited(self, receipt: MessageReceipt) -> None:
+    def edited(self) -> None:
         self.owner._mirror(self.session_id, self)
 
 

@@ -132,12 +132,14 @@ class Turns:
         engine = self.engine
         try:
             result = await run_turn(engine, st)
-            self.answers.after_turn(st)
         finally:
             engine.turns.pop(st.turn_id, None)
             if engine.active.get(st.session_id) is st:
                 del engine.active[st.session_id]
             self.finished += 1
+        # Once the session runs nothing: an answer that came while the turn parked is applied
+        # as one from outside is (a running session's answers are refused as too late).
+        self.answers.after_turn(st)
         if not self.closed:
             self.summaries.maybe_start(st, result)
         return result
