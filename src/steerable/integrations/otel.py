@@ -13,8 +13,10 @@ skipped tools, compressions and errors are span events. A turn that ends ``abort
 The hook is an observer only (``on_event``): the loop feeds it from a bounded subscription in a
 task of its own, so it never slows a turn, and it costs nothing when not registered. The events
 it needs are collected on the loop's thread and turned into spans in batches (at each turn's
-end, or every few dozen events) on one worker thread of the hook's own, so a slow exporter
-cannot block the loop and the span work costs one thread hop per batch, not per event. Deltas
+end, or every few hundred events) on one worker thread, so a slow exporter cannot block the
+loop and the span work costs one thread hop per batch, not per event. The worker is shared by
+every hook of the process and started at the first batch: a hook made per loop (or per test)
+starts no thread of its own and leaves none behind. Deltas
 and state changes are dropped at once. Spans take their times from the events, so they are
 exact however late they are made.
 No message content is recorded unless ``capture_content=True`` (then: the turn's input, each
@@ -48,6 +50,15 @@ _FAILED = (TurnStatus.ABORTED, TurnStatus.ERROR)
 # is exported when it ends, and it ends in the batch that holds its end event.
 _BATCH = 256
 _BATCH_AGE = 1.0
+_worker: ThreadPoolExecutor | None = None
+"""The one thread that applies every hook's batches, in the order they were handed over."""
+
+
+def _shared_worker() -> ThreadPoolExecutor:
+    global _worker
+    if _worker is None:
+        _worker = ThreadPoolExecutor(1, thread_name_prefix="steerable-otel")
+    return _worker
 
 
 def _ns(seconds: float) -> int:
@@ -57,6 +68,9 @@ def _ns(seconds: float) -> int:
 @dataclass(slots=True)
 class _Turn:
     span: Span
+    context: Any
+    """The context with ``span`` current, made once: every LLM and tool span of the turn goes
+    under it (the SDK reads the parent from a context, ~1.5 us to make one)."""
     llm: Span | None = None
     tools: dict[str, Span] = field(default_factory=dict)
 
@@ -85,7 +99,6 @@ class OpenTelemetryHook:
         self._spawned_by: dict[str, Span] = {}
         """child turn id -> the span the child's turn span goes under."""
         self._pending: list[Event] = []
-        self._worker: ThreadPoolExecutor | None = None
 
     # -- the observer -------------------------------------------------------------------------
 
@@ -97,10 +110,8 @@ class OpenTelemetryHook:
         if (len(pending) >= _BATCH or event.kind is EventKind.TURN_END
                 or event.time - pending[0].time >= _BATCH_AGE):
             batch, self._pending = self._pending, []
-            if self._worker is None:
-                self._worker = ThreadPoolExecutor(1, thread_name_prefix="steerable-otel")
             # One worker: batches are applied in order even if an earlier one was slow.
-            await asyncio.get_running_loop().run_in_executor(self._worker, self._apply, batch)
+            await asyncio.get_running_loop().run_in_executor(_shared_worker(), self._apply, batch)
 
     def _apply(self, batch: list[Event]) -> None:
         for event in batch:
@@ -137,7 +148,7 @@ class OpenTelemetryHook:
         span = self._tracer.start_span(
             f"invoke_agent {e.agent}", context=parent, kind=SpanKind.INTERNAL,
             attributes=attributes, start_time=_ns(e.time))
-        self._turns[e.turn_id] = _Turn(span)
+        self._turns[e.turn_id] = _Turn(span, trace.set_span_in_context(span))
 
     def _parent_of(self, e: Any) -> Any:
         if e.parent_turn_id is None:
@@ -193,7 +204,7 @@ class OpenTelemetryHook:
         if e.tools:
             attributes["steerable.llm.tools"] = list(e.tools)
         turn.llm = self._tracer.start_span(
-            f"chat {model}", context=trace.set_span_in_context(turn.span), kind=SpanKind.CLIENT,
+            f"chat {model}", context=turn.context, kind=SpanKind.CLIENT,
             attributes=attributes, start_time=_ns(e.time))
 
     def _llm_response(self, e: Any) -> None:
@@ -234,7 +245,7 @@ class OpenTelemetryHook:
         if self._content:
             attributes["gen_ai.tool.call.arguments"] = json.dumps(dict(e.arguments), default=str)
         turn.tools[e.call_id] = self._tracer.start_span(
-            f"execute_tool {e.tool_name}", context=trace.set_span_in_context(turn.span),
+            f"execute_tool {e.tool_name}", context=turn.context,
             kind=SpanKind.INTERNAL, attributes=attributes, start_time=_ns(e.time))
 
     def _tool_end(self, e: Any) -> None:
