@@ -12,7 +12,9 @@ OpenTelemetry hook, SDK tracer, in-memory exporter), ``no-checkpoints`` (durable
 server's SSE fan-out, ``EventHub``, fed as ``steerable serve`` feeds it (an observer of the bus), with
 ``STEERABLE_BENCH_SSE_CLIENTS`` clients (or ``sse:N``), default 10, on the turn's session, each read by a task
 as an SSE response does: what the runner gives it, made bytes by sse-starlette; the HTTP write
-itself is in bench/bench_server.py). The run ends once every client has read every event.
+itself is in bench/bench_server.py). The hub and its clients are made once per process (a
+server's viewers stay connected from turn to turn); a run ends once every client has read
+every event.
 """
 
 from __future__ import annotations
@@ -159,6 +161,25 @@ async def _sse_client(hub: Any, client: Any) -> None:
             ensure_bytes(piece, "\r\n")
 
 
+_SSE: tuple[Any, list[Any], list[asyncio.Task[None]]] | None = None
+
+
+async def _sse_hub() -> tuple[Any, list[Any]]:
+    """The server's hub (what `steerable serve` gives it) with its SSE clients on the bench's
+    session, made once per process: a server's viewers stay connected from turn to turn, so
+    neither the hub's making (its redactor reads the environment) nor a client's connecting
+    is part of a turn's cost. Each run's loop is fed to this hub."""
+    global _SSE
+    if _SSE is None:
+        from steerable._secrets import Redactor
+        from steerable.server import EventHub
+
+        hub = EventHub(Redactor())
+        clients = [hub.attach("b", None) for _ in range(SSE_CLIENTS)]
+        _SSE = hub, clients, [asyncio.ensure_future(_sse_client(hub, c)) for c in clients]
+    return _SSE[0], _SSE[1]
+
+
 async def _readers(loop: AgentLoop) -> tuple[Any, list[asyncio.Task[None]], list[Any]]:
     """The consumers of the ``subscriber`` and ``sse`` features: (subscription, tasks, SSE
     clients)."""
@@ -166,16 +187,11 @@ async def _readers(loop: AgentLoop) -> tuple[Any, list[asyncio.Task[None]], list
         sub = loop.subscribe(buffer=1 << 20)
         return sub, [asyncio.ensure_future(_drain_sub(sub))], []
     if FEATURE == "sse":
-        from steerable._secrets import Redactor
-        from steerable.server import EventHub
-
-        hub = EventHub(Redactor())  # what `steerable serve` gives its hub
-        clients = [hub.attach("b", None) for _ in range(SSE_CLIENTS)]
-        readers = [asyncio.ensure_future(_sse_client(hub, c)) for c in clients]
+        hub, clients = await _sse_hub()
         if hasattr(loop, "observe"):  # what the server's runner does: the hub reads inline
-            return loop.observe(hub.publish), readers, clients
+            return loop.observe(hub.publish), [], clients
         sub = loop.subscribe(buffer=1 << 16)  # (a tree from before: a subscription, a pump)
-        return sub, [asyncio.ensure_future(hub.pump(sub)), *readers], clients
+        return sub, [asyncio.ensure_future(hub.pump(sub))], clients
     return None, [], []
 
 

@@ -68,11 +68,12 @@ async def test_sub_turn_events_go_to_the_top_level_session() -> None:
 
 
 # The fan-out as a mechanism: any interleaving of publishes, attaches (live or from a
-# Last-Event-ID), reads and detaches, against a model where each client had its own queue.
+# Last-Event-ID), reads (as items or as the SSE wire) and detaches, against a model where each client had its own queue.
 _OPS = st.lists(st.one_of(
     st.tuples(st.just("publish"), st.integers(1, 40)),
     st.tuples(st.just("attach"), st.one_of(st.none(), st.integers(0, 200)), st.integers(1, 12)),
     st.tuples(st.just("take"), st.integers(0, 7)),
+    st.tuples(st.just("take_sse"), st.integers(0, 7)),  # the wire, made once per range
     st.tuples(st.just("detach"), st.integers(0, 7)),
 ), max_size=60)
 
@@ -106,6 +107,9 @@ def test_every_client_gets_an_ordered_gapless_tail_and_every_loss_is_counted(
             client, got, _ = clients[op[1] % len(clients)]
             if op[0] == "take":
                 got += [s for s, _ in client.take()]
+            elif op[0] == "take_sse":
+                got += [int(line[4:]) for line in client.take_sse().split(b"\r\n")
+                        if line.startswith(b"id: ")]
             else:
                 hub.detach(client)
     for client, got, first in clients:
