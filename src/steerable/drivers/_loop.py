@@ -15,7 +15,7 @@ import asyncio
 import functools
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from steerable._config import Limits, Timeouts
 from steerable._core._agent import Agent, BaseAgent
@@ -42,12 +42,14 @@ from steerable.drivers._checks import (
     check_str,
 )
 from steerable.drivers._controls import Dispatcher, Interceptor, LoopParts
-from steerable.drivers._gateway import InProcessBus, serve_bus
 from steerable.drivers._handle import LoopStatistics, TurnHandle, TurnInfo
 from steerable.drivers._lane_view import EngineView
 from steerable.drivers._lanes import BusyPolicy, Lanes, QueuedTurn
 from steerable.drivers._observers import Observers
 from steerable.drivers._turns import Turns
+
+if TYPE_CHECKING:
+    from steerable.drivers._gateway import InProcessBus
 
 __all__ = ["AgentLoop"]
 
@@ -211,6 +213,9 @@ class AgentLoop:
         ``forward_events`` is False). At most ``max_sessions`` sessions work at once. Returns
         once the bus is closed and every message taken has been answered."""
         self._binding.bind()
+        # Imported by the loops that serve a bus only: the core's import stays smaller.
+        from steerable.drivers._gateway import serve_bus
+
         await serve_bus(self, bus, max_sessions, forward_events)
 
     # -- control ------------------------------------------------------------------------------
