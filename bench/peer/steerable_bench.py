@@ -6,7 +6,8 @@ peers' fakes, so any growth with history or turn length is the loop's.
 
 ``STEERABLE_BENCH_FEATURE`` switches a feature on for the overhead scenarios, to see what it
 costs next to the bare figure: ``subturns`` (every tool call is a sync sub-turn), ``otel`` (the
-OpenTelemetry hook, SDK tracer, in-memory exporter), ``no-checkpoints`` (durable turns off:
+OpenTelemetry hook, SDK tracer, in-memory exporter; ``otel:attach`` fed by the bus with
+``hook.attach(loop)`` instead of registered), ``no-checkpoints`` (durable turns off:
 ``bare``, the default AgentLoop, writes checkpoints to its in-memory store), ``subscriber``
 (one subscription to every event, read by a task: the events are built then), ``sse`` (the
 server's SSE fan-out, ``EventHub``, fed as ``steerable serve`` feeds it (an observer of the bus), with
@@ -49,7 +50,7 @@ from steerable.storage import JSONLSessionStore
 PEER = "steerable"
 FEATURE, _, _CLIENTS = os.environ.get("STEERABLE_BENCH_FEATURE", "bare").partition(":")
 FEATURES = ("bare", "subturns", "otel", "no-checkpoints", "subscriber", "sse")
-SSE_CLIENTS = int(_CLIENTS or os.environ.get("STEERABLE_BENCH_SSE_CLIENTS", "10"))
+SSE_CLIENTS = int((_CLIENTS if FEATURE == "sse" else "") or os.environ.get("STEERABLE_BENCH_SSE_CLIENTS", "10"))
 
 
 @tool(read_only=True)
@@ -119,7 +120,12 @@ def _feature_loop(n: int) -> tuple[AgentLoop, Any]:
 
         provider, exporter = _tracing()
         exporter.clear()
-        loop.register_hook(OpenTelemetryHook(tracer_provider=provider))
+        hook = OpenTelemetryHook(tracer_provider=provider)
+        if _CLIENTS == "attach":  # otel:attach: fed by the bus (hook.attach), not registered
+            hook.attach(loop)
+            exporter.flush = hook.flush  # (_one_run waits for it)
+        else:
+            loop.register_hook(hook)
         return loop, exporter
     if FEATURE not in ("bare", "subscriber", "sse"):
         raise SystemExit(f"STEERABLE_BENCH_FEATURE must be one of {', '.join(FEATURES)}")
@@ -216,6 +222,8 @@ async def _one_run(n: int) -> None:
             task.cancel()
     if exporter is not None:  # every span exported: the hook's work is inside the timing
         await loop.aclose(grace=30)
+        if getattr(exporter, "flush", None) is not None:
+            await exporter.flush()
 
 
 async def s_overhead() -> dict[str, Any]:

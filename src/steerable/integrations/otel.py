@@ -10,8 +10,12 @@ then the child's ``TURN_START`` with ``parent_turn_id``). Interrupts, steering, 
 skipped tools, compressions and errors are span events. A turn that ends ``aborted`` or
 ``error`` gets an error status, and so does every span of it still open (a cancelled LLM call).
 
-The hook is an observer only (``on_event``): the loop feeds it from a bounded subscription in a
-task of its own, so it never slows a turn, and it costs nothing when not registered. The events
+The hook is an observer only. Registered (``register_hook``), it is an ``on_event`` observer:
+the loop feeds it from a bounded subscription in a task of its own, so it never slows a turn,
+and it costs nothing when not registered. Attached (``hook.attach(loop)``), it reads the loop's
+bus directly (``AgentLoop.observe``): each event is appended to the pending batch as it is
+emitted, with no subscription, task or hook call per event (~10 us an iteration less); the
+same spans come out. ``await hook.flush()`` then waits for what was handed over. The events
 it needs are collected on the loop's thread and turned into spans in batches (at each turn's
 end, or every few hundred events) on one worker thread, so a slow exporter cannot block the
 loop and the span work costs one thread hop per batch, not per event. The worker is shared by
@@ -27,9 +31,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 try:
     from opentelemetry import trace
@@ -40,6 +44,9 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
     ) from exc
 
 from steerable import Event, EventKind, TurnStatus, __version__
+
+if TYPE_CHECKING:
+    from steerable import AgentLoop
 
 __all__ = ["OpenTelemetryHook"]
 
@@ -99,6 +106,8 @@ class OpenTelemetryHook:
         self._spawned_by: dict[str, Span] = {}
         """child turn id -> the span the child's turn span goes under."""
         self._pending: list[Event] = []
+        self._handed: Future[None] | None = None
+        """The last batch handed to the worker by ``attach``'s observer."""
 
     # -- the observer -------------------------------------------------------------------------
 
@@ -112,6 +121,34 @@ class OpenTelemetryHook:
             batch, self._pending = self._pending, []
             # One worker: batches are applied in order even if an earlier one was slow.
             await asyncio.get_running_loop().run_in_executor(_shared_worker(), self._apply, batch)
+
+    def attach(self, loop: AgentLoop) -> None:
+        """Read ``loop``'s events as they are emitted (see the module docstring) instead of
+        being registered as a hook. A failure of the span work detaches it (the next event
+        raises it into the bus, which keeps it in the observer's ``error``), and ``flush``
+        raises it."""
+        loop.observe(self._collect, self.event_kinds)
+
+    def _collect(self, event: Event) -> None:
+        pending = self._pending
+        pending.append(event)
+        if (len(pending) >= _BATCH or event.kind is EventKind.TURN_END
+                or event.time - pending[0].time >= _BATCH_AGE):
+            handed = self._handed
+            error = handed.exception() if handed is not None and handed.done() else None
+            if error is not None:
+                raise error
+            batch, self._pending = self._pending, []
+            self._handed = _shared_worker().submit(self._apply, batch)
+
+    async def flush(self) -> None:
+        """Hand over the events still pending and wait until every batch handed over has been
+        turned into spans (``attach``); raises what the span work raised."""
+        if self._pending:
+            batch, self._pending = self._pending, []
+            self._handed = _shared_worker().submit(self._apply, batch)
+        if self._handed is not None:  # one worker: the last batch ends after every earlier one
+            await asyncio.wrap_future(self._handed)
 
     def _apply(self, batch: list[Event]) -> None:
         for event in batch:
