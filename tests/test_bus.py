@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from steerable import EventKind, Reply, TurnStatus, event_to_dict
+from steerable import Event, EventKind, Reply, TurnStatus, event_to_dict
 from steerable._events import EVENT_CLASSES
 from tests.conftest import make_loop, of
 
@@ -149,4 +149,43 @@ async def test_a_second_reader_of_one_subscription_is_refused() -> None:
     await loop.run_turn("go", session_id="s")
     assert (await asyncio.wait_for(first, 5)).kind is K.TURN_END  # the first reader still works
     sub.close()
+    await loop.aclose()
+
+
+async def test_an_observer_sees_every_event_of_its_kinds_in_order_as_emitted() -> None:
+    from steerable import Agent, AgentLoop, Reply, ScriptedProvider
+
+    loop = AgentLoop(Agent(name="t", provider=ScriptedProvider([Reply(text="a b")] * 2)))
+    sub = loop.subscribe(buffer=10_000)
+    seen: list[int] = []
+    ends: list[int] = []
+    observer = loop.observe(lambda e: seen.append(e.seq))
+    loop.observe(lambda e: ends.append(e.seq), kinds=EventKind.TURN_END)
+    await loop.run_turn("go", "s")
+    assert seen and seen == [e.seq for e in sub.drain_nowait()]
+    assert len(ends) == 1 and ends[0] == seen[-1]
+    assert loop.statistics().subscribers == 3
+    observer.close()
+    observer.close()  # idempotent
+    await loop.run_turn("go", "s")
+    assert len(ends) == 2 and seen[-1] < ends[-1]  # the closed one heard nothing more
+    await loop.aclose()
+
+
+async def test_an_observer_that_raises_is_detached_and_the_turn_goes_on() -> None:
+    from steerable import Agent, AgentLoop, Reply, ScriptedProvider
+
+    loop = AgentLoop(Agent(name="t", provider=ScriptedProvider([Reply(text="a")] * 2)))
+    calls: list[EventKind] = []
+
+    def broken(event: Event) -> None:
+        calls.append(event.kind)
+        raise ValueError("observer bug")
+
+    observer = loop.observe(broken)
+    result = await loop.run_turn("go", "s")
+    assert result.status.value == "completed" and len(calls) == 1
+    assert observer.closed and isinstance(observer.error, ValueError)
+    await loop.run_turn("go", "s")
+    assert len(calls) == 1
     await loop.aclose()

@@ -107,6 +107,10 @@ def _runtimes(args: argparse.Namespace) -> dict[str, tuple[list[str], dict[str, 
     for feature in filter(None, args.features.split(",")):
         out[f"steerable+{feature}"] = ([sys.executable, str(HERE / "steerable_bench.py")],
                                        {"STEERABLE_BENCH_FEATURE": feature})
+        if args.baseline_src:  # each feature on the older tree too, with the same bench code
+            out[f"steerable-before+{feature}"] = (
+                [sys.executable, str(HERE / "steerable_bench.py")],
+                {"STEERABLE_BENCH_FEATURE": feature, "PYTHONPATH": args.baseline_src})
     if args.peers:
         venvs = Path(args.peervenv).expanduser()
         for name, venv, script, extra in (

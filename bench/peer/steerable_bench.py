@@ -6,13 +6,16 @@ peers' fakes, so any growth with history or turn length is the loop's.
 
 ``STEERABLE_BENCH_FEATURE`` switches a feature on for the overhead scenarios, to see what it
 costs next to the bare figure: ``subturns`` (every tool call is a sync sub-turn), ``otel`` (the
-OpenTelemetry hook, SDK tracer, in-memory exporter), ``no-checkpoints`` (durable turns off:
+OpenTelemetry hook, SDK tracer, in-memory exporter; ``otel:attach`` fed by the bus with
+``hook.attach(loop)`` instead of registered), ``no-checkpoints`` (durable turns off:
 ``bare``, the default AgentLoop, writes checkpoints to its in-memory store), ``subscriber``
 (one subscription to every event, read by a task: the events are built then), ``sse`` (the
-server's SSE fan-out, ``EventHub``, fed by a subscription as ``steerable serve`` does, with
+server's SSE fan-out, ``EventHub``, fed as ``steerable serve`` feeds it (an observer of the bus), with
 ``STEERABLE_BENCH_SSE_CLIENTS`` clients (or ``sse:N``), default 10, on the turn's session, each read by a task
 as an SSE response does: what the runner gives it, made bytes by sse-starlette; the HTTP write
-itself is in bench/bench_server.py). The run ends once every client has read every event.
+itself is in bench/bench_server.py). The hub and its clients are made once per process (a
+server's viewers stay connected from turn to turn); a run ends once every client has read
+every event.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from steerable.storage import JSONLSessionStore
 PEER = "steerable"
 FEATURE, _, _CLIENTS = os.environ.get("STEERABLE_BENCH_FEATURE", "bare").partition(":")
 FEATURES = ("bare", "subturns", "otel", "no-checkpoints", "subscriber", "sse")
-SSE_CLIENTS = int(_CLIENTS or os.environ.get("STEERABLE_BENCH_SSE_CLIENTS", "10"))
+SSE_CLIENTS = int((_CLIENTS if FEATURE == "sse" else "") or os.environ.get("STEERABLE_BENCH_SSE_CLIENTS", "10"))
 
 
 @tool(read_only=True)
@@ -113,20 +116,40 @@ def _feature_loop(n: int) -> tuple[AgentLoop, Any]:
         return AgentLoop(agent, checkpoints=False), None
     loop = AgentLoop(agent)
     if FEATURE == "otel":
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
         from steerable.integrations.otel import OpenTelemetryHook
 
-        exporter = InMemorySpanExporter()
-        provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
-        loop.register_hook(OpenTelemetryHook(tracer_provider=provider))
+        provider, exporter = _tracing()
+        exporter.clear()
+        hook = OpenTelemetryHook(tracer_provider=provider)
+        if _CLIENTS == "attach" and hasattr(hook, "attach"):  # fed by the bus, not registered
+            hook.attach(loop)
+            exporter.flush = hook.flush  # (_one_run waits for it)
+        else:
+            loop.register_hook(hook)
         return loop, exporter
     if FEATURE not in ("bare", "subscriber", "sse"):
         raise SystemExit(f"STEERABLE_BENCH_FEATURE must be one of {', '.join(FEATURES)}")
     return loop, None
+
+
+_TRACING: tuple[Any, Any] | None = None
+
+
+def _tracing() -> tuple[Any, Any]:
+    """The SDK's tracer provider and its in-memory exporter, made once per process as an
+    application does at start-up (making a provider detects its resource: ~5 ms, which is
+    not the hook's cost); each run starts with the exporter emptied."""
+    global _TRACING
+    if _TRACING is None:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        _TRACING = provider, exporter
+    return _TRACING
 
 
 async def _sse_client(hub: Any, client: Any) -> None:
@@ -144,6 +167,25 @@ async def _sse_client(hub: Any, client: Any) -> None:
             ensure_bytes(piece, "\r\n")
 
 
+_SSE: tuple[Any, list[Any], list[asyncio.Task[None]]] | None = None
+
+
+async def _sse_hub() -> tuple[Any, list[Any]]:
+    """The server's hub (what `steerable serve` gives it) with its SSE clients on the bench's
+    session, made once per process: a server's viewers stay connected from turn to turn, so
+    neither the hub's making (its redactor reads the environment) nor a client's connecting
+    is part of a turn's cost. Each run's loop is fed to this hub."""
+    global _SSE
+    if _SSE is None:
+        from steerable._secrets import Redactor
+        from steerable.server import EventHub
+
+        hub = EventHub(Redactor())
+        clients = [hub.attach("b", None) for _ in range(SSE_CLIENTS)]
+        _SSE = hub, clients, [asyncio.ensure_future(_sse_client(hub, c)) for c in clients]
+    return _SSE[0], _SSE[1]
+
+
 async def _readers(loop: AgentLoop) -> tuple[Any, list[asyncio.Task[None]], list[Any]]:
     """The consumers of the ``subscriber`` and ``sse`` features: (subscription, tasks, SSE
     clients)."""
@@ -151,14 +193,11 @@ async def _readers(loop: AgentLoop) -> tuple[Any, list[asyncio.Task[None]], list
         sub = loop.subscribe(buffer=1 << 20)
         return sub, [asyncio.ensure_future(_drain_sub(sub))], []
     if FEATURE == "sse":
-        from steerable._secrets import Redactor
-        from steerable.server import EventHub
-
-        hub = EventHub(Redactor())  # what `steerable serve` gives its hub
-        sub = loop.subscribe(buffer=1 << 16)  # what the server's runner subscribes with
-        clients = [hub.attach("b", None) for _ in range(SSE_CLIENTS)]
-        return sub, [asyncio.ensure_future(hub.pump(sub)),
-                     *(asyncio.ensure_future(_sse_client(hub, c)) for c in clients)], clients
+        hub, clients = await _sse_hub()
+        if hasattr(loop, "observe"):  # what the server's runner does: the hub reads inline
+            return loop.observe(hub.publish), [], clients
+        sub = loop.subscribe(buffer=1 << 16)  # (a tree from before: a subscription, a pump)
+        return sub, [asyncio.ensure_future(hub.pump(sub))], clients
     return None, [], []
 
 
@@ -173,7 +212,7 @@ async def _one_run(n: int) -> None:
     res = await loop.run_turn("go", session_id="b")
     assert res.status == TurnStatus.COMPLETED and res.text == "done", (res.status, res.text)
     if sub is not None:  # every event read (and fanned out) is inside the timing
-        while len(sub):
+        while getattr(sub, "__len__", None) and len(sub):
             await asyncio.sleep(0)
         await asyncio.sleep(0)
         while any(c.position < c.channel.count for c in clients):
@@ -183,6 +222,8 @@ async def _one_run(n: int) -> None:
             task.cancel()
     if exporter is not None:  # every span exported: the hook's work is inside the timing
         await loop.aclose(grace=30)
+        if getattr(exporter, "flush", None) is not None:
+            await exporter.flush()
 
 
 async def s_overhead() -> dict[str, Any]:

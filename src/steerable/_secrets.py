@@ -47,8 +47,9 @@ SECRET_NAME_PATTERNS: tuple[str, ...] = (
 ``*_API_KEY``, cloud and forge tokens (``AWS_SECRET_ACCESS_KEY``, ``GITHUB_TOKEN``,
 ``GH_TOKEN``, ``GITLAB_TOKEN``, ``NPM_TOKEN``, ``HF_TOKEN``...), passwords, connection strings."""
 
-# Shapes of well-known credentials, so a secret under an innocent name is still caught.
-_VALUE_SHAPES = re.compile(
+# Shapes of well-known credentials, so a secret under an innocent name is still caught. Kept as
+# text, compiled when first used (``re`` keeps it): compiling it costs ~1 ms of the import.
+_VALUE_SHAPES = (
     r"sk-[A-Za-z0-9_-]{16,}"                       # OpenAI, Anthropic (sk-ant-...)
     r"|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"  # GitHub
     r"|glpat-[A-Za-z0-9_-]{16,}"                   # GitLab
@@ -129,7 +130,7 @@ def json_forms(values: Iterable[str]) -> set[str]:
 
 def looks_secret(value: str) -> bool:
     """Whether ``value`` has the shape of a well-known credential."""
-    return _VALUE_SHAPES.search(value) is not None
+    return re.search(_VALUE_SHAPES, value) is not None
 
 
 class Redactor:
@@ -159,7 +160,7 @@ class Redactor:
         ordered = sorted(values, key=len, reverse=True)  # longest first: no partial blanking
         self.values: tuple[str, ...] = tuple(ordered)
         """The secret values it knows (shapes aside), longest first."""
-        alternatives = [*map(re.escape, ordered), _VALUE_SHAPES.pattern]
+        alternatives = [*map(re.escape, ordered), _VALUE_SHAPES]
         self._pattern = re.compile("|".join(alternatives))
         self._short: dict[str, str] = {}
         """Answers for short strings (field names, kinds, ids come again and again)."""

@@ -320,3 +320,49 @@ async def test_an_aborted_parent_closes_its_childrens_spans_with_errors() -> Non
         (span,) = _by_name(spans)[name]
         assert span.status.status_code is StatusCode.ERROR, name
     assert hook.open_spans() == 0
+
+
+def _shape(spans: Sequence[ReadableSpan]) -> list[tuple[Any, ...]]:
+    """Spans as what they say, without their ids and times."""
+    names = {s.context.span_id: s.name for s in spans}
+    return sorted((s.name, s.kind.name, s.status.status_code.name,
+                   names.get(s.parent.span_id) if s.parent else None,
+                   sorted((k, str(v)) for k, v in (s.attributes or {}).items()
+                          if k not in ("gen_ai.tool.call.id", "steerable.turn.id")),
+                   [e.name for e in s.events]) for s in spans)
+
+
+async def test_attached_to_the_bus_it_makes_the_spans_it_makes_registered() -> None:
+    script = [Reply(text="looking", tool_calls=[("look", {"path": "a"}), ("broken", {})],
+                    usage=Usage(10, 3)), Reply(text="saw it", usage=Usage(20, 4))]
+    registered, hook = _setup(provider_name="scripted")
+    await _turn(list(script), hook)
+    attached, hook = _setup(provider_name="scripted")
+    loop = AgentLoop(Agent(name="helper", model="m1", provider=ScriptedProvider(list(script)),
+                           tools=[look, broken]))
+    hook.attach(loop)
+    result = await loop.run_turn("please look", session_id="s1")
+    await hook.flush()
+    await loop.aclose()
+    assert result.text == "saw it"
+    assert _shape(attached.get_finished_spans()) == _shape(registered.get_finished_spans())
+    assert len(attached.get_finished_spans()) == 5 and hook.open_spans() == 0
+
+
+async def test_attached_span_work_that_fails_detaches_it_and_flush_raises() -> None:
+    class Failing(OpenTelemetryHook):
+        def handle(self, event: Any) -> None:
+            raise RuntimeError("tracer bug")
+
+    loop = AgentLoop(Agent(name="helper", model="m1", provider=ScriptedProvider(
+        [Reply(text="one"), Reply(text="two"), Reply(text="three")])))
+    hook = Failing(tracer_provider=TracerProvider())
+    hook.attach(loop)
+    assert (await loop.run_turn("a", session_id="s1")).text == "one"
+    with pytest.raises(RuntimeError, match="tracer bug"):
+        await hook.flush()
+    # The next batch boundary finds the failure: the observer is detached, turns go on.
+    assert (await loop.run_turn("b", session_id="s1")).text == "two"
+    assert (await loop.run_turn("c", session_id="s1")).text == "three"
+    assert loop.statistics().subscribers == 0
+    await loop.aclose()

@@ -68,11 +68,12 @@ async def test_sub_turn_events_go_to_the_top_level_session() -> None:
 
 
 # The fan-out as a mechanism: any interleaving of publishes, attaches (live or from a
-# Last-Event-ID), reads and detaches, against a model where each client had its own queue.
+# Last-Event-ID), reads (as items or as the SSE wire) and detaches, against a model where each client had its own queue.
 _OPS = st.lists(st.one_of(
     st.tuples(st.just("publish"), st.integers(1, 40)),
     st.tuples(st.just("attach"), st.one_of(st.none(), st.integers(0, 200)), st.integers(1, 12)),
     st.tuples(st.just("take"), st.integers(0, 7)),
+    st.tuples(st.just("take_sse"), st.integers(0, 7)),  # the wire, made once per range
     st.tuples(st.just("detach"), st.integers(0, 7)),
 ), max_size=60)
 
@@ -106,6 +107,9 @@ def test_every_client_gets_an_ordered_gapless_tail_and_every_loss_is_counted(
             client, got, _ = clients[op[1] % len(clients)]
             if op[0] == "take":
                 got += [s for s, _ in client.take()]
+            elif op[0] == "take_sse":
+                got += [int(line[4:]) for line in client.take_sse().split(b"\r\n")
+                        if line.startswith(b"id: ")]
             else:
                 hub.detach(client)
     for client, got, first in clients:
@@ -185,3 +189,56 @@ async def test_a_burst_waits_for_the_flush_and_a_turn_end_wakes_at_once() -> Non
                         status=TurnStatus.COMPLETED, text="", iterations=1))
     assert ids(await asyncio.wait_for(reader, 5)) == [b"id: 2", b"id: 3"]
     await frames.aclose()
+
+
+async def test_the_runner_feeds_its_hub_as_an_observer_and_every_client_gets_every_event_in_order(
+) -> None:
+    from steerable.server._runner import LocalRunner
+
+    replies = [Reply(text="one two three"), Reply(text="four five"), Reply(text="six")]
+    loop = AgentLoop(Agent(name="t", provider=ScriptedProvider(replies)))
+    runner = LocalRunner(loop)
+    await runner.start()
+    everything = loop.subscribe(buffer=100_000)  # what a subscription sees, to compare
+    clients = [runner.hub.attach("s", None) for _ in range(5)]
+    got: list[list[int]] = [[] for _ in clients]
+
+    async def read(i: int) -> None:
+        async for seq, _ in runner.hub.stream(clients[i]):
+            got[i].append(seq)
+
+    readers = [asyncio.ensure_future(read(i)) for i in range(len(clients))]
+    for _ in replies:
+        await loop.run_turn("go", "s")
+    # No task reads a subscription for the hub: its state is current as each event is emitted.
+    expected = [e.seq for e in everything.drain_nowait() if e.session_id == "s"]
+    assert runner.hub.cursor("s") == expected[-1]
+    for _ in range(1000):
+        if all(len(g) == len(expected) for g in got):
+            break
+        await asyncio.sleep(0.001)
+    for reader in readers:
+        reader.cancel()
+    assert expected and all(g == expected for g in got)  # every event, in order, no gap
+    await runner.aclose()
+
+
+async def test_a_failing_hub_is_detached_without_breaking_the_turn_and_raised_at_close() -> None:
+    from steerable.server._runner import LocalRunner
+
+    loop = AgentLoop(Agent(name="t", provider=ScriptedProvider([Reply(text="a")])))
+    runner = LocalRunner(loop)
+
+    def broken(text: str) -> str:
+        raise RuntimeError("redaction bug")
+
+    runner.hub = EventHub(broken)
+    await runner.start()
+    result = await loop.run_turn("go", "s")
+    assert result.status.value == "completed"
+    try:
+        await runner.aclose()
+    except RuntimeError as exc:
+        assert "redaction bug" in str(exc)
+    else:
+        raise AssertionError("the hub's failure was not reported")

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from steerable._config import SummaryPolicy
-from steerable._core._output import OutputSpec
-from steerable._core._subturn_tools import DelegateTool
 from steerable._messages import Message
 from steerable.errors import ConfigurationError
 from steerable.providers._base import Provider, ToolSpec
 from steerable.tools._base import Tool
+
+if TYPE_CHECKING:
+    from steerable._core._output import OutputSpec
 
 __all__ = ["Agent", "BaseAgent", "check_children"]
 
@@ -108,6 +109,9 @@ def _add_delegates(by_name: dict[str, Tool], children: tuple[BaseAgent, ...]) ->
             raise ConfigurationError(
                 f"a tool is named {builtin!r}, the name of a built-in tool of agents "
                 "with subagents; rename it")
+        # Imported by the agents that have subagents only: the core's import stays smaller.
+        from steerable._core._subturn_tools import DelegateTool
+
         by_name[builtin] = DelegateTool(children, is_async=builtin == "spawn")
 
 
@@ -168,8 +172,11 @@ class Agent(BaseAgent):
         self.tool_specs: tuple[ToolSpec, ...] = tuple(_spec(t) for t in self.tools)
         self.tool_names: frozenset[str] = frozenset(by_name)
         """The names of ``tool_specs``: what a call is offered unless a hook changed it."""
-        self.output: OutputSpec | None = (
-            None if output_type is None else OutputSpec(output_type, output_retries))
+        self.output: OutputSpec | None = None
+        if output_type is not None:  # (structured output: imported when an agent asks for it)
+            from steerable._core._output import OutputSpec
+
+            self.output = OutputSpec(output_type, output_retries)
         self._head: tuple[Message, ...] = ()
 
     def system_head(self) -> tuple[Message, ...]:

@@ -5,6 +5,13 @@ returns; it never awaits. A full buffer drops the event and counts the drop per 
 subscription and loop-wide, so a subscriber that never reads costs memory bounded by its buffer
 and nothing else. Subscribers are indexed by kind, so a filtered subscription costs nothing for
 the kinds it does not want.
+
+An ``Observer`` is the other kind of reader: a function ``emit`` calls with the event, for
+readers of the library's own whose work per event is a few microseconds and never waits (the
+server's SSE hub). It costs a call per event where a subscription costs a buffer, a task and a
+wake-up per loop cycle; it sees every event in ``seq`` order, as it is emitted, and none is
+ever dropped. An observer that raises is detached at once (the error kept on it), so a bug in
+one cannot break a turn. Anything that may be slow or may wait reads a subscription.
 """
 
 from __future__ import annotations
@@ -12,12 +19,12 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 
 from steerable._events import Event, EventKind
 
-__all__ = ["EventBus", "Subscription"]
+__all__ = ["EventBus", "Observer", "Subscription"]
 
 
 class Subscription:
@@ -123,13 +130,59 @@ class Subscription:
         return f"<Subscription kinds={kinds} buffered={len(self._buffer)} closed={self._closed}>"
 
 
+class Observer:
+    """A function called with each event of the kinds it wants, inside ``emit`` (see the module
+    docstring). ``close()`` detaches it; so does an exception it raises (kept in ``error``)."""
+
+    __slots__ = ("_bus", "_closed", "_fn", "_kinds", "error")
+
+    def __init__(self, bus: EventBus, kinds: frozenset[EventKind] | None,
+                 fn: Callable[[Event], object]) -> None:
+        self._bus = bus
+        self._kinds = kinds
+        self._fn = fn
+        self._closed = False
+        self.error: Exception | None = None
+
+    @property
+    def kinds(self) -> frozenset[EventKind] | None:
+        return self._kinds
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _offer(self, event: Event) -> None:
+        try:
+            self._fn(event)
+        except Exception as exc:  # detached, not raised: emit runs inside a turn's own code
+            self.error = exc
+            self._close_here()
+
+    def close(self) -> None:
+        """Stop being called. Idempotent; from another thread it takes effect on the loop's."""
+        loop = self._bus._loop
+        if loop is not None and not loop.is_closed() and self._bus._loop_thread != threading.get_ident():
+            loop.call_soon_threadsafe(self._close_here)
+        else:
+            self._close_here()
+
+    def _close_here(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._bus._remove(self)
+
+
+_Reader = Subscription | Observer
+
+
 class EventBus:
     """Owns the sequence counter and the subscriptions of one loop."""
 
     def __init__(self) -> None:
         self._seq = 0
-        self._subs: list[Subscription] = []
-        self._by_kind: dict[EventKind, tuple[Subscription, ...]] = dict.fromkeys(EventKind, ())
+        self._subs: list[_Reader] = []
+        self._by_kind: dict[EventKind, tuple[_Reader, ...]] = dict.fromkeys(EventKind, ())
         self._dropped: dict[EventKind, int] = {}
         self.emitted = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -150,7 +203,7 @@ class EventBus:
         return self._seq
 
     def listens(self, kind: EventKind) -> bool:
-        """Whether any subscription wants events of ``kind``."""
+        """Whether any subscription or observer wants events of ``kind``."""
         return bool(self._by_kind[kind])
 
     def emit(self, event: Event) -> None:
@@ -161,20 +214,20 @@ class EventBus:
     def subscribe(self, kinds: Iterable[EventKind] | None = None, buffer: int = 256) -> Subscription:
         if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1:
             raise ValueError(f"subscription buffer must be an int >= 1, got {buffer!r}")
-        wanted: frozenset[EventKind] | None = None
-        if kinds is not None:
-            # A lone kind is a common slip; accept it.
-            listed: Iterable[EventKind | str] = [kinds] if isinstance(kinds, EventKind | str) else kinds
-            try:
-                wanted = frozenset(EventKind(k) for k in listed)
-            except ValueError as exc:
-                raise ValueError(f"unknown event kind in subscribe(kinds=...): {exc}") from None
-        sub = Subscription(self, wanted, buffer)
+        sub = Subscription(self, _kinds(kinds, "subscribe"), buffer)
         self._subs.append(sub)
         self._reindex()
         return sub
 
-    def _remove(self, sub: Subscription) -> None:
+    def observe(self, fn: Callable[[Event], object],
+                kinds: Iterable[EventKind] | None = None) -> Observer:
+        """Call ``fn`` with every event (or those of ``kinds``) inside ``emit``: see ``Observer``."""
+        observer = Observer(self, _kinds(kinds, "observe"), fn)
+        self._subs.append(observer)
+        self._reindex()
+        return observer
+
+    def _remove(self, sub: _Reader) -> None:
         if sub in self._subs:
             self._subs.remove(sub)
             self._reindex()
@@ -194,8 +247,20 @@ class EventBus:
 
     @property
     def subscriber_count(self) -> int:
+        """Subscriptions and observers."""
         return len(self._subs)
 
     def close(self) -> None:
         for sub in list(self._subs):
             sub._close_here()
+
+
+def _kinds(kinds: Iterable[EventKind] | None, method: str) -> frozenset[EventKind] | None:
+    if kinds is None:
+        return None
+    # A lone kind is a common slip; accept it.
+    listed: Iterable[EventKind | str] = [kinds] if isinstance(kinds, EventKind | str) else kinds
+    try:
+        return frozenset(EventKind(k) for k in listed)
+    except ValueError as exc:
+        raise ValueError(f"unknown event kind in {method}(kinds=...): {exc}") from None

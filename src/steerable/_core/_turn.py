@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import Any
 
-from steerable._core._answer import accept_answer
 from steerable._core._budget import check_budget, turn_usage
 from steerable._core._cancel import CancelMode, SafePoint
 from steerable._core._composite import CompositeAgent, run_composite
@@ -24,7 +24,6 @@ from steerable._core._durable import (
     write_checkpoint,
 )
 from steerable._core._engine import Engine
-from steerable._core._interrupt_text import fallback_summary, is_echo
 from steerable._core._model_call import call_model
 from steerable._core._parking import ParkStop, parked_requests
 from steerable._core._queues import deliver, drain_steering, settle
@@ -129,8 +128,8 @@ async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) ->
                                     answer=not graceful)
         ctl.final_call = False
         text = response.text
-        if graceful and is_echo(text, ctl.hint or DEFAULT_INTERRUPT_HINT):
-            text = fallback_summary(tr.tools_run)
+        if graceful:
+            text = _not_an_echo(text, ctl.hint or DEFAULT_INTERRUPT_HINT, tr.tools_run)
         if ctl.reply_cut:  # stopped mid-reply: what was written stands as the answer
             tr.new.append(Message("assistant", f"{text.rstrip()} […interrupted]"))
             return TurnStatus.INTERRUPTED
@@ -142,7 +141,7 @@ async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) ->
         if last:
             skip_calls(engine, st, response.tool_calls, "max_iterations")
             if st.model_agent.output is not None:
-                accept_answer(st, text, can_retry=False)
+                _accept_answer(st, text, can_retry=False)
             return TurnStatus.MAX_ITERATIONS if tr.last_had_tools else TurnStatus.COMPLETED
         tr.last_had_tools = bool(response.tool_calls)
         if response.tool_calls:
@@ -150,10 +149,26 @@ async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) ->
             await safe_point(engine, st, SafePoint.AFTER_MODEL, "tools", write=True)
             await execute_tools(engine, st, response.tool_calls)
         elif not st.inbound.steering and ctl.interrupt is Interrupt.NONE and (
-                st.model_agent.output is None or accept_answer(st, text, can_retry=True)):
+                st.model_agent.output is None or _accept_answer(st, text, can_retry=True)):
             return TurnStatus.COMPLETED
         # steering pending after a final answer, an interrupt, or an answer that did not
         # fit the output type (asked again): iterate again
+
+
+# Imported when first needed (a graceful interrupt's summary, an agent with an output type):
+# most turns use neither, and the core's import is smaller without them.
+
+
+def _not_an_echo(text: str, hint: str, tools_run: Sequence[str]) -> str:
+    from steerable._core._interrupt_text import fallback_summary, is_echo
+
+    return fallback_summary(tools_run) if is_echo(text, hint) else text
+
+
+def _accept_answer(st: TurnState, text: str, *, can_retry: bool) -> bool:
+    from steerable._core._answer import accept_answer
+
+    return accept_answer(st, text, can_retry=can_retry)
 
 
 def _final_text(st: TurnState) -> str:

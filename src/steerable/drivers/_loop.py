@@ -15,11 +15,11 @@ import asyncio
 import functools
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from steerable._config import Limits, Timeouts
 from steerable._core._agent import Agent, BaseAgent
-from steerable._core._bus import Subscription
+from steerable._core._bus import Observer, Subscription
 from steerable._core._cancel import CancelHandle, CancelMode
 from steerable._core._checkpoint import Checkpoint
 from steerable._core._engine import Engine
@@ -27,7 +27,7 @@ from steerable._core._permissions import Permissions
 from steerable._core._requests import PendingRequest
 from steerable._core._session import InMemorySessionStore, SessionStore
 from steerable._core._turn import TurnResult, run_turn
-from steerable._events import EventKind
+from steerable._events import Event, EventKind
 from steerable._messages import Message
 from steerable._parts import Part
 from steerable._receipts import MessageInfo, MessageReceipt
@@ -42,12 +42,14 @@ from steerable.drivers._checks import (
     check_str,
 )
 from steerable.drivers._controls import Dispatcher, Interceptor, LoopParts
-from steerable.drivers._gateway import InProcessBus, serve_bus
 from steerable.drivers._handle import LoopStatistics, TurnHandle, TurnInfo
 from steerable.drivers._lane_view import EngineView
 from steerable.drivers._lanes import BusyPolicy, Lanes, QueuedTurn
 from steerable.drivers._observers import Observers
 from steerable.drivers._turns import Turns
+
+if TYPE_CHECKING:
+    from steerable.drivers._gateway import InProcessBus
 
 __all__ = ["AgentLoop"]
 
@@ -114,6 +116,15 @@ class AgentLoop:
     def subscribe(self, kinds: Iterable[EventKind] | None = None, buffer: int = 256) -> Subscription:
         """Receive events (all, or only ``kinds``) in a bounded buffer; see ``Subscription``."""
         return self._binding.call(self._engine.bus.subscribe, kinds, buffer)
+
+    def observe(self, fn: Callable[[Event], object],
+                kinds: Iterable[EventKind] | None = None) -> Observer:
+        """Call ``fn`` with each event (all, or only ``kinds``) as it is emitted, on the loop's
+        thread, in order, none dropped. For readers whose work per event is a few microseconds
+        and never waits (the server's SSE hub): ``fn`` runs inside the turn that emits, so
+        anything slower reads a ``subscribe``. A ``fn`` that raises is detached (the error in
+        ``Observer.error``). ``Observer.close()`` detaches it."""
+        return self._binding.call(self._engine.bus.observe, fn, kinds)
 
     def register_hook(self, hook: Any, priority: int = 0, timeout: float | None = None) -> Callable[[], bool]:
         """Register ``hook``; higher priority runs first. Returns a function that unregisters it.
@@ -202,6 +213,9 @@ class AgentLoop:
         ``forward_events`` is False). At most ``max_sessions`` sessions work at once. Returns
         once the bus is closed and every message taken has been answered."""
         self._binding.bind()
+        # Imported by the loops that serve a bus only: the core's import stays smaller.
+        from steerable.drivers._gateway import serve_bus
+
         await serve_bus(self, bus, max_sessions, forward_events)
 
     # -- control ------------------------------------------------------------------------------

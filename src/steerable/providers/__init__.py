@@ -1,4 +1,13 @@
-"""LLM providers behind one narrow seam (see ``steerable.providers._base``)."""
+"""LLM providers behind one narrow seam (see ``steerable.providers._base``).
+
+``FallbackProvider`` and the provider selection (``select_provider``...) are loaded on first
+use: a loop with a provider of its own needs neither, and every turn imports this package.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from steerable.providers._base import (
     Chunk,
@@ -13,14 +22,7 @@ from steerable.providers._base import (
     ToolCallChunk,
     ToolSpec,
 )
-from steerable.providers._fallback import FallbackProvider
 from steerable.providers._retry import RetryPolicy
-from steerable.providers._select import (
-    PROVIDER_NAMES,
-    choose_provider_name,
-    load_script,
-    select_provider,
-)
 from steerable.providers._timeouts import ProviderTimeouts
 from steerable.providers.scripted import Reply, ScriptedProvider, ScriptStep
 
@@ -47,3 +49,27 @@ __all__ = [
     "load_script",
     "select_provider",
 ]
+
+if TYPE_CHECKING:
+    from steerable.providers._fallback import FallbackProvider
+    from steerable.providers._select import (
+        PROVIDER_NAMES,
+        choose_provider_name,
+        load_script,
+        select_provider,
+    )
+
+_LAZY = {"FallbackProvider": "steerable.providers._fallback",
+         "PROVIDER_NAMES": "steerable.providers._select",
+         "choose_provider_name": "steerable.providers._select",
+         "load_script": "steerable.providers._select",
+         "select_provider": "steerable.providers._select"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'steerable.providers' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next access is an ordinary attribute lookup
+    return value
