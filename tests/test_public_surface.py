@@ -30,7 +30,7 @@ EXPORTS: dict[str, list[str]] = {
         "InterruptMode", "InterruptPress", "InterruptReceived", "LLMDelta", "LLMRequest",
         "LLMRequestContext", "LLMRequestEvent", "LLMResponse", "LLMResponseContext",
         "LLMResponseEvent", "LLMRetry", "Limits", "LoopAgent", "LoopStatistics", "Message",
-        "MessageInfo", "MessageReceipt", "MessageState", "MessageStateEvent", "OutboundReply", "ParallelAgent", "PendingRequest", "Permission", "PermissionRule", "Permissions", "PlanUpdated",
+        "MessageInfo", "MessageReceipt", "MessageState", "MessageStateEvent", "Observer", "OutboundReply", "ParallelAgent", "PendingRequest", "Permission", "PermissionRule", "Permissions", "PlanUpdated",
         "Provider", "PushAck", "QuestionAnswered", "QuestionAsked", "QueuedMessage", "QueuedTurn", "Reply", "ScriptedProvider",
         "SequentialAgent", "SessionBusyError", "SessionDriver", "SessionInfo", "SessionStore",
         "SessionSummarize", "SkipReason", "StateChanged", "SteeringInjected", "Subscription",

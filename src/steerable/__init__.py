@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         HumanApprover,
     )
     from steerable._core._bus import (
+        Observer,
         Subscription,
     )
     from steerable._core._cancel import (
@@ -229,6 +230,7 @@ _WHERE: dict[str, str] = {
     "MessageReceipt": "steerable._receipts",
     "MessageState": "steerable._receipts",
     "MessageStateEvent": "steerable._events",
+    "Observer": "steerable._core._bus",
     "OutboundReply": "steerable.drivers._gateway",
     "ParallelAgent": "steerable.drivers._composites",
     "Permission": "steerable._core._permissions",
@@ -335,6 +337,7 @@ __all__ = [
     "MessageReceipt",
     "MessageState",
     "MessageStateEvent",
+    "Observer",
     "OutboundReply",
     "ParallelAgent",
     "PendingRequest",
