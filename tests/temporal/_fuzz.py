@@ -8,9 +8,12 @@ the three cancel modes, ``result``, revoke, edit, and answers to questions and a
 (some refused as invalid). Workers: the first may keep no workflow in its cache (every step
 a replay from the history), and mid-run another worker may take over the task queue while
 the first stops (as after a crash: the sessions move, cold, to the new one). What fails:
-a workflow task that failed on a worker (a non-determinism met live), and a replay that
-decides differently from its history. The bounded run is ``tests/temporal/
-test_determinism.py``; a long one ``bench/determinism.py``.
+a workflow task that failed on a worker (a non-determinism met live), a replay that decides
+differently from its history, and a session coroutine left suspended once the workers
+stopped (the garbage collector would run its ``finally`` in another workflow). What is
+reported apart: sessions stuck (no progress for a minute: a liveness bug) and, as load,
+slow drains, slow calls and workflow tasks that timed out. The bounded run is
+``tests/temporal/test_determinism.py``; a long one ``bench/bench_determinism.py``.
 
 ``python -m tests.temporal._fuzz KIND SEED MAX_HISTORY DIR`` replays the histories saved in ``DIR``
 (``*.json``) with KIND's agent and prints the failures (the subprocess of the check).
@@ -40,7 +43,7 @@ from temporalio.service import RPCError
 from steerable.server._worker_task import WorkerTask
 from steerable.temporal import CallOptions, TemporalClient, TemporalWorker
 from tests.temporal._fuzz_agents import PERMISSIONS, build
-from tests.temporal._harness import replay_report
+from tests.temporal._harness import names, replay_report, session_coroutines
 
 __all__ = ["Plan", "Report", "fuzz", "prefixes", "replay_histories"]
 
@@ -168,6 +171,11 @@ async def fuzz(plan: Plan, target: str, queue: str, events_url: str | None = Non
             sessions.append(_move(fleet, after, cached))
         await asyncio.gather(*sessions)
         histories = await _histories(client, queue, plan.sessions)
+        await fleet.aclose()
+        # Every worker stopped: a session coroutine still suspended would be closed by the
+        # garbage collector later, in another workflow's context (``_eviction``).
+        if left := names(session_coroutines(queue)):
+            report.failures.append(f"workers stopped, session coroutines left: {left}")
         report.histories = len(histories)
         for history in histories:
             report.failures += _task_failures(history)
