@@ -415,7 +415,9 @@ def _replay_elsewhere(plan: Plan, histories: list[WorkflowHistory]) -> list[str]
                  "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])})
     if done.returncode == 0:
         return []
-    return [f"replay with PYTHONHASHSEED={seed} failed:\n{done.stdout}\n{done.stderr}"]
+    how = (f"killed by signal {-done.returncode}" if done.returncode < 0
+           else f"exit status {done.returncode}")
+    return [f"replay with PYTHONHASHSEED={seed} failed ({how}):\n{done.stdout}\n{done.stderr}"]
 
 
 async def _main(plan: Plan, folder: Path) -> int:
