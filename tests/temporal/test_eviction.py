@@ -41,6 +41,8 @@ async def test_a_stopped_worker_leaves_no_session_coroutine_suspended(
         result = asyncio.ensure_future(client.result(sid, receipt.message_id))
         while not ((await client.state(sid)) or {}).get("requests"):
             await asyncio.sleep(0.05)
+        while "SessionWorkflow.result" not in names(session_coroutines(sid)):
+            await asyncio.sleep(0.05)  # the update reaches the workflow
         # Held here, so a collection meanwhile cannot hide what the stop leaves.
         held = session_coroutines(sid)
         assert {"SessionWorkflow.run", "SessionWorkflow.result"} <= set(names(held))
