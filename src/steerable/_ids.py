@@ -35,9 +35,10 @@ def id_source(source: Callable[[int], bytes]) -> Iterator[None]:
         yield
     finally:
         # ValueError: the block is left in another context. A suspended coroutine closed by
-        # the garbage collector (a workflow evicted from a worker's cache) runs its ``finally``
-        # in whatever context is current then: another workflow's task, whose source is not
-        # this block's to change (setting it drew that workflow's ids from the wrong stream, a
-        # nondeterminism seen under load); this block's own context is gone anyway.
+        # the garbage collector (a workflow a stopped Temporal worker dropped from its cache;
+        # ``TemporalWorker`` now evicts those itself, this is the second guard) runs its
+        # ``finally`` in whatever context is current then: another workflow's task, whose
+        # source is not this block's to change (setting it drew that workflow's ids from the
+        # wrong stream, a nondeterminism seen under load); this block's own context is gone.
         with contextlib.suppress(ValueError):
             _SOURCE.reset(token)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import inspect
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,26 @@ async def replay_all(worker: TemporalWorker, client: TemporalClient) -> None:
             await worker.replay(one())
         except Exception as exc:
             raise AssertionError(replay_report(history, exc)) from exc
+
+
+def session_coroutines(prefix: str) -> list[Coroutine[Any, Any, Any]]:
+    """The coroutines of session workflows (sessions whose id starts with ``prefix``) still
+    suspended. After every worker of them stopped, each is one the garbage collector would
+    close later, in whatever workflow runs then (``steerable.temporal._eviction``)."""
+    from steerable.temporal._workflow import SessionWorkflow
+
+    out = []
+    for obj in gc.get_objects():
+        if inspect.iscoroutine(obj) and obj.cr_frame is not None:
+            owner = obj.cr_frame.f_locals.get("self")
+            if isinstance(owner, SessionWorkflow) and owner.session_id.startswith(prefix):
+                out.append(obj)
+    return out
+
+
+def names(coroutines: list[Coroutine[Any, Any, Any]]) -> list[str]:
+    """What each coroutine still suspended runs (closed ones left out)."""
+    return sorted(c.cr_code.co_qualname for c in coroutines if c.cr_frame is not None)
 
 
 def replay_report(history: WorkflowHistory, exc: Exception) -> str:

@@ -5,7 +5,12 @@ Mode ``failover`` (the default): its model asks for the ``slow`` tool once, then
 tool appends a line to DIR/runs (its pid and whether it was resumed) and sleeps. Each model
 request's user messages are appended to DIR/requests, so the test can count deliveries.
 Mode ``ask``: the same with the ``confirm`` tool, which logs its run the same way and asks
-"Proceed?" (yes or no). Mode ``instant``: the model answers "ok" at once (one call per turn). EVENTS_URL "-": no events.
+"Proceed?" (yes or no). Mode ``instant``: the model answers "ok" at once (one call per turn).
+Mode ``stall``: as ``instant``, but the first workflow task of the first session this worker
+runs (unless DIR/stalled exists) blocks the worker's event loop for a minute once the
+workflow code is done, so the task's completion never reaches Temporal (a worker that hangs
+after taking a task, not a deadlock in workflow code); DIR/stalled is written then.
+EVENTS_URL "-": no events.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
@@ -21,7 +27,7 @@ from typing import Any
 from steerable import Agent, tool
 from steerable._messages import ToolCall
 from steerable.providers._base import Chunk, LLMRequest, StreamEnd, TextDelta, ToolCallChunk
-from steerable.temporal import CallOptions, TemporalWorker
+from steerable.temporal import CallOptions, TemporalWorker, WorkerHook
 from steerable.tools._base import ToolContext
 
 
@@ -91,12 +97,29 @@ def build_asking(folder: Path) -> Agent:
                  tools=[confirm])
 
 
+class Stall:
+    """In the workflow, before the first model call: block the worker's event loop (where
+    the SDK sends the task's completion) once the workflow task is done; decides nothing."""
+
+    def __init__(self, folder: Path, loop: asyncio.AbstractEventLoop) -> None:
+        self.marker = folder / "stalled"
+        self.loop = loop
+
+    def before_llm(self, ctx: Any) -> None:
+        if not self.marker.exists():
+            self.marker.write_text(str(os.getpid()))
+            self.loop.call_soon_threadsafe(time.sleep, 60)
+
+
 async def main(target: str, queue: str, events_url: str, folder: str, mode: str = "failover",
                heartbeat_timeout: str = "2") -> None:
     agent = (build(Path(folder)) if mode == "failover"
              else build_asking(Path(folder)) if mode == "ask"
              else Agent(name="instant", instructions="x", provider=InstantProvider()))
-    worker = TemporalWorker(agent, target=target, task_queue=queue,
+    loop = asyncio.get_running_loop()
+    hooks = [WorkerHook(lambda: Stall(Path(folder), loop), in_workflow=True)] \
+        if mode == "stall" else []
+    worker = TemporalWorker(agent, target=target, task_queue=queue, hooks=hooks,
                             events_url=None if events_url == "-" else events_url,
                             options=CallOptions(heartbeat_timeout=float(heartbeat_timeout)))
     task = asyncio.create_task(worker.run())

@@ -1,6 +1,8 @@
 """kill -9 of the worker running a slow tool: the turn completes on another worker, the tool
 ran at most twice (the second run knows it was resumed), the reply appears once, and a steer
-posted during the failover is delivered exactly once."""
+posted during the failover is delivered exactly once; a question waits through a kill -9; and
+a worker that hangs holding a session's first workflow task (the update-with-start's) loses it
+to another after Temporal's task timeout."""
 
 from __future__ import annotations
 
@@ -15,9 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 
-from steerable.temporal import TemporalClient
-from tests.temporal._harness import events_until, turn_end
+from steerable import Agent
+from steerable.temporal import TemporalClient, TemporalWorker
+from tests.temporal._harness import events_until, replay_all, turn_end
+from tests.temporal._worker_proc import InstantProvider
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(120)  # worker processes start, and a heartbeat must lapse
@@ -135,5 +140,40 @@ async def test_kill_9_while_a_question_waits_the_answer_reaches_a_new_worker(
         events = await events_until(client, "ask-1", turn_end)
         assert [e["kind"] for e in events].count("question_asked") == 1
         assert [e["value"] for e in events if e["kind"] == "question_answered"] == ["yes"]
+    finally:
+        await client.aclose()
+
+
+async def test_the_first_workflow_task_times_out_the_send_is_answered_by_another_worker(
+        workers: Workers, temporal_target: str, task_queue: str, events_url: str,
+        tmp_path: Path) -> None:
+    """The session's first workflow task (the one that runs the update-with-start's ``send``)
+    taken by a worker that hangs before completing it: Temporal times the task out (10 s),
+    another worker runs it, and the caller gets its receipt from there, with the same id."""
+    await asyncio.to_thread(workers.start, "stall")
+    client = await TemporalClient.connect(temporal_target, task_queue=task_queue,
+                                          events_url=events_url)
+    try:
+        sending = asyncio.ensure_future(client.send("go", "stall-1"))
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "stalled").exists():  # the first worker holds the first task
+            assert time.monotonic() < deadline and not sending.done(), "no stall"
+            await asyncio.sleep(0.05)
+        await asyncio.to_thread(workers.start, "instant")
+        receipt = await asyncio.wait_for(sending, 60)
+        assert receipt and receipt.action == "started"
+        outcome = await asyncio.wait_for(client.result("stall-1", receipt.message_id), 60)
+        assert (outcome.status, outcome.text) == ("completed", "ok")
+        history = await client._handle("stall-1").fetch_history()
+        kinds = [EventType.Name(e.event_type) for e in history.events]
+        assert kinds[:4] == ["EVENT_TYPE_WORKFLOW_EXECUTION_STARTED",
+                             "EVENT_TYPE_WORKFLOW_TASK_SCHEDULED",
+                             "EVENT_TYPE_WORKFLOW_TASK_STARTED",
+                             "EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT"], kinds[:6]
+        accepted = [e for e in history.events if e.HasField(
+            "workflow_execution_update_accepted_event_attributes")]
+        assert len(accepted) == 2  # send, then result: the send once
+        await replay_all(TemporalWorker(Agent(name="instant", instructions="x",
+                                              provider=InstantProvider())), client)
     finally:
         await client.aclose()

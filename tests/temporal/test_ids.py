@@ -52,9 +52,10 @@ def test_an_updates_ids_depend_on_the_run_and_the_update_alone() -> None:
 
 
 def test_a_block_closed_from_another_context_leaves_that_context_alone() -> None:
-    """A workflow evicted from a worker's cache leaves coroutines suspended inside
-    ``id_source``; the garbage collector closes them later, in whatever context is current
-    then (another workflow's task): that context keeps its own source."""
+    """A workflow dropped from a stopped worker's cache leaves coroutines suspended inside
+    ``id_source`` (``test_eviction``: the worker now evicts them); the garbage collector
+    closes them later, in whatever context is current then (another workflow's task): that
+    context keeps its own source."""
     import contextvars
 
     mine = random.Random(1)

@@ -14,6 +14,7 @@ from steerable import Permissions
 from steerable.errors import ConfigurationError
 from steerable.temporal._activities import Activities
 from steerable.temporal._eventlog import DEFAULT_PREFIX, EventLog, Publisher
+from steerable.temporal._eviction import EvictingRunner
 from steerable.temporal._hooks import WorkerHook
 from steerable.temporal._proxies import CallOptions, remote_agent
 from steerable.temporal._workflow import SessionWorkflow, WorkerConfig, workflow_thread
@@ -92,12 +93,15 @@ class TemporalWorker:
                                 reads=self.reads)
         # One thread runs every workflow's code: the engine checks that it is called from the
         # thread it was bound on, and workflow code is cheap next to the calls it waits for.
+        # The sessions left in the cache when the worker stops are evicted by us: the SDK
+        # leaves them to the garbage collector (``_eviction``).
+        runner = EvictingRunner()
         with workflow_thread(self._config(publisher), "steerable-workflows") as executor:
             self._worker = Worker(
                 client, task_queue=self.task_queue, workflows=[SessionWorkflow],
                 activities=[activities.llm, activities.tool, activities.hook,
                             activities.read],
-                workflow_task_executor=executor,
+                workflow_task_executor=executor, unsandboxed_workflow_runner=runner,
                 max_concurrent_activities=self.max_concurrent_activities,
                 sticky_queue_schedule_to_start_timeout=timedelta(seconds=self.sticky_timeout),
                 max_cached_workflows=self.max_cached_workflows)
@@ -106,6 +110,7 @@ class TemporalWorker:
                     self.ready.set()
                     await self._stopped()
             finally:
+                await runner.evict_left(executor)
                 if publisher is not None:
                     await publisher.aclose()
                 if log is not None:
@@ -121,18 +126,28 @@ class TemporalWorker:
         them over would, without calling anything or publishing events: raises
         ``NondeterminismError`` when the code would decide differently (check a new version
         of the agent or of steerable before deploying it beside running sessions)."""
+        runner = EvictingRunner()
         with workflow_thread(self._config(None), "steerable-replay") as executor:
-            await Replayer(workflows=[SessionWorkflow],
-                           workflow_task_executor=executor).replay_workflows(histories)
+            try:
+                await Replayer(workflows=[SessionWorkflow], workflow_task_executor=executor,
+                               unsandboxed_workflow_runner=runner
+                               ).replay_workflows(histories)
+            finally:
+                await runner.evict_left(executor)
 
     async def replay_each(self, histories: AsyncIterator[WorkflowHistory]
                           ) -> list[tuple[WorkflowHistory, Exception | None]]:
         """As ``replay``, on through every history: each with how its replay failed (None:
         it decided the same), so one run reports every session that would break."""
+        runner = EvictingRunner()
         with workflow_thread(self._config(None), "steerable-replay") as executor:
-            replayer = Replayer(workflows=[SessionWorkflow], workflow_task_executor=executor)
-            async with replayer.workflow_replay_iterator(histories) as results:
-                return [(r.history, r.replay_failure) async for r in results]
+            replayer = Replayer(workflows=[SessionWorkflow], workflow_task_executor=executor,
+                                unsandboxed_workflow_runner=runner)
+            try:
+                async with replayer.workflow_replay_iterator(histories) as results:
+                    return [(r.history, r.replay_failure) async for r in results]
+            finally:
+                await runner.evict_left(executor)
 
     async def _stopped(self) -> None:
         self._stop = asyncio.Event()
