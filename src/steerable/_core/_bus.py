@@ -83,11 +83,7 @@ class Subscription:
 
     def close(self) -> None:
         """Stop receiving; iteration ends after the events already buffered. Idempotent."""
-        loop = self._bus._loop
-        if loop is not None and not loop.is_closed() and self._bus._loop_thread != threading.get_ident():
-            loop.call_soon_threadsafe(self._close_here)
-        else:
-            self._close_here()
+        self._bus.on_loop(self._close_here)
 
     def _close_here(self) -> None:
         if self._closed:
@@ -161,11 +157,7 @@ class Observer:
 
     def close(self) -> None:
         """Stop being called. Idempotent; from another thread it takes effect on the loop's."""
-        loop = self._bus._loop
-        if loop is not None and not loop.is_closed() and self._bus._loop_thread != threading.get_ident():
-            loop.call_soon_threadsafe(self._close_here)
-        else:
-            self._close_here()
+        self._bus.on_loop(self._close_here)
 
     def _close_here(self) -> None:
         if not self._closed:
@@ -253,6 +245,15 @@ class EventBus:
     def close(self) -> None:
         for sub in list(self._subs):
             sub._close_here()
+
+    def on_loop(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` now on the loop's thread, or soon on it from another thread (readers'
+        tables are only changed there)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed() and self._loop_thread != threading.get_ident():
+            loop.call_soon_threadsafe(fn)
+        else:
+            fn()
 
 
 def _kinds(kinds: Iterable[EventKind] | None, method: str) -> frozenset[EventKind] | None:
