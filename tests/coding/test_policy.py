@@ -241,3 +241,14 @@ async def test_the_last_call_of_a_turn_must_answer_and_the_policy_leaves_it_so(w
     assert last.tool_choice == "none" and last.tools == first.tools
     assert last.reason == "the last call of the turn: answer in words"
     assert result.status is TurnStatus.MAX_ITERATIONS and result.text == "helper returns x * 2."
+
+
+async def test_naming_the_offered_tools_is_no_fact_to_recheck(ws):
+    # The 1.5B answered a French question with the steps, naming `read` and `path`: the recheck
+    # was asked for a tool's name, as if it were a fact about the files.
+    result, events, *_ = await _run(
+        ws, "Que dit notes.txt ?", kind("workspace"),
+        Reply(tool_calls=[("read", {"path": "notes.txt"})]),
+        Reply(text="J'ai utilisé `read` (`path`, `offset`) : lundi, salle B123."))
+    assert [r.purpose for r in _requests(events)] == ["classify", "", ""]
+    assert UNVERIFIED_MARK not in result.text

@@ -78,7 +78,12 @@ from steerable.coding._classify import (
     exchange_start,
     parse_kind,
 )
-from steerable.coding._evidence import echoes, evidence_counts, unsupported_facts
+from steerable.coding._evidence import (
+    echoes,
+    evidence_counts,
+    tool_vocabulary,
+    unsupported_facts,
+)
 from steerable.coding._reads import (
     DirectReads,
     RecordedReads,
@@ -419,11 +424,13 @@ class ToolPolicy(Hook):
         messages = _turn_messages(ctx.request.messages)
         evidence, results = _evidence(ctx.request.messages, messages)
         counts = evidence_counts(results)
+        words = tool_vocabulary([(t.name, t.parameters) for t in ctx.request.tools])
         looked = turn.intent != "general" or bool(results)
         text = response.text
         if results and echoes(text, [*results, *_as_shown(messages)]):
             text = await self._restate(ctx, text, results)
-        missing = unsupported_facts(text, evidence, counts, numbers=looked)
+        missing = unsupported_facts(text, evidence, counts, numbers=looked,
+                                    vocabulary=words)
         rechecked = False
         if missing and looked:
             rechecked = True
@@ -433,7 +440,8 @@ class ToolPolicy(Hook):
                 again = response
             if again.text.strip():
                 text = again.text
-                missing = unsupported_facts(text, evidence, counts, numbers=looked)
+                missing = unsupported_facts(text, evidence, counts, numbers=looked,
+                                            vocabulary=words)
         now = None if turn.start is None else await self.reads.snapshot(turn.start.names)
         changed = _changed(messages, ctx.request.tools, turn.start, now)
         verdict = Verdict(turn.intent, changed, tuple(missing), rechecked, tuple(turn.broken))
