@@ -280,3 +280,27 @@ async def test_a_last_chance_spent_on_a_file_never_read_is_given_again_after_the
     assert choices[3] == ("required", ("read",))
     assert choices[4] == ("required", ("edit", "write"))  # given again, once
     assert "a + b" in (ws / "calc.py").read_text()
+
+
+@pytest.mark.skipif(bwrap_usable() is None, reason="bubblewrap is not usable here")
+@pytest.mark.parametrize("read_first", [False, True])
+async def test_a_file_a_command_broke_is_read_before_it_is_repaired(ws, read_first):
+    # The 1.5B's `sed` replaced the name, not the value; it then quoted the line as it was
+    # before the `sed`, twice. Whether or not it read the file before the command, its text
+    # now is unseen: the failed edit is followed by a read, before the repair.
+    (ws / "config.py").write_text("DEBUG = False\nTIMEOUT = 30\n")
+    stale = {"path": "config.py", "old_text": "TIMEOUT = 30", "new_text": "TIMEOUT = 60"}
+    first = [Reply(tool_calls=[("read", {"path": "config.py"})])] if read_first else []
+    _, events, *_ = await _run(
+        ws, "config.py: TIMEOUT 30 -> 60", kind("change"), *first,
+        Reply(tool_calls=[("bash", {"command": "sed -i 's/TIMEOUT/60/' config.py"})]),
+        Reply(tool_calls=[("edit", stale)]),  # fails: the sed replaced that text
+        Reply(tool_calls=[("read", {"path": "config.py"})]),  # the one call offered next
+        Reply(tool_calls=[("edit", {"path": "config.py", "old_text": "60 = 30",
+                                    "new_text": "TIMEOUT = 60"})]),
+        Reply(text="TIMEOUT is now 60."), max_rounds=8)
+    choices = _choices(events)[len(first):]
+    assert choices[1][0] == "required" and "no longer parses" in \
+        _requests(events)[2 + len(first)].reason
+    assert choices[2] == ("required", ("read",))
+    assert (ws / "config.py").read_text() == "DEBUG = False\nTIMEOUT = 60\n"

@@ -187,6 +187,8 @@ class _Turn:
     """The files ``read`` showed in this request (a file is overwritten whole only after)."""
     unread: set[str] = field(default_factory=set)
     """Files a ``write`` was denied for, not read yet: the next call is a ``read``."""
+    changers: set[str] = field(default_factory=set)
+    """The calls that changed files (a look after one is no repeat of a look before it)."""
 
 
 class ToolPolicy(Hook):
@@ -300,20 +302,24 @@ class ToolPolicy(Hook):
         changed = _changed(turn, tools, state.start, now)
         if rounds == 0:
             return ToolChoice("required", None, self.call_tokens, "change; look first")
-        if rounds >= self.max_rounds or _repeated(turn):
+        looks = frozenset(t.name for t in tools if t.read_only)
+        if rounds >= self.max_rounds or _repeated(turn, state.changers, looks):
             changers = tuple(n for n in FILE_CHANGERS if _has(tools, n)) or None
             if not changed and not state.last_chance:
                 state.last_chance = True
                 return ToolChoice("required", changers, self.call_tokens,
                                   "change: nothing changed yet; the last chance to change it")
             return ToolChoice("none", reason=f"change; answer now ({rounds} rounds)")
-        if state.broken:
-            return ToolChoice("required", None, self.call_tokens,
-                              f"change: {', '.join(state.broken)} no longer parses; fix it")
+        # Reading comes before a repair: a file broken by a command holds text the model never
+        # saw, and an edit quoting what it held before fails again and again (the 1.5B quoted
+        # `TIMEOUT = 30` twice after a `sed` had replaced it).
         if state.unread - state.read and _has(tools, "read"):
             return ToolChoice("required", ("read",), self.call_tokens,
                               f"change: read {', '.join(sorted(state.unread - state.read))} "
                               "before changing it")
+        if state.broken:
+            return ToolChoice("required", None, self.call_tokens,
+                              f"change: {', '.join(state.broken)} no longer parses; fix it")
         if changed and state.start is not None and now is not None \
                 and state.start.targets_done(now):
             return ToolChoice("none", reason="change: every file the request names has "
@@ -397,6 +403,12 @@ class ToolPolicy(Hook):
         now = None if before is None else await self.reads.snapshot(before.names)
         report = "" if before is None or now is None or ctx.call.name not in COMMANDS \
             else change_report(before, now)
+        moved = [] if before is None or now is None else before.changed(now)
+        if moved:
+            turn.changers.add(ctx.call.id)
+        if report:
+            # A command's change was never shown whole: what was read of those files is stale.
+            turn.read.difference_update(moved)
         # A command that changed nothing may run again (the tests after a fix).
         if key is not None and not ctx.result.is_error \
                 and (ctx.call.name not in COMMANDS or report):
@@ -500,14 +512,20 @@ def _looked(turn: Sequence[Message], looks: set[str], blank: set[str]) -> bool:
                for m in turn if m.role == "assistant" for c in m.tool_calls)
 
 
-def _repeated(turn: Sequence[Message]) -> bool:
-    """The latest calls repeat one already made in this exchange."""
-    seen: list[str] = []
-    latest: list[str] = []
+def _repeated(turn: Sequence[Message], changers: set[str] | None = None,
+              looks: frozenset[str] = frozenset()) -> bool:
+    """The latest calls repeat one already made in this exchange. A call of ``looks`` made
+    before one of the calls ``changers`` (ids of calls that changed files) does not count:
+    after a change, reading the same file again is a new look (its text is not what the first
+    read showed); the same change is still a repeat."""
+    seen: list[tuple[str, str]] = []
+    latest: list[tuple[str, str]] = []
     for m in turn:
         if m.role == "assistant" and m.tool_calls:
             seen.extend(latest)
-            latest = [_call_key(c.name, dict(c.arguments)) for c in m.tool_calls]
+            latest = [(c.name, _call_key(c.name, dict(c.arguments))) for c in m.tool_calls]
+        elif m.role == "tool" and changers and m.tool_call_id in changers:
+            seen = [(name, key) for name, key in seen if name not in looks]
     return any(key in seen for key in latest)
 
 
