@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from steerable import Agent, AgentLoop, EventKind, Reply, ScriptedProvider, TurnStatus
 from steerable.coding import Sandbox, Workspace, coding_tools
+from steerable.coding._paths import PATHS_LIMIT
 from steerable.coding._sandbox import bwrap_usable
 from steerable.coding.policy import NOTHING_CHANGED_MARK, UNVERIFIED_MARK, ToolPolicy
 
@@ -252,3 +253,33 @@ async def test_naming_the_offered_tools_is_no_fact_to_recheck(ws):
         Reply(text="J'ai utilisé `read` (`path`, `offset`) : lundi, salle B123."))
     assert [r.purpose for r in _requests(events)] == ["classify", "", ""]
     assert UNVERIFIED_MARK not in result.text
+
+
+async def test_a_required_look_may_name_only_paths_that_exist_or_the_request_names(ws):
+    # The 1.5B asked for `team.txt` and `notes` again and again, the error naming notes.txt.
+    (ws / "docs").mkdir()
+    (ws / "docs" / "a.md").write_text("x\n")
+    _, events, provider, _ = await _run(
+        ws, "Was steht in secret.txt?", kind("workspace"),
+        Reply(tool_calls=[("read", {"path": "secret.txt"})]),  # named: allowed, then failed
+        Reply(tool_calls=[("ls", {"path": "."})]),
+        Reply(text="secret.txt gibt es nicht."))
+    first, second = (r.tool_choice for r in provider.requests[1:3])
+    files = ("notes.txt", "utils.py", "docs/a.md")  # the top folder's first
+    assert {(t, p): v for t, p, v in first.values} == {
+        ("read", "path"): (*files, "secret.txt"), ("grep", "path"): (".", "docs", *files,
+                                                                    "secret.txt"),
+        ("ls", "path"): (".", "docs", "secret.txt"), ("find", "path"): (".", "docs",
+                                                                        "secret.txt")}
+    assert {(t, p): v for t, p, v in second.values}[("ls", "path")] == (".", "docs")
+    assert provider.requests[3].tool_choice.values == ()  # an optional call: no grammar
+
+
+async def test_paths_are_not_held_in_a_workspace_too_big_to_list(ws):
+    for i in range(PATHS_LIMIT):
+        (ws / f"f{i}.txt").write_text("x\n")
+    _, _, provider, _ = await _run(
+        ws, "what is in notes.txt", kind("workspace"),
+        Reply(tool_calls=[("read", {"path": "notes.txt"})]), Reply(text="Monday, room B123."))
+    assert provider.requests[1].tool_choice.mode == "required"
+    assert provider.requests[1].tool_choice.values == ()

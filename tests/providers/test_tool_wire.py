@@ -101,6 +101,24 @@ async def test_a_required_reply_of_a_text_call_model_may_hold_several_calls(serv
     assert schema["maxItems"] == MAX_CALLS
 
 
+async def test_a_required_call_holds_the_parameters_its_choice_gives_values_for(server, retry):
+    # The tools are listed as they are (the cached prompt); only the call's schema narrows.
+    server.add(stream(openai_frames(['{"name": "read", "arguments": {"path": "a.txt"}}'])),
+               stream(openai_frames(["ok"])))
+    held = ToolChoice("required", ("read", "edit"),
+                      values=(("read", "path", ("a.txt", "b/c.txt")), ("read", "nope", ("x",))))
+    await _turn(server, retry, TEXT_CALLS, "a?", held, ToolChoice("none"))
+    body = server.requests[0].body
+    read_entry, edit_entry = body["response_format"]["json_schema"]["schema"]["items"]["oneOf"]
+    args = read_entry["properties"]["arguments"]
+    assert args["properties"]["path"] == {"type": "string", "enum": ["a.txt", "b/c.txt"]}
+    assert args["required"] == ["path"] and "nope" not in args["properties"]
+    assert edit_entry["properties"]["arguments"]["properties"]["path"]["type"] == "string"
+    assert "enum" not in edit_entry["properties"]["arguments"]["properties"]["path"]
+    listed = next(t for t in body["tools"] if t["function"]["name"] == "read")
+    assert "enum" not in listed["function"]["parameters"]["properties"]["path"]
+
+
 async def test_a_native_model_gets_tool_choice_and_only_the_allowed_tools(server, retry):
     server.add(stream(openai_frames(["ok"])), stream(openai_frames(["ok"])))
     await _turn(server, retry, NATIVE, "what does a.txt say?",

@@ -51,6 +51,7 @@ says so in the answer, and ``verdict`` tells the front end (the CLI exits non-ze
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import re
@@ -81,9 +82,11 @@ from steerable.coding._classify import (
 from steerable.coding._evidence import (
     echoes,
     evidence_counts,
+    path_names,
     tool_vocabulary,
     unsupported_facts,
 )
+from steerable.coding._paths import failed_paths, held_paths
 from steerable.coding._reads import (
     DirectReads,
     RecordedReads,
@@ -238,7 +241,7 @@ class ToolPolicy(Hook):
                     ctx.turn_id, f"the request was read as '{turn.intent}', which asks for "
                     "no change")
         now = None if turn.start is None else await self.reads.snapshot(turn.start.names)
-        turn.choice = self._choice(turn, request, now)
+        turn.choice = await self._held(turn, request, self._choice(turn, request, now))
         messages = None
         if turn.intent == "general" and request.messages[-1].role == "user":
             last = request.messages[-1].content
@@ -246,6 +249,17 @@ class ToolPolicy(Hook):
                              else (*last, TextPart(_GENERAL_NOTE)))
             messages = [*request.messages[:-1], Message("user", note)]
         return HookDecision(HookAction.MODIFY, tool_choice=turn.choice, messages=messages)
+
+    async def _held(self, turn: _Turn, request: LLMRequest, choice: ToolChoice) -> ToolChoice:
+        """``choice`` with the paths a required call may name held to the ones that exist
+        (``_paths``): the 1.5B guessed a missing path again and again."""
+        if choice.mode != "required":
+            return choice
+        tools = [t.name for t in choice.callable(request.tools)]
+        named = path_names(" ".join(turn.asked))
+        values = held_paths(tools, await self.reads.paths(), named,
+                            failed_paths(_turn_messages(request.messages)))
+        return dataclasses.replace(choice, values=values) if values else choice
 
     async def _classify(self, ctx: LLMRequestContext, asked: Sequence[str]) -> Intent:
         try:

@@ -59,12 +59,16 @@ class ToolChoice(Record):
     ``mode``: ``auto`` (a call optional), ``none`` (answer in words), ``required`` (a call).
     ``only``: the names the model may call (None: every tool of the request); the request still
     lists all its tools, so the prompt starts the same way on every call. ``max_tokens``: a cap
-    on the reply's length. ``reason``: why (shown in ``LLM_REQUEST``, replays and traces)."""
+    on the reply's length. ``reason``: why (shown in ``LLM_REQUEST``, replays and traces).
+    ``values``: for a required call, the values some parameters may take, as (tool, parameter,
+    allowed values) triples; the tools are listed unchanged, and a provider that holds a
+    required call to a grammar holds those parameters to these values (others ignore it)."""
 
     mode: Literal["auto", "none", "required"] = "auto"
     only: tuple[str, ...] | None = None
     max_tokens: int | None = None
     reason: str = ""
+    values: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         if self.mode not in ("auto", "none", "required"):

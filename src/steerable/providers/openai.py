@@ -357,7 +357,8 @@ class OpenAIProvider(HttpProvider):
                 body["grammar"] = NO_CALL_GRAMMAR
         elif choice.mode == "required":
             if profile.text_tool_calls:  # the reply can only be valid calls, read as text
-                body["response_format"] = call_schema(wire_tools(callable_tools))
+                body["response_format"] = call_schema(wire_tools(callable_tools),
+                                                      choice.values)
             else:
                 body["tool_choice"] = "required"
 
