@@ -230,9 +230,11 @@ async def test_python_grep_respects_gitignore_and_skips_binary(ws: Workspace, to
     _tree(ws.root)
     res = await call(tools["grep"], pattern="TODO")
     assert res.content.splitlines() == [
-        "keep.log:1: TODO keep", "src/app.py:2: TODO: fix", "src/top.txt:1: TODO nested top"]
+        "keep.log:1: TODO keep", "src/app.py:2: TODO: fix", "src/top.txt:1: TODO nested top",
+        "3 matches in 3 files; by kind: .log 1, .py 1, .txt 1; by file: keep.log 1, "
+        "src/app.py 1, src/top.txt 1"]
     res = await call(tools["grep"], pattern="todo", ignore_case=True, glob="*.py")
-    assert res.content == "src/app.py:2: TODO: fix"
+    assert res.content == "src/app.py:2: TODO: fix\n1 match in 1 file"
     res = await call(tools["grep"], pattern="(", path="src")
     assert res.is_error and "invalid regular expression" in res.content
 
@@ -245,6 +247,20 @@ async def test_ripgrep_and_python_grep_agree(ws: Workspace) -> None:
     without = {t.name: t for t in coding_tools(ws, use_ripgrep=False)}["grep"]
     for args in [{"pattern": "TODO"}, {"pattern": "todo", "ignore_case": True, "glob": "*.py"}]:
         assert (await call(with_rg, **args)).content == (await call(without, **args)).content
+
+
+async def test_grep_counts_its_matches_in_all_by_kind_and_by_file(ws: Workspace, tools) -> None:
+    # The 1.5B had the matching lines in front of it and answered with the steps of a count.
+    for name, text in {"a.txt": "falcon\nfalcon falcon\nno\n", "b.txt": "the falcon\n",
+                       "c.md": "falcon\n"}.items():
+        (ws.root / name).write_text(text)
+    res = await call(tools["grep"], pattern="falcon")
+    assert res.content.splitlines()[-1] == (
+        "5 matches on 4 lines in 3 files; by kind: .txt 4, .md 1; by file: a.txt 3, b.txt 1, "
+        "c.md 1")
+    res = await call(tools["grep"], pattern="falcon", glob="*.txt")
+    assert res.content.splitlines()[-1] == "4 matches on 3 lines in 2 files; by file: a.txt 3, " \
+        "b.txt 1"
 
 
 def test_gitignore_rules() -> None:
