@@ -110,9 +110,11 @@ async def test_a_change_reads_after_a_failed_edit_and_may_go_on_after_one(ws):
     assert "triple(2)" in (ws / "main.py").read_text()
     choices = [(r.tool_choice, r.may_call) for r in _requests(events)[1:]]
     # required until a change succeeded (after the failed edit of a file it never read, that
-    # read is the call offered), then optional, then the round limit (4): answer
-    assert choices == [("required", None), ("required", ("read",)), ("required", None),
-                       ("auto", None), ("none", None)]
+    # read is the call offered), then optional, then the round limit (4): answer; the files
+    # it names exist, so a required call changes them by edit, never by a whole write
+    no_write = ("read", "edit", "bash", "grep", "ls", "find")
+    assert choices == [("required", no_write), ("required", ("read",)),
+                       ("required", no_write), ("auto", None), ("none", None)]
     verdict = hook.verdict(result.turn_id)
     assert verdict is not None and verdict.changed and NOTHING_CHANGED_MARK not in result.text
 
@@ -266,12 +268,11 @@ async def test_a_required_look_may_name_only_paths_that_exist_or_the_request_nam
         Reply(text="secret.txt gibt es nicht."))
     first, second = (r.tool_choice for r in provider.requests[1:3])
     files = ("notes.txt", "utils.py", "docs/a.md")  # the top folder's first
-    assert {(t, p): v for t, p, v in first.values} == {
-        ("read", "path"): (*files, "secret.txt"), ("grep", "path"): (".", "docs", *files,
-                                                                    "secret.txt"),
-        ("ls", "path"): (".", "docs", "secret.txt"), ("find", "path"): (".", "docs",
-                                                                        "secret.txt")}
-    assert {(t, p): v for t, p, v in second.values}[("ls", "path")] == (".", "docs")
+    assert {t: dict(held) for t, held in first.values} == {
+        "read": {"path": (*files, "secret.txt")},
+        "grep": {"path": (".", "docs", *files, "secret.txt")},
+        "ls": {"path": (".", "docs", "secret.txt")}, "find": {"path": (".", "docs", "secret.txt")}}
+    assert {t: dict(held) for t, held in second.values}["ls"] == {"path": (".", "docs")}
     assert provider.requests[3].tool_choice.values == ()  # an optional call: no grammar
 
 

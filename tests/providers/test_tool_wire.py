@@ -102,19 +102,21 @@ async def test_a_required_reply_of_a_text_call_model_may_hold_several_calls(serv
 
 
 async def test_a_required_call_holds_the_parameters_its_choice_gives_values_for(server, retry):
-    # The tools are listed as they are (the cached prompt); only the call's schema narrows.
+    # The tools are listed as they are (the cached prompt); only the call's schema narrows,
+    # one schema per variant (a file and the lines an edit of it may quote).
     server.add(stream(openai_frames(['{"name": "read", "arguments": {"path": "a.txt"}}'])),
                stream(openai_frames(["ok"])))
-    held = ToolChoice("required", ("read", "edit"),
-                      values=(("read", "path", ("a.txt", "b/c.txt")), ("read", "nope", ("x",))))
+    held = ToolChoice("required", ("read", "edit"), values=(
+        ("read", (("path", ("a.txt", "b/c.txt")), ("nope", ("x",)))),
+        ("edit", (("path", ("a.txt",)),)), ("edit", (("path", ("b/c.txt",)),))))
     await _turn(server, retry, TEXT_CALLS, "a?", held, ToolChoice("none"))
     body = server.requests[0].body
-    read_entry, edit_entry = body["response_format"]["json_schema"]["schema"]["items"]["oneOf"]
-    args = read_entry["properties"]["arguments"]
-    assert args["properties"]["path"] == {"type": "string", "enum": ["a.txt", "b/c.txt"]}
-    assert args["required"] == ["path"] and "nope" not in args["properties"]
-    assert edit_entry["properties"]["arguments"]["properties"]["path"]["type"] == "string"
-    assert "enum" not in edit_entry["properties"]["arguments"]["properties"]["path"]
+    entries = body["response_format"]["json_schema"]["schema"]["items"]["oneOf"]
+    args = [e["properties"]["arguments"] for e in entries]
+    assert [e["properties"]["name"]["const"] for e in entries] == ["read", "edit", "edit"]
+    assert args[0]["properties"]["path"] == {"type": "string", "enum": ["a.txt", "b/c.txt"]}
+    assert args[0]["required"] == ["path"] and "nope" not in args[0]["properties"]
+    assert [a["properties"]["path"]["enum"] for a in args[1:]] == [["a.txt"], ["b/c.txt"]]
     listed = next(t for t in body["tools"] if t["function"]["name"] == "read")
     assert "enum" not in listed["function"]["parameters"]["properties"]["path"]
 

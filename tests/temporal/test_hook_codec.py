@@ -40,8 +40,9 @@ def decisions(draw: Any) -> HookDecision:
         fields["tool_choice"] = ToolChoice(
             draw(st.sampled_from(["auto", "none", "required"])),
             draw(st.none() | st.tuples(text)), draw(st.none() | st.integers(1, 9)), draw(text),
-            tuple(draw(st.lists(st.tuples(text, text, st.lists(text, max_size=3).map(tuple)),
-                                max_size=2))))
+            tuple(draw(st.lists(st.tuples(text, st.lists(
+                st.tuples(text, st.lists(text, max_size=3).map(tuple)), max_size=2).map(tuple)),
+                max_size=2))))
     for name, strategy in (("model", text), ("text", text), ("result", text),
                            ("is_error", st.booleans()), ("reason", text),
                            ("arguments", arguments), ("params", arguments)):

@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -76,7 +75,6 @@ from steerable.coding._classify import (
     Intent,
     asked_in,
     classify_request,
-    exchange_start,
     parse_kind,
 )
 from steerable.coding._evidence import (
@@ -86,7 +84,17 @@ from steerable.coding._evidence import (
     tool_vocabulary,
     unsupported_facts,
 )
-from steerable.coding._paths import failed_paths, held_paths
+from steerable.coding._exchange import (
+    as_shown,
+    call_key,
+    called,
+    evidence_of,
+    has_tool,
+    looked_at,
+    repeated,
+    turn_messages,
+)
+from steerable.coding._paths import QUOTING, failed_paths, held_values
 from steerable.coding._reads import (
     DirectReads,
     RecordedReads,
@@ -98,7 +106,6 @@ from steerable.coding._walk import FOUND_NOTHING
 from steerable.coding._workspace import Workspace
 from steerable.errors import ProviderError
 from steerable.providers._base import LLMRequest, ToolChoice, ToolSpec
-from steerable.providers.profiles import tool_result_as_user
 
 __all__ = [
     "BROKEN_MARK",
@@ -192,6 +199,8 @@ class _Turn:
     """Files a ``write`` was denied for, not read yet: the next call is a ``read``."""
     changers: set[str] = field(default_factory=set)
     """The calls that changed files (a look after one is no repeat of a look before it)."""
+    denied: set[str] = field(default_factory=set)
+    """The calls the policy denied: they did not run, so the same call later is no repeat."""
 
 
 class ToolPolicy(Hook):
@@ -251,15 +260,33 @@ class ToolPolicy(Hook):
         return HookDecision(HookAction.MODIFY, tool_choice=turn.choice, messages=messages)
 
     async def _held(self, turn: _Turn, request: LLMRequest, choice: ToolChoice) -> ToolChoice:
-        """``choice`` with the paths a required call may name held to the ones that exist
-        (``_paths``): the 1.5B guessed a missing path again and again."""
+        """``choice`` with the paths a required call may name held to the ones that exist, and
+        an edit's quote to a line of the file (``_paths``): the 1.5B guessed a missing path
+        again and again, and quoted lines a file never had."""
         if choice.mode != "required":
             return choice
         tools = [t.name for t in choice.callable(request.tools)]
+        paths = await self.reads.paths()
+        quoted: dict[str, list[str]] = {}
+        if paths is not None and turn.start is not None and QUOTING.keys() & set(tools):
+            known = [f for f in (*turn.start.names, *sorted(turn.read)) if f in paths["files"]]
+            for name in dict.fromkeys(known):
+                lines = await self.reads.lines(name)
+                if lines:
+                    quoted[name] = lines
         named = path_names(" ".join(turn.asked))
-        values = held_paths(tools, await self.reads.paths(), named,
-                            failed_paths(_turn_messages(request.messages)))
-        return dataclasses.replace(choice, values=values) if values else choice
+        values = held_values(tools, paths, named,
+                             failed_paths(turn_messages(request.messages)), quoted)
+        only = choice.only
+        if paths is not None and OVERWRITERS & set(tools) and len(tools) > 1:
+            # A file that exists changes by edit (its quote held to its lines), not rewritten
+            # whole: the 1.5B rewrote greet.py with hello() alone, after reading shout() in it.
+            new = tuple(n for n in named if n not in paths["files"] and n not in paths["folders"])
+            values += tuple((w, (("path", new),)) for w in sorted(OVERWRITERS & set(tools))
+                            if new)
+            if not new:
+                only = tuple(t for t in tools if t not in OVERWRITERS)
+        return dataclasses.replace(choice, only=only, values=values)
 
     async def _classify(self, ctx: LLMRequestContext, asked: Sequence[str]) -> Intent:
         try:
@@ -283,13 +310,13 @@ class ToolPolicy(Hook):
         intent, tools = state.intent, request.tools
         if intent == "general" or intent is None:
             return ToolChoice("none", reason="general: needs nothing from the workspace")
-        turn = _turn_messages(request.messages)
+        turn = turn_messages(request.messages)
         rounds = sum(1 for m in turn if m.role == "assistant" and m.tool_calls)
         if intent == "change":
             return self._change_choice(state, turn, tools, rounds, now)
         # A "run" request runs first: reading the script instead of running it answers
         # another question.
-        looks = (("bash",) if intent == "run" and _has(tools, "bash")
+        looks = (("bash",) if intent == "run" and has_tool(tools, "bash")
                  else tuple(t.name for t in tools if t.name in self.looks))
         allowed = tuple(dict.fromkeys([*(t.name for t in tools if t.read_only), *looks]))
         why = f"{intent}: nothing may change"
@@ -297,11 +324,11 @@ class ToolPolicy(Hook):
             return ToolChoice("none", allowed, reason=f"{why}; answer now ({rounds} rounds)")
         # A look that failed or matched nothing showed nothing: the model looks again, with
         # the other tools (``find`` for "find the TODOs" lists names, ``grep`` reads text).
-        if looks and not _looked(turn, {*looks}, state.blank):
-            tried = _called(turn, state.blank)
+        if looks and not looked_at(turn, {*looks}, state.blank):
+            tried = called(turn, state.blank)
             others = tuple(n for n in looks if n not in tried) or looks
             return ToolChoice("required", others, self.call_tokens, f"{why}; look first")
-        if _repeated(turn):
+        if repeated(turn, skip=state.denied):
             return ToolChoice("none", allowed, reason=f"{why}; answer now ({rounds} rounds)")
         if rounds == 0:
             return ToolChoice("required", allowed, self.call_tokens, f"{why}; look first")
@@ -317,8 +344,8 @@ class ToolPolicy(Hook):
         if rounds == 0:
             return ToolChoice("required", None, self.call_tokens, "change; look first")
         looks = frozenset(t.name for t in tools if t.read_only)
-        if rounds >= self.max_rounds or _repeated(turn, state.changers, looks):
-            changers = tuple(n for n in FILE_CHANGERS if _has(tools, n)) or None
+        if rounds >= self.max_rounds or repeated(turn, state.changers, looks, state.denied):
+            changers = tuple(n for n in FILE_CHANGERS if has_tool(tools, n)) or None
             if not changed and not state.last_chance:
                 state.last_chance = True
                 return ToolChoice("required", changers, self.call_tokens,
@@ -327,7 +354,7 @@ class ToolPolicy(Hook):
         # Reading comes before a repair: a file broken by a command holds text the model never
         # saw, and an edit quoting what it held before fails again and again (the 1.5B quoted
         # `TIMEOUT = 30` twice after a `sed` had replaced it).
-        if state.unread - state.read and _has(tools, "read"):
+        if state.unread - state.read and has_tool(tools, "read"):
             return ToolChoice("required", ("read",), self.call_tokens,
                               f"change: read {', '.join(sorted(state.unread - state.read))} "
                               "before changing it")
@@ -350,6 +377,7 @@ class ToolPolicy(Hook):
             return None
         if not turn.choice.allows(ctx.call.name):
             turn.blank.add(ctx.call.id)  # a denied call showed nothing
+            turn.denied.add(ctx.call.id)
             return HookDecision(HookAction.DENY_TOOL, reason=(
                 f"{ctx.call.name} was not offered on this call ({turn.choice.reason})"))
         if ctx.read_only:
@@ -357,10 +385,11 @@ class ToolPolicy(Hook):
         unread = await self._unread(turn, ctx.call)
         if unread is not None:  # a write in place of an edit would drop what it never saw
             turn.unread.add(unread)
+            turn.denied.add(ctx.call.id)
             return HookDecision(HookAction.DENY_TOOL, reason=(
                 f"{unread} exists and was not read in this request: change it with edit, or "
                 "read it first and then write it whole"))
-        key = _call_key(ctx.call.name, ctx.call.arguments)
+        key = call_key(ctx.call.name, ctx.call.arguments)
         if key in turn.made:  # the same change again would apply it twice (an append, a sed)
             return HookDecision(HookAction.DENY_TOOL, reason=(
                 "this exact call already succeeded in this request; it is done"))
@@ -447,13 +476,13 @@ class ToolPolicy(Hook):
         response = ctx.response
         if turn is None or turn.intent is None or response.tool_calls:
             return None
-        messages = _turn_messages(ctx.request.messages)
-        evidence, results = _evidence(ctx.request.messages, messages)
+        messages = turn_messages(ctx.request.messages)
+        evidence, results = evidence_of(ctx.request.messages, messages)
         counts = evidence_counts(results)
         words = tool_vocabulary([(t.name, t.parameters) for t in ctx.request.tools])
         looked = turn.intent != "general" or bool(results)
         text = response.text
-        if results and echoes(text, [*results, *_as_shown(messages)]):
+        if results and echoes(text, [*results, *as_shown(messages)]):
             text = await self._restate(ctx, text, results)
         missing = unsupported_facts(text, evidence, counts, numbers=looked,
                                     vocabulary=words)
@@ -512,46 +541,6 @@ class ToolPolicy(Hook):
                 self._verdicts.pop(next(iter(self._verdicts)))
 
 
-def _has(tools: Sequence[ToolSpec], name: str) -> bool:
-    return any(t.name == name for t in tools)
-
-
-def _turn_messages(messages: Sequence[Message]) -> list[Message]:
-    return [m for m in messages[exchange_start(messages):] if m.role != "system"]
-
-
-def _looked(turn: Sequence[Message], looks: set[str], blank: set[str]) -> bool:
-    """A tool that reads the workspace was called in this exchange and showed something."""
-    return any(c.name in looks and c.id not in blank
-               for m in turn if m.role == "assistant" for c in m.tool_calls)
-
-
-def _repeated(turn: Sequence[Message], changers: set[str] | None = None,
-              looks: frozenset[str] = frozenset()) -> bool:
-    """The latest calls repeat one already made in this exchange. A call of ``looks`` made
-    before one of the calls ``changers`` (ids of calls that changed files) does not count:
-    after a change, reading the same file again is a new look (its text is not what the first
-    read showed); the same change is still a repeat."""
-    seen: list[tuple[str, str]] = []
-    latest: list[tuple[str, str]] = []
-    for m in turn:
-        if m.role == "assistant" and m.tool_calls:
-            seen.extend(latest)
-            latest = [(c.name, _call_key(c.name, dict(c.arguments))) for c in m.tool_calls]
-        elif m.role == "tool" and changers and m.tool_call_id in changers:
-            seen = [(name, key) for name, key in seen if name not in looks]
-    return any(key in seen for key in latest)
-
-
-def _called(turn: Sequence[Message], ids: set[str]) -> set[str]:
-    """The names of the tools of the calls ``ids`` in this exchange."""
-    return {c.name for m in turn if m.role == "assistant" for c in m.tool_calls if c.id in ids}
-
-
-def _call_key(name: str, arguments: object) -> str:
-    return f"{name}:{json.dumps(arguments, sort_keys=True, default=str)}"
-
-
 def _changed(turn: Sequence[Message], tools: Sequence[ToolSpec], start: Snapshot | None,
              now: Snapshot | None) -> bool:
     """Something changed in this exchange: a file-changing tool succeeded, or the workspace
@@ -560,26 +549,6 @@ def _changed(turn: Sequence[Message], tools: Sequence[ToolSpec], start: Snapshot
     if any(m.role == "tool" and not m.is_error and m.name in acting for m in turn):
         return True
     return start is not None and now is not None and bool(start.changed(now))
-
-
-def _evidence(messages: Sequence[Message], turn: Sequence[Message]) -> tuple[str, list[str]]:
-    """Everything the answer may draw on (the request, the calls, the results), and the
-    results alone."""
-    parts: list[str] = []
-    results: list[str] = []
-    for m in turn:
-        if m.role == "tool":
-            results.append(m.text)
-        parts.append(m.text)
-        parts.extend(json.dumps(dict(c.arguments), ensure_ascii=False) for c in m.tool_calls)
-    return "\n".join(parts), results
-
-
-def _as_shown(turn: Sequence[Message]) -> list[str]:
-    """The tool results as a profile that keeps the conversation in text shows them to the
-    model ("Result of grep({...}):" and the text): a model that repeats one echoes it too."""
-    calls = {c.id: c for m in turn if m.role == "assistant" for c in m.tool_calls}
-    return [tool_result_as_user(m, calls) for m in turn if m.role == "tool"]
 
 
 def _recheck_request(request: LLMRequest, answer: str, missing: Sequence[str]) -> LLMRequest:

@@ -24,34 +24,42 @@ no call allowed the 1.5B still wrote one as JSON text for "What is 17 + 25?" (th
 its prompt); under this grammar it answered "17 + 25 = 42"."""
 
 
-Values = Sequence[tuple[str, str, Sequence[str]]]
+Variants = Sequence[tuple[str, Sequence[tuple[str, Sequence[str]]]]]
 
 
-def _narrowed(name: str, parameters: dict[str, Any], values: Values) -> dict[str, Any]:
-    """``parameters`` (a JSON schema) with each parameter ``values`` names for the tool
-    ``name`` held to its allowed values."""
+def _narrowed(parameters: dict[str, Any], held: Sequence[tuple[str, Sequence[str]]]
+              ) -> dict[str, Any]:
+    """``parameters`` (a JSON schema) with each parameter ``held`` names held to its values."""
     props = parameters.get("properties")
-    narrow = {param: list(allowed) for tool, param, allowed in values
-              if tool == name and isinstance(props, dict) and param in props}
-    if not narrow or not isinstance(props, dict):
+    if not isinstance(props, dict):
         return parameters
-    held = {p: ({"type": "string", "enum": narrow[p]} if p in narrow else schema)
-            for p, schema in props.items()}
-    return {**parameters, "properties": held}
+    narrow = {param: list(allowed) for param, allowed in held if param in props}
+    if not narrow:
+        return parameters
+    return {**parameters, "properties": {
+        p: ({"type": "string", "enum": narrow[p]} if p in narrow else schema)
+        for p, schema in props.items()}}
 
 
-def _call_entries(tools: Sequence[dict[str, Any]], values: Values = ()) -> list[dict[str, Any]]:
-    return [{"type": "object", "properties": {
-        "name": {"const": t["function"]["name"]},
-        "arguments": _narrowed(t["function"]["name"], t["function"]["parameters"], values)},
-        "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
+def _call_entries(tools: Sequence[dict[str, Any]], values: Variants = ()
+                  ) -> list[dict[str, Any]]:
+    """One schema per call a reply may hold: a tool's variants (``ToolChoice.values``) each,
+    or the tool as it is."""
+    entries = []
+    for t in tools:
+        name, parameters = t["function"]["name"], t["function"]["parameters"]
+        for held in [v for tool, v in values if tool == name] or [()]:
+            entries.append({"type": "object", "properties": {
+                "name": {"const": name}, "arguments": _narrowed(parameters, held)},
+                "required": ["name", "arguments"], "additionalProperties": False})
+    return entries
 
 
 MAX_CALLS = 8
 """The most calls one required reply may hold: a bound on a list the model keeps repeating."""
 
 
-def call_schema(tools: Sequence[dict[str, Any]], values: Values = ()) -> dict[str, Any]:
+def call_schema(tools: Sequence[dict[str, Any]], values: Variants = ()) -> dict[str, Any]:
     """A ``response_format`` that admits a list of one or more calls of ``tools`` (wire shape):
     the text-call form of parallel tool calls.
 
