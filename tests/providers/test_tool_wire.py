@@ -181,3 +181,20 @@ async def test_an_openai_compatible_llama_server_is_asked_what_it_runs(server):
     assert found is LLAMA_SERVER_QWEN
     assert [r.path for r in server.requests] == ["/v1/models", "/props"]
     assert await asyncio.to_thread(ask_server_profile, f"{server.url}/v1") is DEFAULT_PROFILE
+
+
+def test_a_text_call_model_is_not_sent_the_words_it_wrote_around_its_calls():
+    # The 1.5B copied its own narration of a call ("So, the file does not contain...") as the
+    # answer two calls later.
+    from steerable._messages import ToolCall
+    from steerable.providers.openai import wire_messages
+
+    call = ToolCall(id="c1", name="read", arguments={"path": "a.txt"})
+    messages = [Message("user", "what does a.txt say?"),
+                Message("assistant", "I will read it. So, it says nothing.", tool_calls=(call,)),
+                Message("tool", "hello", tool_call_id="c1", name="read")]
+    wire = wire_messages(messages, TEXT_CALLS)
+    assert [w["role"] for w in wire] == ["user", "user"]
+    assert "it says nothing" not in str(wire)
+    native = wire_messages(messages, NATIVE)
+    assert native[1]["content"] == "I will read it. So, it says nothing."
