@@ -284,3 +284,18 @@ async def test_paths_are_not_held_in_a_workspace_too_big_to_list(ws):
         Reply(tool_calls=[("read", {"path": "notes.txt"})]), Reply(text="Monday, room B123."))
     assert provider.requests[1].tool_choice.mode == "required"
     assert provider.requests[1].tool_choice.values == ()
+
+
+async def test_looks_that_showed_nothing_are_left_out_once_one_showed_something(ws):
+    # The 1.5B read notes.txt after a grep found nothing and answered "notes.txt does not
+    # contain any lines".
+    _, _, provider, _ = await _run(
+        ws, "waht does notse.txt say", kind("workspace"),
+        Reply(tool_calls=[("grep", {"pattern": "notse"})]),
+        Reply(tool_calls=[("read", {"path": "notes.txt"})]),
+        Reply(text="Sync on Monday in room B123."))
+    second, third = provider.requests[2:4]
+    assert any("No matches" in m.text for m in second.messages)  # nothing else was shown yet
+    assert not any("No matches" in m.text or any(c.name == "grep" for c in m.tool_calls)
+                   for m in third.messages)
+    assert any("room B123" in m.text for m in third.messages if m.role == "tool")

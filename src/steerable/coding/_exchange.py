@@ -3,8 +3,9 @@ calls made, which repeat an earlier one, what the answer may draw on."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 
 from steerable._messages import Message
 from steerable.coding._classify import exchange_start
@@ -12,7 +13,7 @@ from steerable.providers._base import ToolSpec
 from steerable.providers.profiles import tool_result_as_user
 
 __all__ = ["as_shown", "call_key", "called", "evidence_of", "has_tool", "looked_at", "repeated",
-           "turn_messages"]
+           "turn_messages", "without_calls"]
 
 
 def has_tool(tools: Sequence[ToolSpec], name: str) -> bool:
@@ -23,7 +24,7 @@ def turn_messages(messages: Sequence[Message]) -> list[Message]:
     return [m for m in messages[exchange_start(messages):] if m.role != "system"]
 
 
-def looked_at(turn: Sequence[Message], looks: set[str], blank: set[str]) -> bool:
+def looked_at(turn: Sequence[Message], looks: Set[str], blank: Set[str]) -> bool:
     """A tool that reads the workspace was called in this exchange and showed something."""
     return any(c.name in looks and c.id not in blank
                for m in turn if m.role == "assistant" for c in m.tool_calls)
@@ -76,3 +77,19 @@ def as_shown(turn: Sequence[Message]) -> list[str]:
     model ("Result of grep({...}):" and the text): a model that repeats one echoes it too."""
     calls = {c.id: c for m in turn if m.role == "assistant" for c in m.tool_calls}
     return [tool_result_as_user(m, calls) for m in turn if m.role == "tool"]
+
+
+def without_calls(messages: Sequence[Message], ids: set[str]) -> list[Message]:
+    """``messages`` without the calls ``ids`` and their results (an assistant message left
+    with neither calls nor words goes too)."""
+    out: list[Message] = []
+    for m in messages:
+        if m.role == "tool" and m.tool_call_id in ids:
+            continue
+        if m.role == "assistant" and any(c.id in ids for c in m.tool_calls):
+            kept = tuple(c for c in m.tool_calls if c.id not in ids)
+            if not kept and not m.text:
+                continue
+            m = dataclasses.replace(m, tool_calls=kept)
+        out.append(m)
+    return out

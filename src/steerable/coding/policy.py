@@ -93,6 +93,7 @@ from steerable.coding._exchange import (
     looked_at,
     repeated,
     turn_messages,
+    without_calls,
 )
 from steerable.coding._paths import QUOTING, failed_paths, held_values
 from steerable.coding._reads import (
@@ -257,6 +258,11 @@ class ToolPolicy(Hook):
             note: Content = (f"{last}\n\n{_GENERAL_NOTE}" if isinstance(last, str)
                              else (*last, TextPart(_GENERAL_NOTE)))
             messages = [*request.messages[:-1], Message("user", note)]
+        elif turn.blank and looked_at(turn_messages(request.messages), self.looks, turn.blank):
+            # Once a look showed something, the looks that showed nothing are left out of what
+            # the model reads: the 1.5B read notes.txt after a grep found nothing, and answered
+            # "notes.txt does not contain any lines".
+            messages = without_calls(request.messages, turn.blank)
         return HookDecision(HookAction.MODIFY, tool_choice=turn.choice, messages=messages)
 
     async def _held(self, turn: _Turn, request: LLMRequest, choice: ToolChoice) -> ToolChoice:
