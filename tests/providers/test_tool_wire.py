@@ -159,6 +159,16 @@ async def test_steering_adds_to_the_restated_request(server, retry):
                          "Answer it now in plain words, using these results.")
 
 
+def test_a_results_message_with_a_call_still_allowed_invites_the_answer_first():
+    # "Go on with it" after a look that showed the answer drew steps from the 1.5B.
+    from steerable.providers._tool_wire import restate_request
+    wire = [{"role": "user", "content": "Result of read(...):\ntimeout = 21"}]
+    restate_request(wire, [Message("user", "same timeout?")], answer_now=False)
+    assert wire[-1]["content"].endswith(
+        "My request was: same timeout?\nIf these results are enough, answer it now in plain "
+        "words; if not, call a tool.")
+
+
 def test_a_tool_choice_is_checked():
     with pytest.raises(ValueError, match="auto, none or required"):
         ToolChoice("sometimes")  # type: ignore[arg-type]

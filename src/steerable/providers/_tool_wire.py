@@ -116,6 +116,8 @@ def restate_request(wire: list[dict[str, Any]], messages: Sequence[Message],
     asked = "\n".join(_exchange_requests(messages))
     if not wire or wire[-1].get("role") != "user" or not asked:
         return
+    # "Go on with it" after a look that showed the answer drew steps ("you can compare the
+    # values with grep -E ...") instead of the answer from the 1.5B.
     then = "Answer it now in plain words, using these results." if answer_now else \
-        "Go on with it."
+        "If these results are enough, answer it now in plain words; if not, call a tool."
     wire[-1]["content"] = f"{wire[-1]['content']}\n\nMy request was: {asked}\n{then}"
