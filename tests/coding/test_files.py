@@ -231,8 +231,8 @@ async def test_python_grep_respects_gitignore_and_skips_binary(ws: Workspace, to
     res = await call(tools["grep"], pattern="TODO")
     assert res.content.splitlines() == [
         "keep.log:1: TODO keep", "src/app.py:2: TODO: fix", "src/top.txt:1: TODO nested top",
-        "3 matches in 3 files; by kind: .log 1, .py 1, .txt 1; by file: keep.log 1, "
-        "src/app.py 1, src/top.txt 1"]
+        "matches by kind: .log 1, .py 1, .txt 1; by file: keep.log 1, src/app.py 1, "
+        "src/top.txt 1; in all: 3 matches in 3 files"]
     res = await call(tools["grep"], pattern="todo", ignore_case=True, glob="*.py")
     assert res.content == "src/app.py:2: TODO: fix\n1 match in 1 file"
     res = await call(tools["grep"], pattern="(", path="src")
@@ -256,11 +256,11 @@ async def test_grep_counts_its_matches_in_all_by_kind_and_by_file(ws: Workspace,
         (ws.root / name).write_text(text)
     res = await call(tools["grep"], pattern="falcon")
     assert res.content.splitlines()[-1] == (
-        "5 matches on 4 lines in 3 files; by kind: .txt 4, .md 1; by file: a.txt 3, b.txt 1, "
-        "c.md 1")
+        "matches by kind: .txt 4, .md 1; by file: a.txt 3, b.txt 1, c.md 1; in all: 5 matches "
+        "on 4 lines in 3 files")
     res = await call(tools["grep"], pattern="falcon", glob="*.txt")
-    assert res.content.splitlines()[-1] == "4 matches on 3 lines in 2 files; by file: a.txt 3, " \
-        "b.txt 1"
+    assert res.content.splitlines()[-1] == "matches by file: a.txt 3, b.txt 1; in all: 4 " \
+        "matches on 3 lines in 2 files"
 
 
 def test_gitignore_rules() -> None:
