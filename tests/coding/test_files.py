@@ -12,6 +12,7 @@ from steerable import FilePart, ImagePart
 from steerable.coding import Workspace, coding_tools
 from steerable.coding import read as read_module
 from steerable.coding._walk import IgnoreRules, glob_to_regex
+from steerable.coding.ls import INLINE_FILE_BYTES, INLINE_TOTAL
 from tests._components import missing
 from tests.coding.conftest import call
 
@@ -187,7 +188,8 @@ async def test_ls_lists_folders_first_with_sizes(ws: Workspace, tools) -> None:
     (ws.root / "a").mkdir()
     os.symlink("b.txt", ws.root / "c")
     res = await call(tools["ls"])
-    assert res.content == "a/\nb.txt  (5 B, 1 line)\nc -> b.txt\n1 file (1 .txt), 1 folder"
+    assert res.content == ("a/\nb.txt  (5 B, 1 line)\n    | 12345\nc -> b.txt\n"
+                           "1 file (1 .txt), 1 folder")
     assert (await call(tools["ls"], path="a")).content == "a is empty."
 
 
@@ -199,9 +201,25 @@ async def test_ls_states_line_counts_and_files_by_kind(ws: Workspace, tools) -> 
     (ws.root / "img.bin").write_bytes(b"\0\1\2\n")
     res = await call(tools["ls"])
     assert res.content.splitlines() == [
-        "img.bin  (4 B)", "n.txt  (0 B, 0 lines)", "one.py  (6 B, 3 lines)",
-        "two.py  (3 B, 2 lines)", "4 files (2 .py, 1 .bin, 1 .txt), 0 folders"]
+        "img.bin  (4 B)", "n.txt  (0 B, 0 lines)", "one.py  (6 B, 3 lines)", "    | a",
+        "    | b", "    | c", "two.py  (3 B, 2 lines)", "    | x", "    | y",
+        "4 files (2 .py, 1 .bin, 1 .txt), 0 folders"]
     assert (await call(tools["ls"], path="b.txt")).is_error
+
+
+async def test_ls_shows_the_text_of_small_files_while_the_listing_stays_short(
+        ws: Workspace, tools) -> None:
+    # The 1.5B answered "port?" from a listing naming server.py: "the port is not specified".
+    (ws.root / "app.py").write_text("import http.server\nPORT = 6839\n")
+    (ws.root / "big.txt").write_text("x" * (INLINE_FILE_BYTES + 1))
+    for i in range(INLINE_TOTAL // INLINE_FILE_BYTES + 1):
+        (ws.root / f"n{i}.md").write_text("y" * INLINE_FILE_BYTES)
+    rows = (await call(tools["ls"])).content.splitlines()
+    assert rows[:4] == ["app.py  (31 B, 2 lines)", "    | import http.server",
+                        "    | PORT = 6839", f"big.txt  ({INLINE_FILE_BYTES + 1} B, 1 line)"]
+    shown = [r for r in rows if r.startswith("    | ")]
+    assert sum(len(r) - len("    | ") for r in shown) <= INLINE_TOTAL
+    assert rows[-2].startswith("n4.md") and rows[-1].startswith("7 files")  # over the budget
 
 
 def _tree(root: Path) -> None:
