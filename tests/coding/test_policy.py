@@ -130,15 +130,19 @@ async def test_a_change_that_changed_nothing_says_so(ws):
     assert verdict is not None and verdict.change_missing
 
 
-async def test_an_invented_fact_gets_one_more_chance_then_is_marked(ws):
+async def test_an_invented_fact_gets_one_more_look_then_one_more_chance_then_is_marked(ws):
     result, events, provider, hook = await _run(
         ws, "when is the sync?", kind("workspace"),
         Reply(tool_calls=[("read", {"path": "notes.txt"})]),
         Reply(text="The sync is at 9 AM in room B123."),
+        Reply(tool_calls=[("grep", {"pattern": "AM"})]),  # the look for '9'
+        Reply(text="The sync is at 9 AM in room B123."),
         Reply(text="It is at 9 AM, in room B123."))
     purposes = [r.purpose for r in _requests(events)]
-    assert purposes == ["classify", "", "", "evidence"]
-    recheck = provider.requests[-1]
+    assert purposes == ["classify", "", "", "evidence", "", "evidence"]
+    look, recheck = provider.requests[3], provider.requests[-1]
+    assert "'9'" in look.messages[-1].content and look.tool_choice.mode == "required"
+    assert look.tool_choice.only == ("read", "grep", "ls", "find")
     assert "'9'" in recheck.messages[-1].content and recheck.tool_choice.mode == "none"
     assert f"{UNVERIFIED_MARK}: 9" in result.text
     shown = [e for e in events if e.kind is EventKind.LLM_RESPONSE and not e.purpose][-1]
@@ -147,11 +151,30 @@ async def test_an_invented_fact_gets_one_more_chance_then_is_marked(ws):
     assert verdict is not None and verdict.rechecked and verdict.unverified == ("9",)
 
 
+async def test_a_fact_no_result_showed_is_looked_for_and_the_look_answers_it(ws):
+    # The 1.5B read only the README a question named in passing ("See server.py.") and
+    # answered "port 8080"; asked to answer from the evidence it could only say it did not know.
+    (ws / "README.md").write_text("See server.py.\n")
+    (ws / "server.py").write_text("PORT = 9759\n")
+    result, events, provider, hook = await _run(
+        ws, "I skimmed README.md. Which port?", kind("workspace"),
+        Reply(tool_calls=[("read", {"path": "README.md"})]),
+        Reply(text="The server listens on port 8080."),
+        Reply(tool_calls=[("read", {"path": "server.py"})]),
+        Reply(text="Port 9759."))
+    assert result.text == "Port 9759." and UNVERIFIED_MARK not in result.text
+    ends = [e.tool_name for e in events if e.kind is EventKind.TOOL_EXEC_END]
+    assert ends == ["read", "read"]
+    verdict = hook.verdict(result.turn_id)
+    assert verdict is not None and not verdict.unverified
+
+
 async def test_an_answer_from_the_evidence_after_the_second_chance_is_not_marked(ws):
     result, *_ = await _run(
         ws, "when is the sync?", kind("workspace"),
         Reply(tool_calls=[("read", {"path": "notes.txt"})]),
-        Reply(text="At 9 AM."), Reply(text="On Monday, in room B123."))
+        Reply(text="At 9 AM."), Reply(text="no look"),  # the look asked for: none made
+        Reply(text="On Monday, in room B123."))
     assert result.text == "On Monday, in room B123."
 
 

@@ -103,6 +103,7 @@ from steerable.coding._reads import (
     entry_names,
     read_functions,
 )
+from steerable.coding._recheck import recheck_request
 from steerable.coding._walk import FOUND_NOTHING
 from steerable.coding._workspace import Workspace
 from steerable.errors import ProviderError
@@ -151,9 +152,6 @@ FILE_CHANGERS = ("edit", "write")
 
 _GENERAL_NOTE = ("(Note: this needs no tool; answer it directly in words, or say you cannot "
                  "do it.)")
-_RECHECK = ("Your answer states {facts}, but no tool result above shows {it}. Answer my "
-            "request again using only what the tool results say; where they do not show "
-            "something, say you do not know it.")
 _RESTATE = ("That only repeats the raw tool output, and I cannot see the tool results. Answer "
             "my request itself now, in a few words of your own, using only what the results "
             "above show.")
@@ -202,6 +200,8 @@ class _Turn:
     """The calls that changed files (a look after one is no repeat of a look before it)."""
     denied: set[str] = field(default_factory=set)
     """The calls the policy denied: they did not run, so the same call later is no repeat."""
+    looked_again: bool = False
+    """An answer stating what no result showed was given one more look instead."""
 
 
 class ToolPolicy(Hook):
@@ -494,9 +494,12 @@ class ToolPolicy(Hook):
                                     vocabulary=words)
         rechecked = False
         if missing and looked:
+            again_look = await self._look_again(ctx, turn, text, missing)
+            if again_look is not None:
+                return again_look
             rechecked = True
             try:
-                again = await ctx.ask(_recheck_request(ctx.request, text, missing), "evidence")
+                again = await ctx.ask(recheck_request(ctx.request, text, missing), "evidence")
             except Exception:  # any failure of the call: what is unsupported must stay marked
                 again = response
             if again.text.strip():
@@ -518,6 +521,29 @@ class ToolPolicy(Hook):
         if not notes and text == response.text:
             return None
         return HookDecision(HookAction.MODIFY, text="\n\n".join([text.rstrip(), *notes]))
+
+    async def _look_again(self, ctx: LLMResponseContext, turn: _Turn, answer: str,
+                          missing: Sequence[str]) -> HookResult:
+        """Once per request, a question whose answer states what no result showed, while a
+        look is still allowed, gets one more look instead of an answer: the model is asked
+        for a call of a look (its paths held), and the calls replace the answer. The 1.5B
+        read only the README a question named in passing ("See server.py.") and answered
+        "port 8080"; asked to answer again from the evidence it could only say it did not
+        know. None: no look was made (the answer is rechecked as it is)."""
+        choice = ctx.request.tool_choice
+        looks = tuple(t.name for t in ctx.request.tools
+                      if t.name in self.looks and choice.allows(t.name))
+        if turn.looked_again or turn.intent == "change" or not looks:
+            return None
+        turn.looked_again = True
+        held = await self._held(turn, ctx.request, ToolChoice(
+            "required", looks, self.call_tokens, "the answer states what no result showed: look"))
+        try:
+            reply = await ctx.ask(recheck_request(ctx.request, answer, missing, held), "evidence")
+        except Exception:  # any failure of the call: the answer is rechecked as it is
+            return None
+        calls = [(c.name, dict(c.arguments)) for c in reply.tool_calls if c.name in looks]
+        return HookDecision(HookAction.MODIFY, text="", tool_calls=calls) if calls else None
 
     async def _restate(self, ctx: LLMResponseContext, echo: str,
                        results: Sequence[str]) -> str:
@@ -555,12 +581,3 @@ def _changed(turn: Sequence[Message], tools: Sequence[ToolSpec], start: Snapshot
     if any(m.role == "tool" and not m.is_error and m.name in acting for m in turn):
         return True
     return start is not None and now is not None and bool(start.changed(now))
-
-
-def _recheck_request(request: LLMRequest, answer: str, missing: Sequence[str]) -> LLMRequest:
-    facts = ", ".join(f"'{m}'" for m in missing)
-    note = _RECHECK.format(facts=facts, it="it" if len(missing) == 1 else "them")
-    return LLMRequest(
-        messages=(*request.messages, Message("assistant", answer), Message("user", note)),
-        tools=request.tools, model=request.model, params=request.params,
-        tool_choice=ToolChoice("none", reason="answer from the evidence"))
