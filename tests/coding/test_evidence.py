@@ -5,7 +5,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steerable.coding._evidence import evidence_counts, tool_vocabulary, unsupported_facts
+from steerable.coding._evidence import (
+    evidence_counts,
+    path_names,
+    tool_vocabulary,
+    unsupported_facts,
+)
 
 names = st.from_regex(r"[a-z]{2,8}_[a-z]{2,8}|[a-z]{2,8}\.(py|txt|json)", fullmatch=True)
 numbers = st.integers(min_value=2, max_value=99999).map(str)
@@ -75,3 +80,9 @@ def test_a_use_of_a_tool_still_has_its_own_facts_checked():
     assert found == ["server.py", "8080"]
     # A name that is no offered tool's is still a name.
     assert unsupported_facts("Call `fetch_user`.", "", set(), vocabulary=words) == ["fetch_user"]
+
+
+def test_a_name_called_in_code_is_no_file_name():
+    # "print greet.hello('Ada')" named no file greet.hello (the 1.5B created one).
+    assert path_names("add hello to greet.py and print greet.hello('Ada') in main.py") == [
+        "greet.py", "main.py"]

@@ -322,3 +322,14 @@ async def test_looks_that_showed_nothing_are_left_out_once_one_showed_something(
     assert not any("No matches" in m.text or any(c.name == "grep" for c in m.tool_calls)
                    for m in third.messages)
     assert any("room B123" in m.text for m in third.messages if m.role == "tool")
+
+
+async def test_an_answer_is_bounded_as_a_call_is(ws):
+    # Under load the 1.5B wrote one answer for ten minutes.
+    _, _, provider, _ = await _run(
+        ws, "when is the sync?", kind("workspace"),
+        Reply(tool_calls=[("read", {"path": "notes.txt"})]),
+        Reply(tool_calls=[("read", {"path": "notes.txt"})]),  # a repeat: answer now
+        Reply(text="Monday, room B123."), answer_tokens=77)
+    last = provider.requests[-1].tool_choice
+    assert last.mode == "none" and last.max_tokens == 77

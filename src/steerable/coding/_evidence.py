@@ -42,8 +42,11 @@ def _norm(text: str) -> str:
 
 
 def path_names(text: str) -> list[str]:
-    """The file names ``text`` writes out (``notes.txt``, ``src/app.py``), in order."""
-    return [m.group(0).rstrip(".") for m in _PATHLIKE.finditer(text)]
+    """The file names ``text`` writes out (``notes.txt``, ``src/app.py``), in order. A name
+    followed by "(" is a call in code (``greet.hello('Ada')``), not a file: taken for one, it
+    led the 1.5B to create a file named greet.hello."""
+    return [m.group(0).rstrip(".") for m in _PATHLIKE.finditer(text)
+            if not text.startswith("(", m.end())]
 
 
 def echoes(answer: str, results: Iterable[str]) -> bool:

@@ -23,7 +23,7 @@ _LOOK = ("Your answer states {facts}, but no tool result above shows {it}. Look 
 
 
 def recheck_request(request: LLMRequest, answer: str, missing: Sequence[str],
-                    look: ToolChoice | None = None) -> LLMRequest:
+                    look: ToolChoice | None = None, max_tokens: int | None = None) -> LLMRequest:
     """``request`` followed by ``answer`` and the note on ``missing``: an answer from the
     evidence, or (``look``, a required call) a look for what the answer stated."""
     facts = ", ".join(f"'{m}'" for m in missing)
@@ -32,4 +32,5 @@ def recheck_request(request: LLMRequest, answer: str, missing: Sequence[str],
     return LLMRequest(
         messages=(*request.messages, Message("assistant", answer), Message("user", note)),
         tools=request.tools, model=request.model, params=request.params,
-        tool_choice=look or ToolChoice("none", reason="answer from the evidence"))
+        tool_choice=look or ToolChoice("none", max_tokens=max_tokens,
+                                       reason="answer from the evidence"))

@@ -22,7 +22,8 @@ whether or not calls are approved; a call of a tool the choice did not allow is 
 workspace (``looks``: read, grep, ls, find; ``todo`` plans but reads nothing, so it does not
 count) until one was made; a run starts with a required ``bash`` call (reading a script is not
 running it). Then a call is optional until ``max_rounds`` rounds or a repeated call, then it
-must answer. A required call is capped at ``call_tokens`` tokens.
+must answer. A required call is capped at ``call_tokens`` tokens, an answer at
+``answer_tokens``.
 
 **A change is judged by the workspace** (``_changes.py``): a successful command is no change by
 itself, a file that differs from the moment the request was read is. It starts with a required
@@ -214,13 +215,15 @@ class ToolPolicy(Hook):
     given ``RecordedReads(steerable.temporal.workflow_read)``, reads the engine records."""
 
     def __init__(self, workspace: Workspace, *, max_rounds: int = 4,
-                 call_tokens: int = 1024, looks: frozenset[str] = WORKSPACE_READERS,
+                 call_tokens: int = 1024, answer_tokens: int = 512,
+                 looks: frozenset[str] = WORKSPACE_READERS,
                  reads: WorkspaceReads | None = None) -> None:
         self.gate = workspace.gate
         self.reads = reads or DirectReads(workspace.root)
         self.looks = looks
         self.max_rounds = max_rounds
         self.call_tokens = call_tokens
+        self.answer_tokens = answer_tokens
         self._turns: dict[str, _Turn] = {}
         self._verdicts: dict[str, Verdict] = {}
         self.gate.close_by_default("the request was not read as asking for a change")
@@ -252,6 +255,9 @@ class ToolPolicy(Hook):
                     "no change")
         now = None if turn.start is None else await self.reads.snapshot(turn.start.names)
         turn.choice = await self._held(turn, request, self._choice(turn, request, now))
+        if turn.choice.mode == "none" and turn.choice.max_tokens is None:
+            # An answer is bounded as a call is: under load the 1.5B wrote one for 10 minutes.
+            turn.choice = dataclasses.replace(turn.choice, max_tokens=self.answer_tokens)
         messages = None
         if turn.intent == "general" and request.messages[-1].role == "user":
             last = request.messages[-1].content
@@ -499,7 +505,9 @@ class ToolPolicy(Hook):
                 return again_look
             rechecked = True
             try:
-                again = await ctx.ask(recheck_request(ctx.request, text, missing), "evidence")
+                asked_again = recheck_request(ctx.request, text, missing,
+                                              max_tokens=self.answer_tokens)
+                again = await ctx.ask(asked_again, "evidence")
             except Exception:  # any failure of the call: what is unsupported must stay marked
                 again = response
             if again.text.strip():
@@ -554,7 +562,8 @@ class ToolPolicy(Hook):
         again = LLMRequest(
             messages=(*request.messages, Message("assistant", echo), Message("user", _RESTATE)),
             tools=request.tools, model=request.model, params=request.params,
-            tool_choice=ToolChoice("none", reason="the answer repeated a tool result"))
+            tool_choice=ToolChoice("none", max_tokens=self.answer_tokens,
+                                   reason="the answer repeated a tool result"))
         try:
             reply = (await ctx.ask(again, "answer")).text
         except Exception:  # any failure of the call: the echo is still checked and marked
