@@ -79,9 +79,12 @@ def as_shown(turn: Sequence[Message]) -> list[str]:
     return [tool_result_as_user(m, calls) for m in turn if m.role == "tool"]
 
 
-def without_calls(messages: Sequence[Message], ids: set[str]) -> list[Message]:
+def without_calls(messages: Sequence[Message], ids: set[str],
+                  keep: Set[str] = frozenset()) -> list[Message]:
     """``messages`` without the calls ``ids`` and their results (an assistant message left
-    with neither calls nor words goes too)."""
+    with neither calls nor words goes too), but for calls whose ``path`` is one of ``keep``."""
+    ids = {c.id for m in messages for c in m.tool_calls
+           if c.id in ids and c.arguments.get("path") not in keep}
     out: list[Message] = []
     for m in messages:
         if m.role == "tool" and m.tool_call_id in ids:

@@ -266,9 +266,11 @@ class ToolPolicy(Hook):
             messages = [*request.messages[:-1], Message("user", note)]
         elif turn.blank and looked_at(turn_messages(request.messages), self.looks, turn.blank):
             # Once a look showed something, the looks that showed nothing are left out of what
-            # the model reads: the 1.5B read notes.txt after a grep found nothing, and answered
-            # "notes.txt does not contain any lines".
-            messages = without_calls(request.messages, turn.blank)
+            # the model reads (the 1.5B read notes.txt after a grep found nothing, and answered
+            # "notes.txt does not contain any lines"), but for a look at a file the request
+            # names: "secrets.txt does not exist" is the answer to "what does secrets.txt say?".
+            named = set(path_names(" ".join(turn.asked)))
+            messages = without_calls(request.messages, turn.blank, keep=named)
         return HookDecision(HookAction.MODIFY, tool_choice=turn.choice, messages=messages)
 
     async def _held(self, turn: _Turn, request: LLMRequest, choice: ToolChoice) -> ToolChoice:
