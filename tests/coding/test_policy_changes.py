@@ -353,3 +353,10 @@ async def test_a_required_write_may_only_create_a_file_the_request_names(ws):
         Reply(text="Done."))
     first = provider.requests[1].tool_choice
     assert first.only == NO_WRITE and not [v for v in first.values if v[0] == "write"]
+    # A request that names no file may still ask for one: a whole write stays offered.
+    _, _, provider, _ = await _run(
+        ws, "write a script that prints hi", kind("change"),
+        Reply(tool_calls=[("write", {"path": "hi.py", "content": "print('hi')\n"})]),
+        Reply(text="Done."))
+    first = provider.requests[1].tool_choice
+    assert first.only is None and not [v for v in first.values if v[0] == "write"]

@@ -295,10 +295,11 @@ class ToolPolicy(Hook):
         if paths is not None and OVERWRITERS & set(tools) and len(tools) > 1:
             # A file that exists changes by edit (its quote held to its lines), not rewritten
             # whole: the 1.5B rewrote greet.py with hello() alone, after reading shout() in it.
+            # A request that names no file may still ask for one ("write a script that...").
             new = tuple(n for n in named if n not in paths["files"] and n not in paths["folders"])
             values += tuple((w, (("path", new),)) for w in sorted(OVERWRITERS & set(tools))
                             if new)
-            if not new:
+            if named and not new:
                 only = tuple(t for t in tools if t not in OVERWRITERS)
         return dataclasses.replace(choice, only=only, values=values)
 
