@@ -339,11 +339,12 @@ async def test_a_failed_look_at_a_file_the_request_names_is_kept_for_the_answer(
     # "secrets.txt does not exist" is the answer to "what does secrets.txt say?"; left out
     # once a listing showed something, the 1.5B answered with the steps of a look.
     _, _, provider, _ = await _run(
-        ws, "What does secrets.txt say?", kind("workspace"),
+        ws, "What does secrets.txt say, next to notes.txt?", kind("workspace"),
         Reply(tool_calls=[("read", {"path": "secrets.txt"})]),
-        Reply(tool_calls=[("grep", {"pattern": "secret"})]),
+        Reply(tool_calls=[("grep", {"pattern": "secret", "path": "notes.txt"})]),  # no match
         Reply(tool_calls=[("ls", {"path": "."})]),
         Reply(text="There is no secrets.txt."))
     last = provider.requests[-1].messages
     assert any("secrets.txt does not exist" in m.text for m in last if m.role == "tool")
+    # A search that matched nothing is left out, in a named file or not.
     assert not any("No matches" in m.text for m in last)

@@ -82,9 +82,11 @@ def as_shown(turn: Sequence[Message]) -> list[str]:
 def without_calls(messages: Sequence[Message], ids: set[str],
                   keep: Set[str] = frozenset()) -> list[Message]:
     """``messages`` without the calls ``ids`` and their results (an assistant message left
-    with neither calls nor words goes too), but for calls whose ``path`` is one of ``keep``."""
+    with neither calls nor words goes too), but for the calls on a ``path`` of ``keep`` that
+    failed (a file that does not exist, not a search that matched nothing)."""
+    failed = {m.tool_call_id for m in messages if m.role == "tool" and m.is_error}
     ids = {c.id for m in messages for c in m.tool_calls
-           if c.id in ids and c.arguments.get("path") not in keep}
+           if c.id in ids and not (c.id in failed and c.arguments.get("path") in keep)}
     out: list[Message] = []
     for m in messages:
         if m.role == "tool" and m.tool_call_id in ids:

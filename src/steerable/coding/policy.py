@@ -267,8 +267,9 @@ class ToolPolicy(Hook):
         elif turn.blank and looked_at(turn_messages(request.messages), self.looks, turn.blank):
             # Once a look showed something, the looks that showed nothing are left out of what
             # the model reads (the 1.5B read notes.txt after a grep found nothing, and answered
-            # "notes.txt does not contain any lines"), but for a look at a file the request
-            # names: "secrets.txt does not exist" is the answer to "what does secrets.txt say?".
+            # "notes.txt does not contain any lines"), but for a failed look at a file the
+            # request names: "secrets.txt does not exist" answers "what does secrets.txt say?"
+            # (a grep that matched nothing in a named README, kept, drew a re-read of it).
             named = set(path_names(" ".join(turn.asked)))
             messages = without_calls(request.messages, turn.blank, keep=named)
         return HookDecision(HookAction.MODIFY, tool_choice=turn.choice, messages=messages)
