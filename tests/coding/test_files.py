@@ -12,6 +12,7 @@ from steerable import FilePart, ImagePart
 from steerable.coding import Workspace, coding_tools
 from steerable.coding import read as read_module
 from steerable.coding._walk import IgnoreRules, glob_to_regex
+from steerable.coding.ls import INLINE_FILE_BYTES, INLINE_TOTAL
 from tests._components import missing
 from tests.coding.conftest import call
 
@@ -187,7 +188,8 @@ async def test_ls_lists_folders_first_with_sizes(ws: Workspace, tools) -> None:
     (ws.root / "a").mkdir()
     os.symlink("b.txt", ws.root / "c")
     res = await call(tools["ls"])
-    assert res.content == "a/\nb.txt  (5 B, 1 line)\nc -> b.txt\n1 file (1 .txt), 1 folder"
+    assert res.content == ("a/\nb.txt  (5 B, 1 line)\n    | 12345\nc -> b.txt\n"
+                           "1 file (1 .txt), 1 folder")
     assert (await call(tools["ls"], path="a")).content == "a is empty."
 
 
@@ -199,9 +201,25 @@ async def test_ls_states_line_counts_and_files_by_kind(ws: Workspace, tools) -> 
     (ws.root / "img.bin").write_bytes(b"\0\1\2\n")
     res = await call(tools["ls"])
     assert res.content.splitlines() == [
-        "img.bin  (4 B)", "n.txt  (0 B, 0 lines)", "one.py  (6 B, 3 lines)",
-        "two.py  (3 B, 2 lines)", "4 files (2 .py, 1 .bin, 1 .txt), 0 folders"]
+        "img.bin  (4 B)", "n.txt  (0 B, 0 lines)", "one.py  (6 B, 3 lines)", "    | a",
+        "    | b", "    | c", "two.py  (3 B, 2 lines)", "    | x", "    | y",
+        "4 files (2 .py, 1 .bin, 1 .txt), 0 folders"]
     assert (await call(tools["ls"], path="b.txt")).is_error
+
+
+async def test_ls_shows_the_text_of_small_files_while_the_listing_stays_short(
+        ws: Workspace, tools) -> None:
+    # The 1.5B answered "port?" from a listing naming server.py: "the port is not specified".
+    (ws.root / "app.py").write_text("import http.server\nPORT = 6839\n")
+    (ws.root / "big.txt").write_text("x" * (INLINE_FILE_BYTES + 1))
+    for i in range(INLINE_TOTAL // INLINE_FILE_BYTES + 1):
+        (ws.root / f"n{i}.md").write_text("y" * INLINE_FILE_BYTES)
+    rows = (await call(tools["ls"])).content.splitlines()
+    assert rows[:4] == ["app.py  (31 B, 2 lines)", "    | import http.server",
+                        "    | PORT = 6839", f"big.txt  ({INLINE_FILE_BYTES + 1} B, 1 line)"]
+    shown = [r for r in rows if r.startswith("    | ")]
+    assert sum(len(r) - len("    | ") for r in shown) <= INLINE_TOTAL
+    assert rows[-2].startswith("n4.md") and rows[-1].startswith("7 files")  # over the budget
 
 
 def _tree(root: Path) -> None:
@@ -230,9 +248,11 @@ async def test_python_grep_respects_gitignore_and_skips_binary(ws: Workspace, to
     _tree(ws.root)
     res = await call(tools["grep"], pattern="TODO")
     assert res.content.splitlines() == [
-        "keep.log:1: TODO keep", "src/app.py:2: TODO: fix", "src/top.txt:1: TODO nested top"]
+        "keep.log:1: TODO keep", "src/app.py:2: TODO: fix", "src/top.txt:1: TODO nested top",
+        "matches by kind: .log 1, .py 1, .txt 1; by file: keep.log 1, src/app.py 1, "
+        "src/top.txt 1; in all: 3 matches in 3 files"]
     res = await call(tools["grep"], pattern="todo", ignore_case=True, glob="*.py")
-    assert res.content == "src/app.py:2: TODO: fix"
+    assert res.content == "src/app.py:2: TODO: fix\n1 match in 1 file"
     res = await call(tools["grep"], pattern="(", path="src")
     assert res.is_error and "invalid regular expression" in res.content
 
@@ -245,6 +265,20 @@ async def test_ripgrep_and_python_grep_agree(ws: Workspace) -> None:
     without = {t.name: t for t in coding_tools(ws, use_ripgrep=False)}["grep"]
     for args in [{"pattern": "TODO"}, {"pattern": "todo", "ignore_case": True, "glob": "*.py"}]:
         assert (await call(with_rg, **args)).content == (await call(without, **args)).content
+
+
+async def test_grep_counts_its_matches_in_all_by_kind_and_by_file(ws: Workspace, tools) -> None:
+    # The 1.5B had the matching lines in front of it and answered with the steps of a count.
+    for name, text in {"a.txt": "falcon\nfalcon falcon\nno\n", "b.txt": "the falcon\n",
+                       "c.md": "falcon\n"}.items():
+        (ws.root / name).write_text(text)
+    res = await call(tools["grep"], pattern="falcon")
+    assert res.content.splitlines()[-1] == (
+        "matches by kind: .txt 4, .md 1; by file: a.txt 3, b.txt 1, c.md 1; in all: 5 matches "
+        "on 4 lines in 3 files")
+    res = await call(tools["grep"], pattern="falcon", glob="*.txt")
+    assert res.content.splitlines()[-1] == "matches by file: a.txt 3, b.txt 1; in all: 4 " \
+        "matches on 3 lines in 2 files"
 
 
 def test_gitignore_rules() -> None:

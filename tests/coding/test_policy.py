@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from steerable import Agent, AgentLoop, EventKind, Reply, ScriptedProvider, TurnStatus
 from steerable.coding import Sandbox, Workspace, coding_tools
+from steerable.coding._paths import PATHS_LIMIT
 from steerable.coding._sandbox import bwrap_usable
 from steerable.coding.policy import NOTHING_CHANGED_MARK, UNVERIFIED_MARK, ToolPolicy
 
@@ -109,9 +110,11 @@ async def test_a_change_reads_after_a_failed_edit_and_may_go_on_after_one(ws):
     assert "triple(2)" in (ws / "main.py").read_text()
     choices = [(r.tool_choice, r.may_call) for r in _requests(events)[1:]]
     # required until a change succeeded (after the failed edit of a file it never read, that
-    # read is the call offered), then optional, then the round limit (4): answer
-    assert choices == [("required", None), ("required", ("read",)), ("required", None),
-                       ("auto", None), ("none", None)]
+    # read is the call offered), then optional, then the round limit (4): answer; the files
+    # it names exist, so a required call changes them by edit, never by a whole write
+    no_write = ("read", "edit", "bash", "grep", "ls", "find")
+    assert choices == [("required", no_write), ("required", ("read",)),
+                       ("required", no_write), ("auto", None), ("none", None)]
     verdict = hook.verdict(result.turn_id)
     assert verdict is not None and verdict.changed and NOTHING_CHANGED_MARK not in result.text
 
@@ -127,15 +130,19 @@ async def test_a_change_that_changed_nothing_says_so(ws):
     assert verdict is not None and verdict.change_missing
 
 
-async def test_an_invented_fact_gets_one_more_chance_then_is_marked(ws):
+async def test_an_invented_fact_gets_one_more_look_then_one_more_chance_then_is_marked(ws):
     result, events, provider, hook = await _run(
         ws, "when is the sync?", kind("workspace"),
         Reply(tool_calls=[("read", {"path": "notes.txt"})]),
         Reply(text="The sync is at 9 AM in room B123."),
+        Reply(tool_calls=[("grep", {"pattern": "AM"})]),  # the look for '9'
+        Reply(text="The sync is at 9 AM in room B123."),
         Reply(text="It is at 9 AM, in room B123."))
     purposes = [r.purpose for r in _requests(events)]
-    assert purposes == ["classify", "", "", "evidence"]
-    recheck = provider.requests[-1]
+    assert purposes == ["classify", "", "", "evidence", "", "evidence"]
+    look, recheck = provider.requests[3], provider.requests[-1]
+    assert "'9'" in look.messages[-1].content and look.tool_choice.mode == "required"
+    assert look.tool_choice.only == ("read", "grep", "ls", "find")
     assert "'9'" in recheck.messages[-1].content and recheck.tool_choice.mode == "none"
     assert f"{UNVERIFIED_MARK}: 9" in result.text
     shown = [e for e in events if e.kind is EventKind.LLM_RESPONSE and not e.purpose][-1]
@@ -144,11 +151,30 @@ async def test_an_invented_fact_gets_one_more_chance_then_is_marked(ws):
     assert verdict is not None and verdict.rechecked and verdict.unverified == ("9",)
 
 
+async def test_a_fact_no_result_showed_is_looked_for_and_the_look_answers_it(ws):
+    # The 1.5B read only the README a question named in passing ("See server.py.") and
+    # answered "port 8080"; asked to answer from the evidence it could only say it did not know.
+    (ws / "README.md").write_text("See server.py.\n")
+    (ws / "server.py").write_text("PORT = 9759\n")
+    result, events, provider, hook = await _run(
+        ws, "I skimmed README.md. Which port?", kind("workspace"),
+        Reply(tool_calls=[("read", {"path": "README.md"})]),
+        Reply(text="The server listens on port 8080."),
+        Reply(tool_calls=[("read", {"path": "server.py"})]),
+        Reply(text="Port 9759."))
+    assert result.text == "Port 9759." and UNVERIFIED_MARK not in result.text
+    ends = [e.tool_name for e in events if e.kind is EventKind.TOOL_EXEC_END]
+    assert ends == ["read", "read"]
+    verdict = hook.verdict(result.turn_id)
+    assert verdict is not None and not verdict.unverified
+
+
 async def test_an_answer_from_the_evidence_after_the_second_chance_is_not_marked(ws):
     result, *_ = await _run(
         ws, "when is the sync?", kind("workspace"),
         Reply(tool_calls=[("read", {"path": "notes.txt"})]),
-        Reply(text="At 9 AM."), Reply(text="On Monday, in room B123."))
+        Reply(text="At 9 AM."), Reply(text="no look"),  # the look asked for: none made
+        Reply(text="On Monday, in room B123."))
     assert result.text == "On Monday, in room B123."
 
 
@@ -241,3 +267,84 @@ async def test_the_last_call_of_a_turn_must_answer_and_the_policy_leaves_it_so(w
     assert last.tool_choice == "none" and last.tools == first.tools
     assert last.reason == "the last call of the turn: answer in words"
     assert result.status is TurnStatus.MAX_ITERATIONS and result.text == "helper returns x * 2."
+
+
+async def test_naming_the_offered_tools_is_no_fact_to_recheck(ws):
+    # The 1.5B answered a French question with the steps, naming `read` and `path`: the recheck
+    # was asked for a tool's name, as if it were a fact about the files.
+    result, events, *_ = await _run(
+        ws, "Que dit notes.txt ?", kind("workspace"),
+        Reply(tool_calls=[("read", {"path": "notes.txt"})]),
+        Reply(text="J'ai utilisé `read` (`path`, `offset`) : lundi, salle B123."))
+    assert [r.purpose for r in _requests(events)] == ["classify", "", ""]
+    assert UNVERIFIED_MARK not in result.text
+
+
+async def test_a_required_look_may_name_only_paths_that_exist_or_the_request_names(ws):
+    # The 1.5B asked for `team.txt` and `notes` again and again, the error naming notes.txt.
+    (ws / "docs").mkdir()
+    (ws / "docs" / "a.md").write_text("x\n")
+    _, events, provider, _ = await _run(
+        ws, "Was steht in secret.txt?", kind("workspace"),
+        Reply(tool_calls=[("read", {"path": "secret.txt"})]),  # named: allowed, then failed
+        Reply(tool_calls=[("ls", {"path": "."})]),
+        Reply(text="secret.txt gibt es nicht."))
+    first, second = (r.tool_choice for r in provider.requests[1:3])
+    files = ("notes.txt", "utils.py", "docs/a.md")  # the top folder's first
+    assert {t: dict(held) for t, held in first.values} == {
+        "read": {"path": (*files, "secret.txt")},
+        "grep": {"path": (".", "docs", *files, "secret.txt")},
+        "ls": {"path": (".", "docs", "secret.txt")}, "find": {"path": (".", "docs", "secret.txt")}}
+    assert {t: dict(held) for t, held in second.values}["ls"] == {"path": (".", "docs")}
+    assert provider.requests[3].tool_choice.values == ()  # an optional call: no grammar
+
+
+async def test_paths_are_not_held_in_a_workspace_too_big_to_list(ws):
+    for i in range(PATHS_LIMIT):
+        (ws / f"f{i}.txt").write_text("x\n")
+    _, _, provider, _ = await _run(
+        ws, "what is in notes.txt", kind("workspace"),
+        Reply(tool_calls=[("read", {"path": "notes.txt"})]), Reply(text="Monday, room B123."))
+    assert provider.requests[1].tool_choice.mode == "required"
+    assert provider.requests[1].tool_choice.values == ()
+
+
+async def test_looks_that_showed_nothing_are_left_out_once_one_showed_something(ws):
+    # The 1.5B read notes.txt after a grep found nothing and answered "notes.txt does not
+    # contain any lines".
+    _, _, provider, _ = await _run(
+        ws, "waht does notse.txt say", kind("workspace"),
+        Reply(tool_calls=[("grep", {"pattern": "notse"})]),
+        Reply(tool_calls=[("read", {"path": "notes.txt"})]),
+        Reply(text="Sync on Monday in room B123."))
+    second, third = provider.requests[2:4]
+    assert any("No matches" in m.text for m in second.messages)  # nothing else was shown yet
+    assert not any("No matches" in m.text or any(c.name == "grep" for c in m.tool_calls)
+                   for m in third.messages)
+    assert any("room B123" in m.text for m in third.messages if m.role == "tool")
+
+
+async def test_an_answer_is_bounded_as_a_call_is(ws):
+    # Under load the 1.5B wrote one answer for ten minutes.
+    _, _, provider, _ = await _run(
+        ws, "when is the sync?", kind("workspace"),
+        Reply(tool_calls=[("read", {"path": "notes.txt"})]),
+        Reply(tool_calls=[("read", {"path": "notes.txt"})]),  # a repeat: answer now
+        Reply(text="Monday, room B123."), answer_tokens=77)
+    last = provider.requests[-1].tool_choice
+    assert last.mode == "none" and last.max_tokens == 77
+
+
+async def test_a_failed_look_at_a_file_the_request_names_is_kept_for_the_answer(ws):
+    # "secrets.txt does not exist" is the answer to "what does secrets.txt say?"; left out
+    # once a listing showed something, the 1.5B answered with the steps of a look.
+    _, _, provider, _ = await _run(
+        ws, "What does secrets.txt say, next to notes.txt?", kind("workspace"),
+        Reply(tool_calls=[("read", {"path": "secrets.txt"})]),
+        Reply(tool_calls=[("grep", {"pattern": "secret", "path": "notes.txt"})]),  # no match
+        Reply(tool_calls=[("ls", {"path": "."})]),
+        Reply(text="There is no secrets.txt."))
+    last = provider.requests[-1].messages
+    assert any("secrets.txt does not exist" in m.text for m in last if m.role == "tool")
+    # A search that matched nothing is left out, in a named file or not.
+    assert not any("No matches" in m.text for m in last)

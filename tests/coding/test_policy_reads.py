@@ -38,6 +38,8 @@ async def test_recorded_reads_answer_what_direct_reads_answer(tmp_path: Path) ->
     names = ["src/app.py", "conf.json", "gone.txt"]
     assert await recorded.snapshot(names) == await direct.snapshot(names)
     assert await recorded.names() == await direct.names() and "app" in await direct.names()
+    assert await recorded.paths() == await direct.paths() == {
+        "files": ["conf.json", "empty.txt", "src/app.py"], "folders": [".", "src"]}
     for name, parses in [("src/app.py", True), ("conf.json", False), ("gone.txt", True)]:
         assert await recorded.parses(name) is await direct.parses(name) is parses
     for path, rel in [("./src/../src/app.py", "src/app.py"), ("../outside", None)]:

@@ -101,6 +101,26 @@ async def test_a_required_reply_of_a_text_call_model_may_hold_several_calls(serv
     assert schema["maxItems"] == MAX_CALLS
 
 
+async def test_a_required_call_holds_the_parameters_its_choice_gives_values_for(server, retry):
+    # The tools are listed as they are (the cached prompt); only the call's schema narrows,
+    # one schema per variant (a file and the lines an edit of it may quote).
+    server.add(stream(openai_frames(['{"name": "read", "arguments": {"path": "a.txt"}}'])),
+               stream(openai_frames(["ok"])))
+    held = ToolChoice("required", ("read", "edit"), values=(
+        ("read", (("path", ("a.txt", "b/c.txt")), ("nope", ("x",)))),
+        ("edit", (("path", ("a.txt",)),)), ("edit", (("path", ("b/c.txt",)),))))
+    await _turn(server, retry, TEXT_CALLS, "a?", held, ToolChoice("none"))
+    body = server.requests[0].body
+    entries = body["response_format"]["json_schema"]["schema"]["items"]["oneOf"]
+    args = [e["properties"]["arguments"] for e in entries]
+    assert [e["properties"]["name"]["const"] for e in entries] == ["read", "edit", "edit"]
+    assert args[0]["properties"]["path"] == {"type": "string", "enum": ["a.txt", "b/c.txt"]}
+    assert args[0]["required"] == ["path"] and "nope" not in args[0]["properties"]
+    assert [a["properties"]["path"]["enum"] for a in args[1:]] == [["a.txt"], ["b/c.txt"]]
+    listed = next(t for t in body["tools"] if t["function"]["name"] == "read")
+    assert "enum" not in listed["function"]["parameters"]["properties"]["path"]
+
+
 async def test_a_native_model_gets_tool_choice_and_only_the_allowed_tools(server, retry):
     server.add(stream(openai_frames(["ok"])), stream(openai_frames(["ok"])))
     await _turn(server, retry, NATIVE, "what does a.txt say?",
@@ -139,6 +159,16 @@ async def test_steering_adds_to_the_restated_request(server, retry):
                          "Answer it now in plain words, using these results.")
 
 
+def test_a_results_message_with_a_call_still_allowed_invites_the_answer_first():
+    # "Go on with it" after a look that showed the answer drew steps from the 1.5B.
+    from steerable.providers._tool_wire import restate_request
+    wire = [{"role": "user", "content": "Result of read(...):\ntimeout = 21"}]
+    restate_request(wire, [Message("user", "same timeout?")], answer_now=False)
+    assert wire[-1]["content"].endswith(
+        "My request was: same timeout?\nIf these results are enough, answer it now in plain "
+        "words; if not, call a tool.")
+
+
 def test_a_tool_choice_is_checked():
     with pytest.raises(ValueError, match="auto, none or required"):
         ToolChoice("sometimes")  # type: ignore[arg-type]
@@ -161,3 +191,20 @@ async def test_an_openai_compatible_llama_server_is_asked_what_it_runs(server):
     assert found is LLAMA_SERVER_QWEN
     assert [r.path for r in server.requests] == ["/v1/models", "/props"]
     assert await asyncio.to_thread(ask_server_profile, f"{server.url}/v1") is DEFAULT_PROFILE
+
+
+def test_a_text_call_model_is_not_sent_the_words_it_wrote_around_its_calls():
+    # The 1.5B copied its own narration of a call ("So, the file does not contain...") as the
+    # answer two calls later.
+    from steerable._messages import ToolCall
+    from steerable.providers.openai import wire_messages
+
+    call = ToolCall(id="c1", name="read", arguments={"path": "a.txt"})
+    messages = [Message("user", "what does a.txt say?"),
+                Message("assistant", "I will read it. So, it says nothing.", tool_calls=(call,)),
+                Message("tool", "hello", tool_call_id="c1", name="read")]
+    wire = wire_messages(messages, TEXT_CALLS)
+    assert [w["role"] for w in wire] == ["user", "user"]
+    assert "it says nothing" not in str(wire)
+    native = wire_messages(messages, NATIVE)
+    assert native[1]["content"] == "I will read it. So, it says nothing."

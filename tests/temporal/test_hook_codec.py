@@ -39,7 +39,10 @@ def decisions(draw: Any) -> HookDecision:
     if draw(st.booleans()):
         fields["tool_choice"] = ToolChoice(
             draw(st.sampled_from(["auto", "none", "required"])),
-            draw(st.none() | st.tuples(text)), draw(st.none() | st.integers(1, 9)), draw(text))
+            draw(st.none() | st.tuples(text)), draw(st.none() | st.integers(1, 9)), draw(text),
+            tuple(draw(st.lists(st.tuples(text, st.lists(
+                st.tuples(text, st.lists(text, max_size=3).map(tuple)), max_size=2).map(tuple)),
+                max_size=2))))
     for name, strategy in (("model", text), ("text", text), ("result", text),
                            ("is_error", st.booleans()), ("reason", text),
                            ("arguments", arguments), ("params", arguments)):
@@ -66,6 +69,12 @@ def _same(a: HookDecision, b: HookDecision) -> None:
 @given(decisions())
 def test_a_decision_comes_back_whole(decision: HookDecision) -> None:
     _same(decision_from_json(decision_to_json(decision)), decision)
+
+
+def test_a_choice_recorded_before_it_had_values_reads_back() -> None:
+    old = {"action": "modify", "tool_choice": {"mode": "required", "only": ["read"],
+                                               "max_tokens": 9, "reason": "r"}}
+    assert decision_from_json(old).tool_choice == ToolChoice("required", ("read",), 9, "r")
 
 
 @given(st.none() | st.booleans())

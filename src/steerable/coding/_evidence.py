@@ -9,14 +9,23 @@ text. Words are not checked: they differ by language and wording, these tokens d
 A count is also supported when it equals the number of non-empty lines of one tool result
 (``find`` lists four files, the answer says "4"). Numbers that open a list item ("2. ...") are
 layout, not facts.
+
+The names of the tools the request offered and of their parameters (``read``, ``pattern``,
+``old_text``) are the agent's own vocabulary, not facts about the workspace: an answer that
+says it would call `read` with a `path` states nothing found. Counted as facts, they sent such
+answers to a needless recheck (measured with the 1.5B, 2026-12-07: a French answer naming
+`read` was rechecked into "I do not know it"). A quote that is a use of an offered tool
+(`grep -r TODO`, `read(notes.txt)`) is the tool, not a fact; the names, numbers and paths in
+it are still checked on their own.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-__all__ = ["echoes", "evidence_counts", "path_names", "unsupported_facts"]
+__all__ = ["echoes", "evidence_counts", "path_names", "tool_vocabulary", "unsupported_facts"]
 
 _QUOTED = re.compile(r"(?<!\w)\"([^\"\n]{2,80})\"(?!\w)")
 _PATHLIKE = re.compile(r"(?<![\w/.-])[\w./-]*\w\.[A-Za-z][A-Za-z0-9]{0,5}(?![\w])")
@@ -25,6 +34,7 @@ _CODE_NAME = re.compile(r"(?<![\w.])(?:[A-Za-z]\w*_\w+|[a-z]+[A-Z]\w*|[A-Z][a-z0
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.:,]\d+)*(?![\w])")
 _LIST_MARK = re.compile(r"^\s*\d+[.)]\s", re.MULTILINE)
 _SPACE = re.compile(r"\s+")
+_FIRST_WORD = re.compile(r"[\w.-]+")
 
 
 def _norm(text: str) -> str:
@@ -32,8 +42,11 @@ def _norm(text: str) -> str:
 
 
 def path_names(text: str) -> list[str]:
-    """The file names ``text`` writes out (``notes.txt``, ``src/app.py``), in order."""
-    return [m.group(0).rstrip(".") for m in _PATHLIKE.finditer(text)]
+    """The file names ``text`` writes out (``notes.txt``, ``src/app.py``), in order. A name
+    followed by "(" is a call in code (``greet.hello('Ada')``), not a file: taken for one, it
+    led the 1.5B to create a file named greet.hello."""
+    return [m.group(0).rstrip(".") for m in _PATHLIKE.finditer(text)
+            if not text.startswith("(", m.end())]
 
 
 def echoes(answer: str, results: Iterable[str]) -> bool:
@@ -57,6 +70,28 @@ def evidence_counts(results: Iterable[str]) -> set[str]:
         lines = [ln for ln in text.splitlines() if ln.strip()]
         counts.add(str(len(lines)))
     return counts
+
+
+def tool_vocabulary(tools: Sequence[tuple[str, Mapping[str, Any]]]) -> frozenset[str]:
+    """The names of ``tools`` ((name, JSON schema of the parameters) pairs) and of their
+    parameters, lower-cased: words an answer may use without stating a fact."""
+    words: set[str] = set()
+    for name, schema in tools:
+        words.add(name.lower())
+        props = schema.get("properties") if isinstance(schema, Mapping) else None
+        if isinstance(props, Mapping):
+            words.update(str(p).lower() for p in props)
+    return frozenset(words)
+
+
+def _vocabulary_use(kind: str, text: str, vocabulary: frozenset[str]) -> bool:
+    """``text`` names a tool or a parameter, or (a quote) is a use of a tool."""
+    low = text.strip().lower()
+    if low.rstrip("()") in vocabulary:
+        return True
+    first = _FIRST_WORD.match(low)
+    return kind == "quote" and first is not None and first.group(0) in vocabulary \
+        and low[first.end():first.end() + 1] in ("", " ", "(")
 
 
 def _number_supported(number: str, evidence: str, counts: set[str]) -> bool:
@@ -94,13 +129,16 @@ def _candidates(answer: str) -> list[tuple[str, str]]:
 
 
 def unsupported_facts(answer: str, evidence: str, counts: set[str], *,
-                      numbers: bool = True) -> list[str]:
+                      numbers: bool = True, vocabulary: frozenset[str] = frozenset()) -> list[str]:
     """The facts ``answer`` states that ``evidence`` (request, tool calls and results) does
     not contain. ``numbers=False`` leaves numbers unchecked (an answer that needed nothing
-    from the workspace: arithmetic is not a claim about it)."""
+    from the workspace: arithmetic is not a claim about it). ``vocabulary`` (``tool_vocabulary``
+    of the offered tools) is no fact."""
     low = _norm(evidence)
     missing = []
     for kind, text in _candidates(answer):
+        if kind != "number" and _vocabulary_use(kind, text, vocabulary):
+            continue
         if kind == "number":
             if numbers and not _number_supported(text, evidence, counts):
                 missing.append(text)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from steerable.coding._changes import Snapshot, named_targets, still_parses
+from steerable.coding._paths import file_lines, workspace_paths
 from steerable.coding._workspace import Workspace
 
 __all__ = [
@@ -122,6 +123,8 @@ _READS: dict[str, _Read] = {
     "parses": _Read(still_parses),
     "relative": _Read(_relative),
     "non_empty_file": _Read(_non_empty_file),
+    "paths": _Read(workspace_paths),
+    "lines": _Read(file_lines),
 }
 
 
@@ -152,6 +155,14 @@ class WorkspaceReads(ABC):
     async def relative(self, path: str) -> str | None:
         """``path`` relative to the workspace root (None: it leads outside)."""
         return cast("str | None", await self._read("relative", path))
+
+    async def paths(self) -> dict[str, list[str]] | None:
+        """The workspace's files and folders (None: too many to list, ``_paths``)."""
+        return cast("dict[str, list[str]] | None", await self._read("paths"))
+
+    async def lines(self, path: str) -> list[str] | None:
+        """The lines of the file ``path`` an edit may quote (None: none, ``_paths``)."""
+        return cast("list[str] | None", await self._read("lines", path))
 
     async def non_empty_file(self, path: str) -> str | None:
         """The relative path of the non-empty file ``path`` names (None: none is there)."""

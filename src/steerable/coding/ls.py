@@ -3,7 +3,12 @@
 
 The counts are there for small models, which miscount a listing: asked "How many .txt files
 are here?" or "Count the lines of each .py file" the 1.5B called ``ls`` and made a number up;
-a tool that states the number leaves it only to be copied."""
+a tool that states the number leaves it only to be copied.
+
+Small text files are shown with their text, under their row, while the folder's listing stays
+short (``INLINE_FILE_BYTES`` a file, ``INLINE_TOTAL`` in all): a listing is often the 1.5B's
+first look, and it answered from the names alone ("port?" with server.py listed: "the port
+number is not specified"; "when is the team sync" with notes.txt listed: "I do not know")."""
 
 from __future__ import annotations
 
@@ -20,6 +25,10 @@ __all__ = ["make_ls_tool"]
 
 MAX_ENTRIES = 1000
 COUNT_LINES_UP_TO = 256 * 1024
+INLINE_FILE_BYTES = 400
+"""The largest file whose text a listing shows under its row."""
+INLINE_TOTAL = 1600
+"""The most bytes of file text one listing shows."""
 
 
 def _size(n: int) -> str:
@@ -33,20 +42,37 @@ def _size(n: int) -> str:
     return f"{value:.1f} {unit}"
 
 
-def _lines(dir_fd: int, name: str, size: int) -> str:
-    """", N lines" for a text file small enough to count; "" otherwise."""
+def _text(dir_fd: int, name: str, size: int) -> bytes | None:
+    """The bytes of a text file small enough to count its lines; None otherwise."""
     if size > COUNT_LINES_UP_TO:
-        return ""
+        return None
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
     except OSError:
-        return ""
+        return None
     with os.fdopen(fd, "rb") as f:
         data = f.read(COUNT_LINES_UP_TO + 1)
-    if b"\0" in data[:8192]:
-        return ""  # binary
+    return None if b"\0" in data[:8192] else data
+
+
+def _lines(data: bytes | None) -> str:
+    """", N lines" for a text file's bytes; "" for none."""
+    if data is None:
+        return ""
     n = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
     return f", {n} line{'' if n == 1 else 's'}"
+
+
+def _inline(data: bytes | None, budget: int) -> list[str]:
+    """The rows showing a small text file's text under its row (none when it is not text,
+    is empty, or does not fit ``budget`` characters)."""
+    if not data or len(data) > min(INLINE_FILE_BYTES, budget):
+        return []
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return []
+    return [f"    | {line}" for line in text.splitlines()]
 
 
 def _summary(files: list[str], folders: int) -> str:
@@ -66,7 +92,7 @@ def make_ls_tool(ws: Workspace, *, max_entries: int = MAX_ENTRIES) -> FunctionTo
           permission_family="read")
     def ls(ctx: ToolContext, path: str = ".") -> str:
         """List a folder of the workspace: subfolders end with '/', files show their size and
-        lines; the last line counts the files by kind.
+        lines (small text files their text too); the last line counts the files by kind.
 
         Args:
             path: Folder path, relative to the workspace root.
@@ -92,6 +118,7 @@ def make_ls_tool(ws: Workspace, *, max_entries: int = MAX_ENTRIES) -> FunctionTo
             if not entries:
                 return f"{ws.display(folder)} is empty."
             rows, files, folders = [], [], 0
+            budget = INLINE_TOTAL
             for entry in entries[:max_entries]:
                 if entry.is_symlink():
                     rows.append(f"{entry.name} -> {os.readlink(entry.name, dir_fd=fd)}")
@@ -100,7 +127,11 @@ def make_ls_tool(ws: Workspace, *, max_entries: int = MAX_ENTRIES) -> FunctionTo
                     folders += 1
                 else:
                     size = entry.stat(follow_symlinks=False).st_size
-                    rows.append(f"{entry.name}  ({_size(size)}{_lines(fd, entry.name, size)})")
+                    data = _text(fd, entry.name, size)
+                    rows.append(f"{entry.name}  ({_size(size)}{_lines(data)})")
+                    shown = _inline(data, budget)
+                    rows += shown
+                    budget -= len(data or b"") if shown else 0
                     files.append(entry.name)
             if len(entries) > max_entries:
                 rows.append(f"[... {len(entries) - max_entries} more entries not shown]")

@@ -22,7 +22,8 @@ whether or not calls are approved; a call of a tool the choice did not allow is 
 workspace (``looks``: read, grep, ls, find; ``todo`` plans but reads nothing, so it does not
 count) until one was made; a run starts with a required ``bash`` call (reading a script is not
 running it). Then a call is optional until ``max_rounds`` rounds or a repeated call, then it
-must answer. A required call is capped at ``call_tokens`` tokens.
+must answer. A required call is capped at ``call_tokens`` tokens, an answer at
+``answer_tokens``.
 
 **A change is judged by the workspace** (``_changes.py``): a successful command is no change by
 itself, a file that differs from the moment the request was read is. It starts with a required
@@ -51,8 +52,8 @@ says so in the answer, and ``verdict`` tells the front end (the CLI exits non-ze
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -75,10 +76,27 @@ from steerable.coding._classify import (
     Intent,
     asked_in,
     classify_request,
-    exchange_start,
     parse_kind,
 )
-from steerable.coding._evidence import echoes, evidence_counts, unsupported_facts
+from steerable.coding._evidence import (
+    echoes,
+    evidence_counts,
+    path_names,
+    tool_vocabulary,
+    unsupported_facts,
+)
+from steerable.coding._exchange import (
+    as_shown,
+    call_key,
+    called,
+    evidence_of,
+    has_tool,
+    looked_at,
+    repeated,
+    turn_messages,
+    without_calls,
+)
+from steerable.coding._paths import QUOTING, failed_paths, held_values
 from steerable.coding._reads import (
     DirectReads,
     RecordedReads,
@@ -86,11 +104,11 @@ from steerable.coding._reads import (
     entry_names,
     read_functions,
 )
+from steerable.coding._recheck import recheck_request
 from steerable.coding._walk import FOUND_NOTHING
 from steerable.coding._workspace import Workspace
 from steerable.errors import ProviderError
 from steerable.providers._base import LLMRequest, ToolChoice, ToolSpec
-from steerable.providers.profiles import tool_result_as_user
 
 __all__ = [
     "BROKEN_MARK",
@@ -135,9 +153,6 @@ FILE_CHANGERS = ("edit", "write")
 
 _GENERAL_NOTE = ("(Note: this needs no tool; answer it directly in words, or say you cannot "
                  "do it.)")
-_RECHECK = ("Your answer states {facts}, but no tool result above shows {it}. Answer my "
-            "request again using only what the tool results say; where they do not show "
-            "something, say you do not know it.")
 _RESTATE = ("That only repeats the raw tool output, and I cannot see the tool results. Answer "
             "my request itself now, in a few words of your own, using only what the results "
             "above show.")
@@ -182,6 +197,12 @@ class _Turn:
     """The files ``read`` showed in this request (a file is overwritten whole only after)."""
     unread: set[str] = field(default_factory=set)
     """Files a ``write`` was denied for, not read yet: the next call is a ``read``."""
+    changers: set[str] = field(default_factory=set)
+    """The calls that changed files (a look after one is no repeat of a look before it)."""
+    denied: set[str] = field(default_factory=set)
+    """The calls the policy denied: they did not run, so the same call later is no repeat."""
+    looked_again: bool = False
+    """An answer stating what no result showed was given one more look instead."""
 
 
 class ToolPolicy(Hook):
@@ -194,13 +215,15 @@ class ToolPolicy(Hook):
     given ``RecordedReads(steerable.temporal.workflow_read)``, reads the engine records."""
 
     def __init__(self, workspace: Workspace, *, max_rounds: int = 4,
-                 call_tokens: int = 1024, looks: frozenset[str] = WORKSPACE_READERS,
+                 call_tokens: int = 1024, answer_tokens: int = 512,
+                 looks: frozenset[str] = WORKSPACE_READERS,
                  reads: WorkspaceReads | None = None) -> None:
         self.gate = workspace.gate
         self.reads = reads or DirectReads(workspace.root)
         self.looks = looks
         self.max_rounds = max_rounds
         self.call_tokens = call_tokens
+        self.answer_tokens = answer_tokens
         self._turns: dict[str, _Turn] = {}
         self._verdicts: dict[str, Verdict] = {}
         self.gate.close_by_default("the request was not read as asking for a change")
@@ -231,14 +254,55 @@ class ToolPolicy(Hook):
                     ctx.turn_id, f"the request was read as '{turn.intent}', which asks for "
                     "no change")
         now = None if turn.start is None else await self.reads.snapshot(turn.start.names)
-        turn.choice = self._choice(turn, request, now)
+        turn.choice = await self._held(turn, request, self._choice(turn, request, now))
+        if turn.choice.mode == "none" and turn.choice.max_tokens is None:
+            # An answer is bounded as a call is: under load the 1.5B wrote one for 10 minutes.
+            turn.choice = dataclasses.replace(turn.choice, max_tokens=self.answer_tokens)
         messages = None
         if turn.intent == "general" and request.messages[-1].role == "user":
             last = request.messages[-1].content
             note: Content = (f"{last}\n\n{_GENERAL_NOTE}" if isinstance(last, str)
                              else (*last, TextPart(_GENERAL_NOTE)))
             messages = [*request.messages[:-1], Message("user", note)]
+        elif turn.blank and looked_at(turn_messages(request.messages), self.looks, turn.blank):
+            # Once a look showed something, the looks that showed nothing are left out of what
+            # the model reads (the 1.5B read notes.txt after a grep found nothing, and answered
+            # "notes.txt does not contain any lines"), but for a failed look at a file the
+            # request names: "secrets.txt does not exist" answers "what does secrets.txt say?"
+            # (a grep that matched nothing in a named README, kept, drew a re-read of it).
+            named = set(path_names(" ".join(turn.asked)))
+            messages = without_calls(request.messages, turn.blank, keep=named)
         return HookDecision(HookAction.MODIFY, tool_choice=turn.choice, messages=messages)
+
+    async def _held(self, turn: _Turn, request: LLMRequest, choice: ToolChoice) -> ToolChoice:
+        """``choice`` with the paths a required call may name held to the ones that exist, and
+        an edit's quote to a line of the file (``_paths``): the 1.5B guessed a missing path
+        again and again, and quoted lines a file never had."""
+        if choice.mode != "required":
+            return choice
+        tools = [t.name for t in choice.callable(request.tools)]
+        paths = await self.reads.paths()
+        quoted: dict[str, list[str]] = {}
+        if paths is not None and turn.start is not None and QUOTING.keys() & set(tools):
+            known = [f for f in (*turn.start.names, *sorted(turn.read)) if f in paths["files"]]
+            for name in dict.fromkeys(known):
+                lines = await self.reads.lines(name)
+                if lines:
+                    quoted[name] = lines
+        named = path_names(" ".join(turn.asked))
+        values = held_values(tools, paths, named,
+                             failed_paths(turn_messages(request.messages)), quoted)
+        only = choice.only
+        if paths is not None and OVERWRITERS & set(tools) and len(tools) > 1:
+            # A file that exists changes by edit (its quote held to its lines), not rewritten
+            # whole: the 1.5B rewrote greet.py with hello() alone, after reading shout() in it.
+            # A request that names no file may still ask for one ("write a script that...").
+            new = tuple(n for n in named if n not in paths["files"] and n not in paths["folders"])
+            values += tuple((w, (("path", new),)) for w in sorted(OVERWRITERS & set(tools))
+                            if new)
+            if named and not new:
+                only = tuple(t for t in tools if t not in OVERWRITERS)
+        return dataclasses.replace(choice, only=only, values=values)
 
     async def _classify(self, ctx: LLMRequestContext, asked: Sequence[str]) -> Intent:
         try:
@@ -262,13 +326,13 @@ class ToolPolicy(Hook):
         intent, tools = state.intent, request.tools
         if intent == "general" or intent is None:
             return ToolChoice("none", reason="general: needs nothing from the workspace")
-        turn = _turn_messages(request.messages)
+        turn = turn_messages(request.messages)
         rounds = sum(1 for m in turn if m.role == "assistant" and m.tool_calls)
         if intent == "change":
             return self._change_choice(state, turn, tools, rounds, now)
         # A "run" request runs first: reading the script instead of running it answers
         # another question.
-        looks = (("bash",) if intent == "run" and _has(tools, "bash")
+        looks = (("bash",) if intent == "run" and has_tool(tools, "bash")
                  else tuple(t.name for t in tools if t.name in self.looks))
         allowed = tuple(dict.fromkeys([*(t.name for t in tools if t.read_only), *looks]))
         why = f"{intent}: nothing may change"
@@ -276,11 +340,11 @@ class ToolPolicy(Hook):
             return ToolChoice("none", allowed, reason=f"{why}; answer now ({rounds} rounds)")
         # A look that failed or matched nothing showed nothing: the model looks again, with
         # the other tools (``find`` for "find the TODOs" lists names, ``grep`` reads text).
-        if looks and not _looked(turn, {*looks}, state.blank):
-            tried = _called(turn, state.blank)
+        if looks and not looked_at(turn, {*looks}, state.blank):
+            tried = called(turn, state.blank)
             others = tuple(n for n in looks if n not in tried) or looks
             return ToolChoice("required", others, self.call_tokens, f"{why}; look first")
-        if _repeated(turn):
+        if repeated(turn, skip=state.denied):
             return ToolChoice("none", allowed, reason=f"{why}; answer now ({rounds} rounds)")
         if rounds == 0:
             return ToolChoice("required", allowed, self.call_tokens, f"{why}; look first")
@@ -295,20 +359,24 @@ class ToolPolicy(Hook):
         changed = _changed(turn, tools, state.start, now)
         if rounds == 0:
             return ToolChoice("required", None, self.call_tokens, "change; look first")
-        if rounds >= self.max_rounds or _repeated(turn):
-            changers = tuple(n for n in FILE_CHANGERS if _has(tools, n)) or None
+        looks = frozenset(t.name for t in tools if t.read_only)
+        if rounds >= self.max_rounds or repeated(turn, state.changers, looks, state.denied):
+            changers = tuple(n for n in FILE_CHANGERS if has_tool(tools, n)) or None
             if not changed and not state.last_chance:
                 state.last_chance = True
                 return ToolChoice("required", changers, self.call_tokens,
                                   "change: nothing changed yet; the last chance to change it")
             return ToolChoice("none", reason=f"change; answer now ({rounds} rounds)")
-        if state.broken:
-            return ToolChoice("required", None, self.call_tokens,
-                              f"change: {', '.join(state.broken)} no longer parses; fix it")
-        if state.unread - state.read and _has(tools, "read"):
+        # Reading comes before a repair: a file broken by a command holds text the model never
+        # saw, and an edit quoting what it held before fails again and again (the 1.5B quoted
+        # `TIMEOUT = 30` twice after a `sed` had replaced it).
+        if state.unread - state.read and has_tool(tools, "read"):
             return ToolChoice("required", ("read",), self.call_tokens,
                               f"change: read {', '.join(sorted(state.unread - state.read))} "
                               "before changing it")
+        if state.broken:
+            return ToolChoice("required", None, self.call_tokens,
+                              f"change: {', '.join(state.broken)} no longer parses; fix it")
         if changed and state.start is not None and now is not None \
                 and state.start.targets_done(now):
             return ToolChoice("none", reason="change: every file the request names has "
@@ -325,6 +393,7 @@ class ToolPolicy(Hook):
             return None
         if not turn.choice.allows(ctx.call.name):
             turn.blank.add(ctx.call.id)  # a denied call showed nothing
+            turn.denied.add(ctx.call.id)
             return HookDecision(HookAction.DENY_TOOL, reason=(
                 f"{ctx.call.name} was not offered on this call ({turn.choice.reason})"))
         if ctx.read_only:
@@ -332,10 +401,11 @@ class ToolPolicy(Hook):
         unread = await self._unread(turn, ctx.call)
         if unread is not None:  # a write in place of an edit would drop what it never saw
             turn.unread.add(unread)
+            turn.denied.add(ctx.call.id)
             return HookDecision(HookAction.DENY_TOOL, reason=(
                 f"{unread} exists and was not read in this request: change it with edit, or "
                 "read it first and then write it whole"))
-        key = _call_key(ctx.call.name, ctx.call.arguments)
+        key = call_key(ctx.call.name, ctx.call.arguments)
         if key in turn.made:  # the same change again would apply it twice (an append, a sed)
             return HookDecision(HookAction.DENY_TOOL, reason=(
                 "this exact call already succeeded in this request; it is done"))
@@ -392,6 +462,12 @@ class ToolPolicy(Hook):
         now = None if before is None else await self.reads.snapshot(before.names)
         report = "" if before is None or now is None or ctx.call.name not in COMMANDS \
             else change_report(before, now)
+        moved = [] if before is None or now is None else before.changed(now)
+        if moved:
+            turn.changers.add(ctx.call.id)
+        if report:
+            # A command's change was never shown whole: what was read of those files is stale.
+            turn.read.difference_update(moved)
         # A command that changed nothing may run again (the tests after a fix).
         if key is not None and not ctx.result.is_error \
                 and (ctx.call.name not in COMMANDS or report):
@@ -416,24 +492,32 @@ class ToolPolicy(Hook):
         response = ctx.response
         if turn is None or turn.intent is None or response.tool_calls:
             return None
-        messages = _turn_messages(ctx.request.messages)
-        evidence, results = _evidence(ctx.request.messages, messages)
+        messages = turn_messages(ctx.request.messages)
+        evidence, results = evidence_of(ctx.request.messages, messages)
         counts = evidence_counts(results)
+        words = tool_vocabulary([(t.name, t.parameters) for t in ctx.request.tools])
         looked = turn.intent != "general" or bool(results)
         text = response.text
-        if results and echoes(text, [*results, *_as_shown(messages)]):
+        if results and echoes(text, [*results, *as_shown(messages)]):
             text = await self._restate(ctx, text, results)
-        missing = unsupported_facts(text, evidence, counts, numbers=looked)
+        missing = unsupported_facts(text, evidence, counts, numbers=looked,
+                                    vocabulary=words)
         rechecked = False
         if missing and looked:
+            again_look = await self._look_again(ctx, turn, text, missing)
+            if again_look is not None:
+                return again_look
             rechecked = True
             try:
-                again = await ctx.ask(_recheck_request(ctx.request, text, missing), "evidence")
+                asked_again = recheck_request(ctx.request, text, missing,
+                                              max_tokens=self.answer_tokens)
+                again = await ctx.ask(asked_again, "evidence")
             except Exception:  # any failure of the call: what is unsupported must stay marked
                 again = response
             if again.text.strip():
                 text = again.text
-                missing = unsupported_facts(text, evidence, counts, numbers=looked)
+                missing = unsupported_facts(text, evidence, counts, numbers=looked,
+                                            vocabulary=words)
         now = None if turn.start is None else await self.reads.snapshot(turn.start.names)
         changed = _changed(messages, ctx.request.tools, turn.start, now)
         verdict = Verdict(turn.intent, changed, tuple(missing), rechecked, tuple(turn.broken))
@@ -450,6 +534,29 @@ class ToolPolicy(Hook):
             return None
         return HookDecision(HookAction.MODIFY, text="\n\n".join([text.rstrip(), *notes]))
 
+    async def _look_again(self, ctx: LLMResponseContext, turn: _Turn, answer: str,
+                          missing: Sequence[str]) -> HookResult:
+        """Once per request, a question whose answer states what no result showed, while a
+        look is still allowed, gets one more look instead of an answer: the model is asked
+        for a call of a look (its paths held), and the calls replace the answer. The 1.5B
+        read only the README a question named in passing ("See server.py.") and answered
+        "port 8080"; asked to answer again from the evidence it could only say it did not
+        know. None: no look was made (the answer is rechecked as it is)."""
+        choice = ctx.request.tool_choice
+        looks = tuple(t.name for t in ctx.request.tools
+                      if t.name in self.looks and choice.allows(t.name))
+        if turn.looked_again or turn.intent == "change" or not looks:
+            return None
+        turn.looked_again = True
+        held = await self._held(turn, ctx.request, ToolChoice(
+            "required", looks, self.call_tokens, "the answer states what no result showed: look"))
+        try:
+            reply = await ctx.ask(recheck_request(ctx.request, answer, missing, held), "evidence")
+        except Exception:  # any failure of the call: the answer is rechecked as it is
+            return None
+        calls = [(c.name, dict(c.arguments)) for c in reply.tool_calls if c.name in looks]
+        return HookDecision(HookAction.MODIFY, text="", tool_calls=calls) if calls else None
+
     async def _restate(self, ctx: LLMResponseContext, echo: str,
                        results: Sequence[str]) -> str:
         """One more call for an answer that only repeated a tool result: the answer in words,
@@ -459,7 +566,8 @@ class ToolPolicy(Hook):
         again = LLMRequest(
             messages=(*request.messages, Message("assistant", echo), Message("user", _RESTATE)),
             tools=request.tools, model=request.model, params=request.params,
-            tool_choice=ToolChoice("none", reason="the answer repeated a tool result"))
+            tool_choice=ToolChoice("none", max_tokens=self.answer_tokens,
+                                   reason="the answer repeated a tool result"))
         try:
             reply = (await ctx.ask(again, "answer")).text
         except Exception:  # any failure of the call: the echo is still checked and marked
@@ -478,40 +586,6 @@ class ToolPolicy(Hook):
                 self._verdicts.pop(next(iter(self._verdicts)))
 
 
-def _has(tools: Sequence[ToolSpec], name: str) -> bool:
-    return any(t.name == name for t in tools)
-
-
-def _turn_messages(messages: Sequence[Message]) -> list[Message]:
-    return [m for m in messages[exchange_start(messages):] if m.role != "system"]
-
-
-def _looked(turn: Sequence[Message], looks: set[str], blank: set[str]) -> bool:
-    """A tool that reads the workspace was called in this exchange and showed something."""
-    return any(c.name in looks and c.id not in blank
-               for m in turn if m.role == "assistant" for c in m.tool_calls)
-
-
-def _repeated(turn: Sequence[Message]) -> bool:
-    """The latest calls repeat one already made in this exchange."""
-    seen: list[str] = []
-    latest: list[str] = []
-    for m in turn:
-        if m.role == "assistant" and m.tool_calls:
-            seen.extend(latest)
-            latest = [_call_key(c.name, dict(c.arguments)) for c in m.tool_calls]
-    return any(key in seen for key in latest)
-
-
-def _called(turn: Sequence[Message], ids: set[str]) -> set[str]:
-    """The names of the tools of the calls ``ids`` in this exchange."""
-    return {c.name for m in turn if m.role == "assistant" for c in m.tool_calls if c.id in ids}
-
-
-def _call_key(name: str, arguments: object) -> str:
-    return f"{name}:{json.dumps(arguments, sort_keys=True, default=str)}"
-
-
 def _changed(turn: Sequence[Message], tools: Sequence[ToolSpec], start: Snapshot | None,
              now: Snapshot | None) -> bool:
     """Something changed in this exchange: a file-changing tool succeeded, or the workspace
@@ -520,32 +594,3 @@ def _changed(turn: Sequence[Message], tools: Sequence[ToolSpec], start: Snapshot
     if any(m.role == "tool" and not m.is_error and m.name in acting for m in turn):
         return True
     return start is not None and now is not None and bool(start.changed(now))
-
-
-def _evidence(messages: Sequence[Message], turn: Sequence[Message]) -> tuple[str, list[str]]:
-    """Everything the answer may draw on (the request, the calls, the results), and the
-    results alone."""
-    parts: list[str] = []
-    results: list[str] = []
-    for m in turn:
-        if m.role == "tool":
-            results.append(m.text)
-        parts.append(m.text)
-        parts.extend(json.dumps(dict(c.arguments), ensure_ascii=False) for c in m.tool_calls)
-    return "\n".join(parts), results
-
-
-def _as_shown(turn: Sequence[Message]) -> list[str]:
-    """The tool results as a profile that keeps the conversation in text shows them to the
-    model ("Result of grep({...}):" and the text): a model that repeats one echoes it too."""
-    calls = {c.id: c for m in turn if m.role == "assistant" for c in m.tool_calls}
-    return [tool_result_as_user(m, calls) for m in turn if m.role == "tool"]
-
-
-def _recheck_request(request: LLMRequest, answer: str, missing: Sequence[str]) -> LLMRequest:
-    facts = ", ".join(f"'{m}'" for m in missing)
-    note = _RECHECK.format(facts=facts, it="it" if len(missing) == 1 else "them")
-    return LLMRequest(
-        messages=(*request.messages, Message("assistant", answer), Message("user", note)),
-        tools=request.tools, model=request.model, params=request.params,
-        tool_choice=ToolChoice("none", reason="answer from the evidence"))

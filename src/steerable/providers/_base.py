@@ -51,6 +51,10 @@ class ToolSpec(Record):
     """The tool changes nothing (a provider may route calls by it; models are not told)."""
 
 
+Variant = tuple[str, tuple[tuple[str, tuple[str, ...]], ...]]
+"""A tool's name and the values some of its parameters may take on one call (``ToolChoice``)."""
+
+
 @record(kw_only=False)
 class ToolChoice(Record):
     """What the model may do with the tools of a request (the caller decides; a provider only
@@ -59,12 +63,18 @@ class ToolChoice(Record):
     ``mode``: ``auto`` (a call optional), ``none`` (answer in words), ``required`` (a call).
     ``only``: the names the model may call (None: every tool of the request); the request still
     lists all its tools, so the prompt starts the same way on every call. ``max_tokens``: a cap
-    on the reply's length. ``reason``: why (shown in ``LLM_REQUEST``, replays and traces)."""
+    on the reply's length. ``reason``: why (shown in ``LLM_REQUEST``, replays and traces).
+    ``values``: for a required call, the values some parameters may take, as (tool, ((parameter,
+    allowed values), ...)) variants: a tool with variants may be called as one of them (a
+    ``path`` and the ``old_text`` lines of that file), a tool without any as it is. The tools
+    are listed unchanged; a provider that holds a required call to a grammar holds it to these
+    values (others ignore them)."""
 
     mode: Literal["auto", "none", "required"] = "auto"
     only: tuple[str, ...] | None = None
     max_tokens: int | None = None
     reason: str = ""
+    values: tuple[Variant, ...] = ()
 
     def __post_init__(self) -> None:
         if self.mode not in ("auto", "none", "required"):

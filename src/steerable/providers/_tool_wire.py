@@ -24,18 +24,42 @@ no call allowed the 1.5B still wrote one as JSON text for "What is 17 + 25?" (th
 its prompt); under this grammar it answered "17 + 25 = 42"."""
 
 
-def _call_entries(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"type": "object", "properties": {
-        "name": {"const": t["function"]["name"]},
-        "arguments": t["function"]["parameters"]},
-        "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
+Variants = Sequence[tuple[str, Sequence[tuple[str, Sequence[str]]]]]
+
+
+def _narrowed(parameters: dict[str, Any], held: Sequence[tuple[str, Sequence[str]]]
+              ) -> dict[str, Any]:
+    """``parameters`` (a JSON schema) with each parameter ``held`` names held to its values."""
+    props = parameters.get("properties")
+    if not isinstance(props, dict):
+        return parameters
+    narrow = {param: list(allowed) for param, allowed in held if param in props}
+    if not narrow:
+        return parameters
+    return {**parameters, "properties": {
+        p: ({"type": "string", "enum": narrow[p]} if p in narrow else schema)
+        for p, schema in props.items()}}
+
+
+def _call_entries(tools: Sequence[dict[str, Any]], values: Variants = ()
+                  ) -> list[dict[str, Any]]:
+    """One schema per call a reply may hold: a tool's variants (``ToolChoice.values``) each,
+    or the tool as it is."""
+    entries = []
+    for t in tools:
+        name, parameters = t["function"]["name"], t["function"]["parameters"]
+        for held in [v for tool, v in values if tool == name] or [()]:
+            entries.append({"type": "object", "properties": {
+                "name": {"const": name}, "arguments": _narrowed(parameters, held)},
+                "required": ["name", "arguments"], "additionalProperties": False})
+    return entries
 
 
 MAX_CALLS = 8
 """The most calls one required reply may hold: a bound on a list the model keeps repeating."""
 
 
-def call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def call_schema(tools: Sequence[dict[str, Any]], values: Variants = ()) -> dict[str, Any]:
     """A ``response_format`` that admits a list of one or more calls of ``tools`` (wire shape):
     the text-call form of parallel tool calls.
 
@@ -45,9 +69,14 @@ def call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
     chose one; under a list it wrote the two calls. ``parallel_tool_calls`` is no lever here:
     llama-server defaults it to what the template supports (true for Qwen2.5's), and the model
     writes its calls as fenced JSON, never inside the ``<tool_call>`` tags that would start the
-    server's own call grammar."""
+    server's own call grammar.
+
+    ``values`` (``ToolChoice.values``) holds some parameters to the values given: measured
+    with the 1.5B, a path it had guessed wrong was asked for again and again with the error
+    naming the right one in front of it; under an enum of the paths that exist it cannot
+    be."""
     return {"type": "json_schema", "json_schema": {"name": "tool_calls", "schema": {
-        "type": "array", "items": {"oneOf": _call_entries(tools)},
+        "type": "array", "items": {"oneOf": _call_entries(tools, values)},
         "minItems": 1, "maxItems": MAX_CALLS}}}
 
 
@@ -87,6 +116,8 @@ def restate_request(wire: list[dict[str, Any]], messages: Sequence[Message],
     asked = "\n".join(_exchange_requests(messages))
     if not wire or wire[-1].get("role") != "user" or not asked:
         return
+    # "Go on with it" after a look that showed the answer drew steps ("you can compare the
+    # values with grep -E ...") instead of the answer from the 1.5B.
     then = "Answer it now in plain words, using these results." if answer_now else \
-        "Go on with it."
+        "If these results are enough, answer it now in plain words; if not, call a tool."
     wire[-1]["content"] = f"{wire[-1]['content']}\n\nMy request was: {asked}\n{then}"

@@ -94,10 +94,10 @@ def wire_messages(messages: Sequence[Message], profile: ModelProfile) -> list[di
     for i, m in enumerate(messages):
         if m.role == "assistant" and m.tool_calls:
             calls.update((c.id, c) for c in m.tool_calls)
+            # Without calls in the history, nor the words around them (``ModelProfile``).
             if not profile.calls_in_history:
-                if m.content:
-                    out.append({"role": "assistant", "content": m.text})
-            elif as_text:
+                continue
+            if as_text:
                 text = "\n".join([m.text, *map(tool_call_as_text, m.tool_calls)]).strip()
                 out.append({"role": "assistant", "content": text})
             else:
@@ -357,7 +357,8 @@ class OpenAIProvider(HttpProvider):
                 body["grammar"] = NO_CALL_GRAMMAR
         elif choice.mode == "required":
             if profile.text_tool_calls:  # the reply can only be valid calls, read as text
-                body["response_format"] = call_schema(wire_tools(callable_tools))
+                body["response_format"] = call_schema(wire_tools(callable_tools),
+                                                      choice.values)
             else:
                 body["tool_choice"] = "required"
 

@@ -38,7 +38,10 @@ class ModelProfile:
     fenced or bare) and are parsed back into calls. ``tool_results_as_user``: tool results are
     sent as user messages ("Result of name(args): ...") and the model's own calls as text, so the
     conversation is plain text. ``calls_in_history``: False leaves the model's earlier calls out
-    of the history it is sent (the result message names the call instead).
+    of the history it is sent (the result message names the call instead), and the words it
+    wrote around them too: measured with the 1.5B, a reply that narrated a call ("...So, the
+    notes.txt file does not contain any lines that do not appear in the output.") was copied
+    word for word as the answer two calls later, the file's text in front of it.
     ``tools_after_results``: False sends a request that ends with tool results without tools, so
     the model answers from them (one round of tools per turn) unless the request's
     ``ToolChoice`` says otherwise. ``restate_request``: a results message ends with the user's

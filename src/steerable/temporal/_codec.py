@@ -28,12 +28,17 @@ def messages_from_json(raw: Sequence[Mapping[str, Any]]) -> list[Message]:
 
 def choice_to_json(choice: ToolChoice) -> dict[str, Any]:
     return {"mode": choice.mode, "only": None if choice.only is None else list(choice.only),
-            "max_tokens": choice.max_tokens, "reason": choice.reason}
+            "max_tokens": choice.max_tokens, "reason": choice.reason,
+            "values": [[tool, [[param, list(allowed)] for param, allowed in held]]
+                       for tool, held in choice.values]}
 
 
 def choice_from_json(raw: Mapping[str, Any]) -> ToolChoice:
+    # "values" is absent from histories written before it existed.
+    values = tuple((tool, tuple((param, tuple(allowed)) for param, allowed in held))
+                   for tool, held in raw.get("values", ()))
     return ToolChoice(raw["mode"], None if raw["only"] is None else tuple(raw["only"]),
-                      raw["max_tokens"], raw["reason"])
+                      raw["max_tokens"], raw["reason"], values)
 
 
 def request_to_json(request: LLMRequest) -> dict[str, Any]:

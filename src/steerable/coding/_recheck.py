@@ -1,0 +1,36 @@
+"""The tool policy's second chance for an answer that states what no tool result showed.
+
+Two forms, one note: with no call allowed, the model answers again from the results (what they
+do not show, it says it does not know); with a look required (``ToolChoice`` of the looks, its
+paths held), it looks for what it stated. The note names the facts, never the words of the
+request, so it reads the same in every language the request came in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from steerable._messages import Message
+from steerable.providers._base import LLMRequest, ToolChoice
+
+__all__ = ["recheck_request"]
+
+_ANSWER_AGAIN = ("Your answer states {facts}, but no tool result above shows {it}. Answer my "
+                 "request again using only what the tool results say; where they do not show "
+                 "something, say you do not know it.")
+_LOOK = ("Your answer states {facts}, but no tool result above shows {it}. Look for {it} in "
+         "the files with one tool call.")
+
+
+def recheck_request(request: LLMRequest, answer: str, missing: Sequence[str],
+                    look: ToolChoice | None = None, max_tokens: int | None = None) -> LLMRequest:
+    """``request`` followed by ``answer`` and the note on ``missing``: an answer from the
+    evidence, or (``look``, a required call) a look for what the answer stated."""
+    facts = ", ".join(f"'{m}'" for m in missing)
+    note = (_ANSWER_AGAIN if look is None else _LOOK).format(
+        facts=facts, it="it" if len(missing) == 1 else "them")
+    return LLMRequest(
+        messages=(*request.messages, Message("assistant", answer), Message("user", note)),
+        tools=request.tools, model=request.model, params=request.params,
+        tool_choice=look or ToolChoice("none", max_tokens=max_tokens,
+                                       reason="answer from the evidence"))
