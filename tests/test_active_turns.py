@@ -278,9 +278,12 @@ async def test_a_turn_past_the_limit_calls_no_model_until_a_slot_is_given_back()
     first = loop.start_turn("one", session_id="a")
     second = loop.start_turn("two", session_id="b")
     third = loop.start_turn("three", session_id="c")
-    for _ in range(20):
+    slots = loop._engine.slots
+    for _ in range(10_000):  # until both are parked on the slot (their tasks have run)
+        if slots.waiting == 2 and asked:
+            break
         await asyncio.sleep(0)
-    assert asked == ["one"]  # the others wait for the slot before any work
+    assert slots.waiting == 2 and asked == ["one"]  # they wait for the slot before any work
     loop.cancel("b", mode=CancelMode.IMMEDIATE)
     cancelled = await second
     assert cancelled.status in (TurnStatus.CANCELLED, TurnStatus.ABORTED)
