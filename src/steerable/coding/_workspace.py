@@ -14,13 +14,17 @@ symlinks safe: a link inside the tree that points at ``/etc`` resolves to ``/etc
 ``WriteGate`` is the last line of the coding agent's policy (``steerable.coding.policy``): a
 turn whose request asks for no change is closed, and the tools that change files check it
 themselves, so no call the model makes, approved or not, can change a file in such a turn.
+The gate is decided where the turn runs; a call run by another process (a Temporal activity)
+brings its turn's verdict with it (``WriteGate.applied``, ``steerable.tools.CarriedState``).
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,6 +34,12 @@ from steerable.errors import ConfigurationError, ToolError
 T = TypeVar("T")
 
 __all__ = ["Workspace", "WriteGate"]
+
+# The verdict a call brought from where its turn runs: (gate, turn id, refusal). Held in the
+# call's context, so concurrent calls of other turns on the same worker do not see it, and a
+# sync tool's worker thread (which runs in a copy of the context) does.
+_BROUGHT: ContextVar[tuple[WriteGate, str, str | None] | None] = ContextVar(
+    "steerable_write_gate_brought", default=None)
 
 
 class WriteGate:
@@ -61,9 +71,28 @@ class WriteGate:
 
     def refusal(self, turn_id: str) -> str | None:
         """Why ``turn_id`` may not change files, or None when it may."""
+        brought = _BROUGHT.get()
+        if brought is not None and brought[0] is self and brought[1] == turn_id:
+            return brought[2]
         if turn_id in self._closed:
             return self._closed[turn_id]
         return None if turn_id in self._opened else self._default
+
+    def export(self, turn_id: str) -> str | None:
+        """The verdict on ``turn_id`` to send with a call run elsewhere (``CarriedState``)."""
+        return self.refusal(turn_id)
+
+    @contextmanager
+    def applied(self, turn_id: str, value: object) -> Iterator[None]:
+        """Judge ``turn_id`` by ``value`` (what ``export`` said where the turn runs) within:
+        this process may never have seen the turn. A value that is no verdict closes it."""
+        why = value if value is None or isinstance(value, str) else (
+            f"the turn's verdict came in an unknown form ({type(value).__name__})")
+        token = _BROUGHT.set((self, turn_id, why))
+        try:
+            yield
+        finally:
+            _BROUGHT.reset(token)
 
     def check(self, turn_id: str) -> None:
         """Raise ``ToolError`` when ``turn_id`` may not change files."""

@@ -226,7 +226,7 @@ def bash_tool(ws: Workspace, box: Sandbox, default_timeout: float, run: BashRun,
             """
             return await run(command, ctx, await checked(command, timeout))
 
-        return decorate(bash)
+        return _gated(decorate(bash), ws)
 
     async def bash_bg(command: str, ctx: ToolContext, timeout: float | None = None,  # noqa: ASYNC109
                       background: bool = False) -> ToolResult | str:
@@ -244,7 +244,12 @@ def bash_tool(ws: Workspace, box: Sandbox, default_timeout: float, run: BashRun,
             return await start(command, ctx)
         return await run(command, ctx, limit)
 
-    return decorate(bash_bg)
+    return _gated(decorate(bash_bg), ws)
+
+
+def _gated(made: FunctionTool, ws: Workspace) -> FunctionTool:
+    made.carried = (ws.gate,)  # the turn's verdict comes with a call run in another process
+    return made
 
 
 def exit_result(output: str, code: int | None, notes: Iterable[str | None]) -> ToolResult:

@@ -110,4 +110,5 @@ def make_write_tool(ws: Workspace) -> FunctionTool:
         return (f"{verb} {name} ({lines} line{'' if lines == 1 else 's'}, "
                 f"{size} byte{'' if size == 1 else 's'}).")
 
+    write.carried = (ws.gate,)  # its verdict comes with a call run elsewhere
     return write

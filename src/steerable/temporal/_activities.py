@@ -21,7 +21,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import aclosing
+from contextlib import ExitStack, aclosing
 from typing import Any
 
 from temporalio import activity
@@ -62,7 +62,7 @@ from steerable.temporal._hooks import (
     decision_to_json,
 )
 from steerable.temporal._tree import agent_table
-from steerable.tools import ToolContext, result_from_return
+from steerable.tools import CarriedState, ToolContext, result_from_return
 
 __all__ = ["HOOK_ACTIVITY", "LLM_ACTIVITY", "PROVIDER_FAILED", "READ_ACTIVITY", "TOOL_ACTIVITY",
            "Activities"]
@@ -263,11 +263,23 @@ class Activities:
                                             tool_name=name, text=text, data=dict(data)),
             _plan=lambda items: emit(PlanUpdated, call_id=call["call_id"], items=items))
         async with _Beat(self.heartbeat_every):
-            try:
-                return result_to_json(await _run(name, lambda: tool.run(
-                    tool.validate(call["arguments"]), ctx), ctx))
-            except _Asked as asked:
-                return {"asked": asked.asked}
+            with _brought(tool, call):
+                try:
+                    return result_to_json(await _run(name, lambda: tool.run(
+                        tool.validate(call["arguments"]), ctx), ctx))
+                except _Asked as asked:
+                    return {"asked": asked.asked}
+
+
+def _brought(tool: object, call: Mapping[str, Any]) -> ExitStack:
+    """The call judged by what its turn's process decided (``CarriedState``), not by this
+    worker's own state, which may never have seen the turn. A call scheduled before its tool
+    carried anything brings nothing, and this worker's state decides, as it did then."""
+    held = ExitStack()
+    states: tuple[CarriedState, ...] = tuple(getattr(tool, "carried", ()))
+    for state, value in zip(states, call.get("carried") or (), strict=False):
+        held.enter_context(state.applied(call["turn_id"], value))
+    return held
 
 
 async def _run(name: str, start: Callable[[], Awaitable[Any]], ctx: ToolContext) -> ToolResult:

@@ -35,7 +35,7 @@ from steerable.providers import (
 from steerable.temporal._activities import LLM_ACTIVITY, PROVIDER_FAILED, TOOL_ACTIVITY
 from steerable.temporal._codec import request_to_json, response_from_json, result_from_json
 from steerable.temporal._tree import agent_table
-from steerable.tools import Tool, ToolContext
+from steerable.tools import CarriedState, Tool, ToolContext
 
 __all__ = ["CallOptions", "remote_agent"]
 
@@ -140,6 +140,7 @@ class _RemoteTool:
         self.timeout = real.timeout  # the engine's own timer (a workflow timer) enforces it
         self.permission_key = getattr(real, "permission_key", None)
         self.permission_family = getattr(real, "permission_family", None)
+        self._carried: tuple[CarriedState, ...] = tuple(getattr(real, "carried", ()))
 
     @property
     def parameters(self) -> Mapping[str, Any]:
@@ -163,7 +164,10 @@ class _RemoteTool:
         call = {"agent": self._path, "name": self.name, "arguments": dict(arguments),
                 "call_id": ctx.call_id,
                 "session_id": ctx.session_id, "turn_id": ctx.turn_id,
-                "parent_turn_id": ctx.parent_turn_id, "iteration": ctx.iteration, "seq": 0}
+                "parent_turn_id": ctx.parent_turn_id, "iteration": ctx.iteration, "seq": 0,
+                # What this process decided about the turn (the write gate its policy opened
+                # here) goes with the call: another worker may run it (``CarriedState``).
+                "carried": [state.export(ctx.turn_id) for state in self._carried]}
         answers: list[Any] = []
         while True:
             try:

@@ -2,6 +2,7 @@
 
 from steerable.tools._base import (
     BaseTool,
+    CarriedState,
     Tool,
     ToolContext,
     UncoveredSubject,
@@ -11,6 +12,7 @@ from steerable.tools._function import FunctionTool, tool
 
 __all__ = [
     "BaseTool",
+    "CarriedState",
     "FunctionTool",
     "Tool",
     "ToolContext",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
 from steerable._events import TurnStatus
@@ -19,7 +20,8 @@ from steerable._receipts import MessageReceipt
 from steerable._records import state
 from steerable.providers._base import ToolSpec
 
-__all__ = ["BaseTool", "ChildResult", "ChildTurn", "Subturns", "Tool", "ToolContext", "UncoveredSubject"]
+__all__ = ["BaseTool", "CarriedState", "ChildResult", "ChildTurn", "Subturns", "Tool", "ToolContext",
+           "UncoveredSubject"]
 
 
 class ChildResult(Protocol):
@@ -189,6 +191,21 @@ class Tool(Protocol):
         ...
 
 
+class CarriedState(Protocol):
+    """State of the process that a tool consults about the turn calling it, decided where the
+    turn runs (the coding agent's write gate, opened by its policy).
+
+    Where a call runs in another process than its turn (a Temporal activity: any worker of the
+    task queue may take it), ``export(turn_id)`` is read where the turn runs and sent with the
+    call (a JSON value), and the call runs inside ``applied(turn_id, value)`` where it lands: that
+    process's own state, which may never have seen the turn, does not decide. In one process the
+    tool reads the state itself and neither is called."""
+
+    def export(self, turn_id: str) -> Any: ...
+
+    def applied(self, turn_id: str, value: Any) -> AbstractContextManager[None]: ...
+
+
 class UncoveredSubject(str):
     """A permission subject that no allow rule with an argument pattern covers.
 
@@ -216,6 +233,8 @@ class BaseTool:
     """The argument that permission patterns such as ``write(src/**)`` match against."""
     permission_family: str | None = None
     """Another tool name whose permission rules also hold for this tool (``edit`` -> ``write``)."""
+    carried: tuple[CarriedState, ...] = ()
+    """The state this tool consults that travels with a call run in another process."""
 
     @property
     def parameters(self) -> Mapping[str, Any]:
