@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests._ast import parse
+
 SRC = Path(__file__).resolve().parent.parent / "src" / "steerable"
 STATE_MODULE = "_core._turn_state"
 
@@ -59,7 +61,7 @@ def _dataclass_fields(cls: ast.ClassDef) -> dict[str, str]:
 
 
 def read_layout(source: str | None = None) -> Layout:
-    tree = ast.parse(source if source is not None else (SRC / "_core/_turn_state.py").read_text())
+    tree = parse(source if source is not None else (SRC / "_core/_turn_state.py").read_text())
     classes = {n.name: _dataclass_fields(n) for n in tree.body if isinstance(n, ast.ClassDef)}
     state = classes["TurnState"]
     parts = {name: ann for name, ann in state.items() if ann in classes and ann != "TurnState"}
@@ -220,7 +222,7 @@ class _Finder(ast.NodeVisitor):
 def writes_outside_owners(source: str, module: str, owners: dict[str, tuple[str, ...]],
                           layout: Layout) -> list[Write]:
     finder = _Finder(layout, module, owners)
-    finder.visit(ast.parse(source))
+    finder.visit(parse(source))
     return finder.found
 
 

@@ -17,6 +17,7 @@ import asyncio
 from pathlib import Path
 
 from steerable._core._reaper import Reaper
+from tests._ast import parse
 
 ROOT = Path(__file__).resolve().parents[1] / "src" / "steerable"
 IN_A_WORKFLOW = ("_core", "drivers", "temporal")
@@ -54,7 +55,7 @@ def _loops_over(fn: ast.AST, names: set[str]) -> list[int]:
 
 def set_order_loops(source: str) -> list[int]:
     found: list[int] = []
-    for fn in ast.walk(ast.parse(source)):
+    for fn in ast.walk(parse(source)):
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             found += _loops_over(fn, _wait_results(fn))
     return sorted(set(found))

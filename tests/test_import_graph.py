@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests._ast import parse
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 ROOT = SRC / "steerable"
 
@@ -25,7 +27,7 @@ def _module_name(path: Path) -> str:
 
 
 def _lazy_names() -> dict[str, str]:
-    tree = ast.parse((ROOT / "__init__.py").read_text(encoding="utf-8"))
+    tree = parse((ROOT / "__init__.py").read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
                 and node.target.id == "_WHERE":
@@ -52,7 +54,7 @@ def import_graph() -> dict[str, set[str]]:
         is_package = path.name == "__init__.py"
         package = module if is_package else module.rpartition(".")[0]
         edges: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 edges.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom):

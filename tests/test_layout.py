@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._ast import parse
+
 SRC = Path(__file__).resolve().parent.parent / "src"
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 60
@@ -29,7 +31,7 @@ def oversized(root: Path) -> Iterator[str]:
         lines = len(text.splitlines())
         if lines > MAX_MODULE_LINES:
             yield f"{name}: module of {lines} lines (at most {MAX_MODULE_LINES})"
-        for node in ast.walk(ast.parse(text, filename=str(path))):
+        for node in ast.walk(parse(text, filename=str(path))):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 assert node.end_lineno is not None
                 length = node.end_lineno - node.lineno + 1
