@@ -4,13 +4,15 @@ One loop subscription feeds every SSE client: each event is turned into JSON onc
 to its session's ring, which every client of the session reads at its own position (the last
 ``replay`` events serve ``Last-Event-ID``). Publishing costs the same for 1 client or 1,000 (a
 queue per client cost ~6 us per event per client). Waking the clients does not: each wake-up is
-a task step per client (~4 us), so while events stream the clients of a session are woken at
-most once per ``flush`` seconds (1 ms): the first event after a quiet spell and a top-level
-``TURN_END`` wake them at once, an event in a burst waits at most ``flush``. (Woken once per
-loop iteration, 100 clients cost ~7x the loop itself; bench/peer ``--features sse:100``.) A client may fall ``client_buffer`` events
+a task step per client (~4 us), so the clients of a session are woken at most once per
+``flush`` seconds (1 ms): an event waits at most ``flush`` for the wake-up that takes it and
+whatever follows within that time; only a top-level ``TURN_END`` wakes them at once (the end of
+an answer is not held back). (Woken once per loop iteration, 100 clients cost ~7x the loop
+itself; waking at once for the first event after a quiet spell too cost a third more wake-ups
+on short turns: bench/peer ``--features sse:100``.) A client may fall ``client_buffer`` events
 behind: past that it loses the oldest (counted on it and hub-wide), never slows the loop or the
-other clients. Events of
-sub-turns go to the session of their top-level turn, whatever session id the child carries.
+other clients. Events of sub-turns go to the session of their top-level turn, whatever session
+id the child carries.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ class _Channel:
     """
 
     __slots__ = ("clients", "count", "last_seq", "loop", "ring", "running", "sent", "timer",
-                 "waiters", "woken")
+                 "waiters")
 
     def __init__(self, size: int) -> None:
         self.ring: deque[SSEItem] = deque(maxlen=size)
@@ -58,10 +60,8 @@ class _Channel:
         turn.) A cancelled client's future is done, and skipped."""
         self.loop: asyncio.AbstractEventLoop | None = None
         """The loop the clients wait in (set by the first that waits)."""
-        self.woken = float("-inf")
-        """When the clients were last woken (the loop's clock)."""
         self.timer: asyncio.TimerHandle | None = None
-        """A wake-up due at ``woken + flush`` (events arrived in a burst)."""
+        """The wake-up due ``flush`` after the first event that is waiting for it."""
         self.sent: tuple[int, int, bytes] = (0, 0, b"")
         """The SSE bytes of the events from one position to another, last encoded: every
         client that kept up reads that same range after a wake-up (``EventHub.frames``)."""
@@ -70,8 +70,6 @@ class _Channel:
         self.timer = None
         waiters = self.waiters
         if waiters:
-            assert self.loop is not None
-            self.woken = self.loop.time()
             self.waiters = []
             for fut in waiters:
                 if not fut.done():
@@ -217,17 +215,16 @@ class EventHub:
             self._wake(channel, end)
 
     def _wake(self, channel: _Channel, now: bool) -> None:
-        """Wake the waiting clients now, or at ``woken + flush`` when they were woken less
-        than ``flush`` ago (see the module docstring)."""
-        loop = channel.loop
-        assert loop is not None
-        due = channel.woken + self._flush
-        if now or loop.time() >= due:
+        """Wake the waiting clients now, or ``flush`` after the first event that waits (see
+        the module docstring)."""
+        if now:
             if channel.timer is not None:
                 channel.timer.cancel()
             channel.wake_up()
         elif channel.timer is None:
-            channel.timer = loop.call_at(due, channel.wake_up, context=bare_context())
+            loop = channel.loop
+            assert loop is not None
+            channel.timer = loop.call_later(self._flush, channel.wake_up, context=bare_context())
 
     async def pump(self, sub: Subscription) -> None:
         """Feed the hub from ``sub`` until it is closed."""
