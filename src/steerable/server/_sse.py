@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from steerable._core._hook_manager import _start_eagerly
+from steerable._core._hook_manager import _carry_on
 
 __all__ = ["EventStream", "EventStreams", "Feed", "Writer"]
 
@@ -53,13 +53,21 @@ class Writer:
     def write(self, data: bytes) -> None:
         """Send ``data`` (call only when ``ready``)."""
         sending = self._send({"type": "http.response.body", "body": data, "more_body": True})
-        started = (_start_eagerly(sending) if isinstance(sending, CoroutineType)
-                   else asyncio.ensure_future(sending))
-        if isinstance(started, asyncio.Future):
-            self.busy = started
-            started.add_done_callback(self._written)
-        elif started.error is not None:
-            self.end()
+        if type(sending) is CoroutineType:
+            # Run it here up to its first wait (it has none while the socket takes the bytes):
+            # a task would cost a loop cycle per connection and write.
+            try:
+                first = sending.send(None)
+            except StopIteration:
+                return
+            except Exception:  # the connection is gone (ASGI 2.4 servers raise OSError)
+                self.end()
+                return
+            busy = asyncio.ensure_future(_carry_on(sending, first))
+        else:
+            busy = asyncio.ensure_future(sending)
+        self.busy = busy
+        busy.add_done_callback(self._written)
 
     def _written(self, task: asyncio.Future[Any]) -> None:
         self.busy = None
