@@ -163,7 +163,7 @@ async def test_frames_yield_each_wake_up_as_one_piece() -> None:
     assert hub.client_count() == 0
 
 
-async def test_events_wait_for_the_flush_and_a_turn_end_wakes_at_once() -> None:
+async def test_a_burst_waits_for_the_flush_and_a_turn_end_wakes_at_once() -> None:
     # A flush of an hour: an event that waits for it is never delivered within this test.
     hub = EventHub(lambda t: t, flush=3600.0)
     frames = hub.frames(hub.attach("s", None))
@@ -176,26 +176,30 @@ async def test_events_wait_for_the_flush_and_a_turn_end_wakes_at_once() -> None:
         return [line for line in piece.split(b"\r\n") if line.startswith(b"id:")]
 
     reader = asyncio.ensure_future(frames.__anext__())
+    await asyncio.sleep(0)
+    hub.publish(delta(1))  # the first after a quiet spell: at the next loop cycle
+    assert ids(await asyncio.wait_for(reader, 5)) == [b"id: 1"]
+    reader = asyncio.ensure_future(frames.__anext__())
     await asyncio.sleep(0)  # waiting now (a reader that is not takes what the ring holds)
-    hub.publish(delta(1))  # the first after a quiet spell waits for the flush too
-    hub.publish(delta(2))
+    hub.publish(delta(2))  # in the burst: waits for the flush
     for _ in range(5):
         await asyncio.sleep(0)
     assert not reader.done()
     hub.publish(TurnEnd(turn_id="t", parent_turn_id=None, session_id="s", seq=3, time=0.0,
                         status=TurnStatus.COMPLETED, text="", iterations=1))
-    assert ids(await asyncio.wait_for(reader, 5)) == [b"id: 1", b"id: 2", b"id: 3"]
+    assert ids(await asyncio.wait_for(reader, 5)) == [b"id: 2", b"id: 3"]
     await frames.aclose()
 
 
-async def test_a_waiting_event_arrives_within_the_flush() -> None:
+async def test_an_event_in_a_burst_arrives_within_the_flush() -> None:
     hub = EventHub(lambda t: t, flush=0.05)
     frames = hub.frames(hub.attach("s", None))
-    reader = asyncio.ensure_future(frames.__anext__())
-    await asyncio.sleep(0)
-    hub.publish(LLMDelta(turn_id="t", parent_turn_id=None, session_id="s", seq=1, time=0.0,
-                         iteration=1, text="x"))
-    assert b"id: 1\r\n" in await asyncio.wait_for(reader, 5)
+    for seq in (1, 2):
+        reader = asyncio.ensure_future(frames.__anext__())
+        await asyncio.sleep(0)
+        hub.publish(LLMDelta(turn_id="t", parent_turn_id=None, session_id="s", seq=seq,
+                             time=0.0, iteration=1, text="x"))
+        assert f"id: {seq}\r\n".encode() in await asyncio.wait_for(reader, 5)
     await frames.aclose()
 
 

@@ -1,20 +1,19 @@
 """Per-session event fan-out for server-sent events, with a bounded replay buffer.
 
-One loop subscription feeds every SSE client: each event is turned into JSON once and appended
+One observer of the loop's bus feeds every SSE client: each event is turned into JSON once and appended
 to its session's ring, which every client of the session reads at its own position (the last
 ``replay`` events serve ``Last-Event-ID``). Publishing costs the same for 1 client or 1,000 (a
 queue per client cost ~6 us per event per client). Waking the clients does not: each wake-up is
 a step per client (a task's, ~4 us, for a client read as an iterator; a direct ASGI send for a
-``HubFeed``, which the hub writes itself from one callback), so the clients of a session are
-woken at most once per
-``flush`` seconds (1 ms): an event waits at most ``flush`` for the wake-up that takes it and
-whatever follows within that time; only a top-level ``TURN_END`` wakes them at once (the end of
-an answer is not held back). (Woken once per loop iteration, 100 clients cost ~7x the loop
-itself; waking at once for the first event after a quiet spell too cost a third more wake-ups
-on short turns: bench/peer ``--features sse:100``.) A client may fall ``client_buffer`` events
-behind: past that it loses the oldest (counted on it and hub-wide), never slows the loop or the
-other clients. Events of sub-turns go to the session of their top-level turn, whatever session
-id the child carries.
+``HubFeed``, which the hub writes itself from one callback), so while events stream the clients
+of a session are woken at most once per ``flush`` seconds (1 ms): the first event after a quiet
+spell and a top-level ``TURN_END`` wake them at the next loop cycle, an event in a burst waits
+at most ``flush``. (Woken once per loop iteration, 100 clients cost ~7x the loop itself;
+bench/peer ``--features sse:100``. Holding the first event for the flush too saved ~10% of the
+fan-out's CPU on short turns and cost its latency: p50 0.5 -> 1.4 ms, bench/bench_server.py.)
+A client may fall ``client_buffer`` events behind: past that it loses the oldest (counted on it
+and hub-wide), never slows the loop or the other clients. Events of sub-turns go to the session
+of their top-level turn, whatever session id the child carries.
 """
 
 from __future__ import annotations
@@ -48,7 +47,7 @@ class _Channel:
     """
 
     __slots__ = ("clients", "count", "last_seq", "loop", "pushed", "ring", "running", "sent",
-                 "timer", "waiters")
+                 "timer", "waiters", "woken")
 
     def __init__(self, size: int) -> None:
         self.ring: deque[SSEItem] = deque(maxlen=size)
@@ -61,19 +60,23 @@ class _Channel:
         """A future per waiting client. (An ``asyncio.Event`` does the same with a call and a
         deque removal more per client and wake-up: ~1 us, 100 clients, several wake-ups a
         turn.) A cancelled client's future is done, and skipped."""
+        self.woken = float("-inf")
+        """When the clients were last woken (the loop's clock)."""
         self.pushed: list[HubClient] = []
         """The clients the hub writes itself, at each wake-up (``HubFeed``)."""
         self.loop: asyncio.AbstractEventLoop | None = None
         """The loop the clients wait in (set by the first that waits or is pushed to)."""
         self.timer: asyncio.Handle | None = None
-        """The wake-up due: ``flush`` after the first event that is waiting for it, or at the
-        next loop cycle after a top-level ``TURN_END``."""
+        """The wake-up due: at the next loop cycle (the first event after a quiet spell, a
+        top-level ``TURN_END``), or at ``woken + flush`` (an event in a burst)."""
         self.sent: tuple[int, int, bytes] = (0, 0, b"")
         """The SSE bytes of the events from one position to another, last encoded: every
         client that kept up reads that same range after a wake-up (``EventHub.frames``)."""
 
     def wake_up(self) -> None:
         self.timer = None
+        if self.loop is not None:
+            self.woken = self.loop.time()
         waiters = self.waiters
         if waiters:
             self.waiters = []
@@ -237,8 +240,8 @@ class EventHub:
 
     def _wake(self, channel: _Channel, now: bool) -> None:
         """Wake the clients at the next loop cycle (not inside the turn's ``emit``: writing
-        every connection would delay the turn's result), or ``flush`` after the first event
-        that waits (see the module docstring)."""
+        every connection there would delay the turn's result), or at ``woken + flush`` when
+        they were woken less than ``flush`` ago (see the module docstring)."""
         loop = channel.loop
         assert loop is not None
         if now:
@@ -246,7 +249,11 @@ class EventHub:
                 channel.timer.cancel()
             channel.timer = loop.call_soon(channel.wake_up, context=bare_context())
         elif channel.timer is None:
-            channel.timer = loop.call_later(self._flush, channel.wake_up, context=bare_context())
+            due = channel.woken + self._flush
+            if loop.time() >= due:
+                channel.timer = loop.call_soon(channel.wake_up, context=bare_context())
+            else:
+                channel.timer = loop.call_at(due, channel.wake_up, context=bare_context())
 
     async def pump(self, sub: Subscription) -> None:
         """Feed the hub from ``sub`` until it is closed."""
