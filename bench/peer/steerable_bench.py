@@ -11,9 +11,9 @@ OpenTelemetry hook, SDK tracer, in-memory exporter; ``otel:attach`` fed by the b
 ``bare``, the default AgentLoop, writes checkpoints to its in-memory store), ``subscriber``
 (one subscription to every event, read by a task: the events are built then), ``sse`` (the
 server's SSE fan-out, ``EventHub``, fed as ``steerable serve`` feeds it (an observer of the bus), with
-``STEERABLE_BENCH_SSE_CLIENTS`` clients (or ``sse:N``), default 10, on the turn's session, each read by a task
-as an SSE response does: what the runner gives it, made bytes by sse-starlette; the HTTP write
-itself is in bench/bench_server.py). The hub and its clients are made once per process (a
+``STEERABLE_BENCH_SSE_CLIENTS`` clients (or ``sse:N``), default 10, on the turn's session, each
+an SSE response as the server makes it, short of the socket (see ``_sse_client``); the HTTP
+write itself is in bench/bench_server.py). The hub and its clients are made once per process (a
 server's viewers stay connected from turn to turn); a run ends once every client has read
 every event.
 """
@@ -153,9 +153,26 @@ def _tracing() -> tuple[Any, Any]:
 
 
 async def _sse_client(hub: Any, client: Any) -> None:
-    """One SSE response short of its socket: what ``LocalRunner.sse`` gives it, made bytes by
-    sse-starlette's ``ensure_bytes`` (a tree from before ``EventHub.frames``: an ``{id,
-    data}`` message per event, as its app sent)."""
+    """One SSE response short of its socket. On a tree whose server writes its own responses
+    (``EventHub.feed``): the server's ``EventStream`` over what ``LocalRunner.sse`` gives it,
+    its ASGI ``send`` a coroutine that returns at once (as uvicorn's does while the socket takes
+    the bytes). Before that: what the runner gave sse-starlette, made bytes by its
+    ``ensure_bytes`` (a tree from before ``EventHub.frames``: an ``{id, data}`` message per
+    event, as its app sent)."""
+    if hasattr(hub, "feed"):
+        from steerable.server._sse import EventStream, EventStreams
+
+        async def send(message: Any) -> None:
+            pass
+
+        never = asyncio.Event()
+
+        async def receive() -> Any:
+            await never.wait()
+
+        await EventStream(hub.feed(client), EventStreams())(
+            {"type": "http", "method": "GET"}, receive, send)
+        return
     from sse_starlette.event import ensure_bytes
 
     frames = getattr(hub, "frames", None)

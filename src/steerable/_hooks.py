@@ -8,6 +8,7 @@ taking one context argument. It returns None to continue or a ``HookDecision``.
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import field
@@ -188,18 +189,27 @@ def hook_points(hook: object) -> frozenset[str]:
     )
     names = {n for n in dir(cls) if not n.startswith("_")}
     names |= {n for n in getattr(hook, "__dict__", {}) if not n.startswith("_")}
-    import difflib  # for misspelt hook methods: when a hook registers, not at import
-
     for name in sorted(names - set(HOOK_POINTS)):
-        close = difflib.get_close_matches(name, HOOK_POINTS, n=1, cutoff=0.8)
+        close = _near_miss(name)
         if close and callable(inspect.getattr_static(hook, name, None)):
             raise TypeError(
-                f"{cls.__name__}.{name} looks like the hook method {close[0]!r} misspelt; it would "
+                f"{cls.__name__}.{name} looks like the hook method {close!r} misspelt; it would "
                 f"never be called. Hook methods: {', '.join(HOOK_POINTS)}")
     if not points:
         raise TypeError(f"{cls.__name__} implements no hook method; expected one of "
                         + ", ".join(HOOK_POINTS))
     return points
+
+
+@functools.lru_cache(maxsize=1024)
+def _near_miss(name: str) -> str | None:
+    """The hook method ``name`` looks like a misspelling of, if any. Kept per name: a hook made
+    per loop (the OpenTelemetry hook's ten public names) registers the same names again, and
+    difflib costs ~10 us a name."""
+    import difflib  # for misspelt hook methods: when a hook registers, not at import
+
+    close = difflib.get_close_matches(name, HOOK_POINTS, n=1, cutoff=0.8)
+    return close[0] if close else None
 
 
 AskModel = Callable[[LLMRequest, str], Awaitable[LLMResponse]]

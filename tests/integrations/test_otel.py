@@ -366,3 +366,37 @@ async def test_attached_span_work_that_fails_detaches_it_and_flush_raises() -> N
     assert (await loop.run_turn("c", session_id="s1")).text == "three"
     assert loop.statistics().subscribers == 0
     await loop.aclose()
+
+
+async def test_registered_it_reads_the_bus_and_a_failure_of_the_span_work_is_reported() -> None:
+    class Failing(OpenTelemetryHook):
+        fed_by_task = 0
+
+        async def on_event(self, event: Any) -> None:
+            self.fed_by_task += 1
+            await super().on_event(event)
+
+        def handle(self, event: Any) -> None:
+            if event.kind is EventKind.TURN_START and event.input == "a":
+                raise RuntimeError("tracer bug")
+            super().handle(event)
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    loop = AgentLoop(Agent(name="helper", model="m1", provider=ScriptedProvider(
+        [Reply(text="one"), Reply(text="two"), Reply(text="three")])))
+    hook = Failing(tracer_provider=provider)
+    loop.register_hook(hook)
+    errors = loop.subscribe([EventKind.ERROR])
+    assert (await loop.run_turn("a", session_id="s1")).text == "one"
+    await asyncio.sleep(0.05)  # the worker applies the first turn's batch
+    assert (await loop.run_turn("b", session_id="s1")).text == "two"
+    assert (await loop.run_turn("c", session_id="s1")).text == "three"
+    await loop.aclose()  # waits for the spans
+    reports = [e async for e in errors]
+    assert [e.source for e in reports] == ["observer"]  # reported once, at the next batch
+    assert "tracer bug" in reports[0].message
+    names = [s.name for s in exporter.get_finished_spans()]
+    assert names.count("invoke_agent helper") == 2  # the later turns were traced
+    assert hook.fed_by_task == 0  # a bus observer: no subscription, task or hook call

@@ -19,6 +19,7 @@ import uvicorn
 from steerable import Agent, AgentLoop, HumanApprover, ScriptedProvider, tool
 from steerable.coding import SNAPSHOT_HOOK_PRIORITY, SNAPSHOT_HOOK_TIMEOUT, SnapshotHook
 from steerable.server import LocalRunner, UndoAPI, create_app
+from steerable.server._uvicorn import Server
 from steerable.storage import JSONLSessionStore
 
 
@@ -68,10 +69,10 @@ async def serving(tmp_path: Path, script: Sequence[Any], tools: Sequence[Any] = 
     if undo is not None:
         loop.register_hook(undo, priority=SNAPSHOT_HOOK_PRIORITY, timeout=SNAPSHOT_HOOK_TIMEOUT)
         undo_api = UndoAPI(undo, loop.busy, JSONLSessionStore(store_dir).turns)
-    config = uvicorn.Config(create_app(runner, token=token, undo=undo_api), host="127.0.0.1",
-                            port=0,
+    app = create_app(runner, token=token, undo=undo_api)
+    config = uvicorn.Config(app, host="127.0.0.1", port=0,
                             log_level="warning", access_log=False, lifespan="on")
-    server = uvicorn.Server(config)
+    server = Server(config, app)
     task = asyncio.ensure_future(server.serve())
     while not server.started:
         assert not task.done(), "server did not start"
@@ -83,7 +84,7 @@ async def serving(tmp_path: Path, script: Sequence[Any], tools: Sequence[Any] = 
         try:
             yield Served(url, loop, runner, provider, store_dir, client)
         finally:
-            server.should_exit = True
+            server.stop()  # ends the event streams still open, then the server
             await asyncio.wait_for(task, 10)
 
 

@@ -177,7 +177,7 @@ async def test_a_burst_waits_for_the_flush_and_a_turn_end_wakes_at_once() -> Non
 
     reader = asyncio.ensure_future(frames.__anext__())
     await asyncio.sleep(0)
-    hub.publish(delta(1))  # the first after a quiet spell: at once
+    hub.publish(delta(1))  # the first after a quiet spell: at the next loop cycle
     assert ids(await asyncio.wait_for(reader, 5)) == [b"id: 1"]
     reader = asyncio.ensure_future(frames.__anext__())
     await asyncio.sleep(0)  # waiting now (a reader that is not takes what the ring holds)
@@ -188,6 +188,18 @@ async def test_a_burst_waits_for_the_flush_and_a_turn_end_wakes_at_once() -> Non
     hub.publish(TurnEnd(turn_id="t", parent_turn_id=None, session_id="s", seq=3, time=0.0,
                         status=TurnStatus.COMPLETED, text="", iterations=1))
     assert ids(await asyncio.wait_for(reader, 5)) == [b"id: 2", b"id: 3"]
+    await frames.aclose()
+
+
+async def test_an_event_in_a_burst_arrives_within_the_flush() -> None:
+    hub = EventHub(lambda t: t, flush=0.05)
+    frames = hub.frames(hub.attach("s", None))
+    for seq in (1, 2):
+        reader = asyncio.ensure_future(frames.__anext__())
+        await asyncio.sleep(0)
+        hub.publish(LLMDelta(turn_id="t", parent_turn_id=None, session_id="s", seq=seq,
+                             time=0.0, iteration=1, text="x"))
+        assert f"id: {seq}\r\n".encode() in await asyncio.wait_for(reader, 5)
     await frames.aclose()
 
 

@@ -82,6 +82,11 @@ class HookManager:
     def at(self, point: str) -> tuple[Registration, ...]:
         return self._by_point[point]
 
+    def report(self, message: str, ctx: Any, source: ErrorSource) -> None:
+        """Report a hook's failure met outside ``call`` (an inline observer's) as ``call``
+        reports its own."""
+        self._report(message, ctx, source)
+
     async def call(
         self, reg: Registration, point: str, ctx: Any, default_timeout: float,
         *, source: ErrorSource | None = "hook",

@@ -49,6 +49,7 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
         import uvicorn
 
         from steerable.server import LocalRunner, create_app
+        from steerable.server._uvicorn import Server
     except ImportError as exc:
         raise UsageError(f"serve needs the server extra: pip install 'steerable[server]' "
                          f"({exc.name} is missing)") from None
@@ -79,7 +80,7 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
             config = uvicorn.Config(asgi, host=args.host, port=args.port, log_level="warning",
                                     access_log=False, lifespan="on",
                                     timeout_graceful_shutdown=3)
-            return await _serve(uvicorn.Server(config))
+            return await _serve(Server(config, asgi))
 
     try:
         code = asyncio.run(main())

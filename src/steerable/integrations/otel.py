@@ -10,12 +10,14 @@ then the child's ``TURN_START`` with ``parent_turn_id``). Interrupts, steering, 
 skipped tools, compressions and errors are span events. A turn that ends ``aborted`` or
 ``error`` gets an error status, and so does every span of it still open (a cancelled LLM call).
 
-The hook is an observer only. Registered (``register_hook``), it is an ``on_event`` observer:
-the loop feeds it from a bounded subscription in a task of its own, so it never slows a turn,
-and it costs nothing when not registered. Attached (``hook.attach(loop)``), it reads the loop's
-bus directly (``AgentLoop.observe``): each event is appended to the pending batch as it is
-emitted, with no subscription, task or hook call per event (~10 us an iteration less); the
-same spans come out. ``await hook.flush()`` then waits for what was handed over. The events
+The hook is an observer only, and costs nothing when not registered. Registered
+(``register_hook``), it offers ``on_event_nowait``: the loop calls it with each event as it is
+emitted (an append to the pending batch), with no subscription, task or hook call per event
+(~10 us an iteration less than being fed ``on_event`` from a subscription), a failure of the
+span work is reported as an ERROR event, and the loop's ``aclose`` waits for the spans.
+Attached (``hook.attach(loop)``), it reads the loop's bus the same way (``AgentLoop.observe``)
+but outside the hooks: a failure of the span work detaches it, and ``await hook.flush()`` waits
+for what was handed over. The same spans come out either way. The events
 it needs are collected on the loop's thread and turned into spans in batches (at each turn's
 end, or every few hundred events) on one worker thread, so a slow exporter cannot block the
 loop and the span work costs one thread hop per batch, not per event. The worker is shared by
@@ -121,6 +123,17 @@ class OpenTelemetryHook:
             batch, self._pending = self._pending, []
             # One worker: batches are applied in order even if an earlier one was slow.
             await asyncio.get_running_loop().run_in_executor(_shared_worker(), self._apply, batch)
+
+    def on_event_nowait(self, event: Event) -> None:
+        """What ``register_hook`` calls with each event as it is emitted (``on_event`` is what
+        a loop without inline observers calls): the event joins the pending batch. A failure
+        of the span work is raised once, at the next batch handed over (the loop reports it
+        as an ERROR event), and the hook goes on; the loop's ``aclose`` awaits ``flush``."""
+        try:
+            self._collect(event)
+        except Exception:
+            self._handed = None  # reported once
+            raise
 
     def attach(self, loop: AgentLoop) -> None:
         """Read ``loop``'s events as they are emitted (see the module docstring) instead of

@@ -17,7 +17,6 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from importlib import resources
 from typing import Any
 
-from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -32,9 +31,10 @@ from steerable.errors import CheckpointError, SessionBusyError
 from steerable.server._guard import AccessGuard
 from steerable.server._requests_api import request_routes
 from steerable.server._runner import SessionRunner
+from steerable.server._sse import EventStream, EventStreams
 from steerable.server._undo_api import UndoAPI
 
-__all__ = ["MAX_BODY", "create_app"]
+__all__ = ["MAX_BODY", "create_app", "end_streams"]
 
 MAX_BODY = 64 * 1024
 MAX_MESSAGE_BODY = 32 * 1024 * 1024
@@ -175,13 +175,26 @@ def create_app(runner: SessionRunner, *, token: str | None = None,
         return _error(status, "not found" if status == 404 else
                       "method not allowed" if status == 405 else "error")
 
-    routes = [*_page_routes(), *_session_routes(runner), *_message_routes(runner),
+    streams = EventStreams()
+    routes = [*_page_routes(), *_session_routes(runner, streams), *_message_routes(runner),
               *_control_routes(runner, undo), *_undo_routes(undo, _S),
               *request_routes(runner, _body, _json_errors), *extra_routes]
-    return Starlette(routes=routes, lifespan=lifespan,
-                     middleware=[Middleware(AccessGuard, token=token, public=(*_PUBLIC, *public_paths),
-                                            hosts=allowed_hosts, origins=allowed_origins)],
-                     exception_handlers={HTTPException: not_found})
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    middleware=[Middleware(AccessGuard, token=token, public=(*_PUBLIC, *public_paths),
+                                           hosts=allowed_hosts, origins=allowed_origins)],
+                    exception_handlers={HTTPException: not_found})
+    # The server ends the open event streams as it starts shutting down (``end_streams``).
+    app.state.event_streams = streams
+    return app
+
+
+def end_streams(app: Starlette) -> None:
+    """End the open event streams of an app made by ``create_app`` (and any opened later): call
+    it as the ASGI server starts shutting down, on the loop's thread, else each open stream
+    holds the shutdown until the server's graceful timeout (``steerable serve`` does it on
+    Ctrl+C / SIGTERM)."""
+    streams: EventStreams = app.state.event_streams
+    streams.close()
 
 
 _S = "/v1/sessions/{session_id}"
@@ -209,7 +222,7 @@ def _page_routes() -> list[Route]:
             Route("/healthz", healthz)]
 
 
-def _session_routes(runner: SessionRunner) -> list[Route]:
+def _session_routes(runner: SessionRunner, streams: EventStreams) -> list[Route]:
     """Sessions: list, read, delete, follow their events (SSE)."""
 
     async def list_sessions(request: Request) -> Response:
@@ -230,11 +243,9 @@ def _session_routes(runner: SessionRunner) -> list[Route]:
             if not raw.isdigit():
                 raise BadRequest(400, "Last-Event-ID must be an event seq (an integer)")
             after = int(raw)
-        # Bytes, ready to send: the hub encodes what a wake-up brings once for every client
-        # (a message per event per client, encoded by sse-starlette, cost more than the loop).
-        # Closing the response (client gone) closes the generator, which detaches the client.
-        return EventSourceResponse(runner.sse(sid, after), ping=15,
-                                   headers={"Cache-Control": "no-store"})
+        # The local runner's hub writes the connection itself, the bytes of a wake-up made
+        # once for every client (see server/_sse.py); the response's end detaches the client.
+        return EventStream(runner.sse(sid, after), streams, ping=15)
 
     return [Route("/v1/sessions", _json_errors(list_sessions)),
             Route(_S, _json_errors(get_session), methods=["GET"]),

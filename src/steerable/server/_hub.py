@@ -1,16 +1,19 @@
 """Per-session event fan-out for server-sent events, with a bounded replay buffer.
 
-One loop subscription feeds every SSE client: each event is turned into JSON once and appended
+One observer of the loop's bus feeds every SSE client: each event is turned into JSON once and appended
 to its session's ring, which every client of the session reads at its own position (the last
 ``replay`` events serve ``Last-Event-ID``). Publishing costs the same for 1 client or 1,000 (a
 queue per client cost ~6 us per event per client). Waking the clients does not: each wake-up is
-a task step per client (~4 us), so while events stream the clients of a session are woken at
-most once per ``flush`` seconds (1 ms): the first event after a quiet spell and a top-level
-``TURN_END`` wake them at once, an event in a burst waits at most ``flush``. (Woken once per
-loop iteration, 100 clients cost ~7x the loop itself; bench/peer ``--features sse:100``.) A client may fall ``client_buffer`` events
-behind: past that it loses the oldest (counted on it and hub-wide), never slows the loop or the
-other clients. Events of
-sub-turns go to the session of their top-level turn, whatever session id the child carries.
+a step per client (a task's, ~4 us, for a client read as an iterator; a direct ASGI send for a
+``HubFeed``, which the hub writes itself from one callback), so while events stream the clients
+of a session are woken at most once per ``flush`` seconds (1 ms): the first event after a quiet
+spell and a top-level ``TURN_END`` wake them at the next loop cycle, an event in a burst waits
+at most ``flush``. (Woken once per loop iteration, 100 clients cost ~7x the loop itself;
+bench/peer ``--features sse:100``. Holding the first event for the flush too saved ~10% of the
+fan-out's CPU on short turns and cost its latency: p50 0.5 -> 1.4 ms, bench/bench_server.py.)
+A client may fall ``client_buffer`` events behind: past that it loses the oldest (counted on it
+and hub-wide), never slows the loop or the other clients. Events of sub-turns go to the session
+of their top-level turn, whatever session id the child carries.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from steerable._core._watchdog import bare_context
 from steerable._events import Event, EventKind, event_to_dict
 from steerable._secrets import redacted_json
 from steerable.drivers._top_session import TopSessions
+from steerable.server._sse import Writer
 
-__all__ = ["EventHub", "HubClient", "SSEItem", "sse_bytes"]
+__all__ = ["EventHub", "HubClient", "HubFeed", "SSEItem", "sse_bytes"]
 
 SSEItem = tuple[int, str]
 """An event ready to send: its ``seq`` and its JSON form."""
@@ -42,8 +46,8 @@ class _Channel:
     arrived since their position in one go.
     """
 
-    __slots__ = ("clients", "count", "last_seq", "loop", "ring", "running", "sent", "timer",
-                 "waiters", "woken")
+    __slots__ = ("clients", "count", "last_seq", "loop", "pushed", "ring", "running", "sent",
+                 "timer", "waiters", "woken")
 
     def __init__(self, size: int) -> None:
         self.ring: deque[SSEItem] = deque(maxlen=size)
@@ -56,26 +60,36 @@ class _Channel:
         """A future per waiting client. (An ``asyncio.Event`` does the same with a call and a
         deque removal more per client and wake-up: ~1 us, 100 clients, several wake-ups a
         turn.) A cancelled client's future is done, and skipped."""
-        self.loop: asyncio.AbstractEventLoop | None = None
-        """The loop the clients wait in (set by the first that waits)."""
         self.woken = float("-inf")
         """When the clients were last woken (the loop's clock)."""
-        self.timer: asyncio.TimerHandle | None = None
-        """A wake-up due at ``woken + flush`` (events arrived in a burst)."""
+        self.pushed: list[HubClient] = []
+        """The clients the hub writes itself, at each wake-up (``HubFeed``)."""
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The loop the clients wait in (set by the first that waits or is pushed to)."""
+        self.timer: asyncio.Handle | None = None
+        """The wake-up due: at the next loop cycle (the first event after a quiet spell, a
+        top-level ``TURN_END``), or at ``woken + flush`` (an event in a burst)."""
         self.sent: tuple[int, int, bytes] = (0, 0, b"")
         """The SSE bytes of the events from one position to another, last encoded: every
         client that kept up reads that same range after a wake-up (``EventHub.frames``)."""
 
     def wake_up(self) -> None:
         self.timer = None
+        if self.loop is not None:
+            self.woken = self.loop.time()
         waiters = self.waiters
         if waiters:
-            assert self.loop is not None
-            self.woken = self.loop.time()
             self.waiters = []
             for fut in waiters:
                 if not fut.done():
                     fut.set_result(None)
+        count = self.count
+        for client in self.pushed:
+            # One callback writes every connection: per client a send that (almost always)
+            # completes without waiting, where a task per client cost a task step each.
+            writer = client.writer
+            if client.position < count and writer is not None and writer.ready:
+                writer.write(client.take_sse())
 
     def oldest(self) -> int:
         """The position of the oldest event still in the ring."""
@@ -93,6 +107,8 @@ class HubClient:
     limit: int
     skipped: int = 0
     attached: bool = True
+    writer: Writer | None = None
+    """The connection the hub writes this client's events to itself (``HubFeed``)."""
 
     @property
     def dropped(self) -> int:
@@ -133,6 +149,12 @@ class HubClient:
             wire = "".join([_sse(*ring[i - base]) for i in range(start, end)]).encode()
             sent = channel.sent = (start, end, wire)
         return sent[2]
+
+    def top_up(self) -> None:
+        """Write what arrived while the connection was busy with an earlier send."""
+        writer = self.writer
+        if self.position < self.channel.count and writer is not None and writer.ready:
+            writer.write(self.take_sse())
 
     def _advance(self) -> tuple[int, int]:
         """The positions to read from and to; the client is then at the end."""
@@ -213,21 +235,25 @@ class EventHub:
             elif event.kind is EventKind.TURN_END:
                 channel.running.pop(event.turn_id, None)
                 end = True
-        if channel.waiters:
+        if channel.waiters or channel.pushed:
             self._wake(channel, end)
 
     def _wake(self, channel: _Channel, now: bool) -> None:
-        """Wake the waiting clients now, or at ``woken + flush`` when they were woken less
-        than ``flush`` ago (see the module docstring)."""
+        """Wake the clients at the next loop cycle (not inside the turn's ``emit``: writing
+        every connection there would delay the turn's result), or at ``woken + flush`` when
+        they were woken less than ``flush`` ago (see the module docstring)."""
         loop = channel.loop
         assert loop is not None
-        due = channel.woken + self._flush
-        if now or loop.time() >= due:
+        if now:
             if channel.timer is not None:
                 channel.timer.cancel()
-            channel.wake_up()
+            channel.timer = loop.call_soon(channel.wake_up, context=bare_context())
         elif channel.timer is None:
-            channel.timer = loop.call_at(due, channel.wake_up, context=bare_context())
+            due = channel.woken + self._flush
+            if loop.time() >= due:
+                channel.timer = loop.call_soon(channel.wake_up, context=bare_context())
+            else:
+                channel.timer = loop.call_at(due, channel.wake_up, context=bare_context())
 
     async def pump(self, sub: Subscription) -> None:
         """Feed the hub from ``sub`` until it is closed."""
@@ -260,11 +286,19 @@ class EventHub:
         channel.clients.add(client)
         return client
 
+    def feed(self, client: HubClient) -> HubFeed:
+        """``client`` as a ``Feed``: the hub writes its connection itself (what ``steerable
+        serve`` does; ``frames`` is the same as an iterator, read by a task per client)."""
+        return HubFeed(self, client)
+
     def detach(self, client: HubClient) -> None:
         if client.attached:
             client.skipped = client.dropped
             client.attached = False
             client.channel.clients.discard(client)
+            if client.writer is not None:
+                client.channel.pushed.remove(client)
+                client.writer = None
             self._dropped_gone += client.skipped
 
     def forget(self, session_id: str) -> None:
@@ -312,3 +346,28 @@ class EventHub:
             fut = loop.create_future()
             channel.waiters.append(fut)
             await fut
+
+
+class HubFeed:
+    """A hub client whose connection the hub writes itself (see ``_sse.Feed``): at each
+    wake-up, and when a send that had to wait is done."""
+
+    __slots__ = ("client", "hub")
+
+    def __init__(self, hub: EventHub, client: HubClient) -> None:
+        self.hub = hub
+        self.client = client
+
+    def open(self, writer: Writer) -> None:
+        client = self.client
+        if not client.attached:
+            return
+        writer.on_ready = client.top_up
+        client.writer = writer
+        channel = client.channel
+        channel.loop = asyncio.get_running_loop()
+        channel.pushed.append(client)
+        client.top_up()  # the replay a Last-Event-ID asked for
+
+    def close(self) -> None:
+        self.hub.detach(self.client)

@@ -31,6 +31,7 @@ from steerable.drivers._session_driver import SessionDriver
 from steerable.errors import CheckpointError, SessionBusyError, UnknownRequestError
 from steerable.server._hub import EventHub, SSEItem
 from steerable.server._requests_api import request_json
+from steerable.server._sse import Feed
 
 __all__ = ["CancelModeName", "InterruptModeName", "LocalRunner", "Sent", "SessionRunner", "Taken",
            "pending_json", "pending_or_error", "pending_refusal"]
@@ -114,8 +115,9 @@ class SessionRunner(Protocol):
 
     def events(self, session_id: str, after: int | None) -> AsyncIterator[SSEItem]: ...
 
-    def sse(self, session_id: str, after: int | None) -> AsyncIterator[bytes]:
-        """``events`` as the bytes of the SSE stream (``GET .../events``)."""
+    def sse(self, session_id: str, after: int | None) -> Feed | AsyncIterator[bytes]:
+        """``events`` as the SSE stream (``GET .../events``): its bytes, or a ``Feed`` that
+        writes the connection itself."""
         ...
 
 
@@ -330,6 +332,6 @@ class LocalRunner:
     def events(self, session_id: str, after: int | None) -> AsyncIterator[SSEItem]:
         return self.hub.stream(self.hub.attach(session_id, after))
 
-    def sse(self, session_id: str, after: int | None) -> AsyncIterator[bytes]:
-        return self.hub.frames(self.hub.attach(session_id, after))
+    def sse(self, session_id: str, after: int | None) -> Feed:
+        return self.hub.feed(self.hub.attach(session_id, after))
 
