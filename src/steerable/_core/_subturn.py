@@ -29,7 +29,7 @@ from typing import Any
 
 from steerable._core._engine import Engine
 from steerable._core._queues import follow_up, steer
-from steerable._core._turn_state import Delivery, Interrupt, TurnState, TurnTree
+from steerable._core._turn_state import Delivery, Interrupt, TurnState
 from steerable._events import (
     SubturnEnd,
     SubturnOrphan,
@@ -94,7 +94,7 @@ def spawn(engine: Engine, parent: TurnState, agent: Any, task: str, *, is_async:
         agent.dry_run = True
     child = TurnState(turn_id=turn_id, session_id=parent.session_id, input=task,
                       agent=agent, parent_turn_id=parent.turn_id, depth=parent.depth + 1,
-                      ephemeral=True, dry_run=dry, tree=TurnTree(parent=parent))
+                      ephemeral=True, dry_run=dry, parent=parent)
     engine.turns[child.turn_id] = child
     parent.tree.children[child.turn_id] = child
     engine.emit(parent, SubturnSpawn, child_turn_id=child.turn_id, agent=agent.name,
