@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from steerable._core._budget import check_budget, turn_usage
@@ -188,8 +188,15 @@ def begin_turn(engine: Engine, st: TurnState) -> None:
                 resumed_from=None if st.resume is None else st.resume.turn_id)
 
 
-async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
-    """Run ``st`` (already begun) to its end. Never raises."""
+async def run_turn(engine: Engine, st: TurnState,
+                   ended: Callable[[TurnState, TurnResult | None], None] | None = None,
+                   ) -> TurnResult:
+    """Run ``st`` (already begun) to its end. Never raises.
+
+    ``ended``: the driver's bookkeeping, called as the turn's last step (after its slot is
+    given back; with None if the turn's end itself was cancelled): a driver runs this
+    coroutine as the turn's task, not a coroutine of its own around it (one coroutine frame
+    less per live turn)."""
     st.control.running = True
     status = TurnStatus.ERROR
     error: BaseException | None = None
@@ -236,14 +243,18 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
     except Exception as exc:
         error = exc
         engine.error(st, f"{type(exc).__name__}: {exc}", "turn")
+    result: TurnResult | None = None
     try:
         if rollback:
             await wait_children(st)  # every aborted descendant ends before this turn does
-        return await _finish(engine, st, status, error, rollback)
+        result = await _finish(engine, st, status, error, rollback)
+        return result
     finally:
         # Every turn's slot (a sub-turn's too, taken as it was spawned) is given back here,
         # before anything waits on the result: a parent waiting for a slot never waits on it.
         engine.slots.give_back(st.turn_id)
+        if ended is not None:
+            ended(st, result)
 
 
 def _ended_by(st: TurnState, status: TurnStatus) -> CancelMode | None:
