@@ -41,9 +41,11 @@ from steerable._messages import Message, ToolCall, Usage
 from steerable._secrets import known_secrets
 from steerable.errors import ContextOverflowError, ProviderError
 from steerable.providers._base import (
+    Chunk,
     LLMRequest,
     LLMResponse,
     RetryNotice,
+    SecretGuard,
     StreamEnd,
     TextDelta,
     ThinkingDelta,
@@ -51,7 +53,6 @@ from steerable.providers._base import (
     ToolCallChunk,
     ToolChoice,
     ToolSpec,
-    guard_secrets,
     text_guarded,
 )
 
@@ -241,16 +242,50 @@ def _cut_reply(st: TurnState, calls: Sequence[ToolCall]) -> bool:
 
 
 class _Pieces:
-    """What a reply streamed so far. Made at its first chunk: a model call in flight waits for
-    that nearly all its time, and each list is an object the collector tracks."""
+    """What a reply streamed so far, and the secret guard it is read through. Made at its
+    first chunk: a model call in flight waits for that nearly all its time, and each list is
+    an object the collector tracks."""
 
-    __slots__ = ("calls", "end", "texts", "thinking")
+    __slots__ = ("calls", "end", "guard", "texts", "thinking")
 
-    def __init__(self) -> None:
+    def __init__(self, guard: SecretGuard | None) -> None:
         self.texts: list[str] = []
         self.thinking: list[str] = []
         self.calls: list[ToolCall] = []
         self.end: StreamEnd | None = None
+        self.guard = guard
+
+
+def _take(engine: Engine, st: TurnState, got: _Pieces, chunk: Chunk, deltas: bool,
+          iteration: int) -> bool:
+    """One chunk (after the guard) into the reply; True when the reading must stop now."""
+    if type(chunk) is TextDelta:
+        if chunk.text:
+            got.texts.append(chunk.text)
+            if deltas:
+                engine.emit(st, LLMDelta, iteration=iteration, text=chunk.text)
+        return deltas and bool(got.texts) and _cut_reply(st, got.calls)
+    if type(chunk) is ToolCallChunk:
+        got.calls.append(chunk.call)
+    elif type(chunk) is ThinkingDelta:
+        got.thinking.append(chunk.text)
+        if deltas:
+            engine.emit(st, LLMDelta, iteration=iteration, text=chunk.text, thinking=True)
+    elif type(chunk) is ToolArgsDelta:
+        if chunk.text and deltas:  # a piece the guard holds back whole: no event
+            engine.emit(st, ToolCallDelta, iteration=iteration, call_index=chunk.index,
+                        tool_name=chunk.name, arguments_delta=chunk.text)
+    elif type(chunk) is StreamEnd:
+        got.end = chunk
+    elif type(chunk) is RetryNotice:
+        # The provider starts over: what it streamed so far is void.
+        got.texts, got.thinking, got.calls = [], [], []
+        engine.emit(st, LLMRetry, iteration=iteration, attempt=chunk.attempt,
+                    reason=chunk.reason, delay=chunk.delay)
+    else:
+        raise ProviderError(f"provider {type(st.model_agent.provider).__name__} yielded "
+                            f"{type(chunk).__name__}, which is not a chunk type")
+    return False
 
 
 async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
@@ -258,9 +293,10 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
     got: _Pieces | None = None
     provider = st.model_agent.provider
     iteration = st.transcript.iteration  # (one call: it does not move while this streams)
-    raw = provider.stream(request)
+    stream = provider.stream(request)
     # Deltas are cut only where no secret can be split: outputs blank each delta on its own.
-    stream = raw if text_guarded(provider) else guard_secrets(raw, known_secrets())
+    # The guard is applied here, chunk by chunk, not as a generator around the stream.
+    guarded = not text_guarded(provider)
     # Entered and left by hand, not with ``async with``: the context managers' bound
     # ``__aexit__`` and ``aclosing``'s object lived as long as the call (three objects the
     # collector tracks, per model call in flight).
@@ -271,36 +307,22 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
             async for chunk in stream:
                 watchdog.tick()  # every chunk buys the provider more time
                 if got is None:
-                    got = _Pieces()
-                if type(chunk) is TextDelta:
-                    if chunk.text:
-                        got.texts.append(chunk.text)
-                        if deltas:
-                            engine.emit(st, LLMDelta, iteration=iteration, text=chunk.text)
-                    if deltas and got.texts and _cut_reply(st, got.calls):
+                    got = _Pieces(SecretGuard(known_secrets()) if guarded else None)
+                if got.guard is None:
+                    if _take(engine, st, got, chunk, deltas, iteration):
                         break
-                elif type(chunk) is ToolCallChunk:
-                    got.calls.append(chunk.call)
-                elif type(chunk) is ThinkingDelta:
-                    got.thinking.append(chunk.text)
-                    if deltas:
-                        engine.emit(st, LLMDelta, iteration=iteration, text=chunk.text,
-                                    thinking=True)
-                elif type(chunk) is ToolArgsDelta:
-                    if chunk.text and deltas:  # a piece the guard holds back whole: no event
-                        engine.emit(st, ToolCallDelta, iteration=iteration,
-                                    call_index=chunk.index, tool_name=chunk.name,
-                                    arguments_delta=chunk.text)
-                elif type(chunk) is StreamEnd:
-                    got.end = chunk
-                elif type(chunk) is RetryNotice:
-                    # The provider starts over: what it streamed so far is void.
-                    got.texts, got.thinking, got.calls = [], [], []
-                    engine.emit(st, LLMRetry, iteration=iteration, attempt=chunk.attempt,
-                                reason=chunk.reason, delay=chunk.delay)
-                else:
-                    raise ProviderError(f"provider {type(provider).__name__} yielded "
-                                        f"{type(chunk).__name__}, which is not a chunk type")
+                    continue
+                cut = False
+                for piece in got.guard.feed(chunk):
+                    if _take(engine, st, got, piece, deltas, iteration):
+                        cut = True
+                        break
+                if cut:
+                    break
+            else:  # the stream ended: what the guard still holds comes out
+                if got is not None and got.guard is not None:
+                    for piece in got.guard.end():
+                        _take(engine, st, got, piece, deltas, iteration)
         finally:
             await stream.aclose()
     except asyncio.CancelledError as exc:
@@ -308,7 +330,7 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
         raise
     finally:
         watchdog.stop()
-    return await _response(engine, st, request, got or _Pieces())
+    return await _response(engine, st, request, got or _Pieces(None))
 
 
 async def _response(engine: Engine, st: TurnState, request: LLMRequest,
