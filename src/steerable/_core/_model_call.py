@@ -70,7 +70,7 @@ def _build_request(st: TurnState, may_call: bool, extra: Sequence[Message],
                    answer: bool) -> LLMRequest:
     agent = st.model_agent
     return LLMRequest(
-        messages=MessageView[Message](agent.system_head(), st.transcript.base, st.transcript.new,
+        messages=MessageView[Message](agent.system_head(), st.base, st.new,
                                       extra),
         tools=agent.tool_specs,
         model=agent.model,
@@ -100,12 +100,12 @@ def _tool_specs(st: TurnState, tools: Sequence[Any]) -> tuple[ToolSpec, ...]:
 
 def _ctx_ids(st: TurnState) -> dict[str, Any]:
     return {"turn_id": st.turn_id, "session_id": st.session_id,
-            "parent_turn_id": st.parent_turn_id, "iteration": st.transcript.iteration}
+            "parent_turn_id": st.parent_turn_id, "iteration": st.iteration}
 
 
 def _request_event(engine: Engine, st: TurnState, request: LLMRequest, purpose: str) -> None:
     choice = request.tool_choice
-    engine.emit(st, LLMRequestEvent, iteration=st.transcript.iteration, model=request.model,
+    engine.emit(st, LLMRequestEvent, iteration=st.iteration, model=request.model,
                 message_count=len(request.messages),
                 tools=tuple(t.name for t in request.tools), tool_choice=choice.mode,
                 may_call=choice.only, reason=choice.reason, purpose=purpose)
@@ -123,7 +123,7 @@ def _asker(engine: Engine, st: TurnState) -> Any:
         _request_event(engine, st, request, purpose)
         started = time.monotonic()
         response = await _stream_once(engine, st, request, deltas=False)
-        engine.emit(st, LLMResponseEvent, iteration=st.transcript.iteration, text=response.text,
+        engine.emit(st, LLMResponseEvent, iteration=st.iteration, text=response.text,
                     tool_calls=response.tool_calls, usage=response.usage,
                     finish_reason=response.finish_reason,
                     duration=time.monotonic() - started, purpose=purpose)
@@ -172,7 +172,7 @@ async def _after_llm(
             calls = response.tool_calls
             if decision.tool_calls is not None:
                 calls = tuple(
-                    ToolCall(f"{st.turn_id}_h{st.transcript.iteration}_{i}", name, dict(args))
+                    ToolCall(f"{st.turn_id}_h{st.iteration}_{i}", name, dict(args))
                     for i, (name, args) in enumerate(decision.tool_calls)
                 )
             response = LLMResponse(
@@ -187,7 +187,7 @@ async def _compress(
     engine: Engine, st: TurnState, reason: CompressReason, target: int | None
 ) -> bool:
     """Drop old exchanges; False when nothing could be dropped. May raise AbortSignal."""
-    history = [*st.transcript.base, *st.transcript.new]
+    history = [*st.base, *st.new]
     tokens = estimate_tokens(history)
 
     def ctx() -> CompressContext:
@@ -202,16 +202,16 @@ async def _compress(
     if cut == 0:
         return False
     engine.set_phase(st, TurnPhase.COMPACTING)
-    from_base = min(cut, len(st.transcript.base))
+    from_base = min(cut, len(st.base))
     if from_base:
         # The dropped messages are gone from the session too: move the rollback snapshot.
         # New lists, never edits in place: earlier requests hold views of the old ones.
-        st.transcript.base = st.transcript.base[from_base:]
-        st.transcript.base_rewritten = True
-        st.transcript.base_dropped += from_base
+        st.base = st.base[from_base:]
+        st.base_rewritten = True
+        st.base_dropped += from_base
     if cut > from_base:
-        st.transcript.new = st.transcript.new[cut - from_base:]
-    after = [*st.transcript.base, *st.transcript.new]
+        st.new = st.new[cut - from_base:]
+    after = [*st.base, *st.new]
     engine.emit(st, ContextCompress, reason=reason, messages_before=len(history),
                 messages_after=len(after), tokens_before=tokens,
                 tokens_after=estimate_tokens(after))
@@ -226,7 +226,7 @@ def _unique_calls(st: TurnState, calls: list[ToolCall]) -> tuple[ToolCall, ...]:
     out = []
     for i, call in enumerate(calls):
         if call.id in seen:
-            call = ToolCall(f"{call.id}_{st.transcript.iteration}_{i}", call.name, call.arguments,
+            call = ToolCall(f"{call.id}_{st.iteration}_{i}", call.name, call.arguments,
                             call.arguments_error)
         seen.add(call.id)
         out.append(call)
@@ -236,9 +236,9 @@ def _unique_calls(st: TurnState, calls: list[ToolCall]) -> tuple[ToolCall, ...]:
 def _cut_reply(st: TurnState, calls: Sequence[ToolCall]) -> bool:
     """A graceful interrupt while the model writes text (no tool call yet, not the summary
     call): stop the reading now instead of waiting for the whole reply."""
-    if st.control.interrupt is Interrupt.GRACEFUL and not calls and not st.control.final_call:
-        st.control.reply_cut = True
-    return st.control.reply_cut
+    if st.interrupt is Interrupt.GRACEFUL and not calls and not st.final_call:
+        st.reply_cut = True
+    return st.reply_cut
 
 
 class _Pieces:
@@ -292,7 +292,7 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
                        deltas: bool = True) -> LLMResponse:
     got: _Pieces | None = None
     provider = st.model_agent.provider
-    iteration = st.transcript.iteration  # (one call: it does not move while this streams)
+    iteration = st.iteration  # (one call: it does not move while this streams)
     stream = provider.stream(request)
     # Deltas are cut only where no secret can be split: outputs blank each delta on its own.
     # The guard is applied here, chunk by chunk, not as a generator around the stream.
@@ -369,10 +369,10 @@ async def call_model(
         # of 10,000 turns grow with a shared set: the collector's 25 % rule moves when full
         # collections fall, so the total of them is the figure; it fell, see performance.md.)
         agent = st.model_agent
-        st.transcript.offered = agent.tool_names if request.tools is agent.tool_specs \
+        st.offered = agent.tool_names if request.tools is agent.tool_specs \
             else frozenset(t.name for t in request.tools)
         _request_event(engine, st, request, "")
-        if st.inbound.carrying:  # messages taken in since the last request: this one delivers them
+        if st.carrying:  # messages taken in since the last request: this one delivers them
             deliver(engine, st, engine.bus.last_seq, "in the context of an LLM request")
         started = time.monotonic()
         try:
@@ -393,7 +393,7 @@ async def call_model(
         break
     if engine.hooks.at("after_llm"):
         response = await _after_llm(engine, st, request, response)
-    engine.emit(st, LLMResponseEvent, iteration=st.transcript.iteration, text=response.text,
+    engine.emit(st, LLMResponseEvent, iteration=st.iteration, text=response.text,
                 tool_calls=response.tool_calls, usage=response.usage,
                 finish_reason=response.finish_reason, duration=time.monotonic() - started)
     return response

@@ -307,8 +307,10 @@ class TurnState(Transcript, Control, Inbound, TurnTree, Durability, Ledger, Asks
     """One turn's state: who it is (set once, as it is made) and the fields of every part.
 
     The parts (``st.transcript``, ``st.control``...) are views of this one object, each typed
-    as its part, so a phase reads and writes through the part it owns (checked by
-    ``tests/test_turn_state_owners.py``), while a live turn is one object, not eight."""
+    as its part; the hot paths read and write the fields on the state itself (``st.iteration``:
+    a part's property is a Python call, ~35 an iteration). Either way a field belongs to its
+    part, and only the part's owners write it (``tests/test_turn_state_owners.py`` checks
+    both forms). A live turn is one object, not eight."""
 
     turn_id: str
     session_id: str
@@ -365,12 +367,12 @@ class TurnState(Transcript, Control, Inbound, TurnTree, Durability, Ledger, Asks
 
     def stop_reason(self) -> SkipReason | None:
         """Why tools not yet started must be skipped now, or None to go on."""
-        interrupt = self.control.interrupt
+        interrupt = self.interrupt
         if interrupt is Interrupt.HARD:
             return "aborted"
         if interrupt is Interrupt.GRACEFUL:
-            return "budget" if self.ledger.exceeded else "interrupted"
-        if self.inbound.steering:
+            return "budget" if self.exceeded else "interrupted"
+        if self.steering:
             return "steering"
         return None
 
