@@ -193,11 +193,11 @@ class Engine:
 
         An abort mostly comes while a tool runs, after the loop sat idle: every step then runs
         on cold caches (~5x slower). So when tools run (and no sub-turn, whose cascade keeps
-        its order), only they are cancelled here (and their ``cancelled`` flags set), and the
-        rest (INTERRUPT_RECEIVED, the turn's task) runs as the next callback: right after the
-        tools' own step, before the turn's task can resume, so every event of the turn's
-        unwinding still comes after it. The turn sees its cancel where it would have (awaiting
-        its tool), one loop cycle later."""
+        its order), they are cancelled first (their ``cancelled`` flags set), then
+        INTERRUPT_RECEIVED is emitted and the turn's task cancelled: in the next loop pass the
+        tools see their cancel, and the turn unwinds right after them, in the same pass (it
+        used to be cancelled by a callback of that pass, and to unwind in the pass after).
+        No sub-turn can start from then on (``_subturn.spawn`` refuses a turn marked hard)."""
         ctl = st.control
         tools = ctl.running_tools
         if not tools or st.children or ctl.finishing or ctl.interrupt is not Interrupt.NONE:
@@ -206,16 +206,12 @@ class Engine:
             ctx.cancel()  # set when the tool sees its CancelledError: it may look
             task.cancel()
         ctl.interrupt = Interrupt.HARD  # a second abort, a graceful one: refused from now on
-        next(iter(tools)).get_loop().call_soon(self._abort_rest, st)
-        return True
-
-    def _abort_rest(self, st: TurnState) -> None:
+        # Emitted before the turn's task is cancelled: whatever is already scheduled, every
+        # event of the unwinding comes after it.
         self.emit(st, InterruptReceived, mode="hard", hint=None)
-        ctl = st.control
-        for child in list(st.children.values()):  # spawned by a tool in its last step
-            self.interrupt_hard(child)
         if ctl.task is not None and not ctl.task.done():
             ctl.task.cancel()
+        return True
 
     def cancel(self, st: TurnState, mode: CancelMode) -> CancelHandle:
         """Record a cancel; IMMEDIATE is the hard abort. See ``_cancel`` for the modes."""
