@@ -253,8 +253,14 @@ async def run_turn(engine: Engine, st: TurnState,
         # Every turn's slot (a sub-turn's too, taken as it was spawned) is given back here,
         # before anything waits on the result: a parent waiting for a slot never waits on it.
         engine.slots.give_back(st.turn_id)
-        if ended is not None:
-            ended(st, result)
+        try:
+            if ended is not None:
+                ended(st, result)
+        finally:
+            # The task ends with this step: its callers wake in the next pass, with the result.
+            for waiter in st.waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
 
 def _ended_by(st: TurnState, status: TurnStatus) -> CancelMode | None:

@@ -163,6 +163,9 @@ class Control:
     task: asyncio.Task[Any] | None = None
     running_tools: dict[asyncio.Future[Any], ToolContext] = field(default_factory=dict)
     """Each running tool's task and its ToolContext: a hard abort cancels them at once."""
+    waiters: tuple[asyncio.Future[None], ...] = ()
+    """Futures of callers awaiting the turn (``TurnHandle``), set as ``run_turn``'s last
+    step (a tuple: nearly every turn has one or none)."""
 
 
 @_part

@@ -143,6 +143,15 @@ class TurnHandle:
         # cancelling the awaiting task cancels ``waiter`` only, never the turn.
         task = self._task
         if not task.done():
+            # Woken by the turn's last step (``run_turn``'s finally), in the pass the turn ends:
+            # a done callback on its task would run one loop pass later, and wake us one after
+            # that. (A turn's task always reaches that step: the engine never cancels it
+            # before it has started, ``Engine.interrupt_hard``.)
+            waiter = task.get_loop().create_future()
+            ctl = self._state.control
+            ctl.waiters += (waiter,)
+            yield from waiter
+        if not task.done():  # a sub-turn's task, which has steps after its run_turn
             waiter = task.get_loop().create_future()
             # (``_wake`` reads no context variable: no copy of the caller's context, one object
             # fewer for the collector per awaited turn)
