@@ -60,15 +60,20 @@ def _dataclass_fields(cls: ast.ClassDef) -> dict[str, str]:
 
 
 def read_layout(source: str | None = None) -> Layout:
-    """The parts are ``TurnState``'s properties typed as one of its base classes (each returns
-    the state itself); its own annotated fields are its identity."""
+    """The parts are ``TurnState``'s names made as ``_Part[<one of its base classes>]()`` (each
+    is the state itself, typed as that part); its own annotated fields are its identity."""
     tree = ast.parse(source if source is not None else (SRC / "_core/_turn_state.py").read_text())
     nodes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     state = nodes["TurnState"]
     bases = {ast.unparse(b) for b in state.bases}
-    parts = {node.name: ast.unparse(node.returns) for node in state.body
-             if isinstance(node, ast.FunctionDef) and node.returns is not None
-             and ast.unparse(node.returns) in bases}
+    parts = {}
+    for node in state.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Subscript)
+                and ast.unparse(node.value.func.value) == "_Part"
+                and ast.unparse(node.value.func.slice) in bases):
+            parts[node.targets[0].id] = ast.unparse(node.value.func.slice)
     return Layout(
         parts=parts,
         fields={cls: frozenset(_dataclass_fields(nodes[cls])) for cls in parts.values()},

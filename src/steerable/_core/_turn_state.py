@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import field
-from typing import Any, TypeVar, cast, dataclass_transform
+from typing import Any, Generic, TypeVar, cast, dataclass_transform
 
 from steerable._core._agent import Agent, BaseAgent
 from steerable._core._cancel import CancelMode, CancelState
@@ -305,6 +305,15 @@ part's fields. The identity fields of ``TurnState`` itself are written by its co
 only."""
 
 
+class _Part(Generic[_P]):
+    """A part's name on ``TurnState``: the state itself, typed as that part."""
+
+    __slots__ = ()
+
+    def __get__(self, st: object, owner: object = None) -> _P:
+        return cast("_P", st)
+
+
 @state(kw_only=True)
 class TurnState(Transcript, Control, Inbound, TurnTree, Durability, Ledger, Asks):
     """One turn's state: who it is (set once, as it is made) and the fields of every part.
@@ -336,33 +345,13 @@ class TurnState(Transcript, Control, Inbound, TurnTree, Durability, Ledger, Asks
     the hot paths read a typed attribute instead of checking the agent's class each time."""
 
     # The parts: the state itself, one name per owner (``OWNERS``).
-    @property
-    def transcript(self) -> Transcript:
-        return self
-
-    @property
-    def control(self) -> Control:
-        return self
-
-    @property
-    def inbound(self) -> Inbound:
-        return self
-
-    @property
-    def tree(self) -> TurnTree:
-        return self
-
-    @property
-    def durability(self) -> Durability:
-        return self
-
-    @property
-    def ledger(self) -> Ledger:
-        return self
-
-    @property
-    def asks(self) -> Asks:
-        return self
+    transcript = _Part[Transcript]()
+    control = _Part[Control]()
+    inbound = _Part[Inbound]()
+    tree = _Part[TurnTree]()
+    durability = _Part[Durability]()
+    ledger = _Part[Ledger]()
+    asks = _Part[Asks]()
 
     def __post_init__(self) -> None:
         if isinstance(self.agent, Agent):
