@@ -267,7 +267,7 @@ async def safe_point(engine: Engine, st: TurnState, point: SafePoint, stage: Sta
                      write: bool = False) -> None:
     """Stop here if a cancel says so (after writing the checkpoint it resumes from);
     otherwise write a checkpoint when ``write``."""
-    mode = st.cancel.stops_at(point)
+    mode = None if st.cancel is None else st.cancel.stops_at(point)
     if mode is not None:
         await write_checkpoint(engine, st, stage, mode)
         raise CancelStop(mode)

@@ -15,7 +15,7 @@ from typing import Any, cast
 from steerable._config import Limits, Timeouts
 from steerable._core._agent import Agent
 from steerable._core._bus import EventBus
-from steerable._core._cancel import CancelHandle, CancelMode
+from steerable._core._cancel import CancelHandle, CancelMode, CancelState
 from steerable._core._checkpoint import CheckpointStore
 from steerable._core._hook_manager import HookManager
 from steerable._core._inbox import Inbox
@@ -217,6 +217,8 @@ class Engine:
         """Record a cancel; IMMEDIATE is the hard abort. See ``_cancel`` for the modes."""
         ctl = st.control
         open_ = not ctl.finishing and ctl.interrupt is not Interrupt.HARD
+        if ctl.cancel is None:
+            ctl.cancel = CancelState()
         handle = ctl.cancel.request(mode, st.turn_id, open_)
         if handle.contributed:
             if mode is CancelMode.IMMEDIATE and not (ctl.grace is not None and st.children):

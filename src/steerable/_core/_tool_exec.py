@@ -306,7 +306,7 @@ async def _run_call(engine: Engine, st: TurnState, rec: _Call,
         return
     if sem is not None:
         async with sem:
-            if st.cancel.stops_at(SafePoint.BEFORE_CALL) is not None:
+            if st.cancel is not None and st.cancel.stops_at(SafePoint.BEFORE_CALL) is not None:
                 return  # left pending: the turn stops after this group, resume runs it
             reason = st.stop_reason()
             if reason is not None:

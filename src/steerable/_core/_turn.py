@@ -264,7 +264,7 @@ async def run_turn(engine: Engine, st: TurnState,
 
 
 def _ended_by(st: TurnState, status: TurnStatus) -> CancelMode | None:
-    requested = st.cancel.requested
+    requested = None if st.cancel is None else st.cancel.requested
     if status is TurnStatus.CANCELLED:
         return requested
     if status is TurnStatus.ABORTED and requested is CancelMode.IMMEDIATE:
@@ -282,7 +282,8 @@ async def _store_outcome(engine: Engine, st: TurnState, status: TurnStatus,
     if status in KEEPS_CHECKPOINT and st.durable:
         await settle_writes(st)  # the checkpoint stays: resume continues from it
         if st.held:  # with what waits behind it now (it ran after them since the write)
-            mode = st.cancel.requested if status is TurnStatus.CANCELLED else None
+            mode = st.cancel.requested if status is TurnStatus.CANCELLED \
+                and st.cancel is not None else None
             await write_checkpoint(engine, st, stage_now(st), mode)
         st.released = True
         return None
@@ -336,5 +337,6 @@ async def _finish(engine: Engine, st: TurnState, status: TurnStatus,
                 error=None if error is None else f"{type(error).__name__}: {error}",
                 duration=duration, usage=usage,
                 cancel_mode=None if ended_by is None else ended_by.label)
-    st.cancel.settle(ended_by)
+    if st.cancel is not None:  # (without one, no handle waits and none can contribute)
+        st.cancel.settle(ended_by)
     return result

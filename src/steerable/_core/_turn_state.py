@@ -155,7 +155,9 @@ class Control:
     """True once the turn is saving its result: interrupts can no longer change anything."""
     reply_cut: bool = False
     """A graceful interrupt stopped the model's text mid-stream (no tool was running)."""
-    cancel: CancelState = field(default_factory=CancelState)
+    cancel: CancelState | None = None
+    """The cancel requests, made at the first (nearly no turn is cancelled, and the state is
+    an object the collector tracks per live turn)."""
     grace: float | None = None
     """Composite turns: how long running children may take to stop on an IMMEDIATE cancel
     before they are aborted (None: not a composite, IMMEDIATE aborts at once)."""

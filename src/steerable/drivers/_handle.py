@@ -135,7 +135,10 @@ class TurnHandle:
         handle: CancelHandle | None = self._loop.submit(
             Cancel(self.session_id, self.turn_id, mode))
         if handle is None:  # the turn has ended: nothing to change
-            return self._state.control.cancel.request(mode, self.turn_id, False)
+            state = self._state.control.cancel
+            if state is None:  # never asked to cancel: nothing to settle either
+                return CancelHandle(mode, self.turn_id, False, None)
+            return state.request(mode, self.turn_id, False)
         return handle
 
     def __await__(self) -> Generator[Any, None, TurnResult]:
