@@ -235,10 +235,8 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
     timer = None if timeout is None else loop.call_later(timeout, _expire, ended,
                                                          context=bare_context())
     try:
-        # One pass of the event loop first: the tool's first step was scheduled before this
-        # task's next step, so both run in the same pass, and a tool that ends in its first
-        # step (most do) is done here: one loop cycle per call instead of two (waiting on
-        # ``ended`` wakes this task one cycle after the tool's step).
+        # The tool's first step was scheduled first: after one pass, a tool that ended in it
+        # is done, one loop pass per call (``ended`` would wake us a pass after the tool).
         await _one_pass()
         if not ended.done():
             await ended
@@ -259,6 +257,11 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
         engine.reaper.adopt(task)
         return ToolResult(f"Tool '{name}' timed out after {timeout:g} s and was cancelled.",
                           is_error=True)
+    return _outcome(name, task)
+
+
+def _outcome(name: str, task: asyncio.Task[Any]) -> ToolResult:
+    """What the tool's ended task gives the model."""
     if task.cancelled():
         return ToolResult(f"Tool '{name}' was cancelled.", is_error=True)
     failure = task.exception()

@@ -191,12 +191,8 @@ def begin_turn(engine: Engine, st: TurnState) -> None:
 async def run_turn(engine: Engine, st: TurnState,
                    ended: Callable[[TurnState, TurnResult | None], None] | None = None,
                    ) -> TurnResult:
-    """Run ``st`` (already begun) to its end. Never raises.
-
-    ``ended``: the driver's bookkeeping, called as the turn's last step (after its slot is
-    given back; with None if the turn's end itself was cancelled): a driver runs this
-    coroutine as the turn's task, not a coroutine of its own around it (one coroutine frame
-    less per live turn)."""
+    """Run ``st`` (already begun) to its end. Never raises. ``ended``: the driver's
+    bookkeeping, for a driver that runs this as the turn's task (``_last_step``)."""
     st.running = True
     status = TurnStatus.ERROR
     error: BaseException | None = None
@@ -212,10 +208,7 @@ async def run_turn(engine: Engine, st: TurnState,
             if not st.ephemeral:
                 st.base = await engine.history(st.session_id)
                 st.base_count = len(st.base)
-            r = st.input_receipt
-            st.new.append(Message("user", st.input if r is None else r.content()))
-            if r is not None:
-                st.carrying += (r,)
+            _take_input(st)
             if isinstance(st.agent, CompositeAgent):
                 # Its children call the model, each with its own input: the composite's input
                 # is delivered as it hands it to them.
@@ -250,17 +243,34 @@ async def run_turn(engine: Engine, st: TurnState,
         result = await _finish(engine, st, status, error, rollback)
         return result
     finally:
-        # Every turn's slot (a sub-turn's too, taken as it was spawned) is given back here,
-        # before anything waits on the result: a parent waiting for a slot never waits on it.
-        engine.slots.give_back(st.turn_id)
-        try:
-            if ended is not None:
-                ended(st, result)
-        finally:
-            # The task ends with this step: its callers wake in the next pass, with the result.
-            for waiter in st.waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
+        _last_step(engine, st, ended, result)
+
+
+def _take_input(st: TurnState) -> None:
+    r = st.input_receipt
+    st.new.append(Message("user", st.input if r is None else r.content()))
+    if r is not None:
+        st.carrying += (r,)
+
+
+def _last_step(engine: Engine, st: TurnState,
+               ended: Callable[[TurnState, TurnResult | None], None] | None,
+               result: TurnResult | None) -> None:
+    """The turn's slot back, then ``ended`` (with None if the turn's end itself was
+    cancelled), then its callers woken. A driver runs ``run_turn`` as the turn's task and
+    passes its bookkeeping as ``ended``: no coroutine of its own around it (one frame less
+    per live turn), no done callback (a callback and a loop pass less per turn)."""
+    # Every turn's slot (a sub-turn's too, taken as it was spawned) is given back here,
+    # before anything waits on the result: a parent waiting for a slot never waits on it.
+    engine.slots.give_back(st.turn_id)
+    try:
+        if ended is not None:
+            ended(st, result)
+    finally:
+        # The task ends with this step: its callers wake in the next pass, with the result.
+        for waiter in st.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
 
 def _ended_by(st: TurnState, status: TurnStatus) -> CancelMode | None:
