@@ -1,7 +1,8 @@
 """The check behind ``test_turn_state_owners``: who writes which part of a turn's state.
 
-``TurnState`` keeps its identity fields (set by its constructor only) and six parts
-(``transcript``, ``control``, ``inbound``, ``tree``, ``durability``, ``ledger``); ``OWNERS`` in
+``TurnState`` keeps its identity fields (set by its constructor only) and the fields of seven
+parts (``transcript``, ``control``, ``inbound``, ``tree``, ``durability``, ``ledger``, ``asks``:
+views of the state itself, each typed as its part); ``OWNERS`` in
 ``_core/_turn_state.py`` names the modules that may write each part's fields. This module reads
 a source file's syntax tree and lists every write to a part's field (or to an identity field,
 or a part replaced) made from a module that does not own it.
@@ -61,14 +62,24 @@ def _dataclass_fields(cls: ast.ClassDef) -> dict[str, str]:
 
 
 def read_layout(source: str | None = None) -> Layout:
+    """The parts are ``TurnState``'s names made as ``_Part[<one of its base classes>]()`` (each
+    is the state itself, typed as that part); its own annotated fields are its identity."""
     tree = parse(source if source is not None else (SRC / "_core/_turn_state.py").read_text())
-    classes = {n.name: _dataclass_fields(n) for n in tree.body if isinstance(n, ast.ClassDef)}
-    state = classes["TurnState"]
-    parts = {name: ann for name, ann in state.items() if ann in classes and ann != "TurnState"}
+    nodes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    state = nodes["TurnState"]
+    bases = {ast.unparse(b) for b in state.bases}
+    parts = {}
+    for node in state.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Subscript)
+                and ast.unparse(node.value.func.value) == "_Part"
+                and ast.unparse(node.value.func.slice) in bases):
+            parts[node.targets[0].id] = ast.unparse(node.value.func.slice)
     return Layout(
         parts=parts,
-        fields={cls: frozenset(classes[cls]) for cls in parts.values()},
-        identity=frozenset(name for name in state if name not in parts),
+        fields={cls: frozenset(_dataclass_fields(nodes[cls])) for cls in parts.values()},
+        identity=frozenset(_dataclass_fields(state)),
     )
 
 
@@ -179,9 +190,15 @@ class _Finder(ast.NodeVisitor):
         if target.attr in self.layout.parts:
             self._report(target, f"part {target.attr}", how, ())
             return
-        if (target.attr in self.layout.identity and isinstance(target.value, ast.Name)
-                and target.value.id in self.scopes[-1].states):
+        if not (isinstance(target.value, ast.Name) and target.value.id in self.scopes[-1].states):
+            return
+        if target.attr in self.layout.identity:
             self._report(target, f"identity.{target.attr}", how, ())
+            return
+        # The state holds every part's fields itself: ``st.phase = ...`` writes the part too.
+        for part, cls in self.layout.parts.items():
+            if target.attr in self.layout.fields[cls]:
+                self._report(target, f"{part}.{target.attr}", how, self.owners.get(part, ()))
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:

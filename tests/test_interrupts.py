@@ -180,7 +180,9 @@ async def test_hard_abort_during_parallel_group_closes_every_call() -> None:
     assert (abort.mode, abort.hint) == ("hard", None)
     ends = of(events, K.TOOL_EXEC_END)
     assert sorted(e.call_id for e in ends) == ["call_1", "call_2"] and all(e.is_error for e in ends)
-    assert {e.content for e in ends} == {"Tool 'wait' was cancelled."}
+    # The turn unwinds in the same loop pass as its tools see their cancel: it closes the
+    # running calls itself, as a single call's abort does.
+    assert {e.content for e in ends} == {"Tool 'wait' was cancelled: the turn was aborted."}
     assert [(s.tool_name, s.reason, s.detail) for s in of(events, K.TOOL_EXEC_SKIPPED)] == [
         ("mark", "aborted", "the turn was aborted"), ("wait", "aborted", "the turn was aborted")]
     assert_one_terminal_per_call(events)

@@ -26,6 +26,7 @@ from steerable.providers._base import (
     LLMRequest,
     StreamEnd,
     TextDelta,
+    ThinkingDelta,
     ToolCallChunk,
     guard_secrets,
 )
@@ -181,6 +182,35 @@ async def test_the_loop_reads_every_provider_through_the_guard() -> None:
         await loop.run_turn("go", session_id="s")
     await loop.aclose()
     assert [e.text for e in sub.drain_nowait()] == ["tok: ", "abcdefgh12345678 ", "done"]
+
+
+class _Unended:
+    """Streams reasoning then text, each split inside the secret, and no ``StreamEnd``."""
+
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
+        yield ThinkingDelta("think abcd")
+        yield ThinkingDelta("efgh12345678 ok")
+        for piece in ["tok: abcd", "efgh1234", "5678"]:
+            yield TextDelta(piece)
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_the_loop_guards_reasoning_and_flushes_a_stream_that_ends_without_its_end() -> None:
+    # The model call applies the guard itself (``SecretGuard``): what it holds when the
+    # reasoning turns into text, and at a stream's end with no StreamEnd, still comes out.
+    loop = AgentLoop(Agent(name="a", provider=_Unended()))
+    sub = loop.subscribe([EventKind.LLM_DELTA])
+    with _env(ENV, "abcdefgh12345678"):
+        result = await loop.run_turn("go", session_id="s")
+    await loop.aclose()
+    assert result.error is None, result.error
+    deltas = [(e.thinking, e.text) for e in sub.drain_nowait()]
+    # "ok" is held until the text begins; the last piece until the stream's end.
+    assert deltas == [(True, "think "), (True, "abcdefgh12345678 "), (True, "ok"),
+                      (False, "tok: "), (False, "abcdefgh12345678")]
+    assert result.text == "tok: abcdefgh12345678"
 
 
 # -- every output of a real run ------------------------------------------------------------------

@@ -27,12 +27,19 @@ OUTSIDER = "server._hub"  # owns no part
 
 
 def test_the_checker_reads_the_layout_the_runtime_has() -> None:
-    names = {f.name for f in dataclasses.fields(TurnState)}
-    assert names == set(LAYOUT.parts) | LAYOUT.identity
+    names = [f.name for f in dataclasses.fields(TurnState)]
+    declared = [name for cls in LAYOUT.parts.values() for name in LAYOUT.fields[cls]]
+    assert len(declared) == len(set(declared)), "two parts declare a field of the same name"
+    assert sorted(names) == sorted([*declared, *LAYOUT.identity])
+    st = TurnState(turn_id="t", session_id="s", input="i", agent=None)  # type: ignore[arg-type]
     for part, cls in LAYOUT.parts.items():
         runtime = getattr(_turn_state, cls)
         assert {f.name for f in dataclasses.fields(runtime)} == LAYOUT.fields[cls], part
-        assert "__slots__" in vars(runtime), f"{cls} must keep slots (memory per live turn)"
+        # One object per live turn (docs/performance.md): a part is the state itself, and
+        # neither has a ``__dict__``.
+        assert vars(runtime)["__slots__"] == (), f"{cls} must declare fields, not a layout"
+        assert getattr(st, part) is st, part
+    assert not hasattr(st, "__dict__")
 
 
 def test_every_part_has_owners_and_its_docstring_names_them() -> None:
@@ -74,6 +81,7 @@ def _forms(part: str, field: str, cls: str) -> dict[str, str]:
         "quoted annotation": f"def f(p: '{cls}') -> None:\n    p.{field}.update()\n",
         "closure": f"def f(st):\n    p = st.{part}\n    def g():\n        p.{field} = 1\n",
         "deep receiver": f"def f(self):\n    self.item.parent.{part}.{field} = 1\n",
+        "on the state": f"def f(st: TurnState) -> None:\n    st.{field} = 1\n",
     }
 
 
@@ -122,10 +130,13 @@ def test_what_is_not_a_write_to_a_part_is_not_reported(source: str) -> None:
 
 def test_a_layout_with_a_new_part_is_checked_too() -> None:
     source = ("from dataclasses import dataclass\n@dataclass\nclass Extra:\n    flag: bool\n"
-              "@dataclass\nclass TurnState:\n    turn_id: str\n    extra: Extra\n")
+              "@dataclass\nclass TurnState(Extra):\n    turn_id: str\n"
+              "    extra = _Part[Extra]()\n")
     layout = read_layout(source)
     assert layout == Layout(parts={"extra": "Extra"}, fields={"Extra": frozenset({"flag"})},
                             identity=frozenset({"turn_id"}))
     planted = "def f(st):\n    st.extra.flag = True\n"
     assert len(writes_outside_owners(planted, "_loop", {}, layout)) == 1
     assert writes_outside_owners(planted, "_loop", {"extra": ("_loop",)}, layout) == []
+    direct = "def f(st: TurnState):\n    st.flag = True\n"  # the field on the state itself
+    assert [w.target for w in writes_outside_owners(direct, "_loop", {}, layout)] == ["extra.flag"]

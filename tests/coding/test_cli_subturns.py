@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from steerable import Agent, AgentLoop, Reply, ScriptedProvider
+from steerable import Agent, AgentLoop, EventKind, Reply, ScriptedProvider, tool
 from steerable.cli._app import Redactor
 from steerable.cli._render import TurnView
 from tests.coding.test_cli import script, steerable
@@ -62,12 +63,24 @@ def test_run_renders_the_sub_turn_tree(cli_env: dict[str, str], tmp_path: Path) 
 
 
 async def test_view_marks_background_children_and_their_results() -> None:
+    child_ended = asyncio.Event()
+
+    @tool(read_only=True)
+    async def wait_for_bg() -> str:
+        """Wait until the background child has ended."""
+        await child_ended.wait()
+        return "ended"
+
     child = Agent(name="bg", provider=ScriptedProvider([Reply(text="bg found it")]))
-    main = Agent(name="main", provider=ScriptedProvider([
+    # The child ends while the parent waits in a tool: its result reaches the next call (with
+    # no wait, whether an instant child ends before the parent's next call is a race).
+    main = Agent(name="main", tools=[wait_for_bg], provider=ScriptedProvider([
         Reply(tool_calls=[("spawn", {"agent": "bg", "task": "look"})]),
+        Reply(tool_calls=[("wait_for_bg", {})]),
         Reply(text="ok")]),
         subagents=[child])
     loop = AgentLoop(main)
+    loop.observe(lambda e: child_ended.set(), [EventKind.SUBTURN_END])
     sub = loop.subscribe(buffer=10_000)
     await loop.run_turn("go")
     await loop.wait_idle()

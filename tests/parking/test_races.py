@@ -118,14 +118,20 @@ async def test_an_answer_given_as_the_turn_parks_is_used_once(tmp_path: Path) ->
     loop = new_loop(JSONLSessionStore(tmp_path), [Reply(tool_calls=[("pick", {})]),
                                                   Reply(text="done")])
 
+    answered = threading.Event()
+
     class AnswerAtOnce:
         event_kinds = (EventKind.QUESTION_ASKED,)
 
-        def on_event(self, event: Any) -> None:
+        def on_event(self, event: Any) -> None:  # (in a thread of its own: a sync observer)
             loop.answer(event.request_id, "blue")  # live, late (parking) or parked: once
+            answered.set()
 
     loop.register_hook(AnswerAtOnce())
     first = await loop.run_turn("go", session_id="s")
+    # Whichever window the answer fell in, the turn it resumes (if any) has started once the
+    # observer's thread got its answer back: only then is waiting for idle waiting for it.
+    assert await asyncio.to_thread(answered.wait, 10)
     await loop.wait_idle()
     assert first.status in (TurnStatus.WAITING, TurnStatus.COMPLETED)
     tools = [m.content for m in loop.session_messages("s") if m.role == "tool"]

@@ -38,7 +38,7 @@ def _chain(st: TurnState | None) -> list[TurnState]:
     out = []
     while st is not None:
         out.append(st)
-        st = st.tree.parent
+        st = st.parent
     return out
 
 
@@ -120,7 +120,7 @@ def check_budget(engine: Engine, st: TurnState) -> None:
     reason = _reached(engine.limits, st)
     if reason is None:
         return
-    st.ledger.exceeded = reason
+    st.exceeded = reason
     ctl.interrupt = Interrupt.GRACEFUL
     ctl.hint = BUDGET_HINT.format(reason=reason)
     engine.emit(st, InterruptReceived, mode="budget", hint=reason)
@@ -139,5 +139,5 @@ def admit_tool_calls(engine: Engine, st: TurnState, wanted: int) -> int:
     for turn in chain:
         turn.ledger.tool_calls += allowed
     if allowed < wanted:
-        st.ledger.refused = f"max_tool_calls={limit}: {wanted - allowed} call(s) refused"
+        st.refused = f"max_tool_calls={limit}: {wanted - allowed} call(s) refused"
     return allowed

@@ -50,7 +50,7 @@ def boundary_stop(st: TurnState) -> TurnStatus | None:
         return TurnStatus.ABORTED
     if st.control.interrupt is Interrupt.GRACEFUL:
         return TurnStatus.INTERRUPTED
-    requested = st.control.cancel.requested
+    requested = None if st.control.cancel is None else st.control.cancel.requested
     if requested is CancelMode.IMMEDIATE:  # its children stopped within the grace period
         return TurnStatus.ABORTED
     if requested is not None:  # no child runs here: every cancel mode stops

@@ -68,31 +68,31 @@ def capture(st: TurnState, stage: Stage, cancel_mode: CancelMode | None = None, 
         usage_in=tr.usage_in, usage_out=tr.usage_out, cached_tokens=ledger.cached,
         cache_write_tokens=ledger.cache_write, cost_usd=ledger.cost, tool_calls=ledger.tool_calls,
         cancel_mode=None if cancel_mode is None else cancel_mode.label,
-        requests=tuple(st.asks.requests.values()) if st.asks.requests else (),
+        requests=tuple(st.requests.values()) if st.requests else (),
         seq=dur.seq, created=st.created, updated=time.time(),
     )
 
 
 async def write_checkpoint(engine: Engine, st: TurnState, stage: Stage,
                            cancel_mode: CancelMode | None = None) -> None:
-    if not st.durability.durable:
+    if not st.durable:
         return
     store = engine.checkpoints
-    assert store is not None  # st.durability.durable says the store keeps checkpoints
+    assert store is not None  # st.durable says the store keeps checkpoints
     if not store.checkpoint_blocking:
-        st.durability.seq += 1
+        st.seq += 1
         failure = _save(engine, st, capture(st, stage, cancel_mode))
     else:
         # Parallel tools end together: one write at a time, each capturing the state when it
         # starts, so the last write on disk is the newest state.
-        while st.durability.saving is not None and not st.durability.saving.done():
-            await asyncio.shield(st.durability.saving)
-        st.durability.seq += 1
+        while st.saving is not None and not st.saving.done():
+            await asyncio.shield(st.saving)
+        st.seq += 1
         cp = capture(st, stage, cancel_mode)
-        if st.durability.lock is None:
-            st.durability.lock = threading.Lock()
+        if st.lock is None:
+            st.lock = threading.Lock()
         saving = asyncio.ensure_future(asyncio.to_thread(_save, engine, st, cp))
-        st.durability.saving = saving
+        st.saving = saving
         # Shielded: a hard abort does not tear a write; ``settle_writes`` waits for it.
         failure = await asyncio.shield(saving)
     if failure is not None:
@@ -103,15 +103,15 @@ async def write_checkpoint(engine: Engine, st: TurnState, stage: Stage,
 def write_first_checkpoint(engine: Engine, st: TurnState) -> None:
     """Called as the turn starts (synchronously, before ``start_turn`` returns): from then on
     a crash cannot lose the turn. It has not read the session yet: ``base_count`` is None."""
-    if not st.durability.durable:
+    if not st.durable:
         return
-    st.durability.seq += 1
-    r = st.inbound.input_receipt
-    st.transcript.new.append(Message("user", st.input if r is None else r.content()))
+    st.seq += 1
+    r = st.input_receipt
+    st.new.append(Message("user", st.input if r is None else r.content()))
     try:
         cp = capture(st, "model", first=True)
     finally:
-        st.transcript.new = []  # run_turn adds the input again once it has read the session
+        st.new = []  # run_turn adds the input again once it has read the session
     failure = _save(engine, st, cp)
     if failure is not None:
         engine.error(st, f"writing the checkpoint of session {st.session_id!r} failed: "
@@ -119,7 +119,7 @@ def write_first_checkpoint(engine: Engine, st: TurnState) -> None:
 
 
 def stage_now(st: TurnState) -> Stage:
-    last = st.transcript.new[-1]
+    last = st.new[-1]
     return "tools" if last.role == "assistant" and last.tool_calls else "model"
 
 
@@ -128,16 +128,16 @@ def persist_now(engine: Engine, st: TurnState) -> None:
     the turn took in (or a revoke or an edit of one) is in the store before it is
     acknowledged. Between safe points the turn's state is still consistent: the next thing
     it does is call the model, or run the last response's tool calls."""
-    if not st.durability.durable or st.control.finishing:
+    if not st.durable or st.finishing:
         return
-    if not st.transcript.new:  # not running yet: a first checkpoint (write_first_checkpoint)
+    if not st.new:  # not running yet: a first checkpoint (write_first_checkpoint)
         write_first_checkpoint(engine, st)
         return
     store = engine.checkpoints
     assert store is not None
-    if store.checkpoint_blocking and st.durability.lock is None:
-        st.durability.lock = threading.Lock()
-    st.durability.seq += 1
+    if store.checkpoint_blocking and st.lock is None:
+        st.lock = threading.Lock()
+    st.seq += 1
     failure = _save(engine, st, capture(st, stage_now(st)))
     if failure is not None:
         engine.error(st, f"writing the checkpoint of session {st.session_id!r} failed: "
@@ -162,13 +162,13 @@ def successor(session_id: str, agent: Agent, held: Sequence[MessageReceipt]) -> 
 async def release(engine: Engine, st: TurnState) -> None:
     """As a turn ends: drop its checkpoint, or, when messages are held behind it, replace it
     by their successor's (never dropped first: a crash in between would lose them)."""
-    if not st.durability.durable:
+    if not st.durable:
         return
     await settle_writes(st)
     store = engine.checkpoints
     assert store is not None
     try:
-        if not st.inbound.held:
+        if not st.held:
             if store.checkpoint_blocking:
                 await asyncio.shield(asyncio.to_thread(store.delete_checkpoint, st.session_id))
             else:
@@ -177,13 +177,13 @@ async def release(engine: Engine, st: TurnState) -> None:
         engine.error(st, f"deleting the checkpoint of session {st.session_id!r} failed: {exc}; "
                      "the next turn will ask to discard it", "checkpoint")
     try:
-        if st.inbound.held:  # (also when one came in while the delete ran)
+        if st.held:  # (also when one came in while the delete ran)
             agent = st.model_agent  # (a durable turn is never a composite's)
             # Named before the write: if it fails, the checkpoint left in the store is this
             # turn's own, which must not stop the next turn from starting (it would refuse
             # the held messages as "a pending turn"); that turn's first write replaces it.
             engine.successors[st.session_id] = agent
-            cp = successor(st.session_id, agent, st.inbound.held)
+            cp = successor(st.session_id, agent, st.held)
             if store.checkpoint_blocking:
                 await asyncio.shield(asyncio.to_thread(store.save_checkpoint, cp))
             else:
@@ -193,7 +193,7 @@ async def release(engine: Engine, st: TurnState) -> None:
                      "the messages queued behind the turn are held in memory only",
                      "checkpoint")
     finally:
-        st.durability.released = True
+        st.released = True
 
 
 def sync_held(engine: Engine, session_id: str, agent: BaseAgent) -> None:
@@ -202,11 +202,11 @@ def sync_held(engine: Engine, session_id: str, agent: BaseAgent) -> None:
     left. A composite's turns keep no checkpoint, so neither do the messages waiting for one:
     they are held in memory, as that turn will be."""
     st = engine.active.get(session_id)
-    if st is not None and not st.control.finishing:
+    if st is not None and not st.finishing:
         persist_now(engine, st)
         return
     store = engine.checkpoints
-    if store is None or (st is not None and not st.durability.released):
+    if store is None or (st is not None and not st.released):
         return  # a turn is ending: its ``release`` writes what it holds then
     held = engine.waiting.get(session_id) or []
     runner = agent if isinstance(agent, Agent) else None
@@ -241,16 +241,16 @@ def _save(engine: Engine, st: TurnState, cp: Checkpoint) -> str | None:
     overwritten by a safe point's write that captured the turn before the message came."""
     store = engine.checkpoints
     assert store is not None
-    lock = st.durability.lock
+    lock = st.lock
     try:
         if lock is None:
             store.save_checkpoint(cp)
         else:
             with lock:
-                if cp.seq <= st.durability.written:
+                if cp.seq <= st.written:
                     return None
                 store.save_checkpoint(cp)
-                st.durability.written = cp.seq
+                st.written = cp.seq
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
@@ -258,7 +258,7 @@ def _save(engine: Engine, st: TurnState, cp: Checkpoint) -> str | None:
 
 async def settle_writes(st: TurnState) -> None:
     """Wait for a checkpoint write still under way (a hard abort does not wait for it)."""
-    saving = st.durability.saving
+    saving = st.saving
     if saving is not None and not saving.done():
         await asyncio.wait((saving,))
 
@@ -267,7 +267,7 @@ async def safe_point(engine: Engine, st: TurnState, point: SafePoint, stage: Sta
                      write: bool = False) -> None:
     """Stop here if a cancel says so (after writing the checkpoint it resumes from);
     otherwise write a checkpoint when ``write``."""
-    mode = st.control.cancel.stops_at(point)
+    mode = None if st.cancel is None else st.cancel.stops_at(point)
     if mode is not None:
         await write_checkpoint(engine, st, stage, mode)
         raise CancelStop(mode)
@@ -293,19 +293,19 @@ def restore(engine: Engine, st: TurnState, cp: Checkpoint, base: Sequence[Messag
     tr.usage_in, tr.usage_out = cp.usage_in, cp.usage_out
     restore_spent(st, cp)
     tr.batch_results = {m.tool_call_id or "": m for m in cp.results}
-    st.durability.seq = cp.seq
-    st.durability.origin_turn_id = cp.origin_turn_id
+    st.seq = cp.seq
+    st.origin_turn_id = cp.origin_turn_id
     _restore_queues(engine, st, cp)
     if cp.input_id and (cp.iteration == 0 or cp.input_id in cp.carrying):
         r = _receipt(engine, st, "send", cp.input, cp.input_id)
-        st.inbound.input_receipt = r
-        st.inbound.carrying += (r,)
+        st.input_receipt = r
+        st.carrying += (r,)
     carrying = frozenset(cp.carrying)
-    st.inbound.carrying += tuple(r for r in st.inbound.injected_steering
+    st.carrying += tuple(r for r in st.injected_steering
                                  if r.message_id in carrying)
     asked = restore_requests(engine, st, cp)
     if asked is not None:  # parked: the calls that asked ran before, and see ``resumed``
-        st.durability.resumed_calls = asked
+        st.resumed_calls = asked
 
 
 def _receipt(engine: Engine, st: TurnState, kind: MessageKind, text: str,
@@ -327,11 +327,11 @@ def _restore_queues(engine: Engine, st: TurnState, cp: Checkpoint) -> None:
             ids = ("",) * len(texts)
         return tuple(_receipt(engine, st, kind, t, i) for t, i in zip(texts, ids, strict=True))
 
-    st.inbound.steering = made("steer", cp.steering, cp.steering_ids)
+    st.steering = made("steer", cp.steering, cp.steering_ids)
     # Messages queued behind the turn by a lane that is gone: after it, as its follow-ups.
     here = {r.message_id for r in engine.waiting.get(st.session_id, ())}
     held = [(t, i) for t, i in zip(cp.held, cp.held_ids, strict=False) if i not in here]
-    st.inbound.follow_ups = (*made("follow_up", cp.follow_ups, cp.follow_up_ids),
+    st.follow_ups = (*made("follow_up", cp.follow_ups, cp.follow_up_ids),
                              *made("send", tuple(t for t, _ in held), tuple(i for _, i in held)))
     ids = cp.injected_ids if len(cp.injected_ids) == len(cp.injected_steering) \
         else ("",) * len(cp.injected_steering)
@@ -345,4 +345,4 @@ def _restore_queues(engine: Engine, st: TurnState, cp: Checkpoint) -> None:
             injected[i] = _receipt(engine, st, "steer", r.text, r.message_id)
         else:
             r.state = MessageState.DELIVERED
-    st.inbound.injected_steering = tuple(injected)
+    st.injected_steering = tuple(injected)

@@ -15,7 +15,7 @@ from typing import Any, cast
 from steerable._config import Limits, Timeouts
 from steerable._core._agent import Agent
 from steerable._core._bus import EventBus
-from steerable._core._cancel import CancelHandle, CancelMode
+from steerable._core._cancel import CancelHandle, CancelMode, CancelState
 from steerable._core._checkpoint import CheckpointStore
 from steerable._core._hook_manager import HookManager
 from steerable._core._inbox import Inbox
@@ -119,11 +119,11 @@ class Engine:
         ))
 
     def set_phase(self, st: TurnState, new: TurnPhase) -> None:
-        old = st.control.phase
+        old = st.phase
         if old is new:
             return
         check_transition(old, new)
-        st.control.phase = new
+        st.phase = new
         self.emit(st, StateChanged, old=old, new=new)
 
     # -- storage ------------------------------------------------------------------------------
@@ -147,14 +147,14 @@ class Engine:
         """Append the turn's messages, or on rollback write nothing of the turn."""
         store = self.store
         if rollback:
-            if not st.transcript.base_rewritten:
+            if not st.base_rewritten:
                 return  # (an abort's usual case: nothing to write, nothing to build)
-            op: Any = (store.replace, st.session_id, list(st.transcript.base))
-        elif st.transcript.base_rewritten:
-            op = (store.replace, st.session_id, [*st.transcript.base, *st.transcript.new])
+            op: Any = (store.replace, st.session_id, list(st.base))
+        elif st.base_rewritten:
+            op = (store.replace, st.session_id, [*st.base, *st.new])
         else:
-            record = TurnRecord(st.turn_id, status, st.transcript.iteration)
-            op = (store.append, st.session_id, list(st.transcript.new), record)
+            record = TurnRecord(st.turn_id, status, st.iteration)
+            op = (store.append, st.session_id, list(st.new), record)
         if store.blocking:
             # Shielded: a save already under way finishes even if the turn is cancelled now.
             await asyncio.shield(asyncio.to_thread(*op))
@@ -179,13 +179,13 @@ class Engine:
             return False
         # Before the task runs, cancelling it would skip TURN_START/END: the flag is enough,
         # run_turn checks it first thing.
-        if st.control.running and st.control.task is not None and not st.control.task.done():
+        if st.running and st.task is not None and not st.task.done():
             # The tools first, so they see CancelledError on the very next loop cycle instead
             # of one cycle after the turn's task has woken up and passed the cancel on.
-            for task, ctx in st.control.running_tools.items():
+            for task, ctx in st.running_tools.items():
                 ctx.cancel()
                 task.cancel()
-            st.control.task.cancel()
+            st.task.cancel()
         return True
 
     def abort(self, st: TurnState) -> bool:
@@ -193,37 +193,35 @@ class Engine:
 
         An abort mostly comes while a tool runs, after the loop sat idle: every step then runs
         on cold caches (~5x slower). So when tools run (and no sub-turn, whose cascade keeps
-        its order), only they are cancelled here (and their ``cancelled`` flags set), and the
-        rest (INTERRUPT_RECEIVED, the turn's task) runs as the next callback: right after the
-        tools' own step, before the turn's task can resume, so every event of the turn's
-        unwinding still comes after it. The turn sees its cancel where it would have (awaiting
-        its tool), one loop cycle later."""
+        its order), they are cancelled first (their ``cancelled`` flags set), then
+        INTERRUPT_RECEIVED is emitted and the turn's task cancelled: in the next loop pass the
+        tools see their cancel, and the turn unwinds right after them, in the same pass (it
+        used to be cancelled by a callback of that pass, and to unwind in the pass after).
+        No sub-turn can start from then on (``_subturn.spawn`` refuses a turn marked hard)."""
         ctl = st.control
         tools = ctl.running_tools
-        if not tools or st.tree.children or ctl.finishing or ctl.interrupt is not Interrupt.NONE:
+        if not tools or st.children or ctl.finishing or ctl.interrupt is not Interrupt.NONE:
             return self.interrupt_hard(st)
         for task, ctx in tools.items():
             ctx.cancel()  # set when the tool sees its CancelledError: it may look
             task.cancel()
         ctl.interrupt = Interrupt.HARD  # a second abort, a graceful one: refused from now on
-        next(iter(tools)).get_loop().call_soon(self._abort_rest, st)
-        return True
-
-    def _abort_rest(self, st: TurnState) -> None:
+        # Emitted before the turn's task is cancelled: whatever is already scheduled, every
+        # event of the unwinding comes after it.
         self.emit(st, InterruptReceived, mode="hard", hint=None)
-        ctl = st.control
-        for child in list(st.tree.children.values()):  # spawned by a tool in its last step
-            self.interrupt_hard(child)
         if ctl.task is not None and not ctl.task.done():
             ctl.task.cancel()
+        return True
 
     def cancel(self, st: TurnState, mode: CancelMode) -> CancelHandle:
         """Record a cancel; IMMEDIATE is the hard abort. See ``_cancel`` for the modes."""
         ctl = st.control
         open_ = not ctl.finishing and ctl.interrupt is not Interrupt.HARD
+        if ctl.cancel is None:
+            ctl.cancel = CancelState()
         handle = ctl.cancel.request(mode, st.turn_id, open_)
         if handle.contributed:
-            if mode is CancelMode.IMMEDIATE and not (ctl.grace is not None and st.tree.children):
+            if mode is CancelMode.IMMEDIATE and not (ctl.grace is not None and st.children):
                 self.interrupt_hard(st)  # emits INTERRUPT_RECEIVED(mode="hard")
             else:
                 self.emit(st, InterruptReceived, mode=f"cancel_{mode.label}", hint=None)
@@ -235,7 +233,7 @@ class Engine:
         """A composite turn passes a cancel on to its running children. IMMEDIATE gives them
         ``grace`` seconds to stop at a safe point (as AFTER_MODEL) before the hard abort."""
         soft = CancelMode.AFTER_MODEL if mode is CancelMode.IMMEDIATE else mode
-        for child in list(st.tree.children.values()):
+        for child in list(st.children.values()):
             self.cancel(child, soft)
         ctl = st.control
         if mode is CancelMode.IMMEDIATE and ctl.grace is not None and ctl.grace_timer is None:
@@ -247,10 +245,10 @@ class Engine:
         self._mark_hard(st, reason)
 
     def _mark_hard(self, st: TurnState, hint: str | None = None) -> bool:
-        if st.control.finishing or st.control.interrupt is Interrupt.HARD:
+        if st.finishing or st.interrupt is Interrupt.HARD:
             return False
-        st.control.interrupt = Interrupt.HARD
+        st.interrupt = Interrupt.HARD
         self.emit(st, InterruptReceived, mode="hard", hint=hint)
-        for child in list(st.tree.children.values()):
+        for child in list(st.children.values()):
             self.interrupt_hard(child)
         return True

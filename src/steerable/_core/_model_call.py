@@ -41,9 +41,11 @@ from steerable._messages import Message, ToolCall, Usage
 from steerable._secrets import known_secrets
 from steerable.errors import ContextOverflowError, ProviderError
 from steerable.providers._base import (
+    Chunk,
     LLMRequest,
     LLMResponse,
     RetryNotice,
+    SecretGuard,
     StreamEnd,
     TextDelta,
     ThinkingDelta,
@@ -51,7 +53,6 @@ from steerable.providers._base import (
     ToolCallChunk,
     ToolChoice,
     ToolSpec,
-    guard_secrets,
     text_guarded,
 )
 
@@ -69,7 +70,7 @@ def _build_request(st: TurnState, may_call: bool, extra: Sequence[Message],
                    answer: bool) -> LLMRequest:
     agent = st.model_agent
     return LLMRequest(
-        messages=MessageView[Message](agent.system_head(), st.transcript.base, st.transcript.new,
+        messages=MessageView[Message](agent.system_head(), st.base, st.new,
                                       extra),
         tools=agent.tool_specs,
         model=agent.model,
@@ -99,12 +100,12 @@ def _tool_specs(st: TurnState, tools: Sequence[Any]) -> tuple[ToolSpec, ...]:
 
 def _ctx_ids(st: TurnState) -> dict[str, Any]:
     return {"turn_id": st.turn_id, "session_id": st.session_id,
-            "parent_turn_id": st.parent_turn_id, "iteration": st.transcript.iteration}
+            "parent_turn_id": st.parent_turn_id, "iteration": st.iteration}
 
 
 def _request_event(engine: Engine, st: TurnState, request: LLMRequest, purpose: str) -> None:
     choice = request.tool_choice
-    engine.emit(st, LLMRequestEvent, iteration=st.transcript.iteration, model=request.model,
+    engine.emit(st, LLMRequestEvent, iteration=st.iteration, model=request.model,
                 message_count=len(request.messages),
                 tools=tuple(t.name for t in request.tools), tool_choice=choice.mode,
                 may_call=choice.only, reason=choice.reason, purpose=purpose)
@@ -122,7 +123,7 @@ def _asker(engine: Engine, st: TurnState) -> Any:
         _request_event(engine, st, request, purpose)
         started = time.monotonic()
         response = await _stream_once(engine, st, request, deltas=False)
-        engine.emit(st, LLMResponseEvent, iteration=st.transcript.iteration, text=response.text,
+        engine.emit(st, LLMResponseEvent, iteration=st.iteration, text=response.text,
                     tool_calls=response.tool_calls, usage=response.usage,
                     finish_reason=response.finish_reason,
                     duration=time.monotonic() - started, purpose=purpose)
@@ -171,7 +172,7 @@ async def _after_llm(
             calls = response.tool_calls
             if decision.tool_calls is not None:
                 calls = tuple(
-                    ToolCall(f"{st.turn_id}_h{st.transcript.iteration}_{i}", name, dict(args))
+                    ToolCall(f"{st.turn_id}_h{st.iteration}_{i}", name, dict(args))
                     for i, (name, args) in enumerate(decision.tool_calls)
                 )
             response = LLMResponse(
@@ -186,7 +187,7 @@ async def _compress(
     engine: Engine, st: TurnState, reason: CompressReason, target: int | None
 ) -> bool:
     """Drop old exchanges; False when nothing could be dropped. May raise AbortSignal."""
-    history = [*st.transcript.base, *st.transcript.new]
+    history = [*st.base, *st.new]
     tokens = estimate_tokens(history)
 
     def ctx() -> CompressContext:
@@ -201,16 +202,16 @@ async def _compress(
     if cut == 0:
         return False
     engine.set_phase(st, TurnPhase.COMPACTING)
-    from_base = min(cut, len(st.transcript.base))
+    from_base = min(cut, len(st.base))
     if from_base:
         # The dropped messages are gone from the session too: move the rollback snapshot.
         # New lists, never edits in place: earlier requests hold views of the old ones.
-        st.transcript.base = st.transcript.base[from_base:]
-        st.transcript.base_rewritten = True
-        st.transcript.base_dropped += from_base
+        st.base = st.base[from_base:]
+        st.base_rewritten = True
+        st.base_dropped += from_base
     if cut > from_base:
-        st.transcript.new = st.transcript.new[cut - from_base:]
-    after = [*st.transcript.base, *st.transcript.new]
+        st.new = st.new[cut - from_base:]
+    after = [*st.base, *st.new]
     engine.emit(st, ContextCompress, reason=reason, messages_before=len(history),
                 messages_after=len(after), tokens_before=tokens,
                 tokens_after=estimate_tokens(after))
@@ -225,7 +226,7 @@ def _unique_calls(st: TurnState, calls: list[ToolCall]) -> tuple[ToolCall, ...]:
     out = []
     for i, call in enumerate(calls):
         if call.id in seen:
-            call = ToolCall(f"{call.id}_{st.transcript.iteration}_{i}", call.name, call.arguments,
+            call = ToolCall(f"{call.id}_{st.iteration}_{i}", call.name, call.arguments,
                             call.arguments_error)
         seen.add(call.id)
         out.append(call)
@@ -235,32 +236,67 @@ def _unique_calls(st: TurnState, calls: list[ToolCall]) -> tuple[ToolCall, ...]:
 def _cut_reply(st: TurnState, calls: Sequence[ToolCall]) -> bool:
     """A graceful interrupt while the model writes text (no tool call yet, not the summary
     call): stop the reading now instead of waiting for the whole reply."""
-    if st.control.interrupt is Interrupt.GRACEFUL and not calls and not st.control.final_call:
-        st.control.reply_cut = True
-    return st.control.reply_cut
+    if st.interrupt is Interrupt.GRACEFUL and not calls and not st.final_call:
+        st.reply_cut = True
+    return st.reply_cut
 
 
 class _Pieces:
-    """What a reply streamed so far. Made at its first chunk: a model call in flight waits for
-    that nearly all its time, and each list is an object the collector tracks."""
+    """What a reply streamed so far, and the secret guard it is read through. Made at its
+    first chunk: a model call in flight waits for that nearly all its time, and each list is
+    an object the collector tracks."""
 
-    __slots__ = ("calls", "end", "texts", "thinking")
+    __slots__ = ("calls", "end", "guard", "texts", "thinking")
 
-    def __init__(self) -> None:
+    def __init__(self, guard: SecretGuard | None) -> None:
         self.texts: list[str] = []
         self.thinking: list[str] = []
         self.calls: list[ToolCall] = []
         self.end: StreamEnd | None = None
+        self.guard = guard
+
+
+def _take(engine: Engine, st: TurnState, got: _Pieces, chunk: Chunk, deltas: bool,
+          iteration: int) -> bool:
+    """One chunk (after the guard) into the reply; True when the reading must stop now."""
+    if type(chunk) is TextDelta:
+        if chunk.text:
+            got.texts.append(chunk.text)
+            if deltas:
+                engine.emit(st, LLMDelta, iteration=iteration, text=chunk.text)
+        return deltas and bool(got.texts) and _cut_reply(st, got.calls)
+    if type(chunk) is ToolCallChunk:
+        got.calls.append(chunk.call)
+    elif type(chunk) is ThinkingDelta:
+        got.thinking.append(chunk.text)
+        if deltas:
+            engine.emit(st, LLMDelta, iteration=iteration, text=chunk.text, thinking=True)
+    elif type(chunk) is ToolArgsDelta:
+        if chunk.text and deltas:  # a piece the guard holds back whole: no event
+            engine.emit(st, ToolCallDelta, iteration=iteration, call_index=chunk.index,
+                        tool_name=chunk.name, arguments_delta=chunk.text)
+    elif type(chunk) is StreamEnd:
+        got.end = chunk
+    elif type(chunk) is RetryNotice:
+        # The provider starts over: what it streamed so far is void.
+        got.texts, got.thinking, got.calls = [], [], []
+        engine.emit(st, LLMRetry, iteration=iteration, attempt=chunk.attempt,
+                    reason=chunk.reason, delay=chunk.delay)
+    else:
+        raise ProviderError(f"provider {type(st.model_agent.provider).__name__} yielded "
+                            f"{type(chunk).__name__}, which is not a chunk type")
+    return False
 
 
 async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
                        deltas: bool = True) -> LLMResponse:
     got: _Pieces | None = None
     provider = st.model_agent.provider
-    iteration = st.transcript.iteration  # (one call: it does not move while this streams)
-    raw = provider.stream(request)
+    iteration = st.iteration  # (one call: it does not move while this streams)
+    stream = provider.stream(request)
     # Deltas are cut only where no secret can be split: outputs blank each delta on its own.
-    stream = raw if text_guarded(provider) else guard_secrets(raw, known_secrets())
+    # The guard is applied here, chunk by chunk, not as a generator around the stream.
+    guarded = not text_guarded(provider)
     # Entered and left by hand, not with ``async with``: the context managers' bound
     # ``__aexit__`` and ``aclosing``'s object lived as long as the call (three objects the
     # collector tracks, per model call in flight).
@@ -271,36 +307,22 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
             async for chunk in stream:
                 watchdog.tick()  # every chunk buys the provider more time
                 if got is None:
-                    got = _Pieces()
-                if type(chunk) is TextDelta:
-                    if chunk.text:
-                        got.texts.append(chunk.text)
-                        if deltas:
-                            engine.emit(st, LLMDelta, iteration=iteration, text=chunk.text)
-                    if deltas and got.texts and _cut_reply(st, got.calls):
+                    got = _Pieces(SecretGuard(known_secrets()) if guarded else None)
+                if got.guard is None:
+                    if _take(engine, st, got, chunk, deltas, iteration):
                         break
-                elif type(chunk) is ToolCallChunk:
-                    got.calls.append(chunk.call)
-                elif type(chunk) is ThinkingDelta:
-                    got.thinking.append(chunk.text)
-                    if deltas:
-                        engine.emit(st, LLMDelta, iteration=iteration, text=chunk.text,
-                                    thinking=True)
-                elif type(chunk) is ToolArgsDelta:
-                    if chunk.text and deltas:  # a piece the guard holds back whole: no event
-                        engine.emit(st, ToolCallDelta, iteration=iteration,
-                                    call_index=chunk.index, tool_name=chunk.name,
-                                    arguments_delta=chunk.text)
-                elif type(chunk) is StreamEnd:
-                    got.end = chunk
-                elif type(chunk) is RetryNotice:
-                    # The provider starts over: what it streamed so far is void.
-                    got.texts, got.thinking, got.calls = [], [], []
-                    engine.emit(st, LLMRetry, iteration=iteration, attempt=chunk.attempt,
-                                reason=chunk.reason, delay=chunk.delay)
-                else:
-                    raise ProviderError(f"provider {type(provider).__name__} yielded "
-                                        f"{type(chunk).__name__}, which is not a chunk type")
+                    continue
+                cut = False
+                for piece in got.guard.feed(chunk):
+                    if _take(engine, st, got, piece, deltas, iteration):
+                        cut = True
+                        break
+                if cut:
+                    break
+            else:  # the stream ended: what the guard still holds comes out
+                if got is not None and got.guard is not None:
+                    for piece in got.guard.end():
+                        _take(engine, st, got, piece, deltas, iteration)
         finally:
             await stream.aclose()
     except asyncio.CancelledError as exc:
@@ -308,7 +330,7 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
         raise
     finally:
         watchdog.stop()
-    return await _response(engine, st, request, got or _Pieces())
+    return await _response(engine, st, request, got or _Pieces(None))
 
 
 async def _response(engine: Engine, st: TurnState, request: LLMRequest,
@@ -347,10 +369,10 @@ async def call_model(
         # of 10,000 turns grow with a shared set: the collector's 25 % rule moves when full
         # collections fall, so the total of them is the figure; it fell, see performance.md.)
         agent = st.model_agent
-        st.transcript.offered = agent.tool_names if request.tools is agent.tool_specs \
+        st.offered = agent.tool_names if request.tools is agent.tool_specs \
             else frozenset(t.name for t in request.tools)
         _request_event(engine, st, request, "")
-        if st.inbound.carrying:  # messages taken in since the last request: this one delivers them
+        if st.carrying:  # messages taken in since the last request: this one delivers them
             deliver(engine, st, engine.bus.last_seq, "in the context of an LLM request")
         started = time.monotonic()
         try:
@@ -371,7 +393,7 @@ async def call_model(
         break
     if engine.hooks.at("after_llm"):
         response = await _after_llm(engine, st, request, response)
-    engine.emit(st, LLMResponseEvent, iteration=st.transcript.iteration, text=response.text,
+    engine.emit(st, LLMResponseEvent, iteration=st.iteration, text=response.text,
                 tool_calls=response.tool_calls, usage=response.usage,
                 finish_reason=response.finish_reason, duration=time.monotonic() - started)
     return response

@@ -115,19 +115,19 @@ class RequestIndex(Protocol):
 
 def _requests(st: TurnState) -> dict[str, PendingRequest]:
     """The turn's table of requests, made on first use (``Asks``: this module owns it)."""
-    if st.asks.requests is None:
-        st.asks.requests = {}
-    return st.asks.requests
+    if st.requests is None:
+        st.requests = {}
+    return st.requests
 
 
 def can_park(engine: Engine, st: TurnState) -> bool:
-    return engine.park and st.durability.durable and st.parent_turn_id is None
+    return engine.park and st.durable and st.parent_turn_id is None
 
 
 def _pending(st: TurnState, request_id: str, kind: Any, call_id: str, tool_name: str,
              **fields: Any) -> PendingRequest:
     return PendingRequest(request_id=request_id, kind=kind, session_id=st.session_id,
-                          turn_id=st.durability.origin_turn_id or st.turn_id, call_id=call_id,
+                          turn_id=st.origin_turn_id or st.turn_id, call_id=call_id,
                           tool_name=tool_name, created=time.time(), **fields)
 
 
@@ -150,16 +150,16 @@ async def _wait(engine: Engine, st: TurnState, req: LiveRequest, park: Callable[
     if req.future.done():
         return req.future.result()
     req.parked = True
-    if st.asks.live is None:
-        st.asks.live = {}
-    st.asks.live[req.request_id] = req
+    if st.live is None:
+        st.live = {}
+    st.live[req.request_id] = req
     park()
     return PARKED
 
 
 def recorded_approval(engine: Engine, st: TurnState, call_id: str) -> tuple[bool, str] | None:
     """The answer a parked approval of this call got (None: it has none)."""
-    for req in (st.asks.requests or {}).values():
+    for req in (st.requests or {}).values():
         if req.kind == "approval" and req.call_id == call_id and req.answered:
             _announce(engine, st, req)
             return bool(req.value), req.reason
@@ -202,10 +202,10 @@ async def ask_question(engine: Engine, st: TurnState, call_id: str, tool_name: s
                        schema: Any) -> Any:
     """``ToolContext.ask``: the recorded answer on a re-run, else ask (and wait or park)."""
     question, choices, schema = check_question(question, choices, schema)
-    if st.asks.asked is None:
-        st.asks.asked = {}
-    index = st.asks.asked.get(call_id, 0)
-    st.asks.asked[call_id] = index + 1
+    if st.asked is None:
+        st.asked = {}
+    index = st.asked.get(call_id, 0)
+    st.asked[call_id] = index + 1
     requests = _requests(st)
     for req in requests.values():
         if req.kind == "question" and req.call_id == call_id and req.index == index \
@@ -256,9 +256,9 @@ def _answered(req: PendingRequest, value: Any, reason: str) -> PendingRequest:
 
 def _announce(engine: Engine, st: TurnState, req: PendingRequest) -> None:
     """An answer given while the turn was parked reaches its turn: say so, once."""
-    if req.request_id not in st.asks.fresh:
+    if req.request_id not in st.fresh:
         return
-    st.asks.fresh = st.asks.fresh - {req.request_id}
+    st.fresh = st.fresh - {req.request_id}
     if req.kind == "approval":
         engine.emit(st, ApprovalResolved, request_id=req.request_id, call_id=req.call_id,
                     tool_name=req.tool_name, approved=bool(req.value), reason=req.reason)
@@ -271,7 +271,7 @@ def open_requests(st: TurnState, pending_calls: Sequence[str]) -> tuple[PendingR
     """What the park checkpoint records: every request of the calls still to run (answered
     ones too: a re-run tool replays them)."""
     calls = set(pending_calls)
-    return tuple(r for r in (st.asks.requests or {}).values() if r.call_id in calls)
+    return tuple(r for r in (st.requests or {}).values() if r.call_id in calls)
 
 
 def index_parked(engine: Engine, st: TurnState, requests: Sequence[PendingRequest]) -> None:
@@ -289,7 +289,7 @@ def restore_requests(engine: Engine, st: TurnState, cp: Checkpoint) -> frozenset
     if not cp.requests:
         return None
     requests = _requests(st)
-    fresh = set(st.asks.fresh)
+    fresh = set(st.fresh)
     index = engine.checkpoints
     open_ids = [r.request_id for r in cp.requests if not r.answered]
     answers: dict[str, dict[str, Any]] = index.request_answers(open_ids) \
@@ -300,14 +300,14 @@ def restore_requests(engine: Engine, st: TurnState, cp: Checkpoint) -> frozenset
             req = _answered(req, got.get("value"), str(got.get("reason", "")))
             fresh.add(req.request_id)
         requests[req.request_id] = req
-    st.asks.fresh = frozenset(fresh)
+    st.fresh = frozenset(fresh)
     return frozenset(r.call_id for r in cp.requests if r.kind == "question")
 
 
 def forget_requests(st: TurnState, done_calls: Sequence[str]) -> list[str]:
     """The calls ended (with results the next checkpoint holds): their requests leave the
     turn. Returns their ids, for ``close_in_index`` once that checkpoint is written."""
-    requests = st.asks.requests
+    requests = st.requests
     if not requests:
         return []
     calls = set(done_calls)
@@ -346,14 +346,14 @@ def check_answered(engine: Engine, cp: Checkpoint) -> None:
 def take_live(st: TurnState) -> list[LiveRequest]:
     """As a parked turn ends: the live entries of its parked requests (the caller drops them
     from the table, and applies an answer that came while the turn was parking)."""
-    live = st.asks.live
-    st.asks.live = None
+    live = st.live
+    st.live = None
     return [] if live is None else list(live.values())
 
 
 def parked_requests(st: TurnState) -> tuple[PendingRequest, ...]:
     """A parked turn's open requests (its ``TurnResult.pending``)."""
-    return tuple(r for r in (st.asks.requests or {}).values() if not r.answered)
+    return tuple(r for r in (st.requests or {}).values() if not r.answered)
 
 
 def waiting_in_store(store: Any, session_id: str | None) -> list[PendingRequest]:

@@ -54,22 +54,22 @@ def _without(queue: tuple[MessageReceipt, ...], receipt: MessageReceipt
 
 
 def _holder(engine: Engine, st: TurnState) -> MessageHolder:
-    holder = st.inbound.holder
+    holder = st.holder
     if holder is None:
-        holder = st.inbound.holder = TurnQueues(engine, st)
+        holder = st.holder = TurnQueues(engine, st)
     return holder
 
 
 def hold_restored(engine: Engine, st: TurnState) -> None:
     """A resumed turn's queued messages (``_durable.restore``) can be revoked and edited."""
     holder = _holder(engine, st)
-    for r in (*st.inbound.steering, *st.inbound.follow_ups):
+    for r in (*st.steering, *st.follow_ups):
         r._holder = holder
 
 
 def _refusal(engine: Engine, st: TurnState, queue: tuple[MessageReceipt, ...], limit: int,
              what: str) -> str | None:
-    if st.control.finishing or st.control.interrupt is Interrupt.HARD:
+    if st.finishing or st.interrupt is Interrupt.HARD:
         return f"turn {st.turn_id} is ending"
     if len(queue) >= limit:
         engine.error(st, f"{what} queue full ({limit} messages); message refused", "queue")
@@ -89,17 +89,17 @@ def _hold(engine: Engine, st: TurnState, r: MessageReceipt, detail: str) -> None
 def offer_steering(engine: Engine, st: TurnState, r: MessageReceipt) -> str | None:
     """Put ``r`` in the turn's steering queue; the reason when the turn cannot take it (``r``
     is then left as it was: the caller decides, e.g. a lane queues it for a turn of its own)."""
-    reason = _refusal(engine, st, st.inbound.steering, engine.limits.steering_queue, "steering")
+    reason = _refusal(engine, st, st.steering, engine.limits.steering_queue, "steering")
     if reason is None:
-        st.inbound.steering += (r,)
+        st.steering += (r,)
         _hold(engine, st, r, "steering")
     return reason
 
 
 def offer_follow_up(engine: Engine, st: TurnState, r: MessageReceipt) -> str | None:
-    reason = _refusal(engine, st, st.inbound.follow_ups, engine.limits.follow_up_queue, "follow-up")
+    reason = _refusal(engine, st, st.follow_ups, engine.limits.follow_up_queue, "follow-up")
     if reason is None:
-        st.inbound.follow_ups += (r,)
+        st.follow_ups += (r,)
         _hold(engine, st, r, "follow_up")
         engine.emit(st, FollowUpQueued, text=r.text)
     return reason
@@ -131,7 +131,7 @@ def follow_up(engine: Engine, st: TurnState, text: str) -> MessageReceipt:
 def drain_steering(engine: Engine, st: TurnState) -> bool:
     """At a checkpoint: pending steering becomes user messages of the turn (no longer
     revocable); it is delivered with the next LLM request."""
-    if not st.inbound.steering:
+    if not st.steering:
         return False
     inbound = st.inbound
     taken, inbound.steering = inbound.steering, ()
@@ -139,7 +139,7 @@ def drain_steering(engine: Engine, st: TurnState) -> bool:
     inbound.carrying += taken
     for r in taken:
         r._holder = None
-        st.transcript.new.append(Message("user", r.text))
+        st.new.append(Message("user", r.text))
         engine.emit(st, SteeringInjected, text=r.text)
     return True
 
@@ -147,7 +147,7 @@ def drain_steering(engine: Engine, st: TurnState) -> bool:
 def deliver(engine: Engine, st: TurnState, request_seq: int | None, detail: str) -> None:
     """The messages the turn took in since its last LLM request are in this one's context."""
     inbox = engine.inbox
-    carried, st.inbound.carrying = st.inbound.carrying, ()
+    carried, st.carrying = st.carrying, ()
     for r in carried:
         inbox.settle(r, MessageState.DELIVERED, detail, request_seq)
 
@@ -160,34 +160,34 @@ def settle(engine: Engine, st: TurnState, status: TurnStatus, rollback: bool
     turn (or a parked one): its checkpoint keeps them queued, and ``resume`` continues with
     them."""
     inbox = engine.inbox
-    if status in (TurnStatus.CANCELLED, TurnStatus.WAITING) and st.durability.durable:
-        for r in (*st.inbound.steering, *st.inbound.follow_ups):
+    if status in (TurnStatus.CANCELLED, TurnStatus.WAITING) and st.durable:
+        for r in (*st.steering, *st.follow_ups):
             r._holder = None  # in the checkpoint now: a revoke could not reach it there
         return [], []
     follow_ups: list[MessageReceipt] = []
     unprocessed: list[QueuedMessage] = []
     if status in (TurnStatus.COMPLETED, TurnStatus.MAX_ITERATIONS):
         # Steering the model never saw (the budget ran out) becomes a follow-up.
-        steering, st.inbound.steering = st.inbound.steering, ()
-        st.inbound.follow_ups += steering
+        steering, st.steering = st.steering, ()
+        st.follow_ups += steering
         for r in steering:
             engine.emit(st, FollowUpQueued, text=r.text)
-        follow_ups = list(st.inbound.follow_ups)
+        follow_ups = list(st.follow_ups)
     else:
         if rollback:  # delivered steering is rolled back with the turn: hand it back too
             unprocessed += [QueuedMessage("steering", r.text, r.message_id)
-                            for r in st.inbound.injected_steering]
+                            for r in st.injected_steering]
         else:  # taken in, never sent: the model has not seen it
             unprocessed += [QueuedMessage("steering", r.text, r.message_id)
-                            for r in st.inbound.carrying if r is not st.inbound.input_receipt]
+                            for r in st.carrying if r is not st.input_receipt]
         unprocessed += [QueuedMessage("steering", r.text, r.message_id)
-                        for r in st.inbound.steering]
+                        for r in st.steering]
         unprocessed += [QueuedMessage("follow_up", r.text, r.message_id)
-                        for r in st.inbound.follow_ups]
+                        for r in st.follow_ups]
     why = f"turn {st.turn_id} ended ({status.value}) before it was delivered"
-    for r in (*st.inbound.carrying, *st.inbound.steering, *st.inbound.follow_ups):
+    for r in (*st.carrying, *st.steering, *st.follow_ups):
         inbox.settle(r, MessageState.RETURNED, why)
-    if st.inbound.input_receipt is not None:  # ended before its task took the input in
-        inbox.settle(st.inbound.input_receipt, MessageState.RETURNED, why)
-    st.inbound.carrying = ()
+    if st.input_receipt is not None:  # ended before its task took the input in
+        inbox.settle(st.input_receipt, MessageState.RETURNED, why)
+    st.carrying = ()
     return follow_ups, unprocessed

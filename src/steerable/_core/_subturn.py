@@ -29,7 +29,7 @@ from typing import Any
 
 from steerable._core._engine import Engine
 from steerable._core._queues import follow_up, steer
-from steerable._core._turn_state import Delivery, Interrupt, TurnState, TurnTree
+from steerable._core._turn_state import Delivery, Interrupt, TurnState
 from steerable._events import (
     SubturnEnd,
     SubturnOrphan,
@@ -94,7 +94,7 @@ def spawn(engine: Engine, parent: TurnState, agent: Any, task: str, *, is_async:
         agent.dry_run = True
     child = TurnState(turn_id=turn_id, session_id=parent.session_id, input=task,
                       agent=agent, parent_turn_id=parent.turn_id, depth=parent.depth + 1,
-                      ephemeral=True, dry_run=dry, tree=TurnTree(parent=parent))
+                      ephemeral=True, dry_run=dry, parent=parent)
     engine.turns[child.turn_id] = child
     parent.tree.children[child.turn_id] = child
     engine.emit(parent, SubturnSpawn, child_turn_id=child.turn_id, agent=agent.name,
@@ -171,14 +171,14 @@ def deliver_results(engine: Engine, st: TurnState) -> None:
     tree = st.tree
     while tree.results:
         item, tree.results = tree.results[0], tree.results[1:]
-        st.transcript.new.append(item.message())
+        st.new.append(item.message())
         engine.emit(st, SubturnResultDelivered, child_turn_id=item.child_turn_id, text=item.text)
 
 
 async def wait_children(st: TurnState) -> None:
     """After a hard abort: wait until every aborted child has ended (its TURN_END emitted),
     so that the parent's own TURN_END and rollback come last."""
-    tasks = [c.control.task for c in list(st.tree.children.values()) if c.control.task is not None]
+    tasks = [c.control.task for c in list(st.children.values()) if c.control.task is not None]
     if not tasks:
         return
     me = asyncio.current_task()
@@ -199,12 +199,12 @@ async def wait_children(st: TurnState) -> None:
 async def close_results(engine: Engine, st: TurnState) -> None:
     """At turn end (after the save): results that arrived too late become orphans; a top-level
     turn then writes the orphans it held back while it ran."""
-    leftovers, st.tree.results = list(st.tree.results), ()
+    leftovers, st.results = list(st.results), ()
     if st.ephemeral:
         await _orphan(engine, leftovers)
         return
-    held, st.tree.orphans = [*st.tree.orphans, *leftovers], ()
-    st.tree.orphans_closed = True
+    held, st.orphans = [*st.orphans, *leftovers], ()
+    st.orphans_closed = True
     if held:
         await _write_orphans(engine, held)
 
@@ -298,7 +298,7 @@ class Subturns:
 
 def subturns_of(engine: Engine, st: TurnState) -> SpawnScope:
     """The turn's spawn scope, made once per turn (most turns never spawn)."""
-    scope = st.tree.subturns
+    scope = st.subturns
     if scope is None:
-        scope = st.tree.subturns = Subturns(engine, st)
+        scope = st.subturns = Subturns(engine, st)
     return scope

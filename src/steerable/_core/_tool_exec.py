@@ -15,7 +15,8 @@ import asyncio
 import functools
 import threading
 import time
-from collections.abc import Callable, Mapping
+import types
+from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
 from steerable._core._budget import admit_tool_calls, check_budget
@@ -95,7 +96,7 @@ def _skip(
     else:
         text = SKIP_TEXT[reason]
     rec.message = _tool_message(rec.call, text, True)
-    st.transcript.batch_results[rec.call.id] = rec.message
+    st.batch_results[rec.call.id] = rec.message
     engine.emit(st, ToolExecSkipped, call_id=rec.call.id, tool_name=rec.call.name,
                 reason=reason, detail=detail)
 
@@ -103,7 +104,7 @@ def _skip(
 def _start(engine: Engine, st: TurnState, rec: _Call, arguments: Mapping[str, Any]) -> None:
     rec.state = "running"
     rec.started = time.monotonic()
-    engine.emit(st, ToolExecStart, iteration=st.transcript.iteration, call_id=rec.call.id,
+    engine.emit(st, ToolExecStart, iteration=st.iteration, call_id=rec.call.id,
                 tool_name=rec.call.name, arguments=arguments)
 
 
@@ -113,7 +114,7 @@ def _finish(engine: Engine, st: TurnState, rec: _Call, result: ToolResult) -> No
     rec.state = "done"
     rec.ctx = None  # rec -> ctx -> progress reporter -> rec: a cycle only the collector frees
     rec.message = _tool_message(rec.call, result.content, result.is_error, result.parts)
-    st.transcript.batch_results[rec.call.id] = rec.message
+    st.batch_results[rec.call.id] = rec.message
     engine.emit(st, ToolExecEnd, call_id=rec.call.id, tool_name=rec.call.name,
                 is_error=result.is_error, content=rec.message.text,
                 duration=time.monotonic() - rec.started if rec.started else 0.0)
@@ -127,24 +128,24 @@ def skip_calls(
         rec = _Call(call, None)
         _skip(engine, st, rec, reason)
         assert rec.message is not None
-        st.transcript.new.append(rec.message)
+        st.new.append(rec.message)
 
 
 def close_cancelled(engine: Engine, st: TurnState) -> None:
     """A cancelled turn that keeps no checkpoint is saved like an interrupted one: the calls
     of its last response get their results so far, the rest a ``cancelled`` skip."""
     # (never empty: it starts with the turn's input, and compaction keeps the latest exchange)
-    last = st.transcript.new[-1]
+    last = st.new[-1]
     if last.role != "assistant" or not last.tool_calls:
         return
     for call in last.tool_calls:
-        done = st.transcript.batch_results.get(call.id)
+        done = st.batch_results.get(call.id)
         if done is None:
             rec = _Call(call, None)
             _skip(engine, st, rec, "cancelled")
             done = rec.message
         assert done is not None
-        st.transcript.new.append(done)
+        st.new.append(done)
 
 
 def _progress_reporter(engine: Engine, st: TurnState, rec: _Call) -> Any:
@@ -190,8 +191,8 @@ def _tool_context(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
 
     return ToolContext(call_id=rec.call.id, tool_name=rec.call.name, turn_id=st.turn_id,
                        session_id=st.session_id, parent_turn_id=st.parent_turn_id,
-                       iteration=st.transcript.iteration, dry_run=st.model_agent.dry_run,
-                       resumed=rec.call.id in st.durability.resumed_calls,
+                       iteration=st.iteration, dry_run=st.model_agent.dry_run,
+                       resumed=rec.call.id in st.resumed_calls,
                        _report=_progress_reporter(engine, st, rec),
                        _plan=_plan_reporter(engine, st, rec),
                        _subturns=subturns_of(engine, st),
@@ -202,10 +203,10 @@ def _tool_context(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
 
 def _ran(st: TurnState, name: str) -> None:
     """``name`` started: the list of the tools run is made at the first."""
-    if isinstance(st.transcript.tools_run, list):
-        st.transcript.tools_run.append(name)
+    if isinstance(st.tools_run, list):
+        st.tools_run.append(name)
     else:
-        st.transcript.tools_run = [name]
+        st.tools_run = [name]
 
 
 async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
@@ -228,13 +229,17 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
                           is_error=True)
     timeout = tool.timeout if tool.timeout is not None else engine.timeouts.tool
     task = loop.create_task(_run_tool(tool, args, ctx, ended))
-    running = st.control.running_tools
+    running = st.running_tools
     running[task] = ctx  # a hard abort cancels it directly, without waiting for us
     _ran(st, name)
     timer = None if timeout is None else loop.call_later(timeout, _expire, ended,
                                                          context=bare_context())
     try:
-        await ended
+        # The tool's first step was scheduled first: after one pass, a tool that ended in it
+        # is done, one loop pass per call (``ended`` would wake us a pass after the tool).
+        await _one_pass()
+        if not ended.done():
+            await ended
     except asyncio.CancelledError:
         ctx.cancel()
         engine.reaper.adopt(task)
@@ -252,6 +257,11 @@ async def _invoke(engine: Engine, st: TurnState, rec: _Call, tool: Tool,
         engine.reaper.adopt(task)
         return ToolResult(f"Tool '{name}' timed out after {timeout:g} s and was cancelled.",
                           is_error=True)
+    return _outcome(name, task)
+
+
+def _outcome(name: str, task: asyncio.Task[Any]) -> ToolResult:
+    """What the tool's ended task gives the model."""
     if task.cancelled():
         return ToolResult(f"Tool '{name}' was cancelled.", is_error=True)
     failure = task.exception()
@@ -281,6 +291,13 @@ async def _run_tool(tool: Tool, args: Any, ctx: ToolContext,
             ended.set_result(None)
 
 
+@types.coroutine
+def _one_pass() -> Generator[None, None, None]:
+    """Let every callback already scheduled run once (``asyncio.sleep(0)``, without its
+    coroutine): a bare yield reschedules the task at the end of the loop's ready queue."""
+    yield
+
+
 def _expire(ended: asyncio.Future[None]) -> None:
     if not ended.done():
         ended.set_result(None)
@@ -292,7 +309,7 @@ async def _run_call(engine: Engine, st: TurnState, rec: _Call,
         return
     if sem is not None:
         async with sem:
-            if st.control.cancel.stops_at(SafePoint.BEFORE_CALL) is not None:
+            if st.cancel is not None and st.cancel.stops_at(SafePoint.BEFORE_CALL) is not None:
                 return  # left pending: the turn stops after this group, resume runs it
             reason = st.stop_reason()
             if reason is not None:
@@ -319,7 +336,7 @@ async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
     if decision is not None:  # RESPOND: the hook's result stands in for the tool
         _start(engine, st, rec, call.arguments)
         result = ToolResult(decision.result or "", bool(decision.is_error))
-    elif rec.tool is None or ((offered := st.transcript.offered) is not None
+    elif rec.tool is None or ((offered := st.offered) is not None
                               and call.name not in offered):
         _start(engine, st, rec, call.arguments)
         result = _unavailable(st, call.name)
@@ -426,13 +443,13 @@ def _admit(engine: Engine, st: TurnState, group: list[_Call]) -> None:
     pending = [rec for rec in group if rec.state != "done"]
     allowed = admit_tool_calls(engine, st, len(pending))
     for rec in pending[allowed:]:
-        _skip(engine, st, rec, "budget", st.ledger.refused or "")
+        _skip(engine, st, rec, "budget", st.refused or "")
 
 
 def _unavailable(st: TurnState, name: str) -> ToolResult:
     """The answer to a call of a tool that does not exist, or was not offered to this call."""
     tools = st.model_agent.tools_by_name
-    offered = st.transcript.offered
+    offered = st.offered
     known = ", ".join(t for t in tools if offered is None or t in offered) or "none"
     if name in tools:
         return ToolResult(f"Tool '{name}' is not available for this call. Available tools: "
@@ -445,7 +462,7 @@ def _recs(st: TurnState, calls: tuple[ToolCall, ...], resumed: bool) -> list[_Ca
     recs = []
     for call in calls:
         rec = _Call(call, st.model_agent.tools_by_name.get(call.name))
-        done = st.transcript.batch_results.get(call.id)
+        done = st.batch_results.get(call.id)
         if done is not None:
             rec.state, rec.message = "done", done
         recs.append(rec)
@@ -455,7 +472,7 @@ def _recs(st: TurnState, calls: tuple[ToolCall, ...], resumed: bool) -> list[_Ca
         for group in _groups(recs):
             open_ = [r.call.id for r in group if r.state != "done"]
             if open_:
-                st.durability.resumed_calls = frozenset(open_)
+                st.resumed_calls = frozenset(open_)
                 break
     return recs
 
@@ -477,7 +494,7 @@ async def execute_tools(engine: Engine, st: TurnState, calls: tuple[ToolCall, ..
     """Run ``calls`` and append one result message per call, in declared order.
 
     ``resumed``: the calls come from the checkpoint the turn resumed; those with a result in
-    ``st.transcript.batch_results`` are not run again. A safe-point cancel stops between groups
+    ``st.batch_results`` are not run again. A safe-point cancel stops between groups
     (``CancelStop``): the calls not yet run stay pending in the checkpoint, nothing is
     appended."""
     engine.set_phase(st, TurnPhase.EXECUTING)
@@ -515,6 +532,6 @@ async def execute_tools(engine: Engine, st: TurnState, calls: tuple[ToolCall, ..
                 _skip(engine, st, rec, "aborted", note)
         raise
     finally:
-        st.durability.resumed_calls = frozenset()
+        st.resumed_calls = frozenset()
         if not cancelled:
-            st.transcript.new.extend(rec.message for rec in recs if rec.message is not None)
+            st.new.extend(rec.message for rec in recs if rec.message is not None)

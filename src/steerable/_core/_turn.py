@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from steerable._core._budget import check_budget, turn_usage
@@ -97,9 +97,9 @@ class TurnResult(Record):
 def _interrupt_note(st: TurnState) -> str:
     """The hint, and which tools really ran: a summary written without knowing claimed
     reads and edits that never happened."""
-    ran = (f"Tools that ran in this turn: {', '.join(st.transcript.tools_run)}; no other tool ran."
-           if st.transcript.tools_run else "No tool ran in this turn.")
-    return f"{st.control.hint or DEFAULT_INTERRUPT_HINT}\n({ran})"
+    ran = (f"Tools that ran in this turn: {', '.join(st.tools_run)}; no other tool ran."
+           if st.tools_run else "No tool ran in this turn.")
+    return f"{st.hint or DEFAULT_INTERRUPT_HINT}\n({ran})"
 
 
 async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) -> TurnStatus:
@@ -120,7 +120,7 @@ async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) ->
             await safe_point(engine, st, SafePoint.BEFORE_MODEL, "model",
                              write=drained or tr.iteration == 0)
         tr.iteration += 1
-        if st.tree.results:
+        if st.results:
             deliver_results(engine, st)  # async children that ended since the last call
         extra = (Message("user", _interrupt_note(st)),) if graceful else ()
         ctl.final_call = last
@@ -148,7 +148,7 @@ async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) ->
             # The response is paid for: saved before any of its tools start.
             await safe_point(engine, st, SafePoint.AFTER_MODEL, "tools", write=True)
             await execute_tools(engine, st, response.tool_calls)
-        elif not st.inbound.steering and ctl.interrupt is Interrupt.NONE and (
+        elif not st.steering and ctl.interrupt is Interrupt.NONE and (
                 st.model_agent.output is None or _accept_answer(st, text, can_retry=True)):
             return TurnStatus.COMPLETED
         # steering pending after a final answer, an interrupt, or an answer that did not
@@ -172,7 +172,7 @@ def _accept_answer(st: TurnState, text: str, *, can_retry: bool) -> bool:
 
 
 def _final_text(st: TurnState) -> str:
-    for msg in reversed(st.transcript.new):
+    for msg in reversed(st.new):
         if msg.role == "assistant":
             return msg.text
     return ""
@@ -188,14 +188,17 @@ def begin_turn(engine: Engine, st: TurnState) -> None:
                 resumed_from=None if st.resume is None else st.resume.turn_id)
 
 
-async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
-    """Run ``st`` (already begun) to its end. Never raises."""
-    st.control.running = True
+async def run_turn(engine: Engine, st: TurnState,
+                   ended: Callable[[TurnState, TurnResult | None], None] | None = None,
+                   ) -> TurnResult:
+    """Run ``st`` (already begun) to its end. Never raises. ``ended``: the driver's
+    bookkeeping, for a driver that runs this as the turn's task (``_last_step``)."""
+    st.running = True
     status = TurnStatus.ERROR
     error: BaseException | None = None
     rollback = False
     try:
-        if st.control.interrupt is Interrupt.HARD:  # aborted before its task first ran
+        if st.interrupt is Interrupt.HARD:  # aborted before its task first ran
             raise asyncio.CancelledError
         if not engine.slots.holds(st.turn_id):
             await engine.slots.take(st.turn_id)  # Limits.active_turns: wait for a free slot
@@ -203,12 +206,9 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
             status = await _iterate(engine, st, resume_tools=st.resume.stage == "tools")
         else:
             if not st.ephemeral:
-                st.transcript.base = await engine.history(st.session_id)
-                st.transcript.base_count = len(st.transcript.base)
-            r = st.inbound.input_receipt
-            st.transcript.new.append(Message("user", st.input if r is None else r.content()))
-            if r is not None:
-                st.inbound.carrying += (r,)
+                st.base = await engine.history(st.session_id)
+                st.base_count = len(st.base)
+            _take_input(st)
             if isinstance(st.agent, CompositeAgent):
                 # Its children call the model, each with its own input: the composite's input
                 # is delivered as it hands it to them.
@@ -225,7 +225,7 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
         status, rollback = TurnStatus.ABORTED, True
     except CancelStop:
         status = TurnStatus.CANCELLED
-        if not st.durability.durable:
+        if not st.durable:
             close_cancelled(engine, st)
     except ParkStop:
         status = TurnStatus.WAITING  # its checkpoint holds the open requests
@@ -236,18 +236,45 @@ async def run_turn(engine: Engine, st: TurnState) -> TurnResult:
     except Exception as exc:
         error = exc
         engine.error(st, f"{type(exc).__name__}: {exc}", "turn")
+    result: TurnResult | None = None
     try:
         if rollback:
             await wait_children(st)  # every aborted descendant ends before this turn does
-        return await _finish(engine, st, status, error, rollback)
+        result = await _finish(engine, st, status, error, rollback)
+        return result
     finally:
-        # Every turn's slot (a sub-turn's too, taken as it was spawned) is given back here,
-        # before anything waits on the result: a parent waiting for a slot never waits on it.
-        engine.slots.give_back(st.turn_id)
+        _last_step(engine, st, ended, result)
+
+
+def _take_input(st: TurnState) -> None:
+    r = st.input_receipt
+    st.new.append(Message("user", st.input if r is None else r.content()))
+    if r is not None:
+        st.carrying += (r,)
+
+
+def _last_step(engine: Engine, st: TurnState,
+               ended: Callable[[TurnState, TurnResult | None], None] | None,
+               result: TurnResult | None) -> None:
+    """The turn's slot back, then ``ended`` (with None if the turn's end itself was
+    cancelled), then its callers woken. A driver runs ``run_turn`` as the turn's task and
+    passes its bookkeeping as ``ended``: no coroutine of its own around it (one frame less
+    per live turn), no done callback (a callback and a loop pass less per turn)."""
+    # Every turn's slot (a sub-turn's too, taken as it was spawned) is given back here,
+    # before anything waits on the result: a parent waiting for a slot never waits on it.
+    engine.slots.give_back(st.turn_id)
+    try:
+        if ended is not None:
+            ended(st, result)
+    finally:
+        # The task ends with this step: its callers wake in the next pass, with the result.
+        for waiter in st.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
 
 def _ended_by(st: TurnState, status: TurnStatus) -> CancelMode | None:
-    requested = st.control.cancel.requested
+    requested = None if st.cancel is None else st.cancel.requested
     if status is TurnStatus.CANCELLED:
         return requested
     if status is TurnStatus.ABORTED and requested is CancelMode.IMMEDIATE:
@@ -262,12 +289,13 @@ async def _store_outcome(engine: Engine, st: TurnState, status: TurnStatus,
     Ordering matters for a crash in between: an aborted turn drops its checkpoint first (a
     restart must not continue what the user aborted); a saved turn appends its history
     first (``resume`` recognises a checkpoint whose turn is already in the history)."""
-    if status in KEEPS_CHECKPOINT and st.durability.durable:
+    if status in KEEPS_CHECKPOINT and st.durable:
         await settle_writes(st)  # the checkpoint stays: resume continues from it
-        if st.inbound.held:  # with what waits behind it now (it ran after them since the write)
-            mode = st.control.cancel.requested if status is TurnStatus.CANCELLED else None
+        if st.held:  # with what waits behind it now (it ran after them since the write)
+            mode = st.cancel.requested if status is TurnStatus.CANCELLED \
+                and st.cancel is not None else None
             await write_checkpoint(engine, st, stage_now(st), mode)
-        st.durability.released = True
+        st.released = True
         return None
     if rollback:
         await release(engine, st)
@@ -284,7 +312,7 @@ async def _store_outcome(engine: Engine, st: TurnState, status: TurnStatus,
 
 async def _finish(engine: Engine, st: TurnState, status: TurnStatus,
                   error: BaseException | None, rollback: bool) -> TurnResult:
-    st.control.finishing = True
+    st.finishing = True
     if status is TurnStatus.ERROR:
         engine.set_phase(st, TurnPhase.ERROR)
     else:
@@ -296,7 +324,7 @@ async def _finish(engine: Engine, st: TurnState, status: TurnStatus,
     failure = await _store_outcome(engine, st, status, rollback)
     if failure is not None and error is None:
         error, status = failure, TurnStatus.ERROR
-    if status is TurnStatus.INTERRUPTED and st.ledger.exceeded:
+    if status is TurnStatus.INTERRUPTED and st.exceeded:
         status = TurnStatus.BUDGET_EXCEEDED
     ended_by = _ended_by(st, status)
     tr, dur = st.transcript, st.durability
@@ -311,13 +339,14 @@ async def _finish(engine: Engine, st: TurnState, status: TurnStatus,
         checkpoint_id=f"{dur.origin_turn_id}.{dur.seq}"
         if status in KEEPS_CHECKPOINT and dur.durable else None,
         resumed_from=None if st.resume is None else st.resume.turn_id,
-        output=st.ledger.output if status in _ANSWERED else None,
+        output=st.output if status in _ANSWERED else None,
         pending=parked_requests(st) if status is TurnStatus.WAITING else (),
     )
     await close_results(engine, st)  # results too late for this turn: to the session
-    engine.emit(st, TurnEnd, status=status, text=text, iterations=st.transcript.iteration,
+    engine.emit(st, TurnEnd, status=status, text=text, iterations=st.iteration,
                 error=None if error is None else f"{type(error).__name__}: {error}",
                 duration=duration, usage=usage,
                 cancel_mode=None if ended_by is None else ended_by.label)
-    st.control.cancel.settle(ended_by)
+    if st.cancel is not None:  # (without one, no handle waits and none can contribute)
+        st.cancel.settle(ended_by)
     return result

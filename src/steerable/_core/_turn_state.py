@@ -9,12 +9,13 @@ the AgentLoop marshals calls from other threads onto it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import field
-from typing import Any
+from typing import Any, Generic, TypeVar, cast, dataclass_transform
 
 from steerable._core._agent import Agent, BaseAgent
 from steerable._core._cancel import CancelMode, CancelState
@@ -32,6 +33,7 @@ __all__ = ["OWNERS", "Asks", "CancelStop", "Control", "Delivery", "Durability", 
            "check_transition"]
 
 P = TurnPhase
+_P = TypeVar("_P")
 _ALLOWED: dict[TurnPhase, frozenset[TurnPhase]] = {
     # IDLE -> EXECUTING: a composite agent's turn runs its children without a model call, or
     # a turn resumes with tool calls pending. IDLE -> DONE: cancelled before its first call.
@@ -71,12 +73,30 @@ class QueuedMessage(Record):
 
 
 # -- the parts of a turn's state, each written by the modules its docstring names ----------
+# A part declares its fields; ``TurnState`` inherits them all and holds them in its own slots,
+# and ``st.transcript`` (and each part's name) is the state itself, typed as that part. One
+# object per turn instead of eight: with 10,000 turns in flight every full collection walks
+# each of them (see docs/performance.md, 2026-12-08).
+
+
+@dataclass_transform(kw_only_default=True)
+def _part(cls: type[_P]) -> type[_P]:
+    """Make ``cls`` a part: its fields, for ``TurnState`` to inherit, and no instance layout of
+    its own (empty slots, so ``TurnState`` can inherit several and keeps no ``__dict__``)."""
+    body = {k: v for k, v in vars(cls).items() if k not in ("__dict__", "__weakref__")}
+    body["__slots__"] = ()
+    slotless: Any = type(cls.__name__, cls.__bases__, body)
+    slotless.__qualname__ = cls.__qualname__
+    return cast("type[_P]", dataclasses.dataclass(init=False, repr=False, eq=False,
+                                                  kw_only=True)(slotless))
+
+
 # ``tests/test_turn_state_owners.py`` checks it: a write to a part's field (an assignment, an
 # augmented one, an item store, a mutating method call) from any other module fails the suite.
 # A part's owners are in its ``OWNERS`` entry below (module names, or a package's prefix).
 
 
-@state
+@_part
 class Transcript:
     """What the turn has said and done: its messages, iterations, tools and usage.
 
@@ -112,7 +132,7 @@ class Transcript:
     """Results so far of the tool calls being executed (by call id), for checkpoints."""
 
 
-@state
+@_part
 class Control:
     """Where the turn is and what it was told: phase, interrupts, cancel, its task. (Whether it
     holds an active-turn slot is for ``TurnSlots`` to know: one count of running turns.)
@@ -135,7 +155,9 @@ class Control:
     """True once the turn is saving its result: interrupts can no longer change anything."""
     reply_cut: bool = False
     """A graceful interrupt stopped the model's text mid-stream (no tool was running)."""
-    cancel: CancelState = field(default_factory=CancelState)
+    cancel: CancelState | None = None
+    """The cancel requests, made at the first (nearly no turn is cancelled, and the state is
+    an object the collector tracks per live turn)."""
     grace: float | None = None
     """Composite turns: how long running children may take to stop on an IMMEDIATE cancel
     before they are aborted (None: not a composite, IMMEDIATE aborts at once)."""
@@ -143,9 +165,12 @@ class Control:
     task: asyncio.Task[Any] | None = None
     running_tools: dict[asyncio.Future[Any], ToolContext] = field(default_factory=dict)
     """Each running tool's task and its ToolContext: a hard abort cancels them at once."""
+    waiters: tuple[asyncio.Future[None], ...] = ()
+    """Futures of callers awaiting the turn (``TurnHandle``), set as ``run_turn``'s last
+    step (a tuple: nearly every turn has one or none)."""
 
 
-@state
+@_part
 class Inbound:
     """Messages given to the turn: its queues, what it carries to the next request, its input.
 
@@ -172,7 +197,7 @@ class Inbound:
     message first arrives)."""
 
 
-@state
+@_part
 class TurnTree:
     """The turn's place among turns: its parent, running children and their results.
 
@@ -194,7 +219,7 @@ class TurnTree:
     """The ``_subturn.Subturns`` scope tools of this turn spawn through (made on first use)."""
 
 
-@state
+@_part
 class Ledger:
     """What the turn spent beyond its token counts, the budget that stopped it, and its checked
     structured answer.
@@ -221,7 +246,7 @@ class Ledger:
     """How many times the answer was asked for again."""
 
 
-@state
+@_part
 class Durability:
     """Checkpoint bookkeeping (see ``_durable``).
 
@@ -247,7 +272,7 @@ class Durability:
 
 
 
-@state
+@_part
 class Asks:
     """The turn's approvals and questions: what it asked, what was answered, what parked.
 
@@ -282,12 +307,24 @@ part's fields. The identity fields of ``TurnState`` itself are written by its co
 only."""
 
 
-@state
-class TurnState:
-    """One turn's state: who it is (set once, as it is made) and the parts its phases own.
+class _Part(Generic[_P]):
+    """A part's name on ``TurnState``: the state itself, typed as that part."""
 
-    The identity fields are read on the hottest paths (every event carries them), so they sit
-    on the state itself, one attribute away; everything that changes lives in a part."""
+    __slots__ = ()
+
+    def __get__(self, st: object, owner: object = None) -> _P:
+        return cast("_P", st)
+
+
+@state(kw_only=True)
+class TurnState(Transcript, Control, Inbound, TurnTree, Durability, Ledger, Asks):
+    """One turn's state: who it is (set once, as it is made) and the fields of every part.
+
+    The parts (``st.transcript``, ``st.control``...) are views of this one object, each typed
+    as its part; the hot paths read and write the fields on the state itself (``st.iteration``:
+    a part's property is a Python call, ~35 an iteration). Either way a field belongs to its
+    part, and only the part's owners write it (``tests/test_turn_state_owners.py`` checks
+    both forms). A live turn is one object, not eight."""
 
     turn_id: str
     session_id: str
@@ -303,18 +340,20 @@ class TurnState:
     started: float = field(default_factory=time.monotonic)
     created: float = field(default_factory=time.time)
     """Wall-clock start of the turn (of its first run, for a resumed turn)."""
-    transcript: Transcript = field(default_factory=Transcript)
-    control: Control = field(default_factory=Control)
-    inbound: Inbound = field(default_factory=Inbound)
-    tree: TurnTree = field(default_factory=TurnTree)
-    durability: Durability = field(default_factory=Durability)
-    ledger: Ledger = field(default_factory=Ledger)
-    asks: Asks = field(default_factory=Asks)
     model_agent: Agent = field(init=False, repr=False, compare=False)
     """``agent`` as the ``Agent`` of a turn that calls a model: every turn but a composite
     agent's, which runs its children instead, never reaches the model or tool phases, and
     has this slot unset (reading it would raise ``AttributeError``). Narrowed once, here, so
     the hot paths read a typed attribute instead of checking the agent's class each time."""
+
+    # The parts: the state itself, one name per owner (``OWNERS``).
+    transcript = _Part[Transcript]()
+    control = _Part[Control]()
+    inbound = _Part[Inbound]()
+    tree = _Part[TurnTree]()
+    durability = _Part[Durability]()
+    ledger = _Part[Ledger]()
+    asks = _Part[Asks]()
 
     def __post_init__(self) -> None:
         if isinstance(self.agent, Agent):
@@ -322,12 +361,12 @@ class TurnState:
 
     def stop_reason(self) -> SkipReason | None:
         """Why tools not yet started must be skipped now, or None to go on."""
-        interrupt = self.control.interrupt
+        interrupt = self.interrupt
         if interrupt is Interrupt.HARD:
             return "aborted"
         if interrupt is Interrupt.GRACEFUL:
-            return "budget" if self.ledger.exceeded else "interrupted"
-        if self.inbound.steering:
+            return "budget" if self.exceeded else "interrupted"
+        if self.steering:
             return "steering"
         return None
 

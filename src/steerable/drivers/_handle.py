@@ -135,7 +135,10 @@ class TurnHandle:
         handle: CancelHandle | None = self._loop.submit(
             Cancel(self.session_id, self.turn_id, mode))
         if handle is None:  # the turn has ended: nothing to change
-            return self._state.control.cancel.request(mode, self.turn_id, False)
+            state = self._state.control.cancel
+            if state is None:  # never asked to cancel: nothing to settle either
+                return CancelHandle(mode, self.turn_id, False, None)
+            return state.request(mode, self.turn_id, False)
         return handle
 
     def __await__(self) -> Generator[Any, None, TurnResult]:
@@ -143,6 +146,15 @@ class TurnHandle:
         # cancelling the awaiting task cancels ``waiter`` only, never the turn.
         task = self._task
         if not task.done():
+            # Woken by the turn's last step (``run_turn``'s finally), in the pass the turn ends:
+            # a done callback on its task would run one loop pass later, and wake us one after
+            # that. (A turn's task always reaches that step: the engine never cancels it
+            # before it has started, ``Engine.interrupt_hard``.)
+            waiter = task.get_loop().create_future()
+            ctl = self._state.control
+            ctl.waiters += (waiter,)
+            yield from waiter
+        if not task.done():  # a sub-turn's task, which has steps after its run_turn
             waiter = task.get_loop().create_future()
             # (``_wake`` reads no context variable: no copy of the caller's context, one object
             # fewer for the collector per awaited turn)

@@ -21,7 +21,6 @@ from steerable._core._queues import hold_restored
 from steerable._core._resume import check_agent, check_no_checkpoint, checked_base
 from steerable._core._turn import TurnResult, begin_turn, run_turn
 from steerable._core._turn_state import TurnState
-from steerable._core._watchdog import bare_context
 from steerable._ids import random_hex
 from steerable._receipts import MessageReceipt
 from steerable.drivers._answers import Answers
@@ -69,6 +68,8 @@ class Turns:
         self.summaries = Summaries(engine)
         self.answers = Answers(engine, agent, self.resume)
         """Answers to approvals and questions, live or parked (``_answers``)."""
+        self._on_end = self._ended
+        """Bound once: a bound method made per turn is one more object per live turn."""
 
     # -- starting -----------------------------------------------------------------------------
 
@@ -122,27 +123,30 @@ class Turns:
         begin_turn(engine, st)
         if st.resume is None:
             write_first_checkpoint(engine, st)
-        task = loop.create_task(self._drive(st))
+        # The turn's task runs run_turn itself, which calls ``_ended`` as its last step: no
+        # coroutine of ours around it and no done callback (an object and a loop callback
+        # per turn).
+        task = loop.create_task(run_turn(engine, st, self._on_end))
         st.control.task = task
         self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard, context=bare_context())  # (reads none)
         return TurnHandle(self._front, st, task)
 
-    async def _drive(self, st: TurnState) -> TurnResult:
+    def _ended(self, st: TurnState, result: TurnResult | None) -> None:
+        """The turn's last step (its task is done right after, in the same step)."""
         engine = self.engine
-        try:
-            result = await run_turn(engine, st)
-        finally:
-            engine.turns.pop(st.turn_id, None)
-            if engine.active.get(st.session_id) is st:
-                del engine.active[st.session_id]
-            self.finished += 1
+        engine.turns.pop(st.turn_id, None)
+        if engine.active.get(st.session_id) is st:
+            del engine.active[st.session_id]
+        self.finished += 1
+        if st.control.task is not None:
+            self.tasks.discard(st.control.task)
+        if result is None:  # its end was cancelled (the event loop shutting down)
+            return
         # Once the session runs nothing: an answer that came while the turn parked is applied
         # as one from outside is (a running session's answers are refused as too late).
         self.answers.after_turn(st)
         if not self.closed:
             self.summaries.maybe_start(st, result)
-        return result
 
     # -- resuming -----------------------------------------------------------------------------
 

@@ -6,8 +6,8 @@ tool calls arrive whole (assembling streamed argument fragments is the provider'
 that gets calls whole sends none); a ``RetryNotice`` tells the loop a transient failure is being retried; ``StreamEnd`` carries usage
 and the finish reason. Errors are raised as ``steerable.errors.ProviderError`` subclasses.
 
-The loop reads every provider through ``guard_secrets``, which regroups the text so that no
-secret is cut between two deltas (see ``steerable._secrets.StreamGuard``). A provider whose
+The loop reads every provider through ``SecretGuard`` (``guard_secrets`` is it as a generator),
+which regroups the text so that no secret is cut between two deltas (see ``steerable._secrets.StreamGuard``). A provider whose
 text was cut that way already (a replay of a recorded run) says so with ``text_guarded``.
 Argument pieces are regrouped the same way, one guard per call.
 """
@@ -28,6 +28,7 @@ __all__ = [
     "LLMResponse",
     "Provider",
     "RetryNotice",
+    "SecretGuard",
     "StreamEnd",
     "TextDelta",
     "ThinkingDelta",
@@ -223,6 +224,61 @@ class _ArgsGuards:
         self.names.clear()
 
 
+class SecretGuard:
+    """``guard_secrets`` one chunk at a time, for a reader that takes the chunks itself (the
+    loop's model call: an async generator between it and the provider was three objects the
+    collector tracks per call in flight, and one more generator step per chunk).
+
+    ``feed(chunk)`` gives what comes out for it (often the chunk itself), ``end()`` what the
+    guards still hold when the stream ends without a ``StreamEnd``."""
+
+    __slots__ = ("arguments", "known", "text", "thinking")
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self.known = tuple(secrets)
+        # Each guard made at its first piece: most replies have no reasoning and no tool
+        # arguments, and each guard is an object the collector tracks.
+        self.text: StreamGuard | None = None
+        self.thinking: StreamGuard | None = None
+        self.arguments: _ArgsGuards | None = None
+
+    def feed(self, chunk: Chunk) -> Sequence[Chunk]:
+        if type(chunk) is TextDelta:
+            held = self.thinking.flush() if self.thinking is not None else ""
+            text = self.text
+            if text is None:
+                text = self.text = StreamGuard(self.known)
+            released = TextDelta(text.feed(chunk.text))
+            return (ThinkingDelta(held), released) if held else (released,)
+        if type(chunk) is ThinkingDelta:
+            held = self.text.flush() if self.text is not None else ""
+            thinking = self.thinking
+            if thinking is None:
+                thinking = self.thinking = StreamGuard(self.known)
+            piece = thinking.feed(chunk.text)
+            # A piece held back whole still gives an empty delta: the idle watchdog sees it.
+            out: Chunk = ThinkingDelta(piece) if piece else TextDelta("")
+            return (TextDelta(held), out) if held else (out,)
+        if type(chunk) is ToolArgsDelta:
+            arguments = self.arguments
+            if arguments is None:
+                arguments = self.arguments = _ArgsGuards(self.known)
+            return (arguments.feed(chunk),)
+        if type(chunk) is RetryNotice:  # what the guards hold is void
+            self.text = self.thinking = None
+            if self.arguments is not None:
+                self.arguments.reset()
+        elif type(chunk) is StreamEnd:
+            if self.text is not None or self.thinking is not None or self.arguments is not None:
+                return [*self.end(), chunk]
+        elif type(chunk) is ToolCallChunk and self.arguments is not None:
+            return [*self.arguments.flush(), chunk]
+        return (chunk,)
+
+    def end(self) -> list[Chunk]:
+        return _flushed(self.arguments, self.thinking, self.text)
+
+
 async def guard_secrets(stream: AsyncGenerator[Chunk, None],
                         secrets: Iterable[str]) -> AsyncGenerator[Chunk, None]:
     """``stream`` with its text, reasoning and tool arguments regrouped so no secret of
@@ -231,51 +287,18 @@ async def guard_secrets(stream: AsyncGenerator[Chunk, None],
     a ``RetryNotice`` voids both. Reasoning held back comes out when the answer's text begins
     (and the other way round): the switch ends a block. A piece held back whole still yields
     an empty delta (which makes no event), so the loop's idle watchdog sees the provider
-    alive. Other chunks pass as they come."""
-    known = tuple(secrets)
-    # Each guard made at its first piece: a call in flight waits for its first chunk nearly
-    # all its time, and each guard is an object the collector tracks. Most replies have no
-    # reasoning and no tool arguments.
-    text: StreamGuard | None = None
-    thinking: StreamGuard | None = None
-    arguments: _ArgsGuards | None = None
+    alive. Other chunks pass as they come. (``SecretGuard`` does the work.)"""
+    guard = SecretGuard(secrets)
     # try/finally, not ``async with aclosing(...)``: its object and bound ``__aexit__`` lived
     # as long as the call (two objects the collector tracks per model call in flight).
     try:
         async for chunk in stream:
-            if type(chunk) is TextDelta:
-                if thinking is not None and (held := thinking.flush()):
-                    yield ThinkingDelta(held)
-                if text is None:
-                    text = StreamGuard(known)
-                yield TextDelta(text.feed(chunk.text))
-            elif type(chunk) is ThinkingDelta:
-                if text is not None and (held := text.flush()):
-                    yield TextDelta(held)
-                if thinking is None:
-                    thinking = StreamGuard(known)
-                released = thinking.feed(chunk.text)
-                yield ThinkingDelta(released) if released else TextDelta("")
-            elif type(chunk) is ToolArgsDelta:
-                if arguments is None:
-                    arguments = _ArgsGuards(known)
-                yield arguments.feed(chunk)
-            else:
-                if type(chunk) is RetryNotice:  # what the guards hold is void
-                    text = thinking = None
-                    if arguments is not None:
-                        arguments.reset()
-                elif type(chunk) is StreamEnd:
-                    for held_chunk in _flushed(arguments, thinking, text):
-                        yield held_chunk
-                elif type(chunk) is ToolCallChunk and arguments is not None:
-                    for held_chunk in arguments.flush():
-                        yield held_chunk
-                yield chunk
+            for piece in guard.feed(chunk):
+                yield piece
     finally:
         await stream.aclose()
 
-    for held_chunk in _flushed(arguments, thinking, text):
+    for held_chunk in guard.end():
         yield held_chunk
 
 
