@@ -348,3 +348,16 @@ async def test_a_failed_look_at_a_file_the_request_names_is_kept_for_the_answer(
     assert any("secrets.txt does not exist" in m.text for m in last if m.role == "tool")
     # A search that matched nothing is left out, in a named file or not.
     assert not any("No matches" in m.text for m in last)
+
+
+async def test_a_question_that_sends_the_same_denied_call_again_answers_now(ws):
+    # The 1.5B had the line counts in a listing, called `bash` (no question may) twice more
+    # to the round limit, and answered from the denials: the second denial ends the looking.
+    _, events, *_ = await _run(
+        ws, "Count the lines of each .py file.", kind("workspace"),
+        Reply(tool_calls=[("ls", {"path": "."})]),
+        Reply(tool_calls=[("bash", {"command": "wc -l *.py"})]),
+        Reply(tool_calls=[("bash", {"command": "wc -l *.py"})]),
+        Reply(text="utils.py: 2 lines."))
+    choices = [r.tool_choice for r in _requests(events)[1:]]
+    assert choices == ["required", "auto", "auto", "none"]
