@@ -104,7 +104,7 @@ from steerable.coding._reads import (
     entry_names,
     read_functions,
 )
-from steerable.coding._recheck import recheck_request
+from steerable.coding._recheck import recheck_request, restated
 from steerable.coding._walk import FOUND_NOTHING
 from steerable.coding._workspace import Workspace
 from steerable.errors import ProviderError
@@ -153,10 +153,6 @@ FILE_CHANGERS = ("edit", "write")
 
 _GENERAL_NOTE = ("(Note: this needs no tool; answer it directly in words, or say you cannot "
                  "do it.)")
-_RESTATE = ("That only repeats the raw tool output, and I cannot see the tool results. Answer "
-            "my request itself now, in a few words of your own, using only what the results "
-            "above show.")
-
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
@@ -499,7 +495,7 @@ class ToolPolicy(Hook):
         looked = turn.intent != "general" or bool(results)
         text = response.text
         if results and echoes(text, [*results, *as_shown(messages)]):
-            text = await self._restate(ctx, text, results)
+            text = await restated(ctx, text, results, self.answer_tokens)
         missing = unsupported_facts(text, evidence, counts, numbers=looked,
                                     vocabulary=words)
         rechecked = False
@@ -556,25 +552,6 @@ class ToolPolicy(Hook):
             return None
         calls = [(c.name, dict(c.arguments)) for c in reply.tool_calls if c.name in looks]
         return HookDecision(HookAction.MODIFY, text="", tool_calls=calls) if calls else None
-
-    async def _restate(self, ctx: LLMResponseContext, echo: str,
-                       results: Sequence[str]) -> str:
-        """One more call for an answer that only repeated a tool result: the answer in words,
-        then the output it rests on (a restatement may drop what the echo showed); the echo
-        alone when the model cannot do better."""
-        request = ctx.request
-        again = LLMRequest(
-            messages=(*request.messages, Message("assistant", echo), Message("user", _RESTATE)),
-            tools=request.tools, model=request.model, params=request.params,
-            tool_choice=ToolChoice("none", max_tokens=self.answer_tokens,
-                                   reason="the answer repeated a tool result"))
-        try:
-            reply = (await ctx.ask(again, "answer")).text
-        except Exception:  # any failure of the call: the echo is still checked and marked
-            return echo
-        if not reply.strip() or echoes(reply, results):
-            return echo
-        return f"{reply.rstrip()}\n\n{echo.strip()}"
 
     # -- on_event ---------------------------------------------------------------------------
 
