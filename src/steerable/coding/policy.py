@@ -37,7 +37,9 @@ changed nothing may run again (the tests after a fix). A change that reaches the
 nothing changed gets one last required call of ``edit`` or ``write``. A command's result on a
 change request lists the files it changed, with a diff of the named ones, so a ``sed`` that
 broke a file does not do it silently; a call that left a Python, JSON or TOML file that parsed
-before unparsable gets an error result, and calls stay required until it parses again.
+before unparsable gets an error result, and calls stay required until it parses again (a repeat
+then is answered with a required ``read`` of it, once per file, and ``repair_rounds`` more
+rounds, not with the end).
 Every look at the files goes through the policy's ``reads`` (``_reads.py``; it holds no path of
 the workspace): direct locally, recorded by the engine where a replay must decide the same
 (a Temporal workflow).
@@ -199,6 +201,8 @@ class _Turn:
     """The calls the policy denied: they did not run, so the same call later is no repeat."""
     looked_again: bool = False
     """An answer stating what no result showed was given one more look instead."""
+    repair_read: set[str] = field(default_factory=set)
+    """Broken files a repeat was answered with a read of (once per file, so it ends)."""
 
 
 class ToolPolicy(Hook):
@@ -213,11 +217,12 @@ class ToolPolicy(Hook):
     def __init__(self, workspace: Workspace, *, max_rounds: int = 4,
                  call_tokens: int = 1024, answer_tokens: int = 512,
                  looks: frozenset[str] = WORKSPACE_READERS,
-                 reads: WorkspaceReads | None = None) -> None:
+                 reads: WorkspaceReads | None = None, repair_rounds: int = 2) -> None:
         self.gate = workspace.gate
         self.reads = reads or DirectReads(workspace.root)
         self.looks = looks
         self.max_rounds = max_rounds
+        self.repair_rounds = repair_rounds
         self.call_tokens = call_tokens
         self.answer_tokens = answer_tokens
         self._turns: dict[str, _Turn] = {}
@@ -274,8 +279,8 @@ class ToolPolicy(Hook):
         """``choice`` with the paths a required call may name held to the ones that exist, and
         an edit's quote to a line of the file (``_paths``): the 1.5B guessed a missing path
         again and again, and quoted lines a file never had."""
-        if choice.mode != "required":
-            return choice
+        if choice.mode != "required" or choice.values:
+            return choice  # an optional call, or one whose values the policy chose itself
         tools = [t.name for t in choice.callable(request.tools)]
         paths = await self.reads.paths()
         quoted: dict[str, list[str]] = {}
@@ -356,7 +361,19 @@ class ToolPolicy(Hook):
         if rounds == 0:
             return ToolChoice("required", None, self.call_tokens, "change; look first")
         looks = frozenset(t.name for t in tools if t.read_only)
-        if rounds >= self.max_rounds or repeated(turn, state.changers, looks, state.denied):
+        repeat = repeated(turn, state.changers, looks, state.denied)
+        # A file the change broke gets a look and more rounds (``repair_rounds``), not the end:
+        # the 1.5B broke greet.py and main.py with `echo`, sent the same calls again, and the
+        # repeat ended the request with both still broken. It reads them once, then repairs.
+        unseen = tuple(n for n in state.broken if n not in state.repair_read)
+        if repeat and unseen and has_tool(tools, "read") \
+                and rounds < self.max_rounds + self.repair_rounds:
+            state.repair_read.update(unseen)
+            return ToolChoice("required", ("read",), self.call_tokens,
+                              f"change: {', '.join(unseen)} no longer parses and the last calls "
+                              "repeated; read it", values=(("read", (("path", unseen),)),))
+        limit = self.max_rounds + (self.repair_rounds if state.broken else 0)
+        if rounds >= limit or repeat:
             changers = tuple(n for n in FILE_CHANGERS if has_tool(tools, n)) or None
             if not changed and not state.last_chance:
                 state.last_chance = True
