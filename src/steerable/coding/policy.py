@@ -48,8 +48,10 @@ the workspace): direct locally, recorded by the engine where a replay must decid
 words (the words, then the output, are shown). A final answer that states a fact (number, name, quoted text)
 that no tool result, tool call or the request contains gets one more call of its own asking
 for an answer from the evidence; what is still unsupported is marked ``UNVERIFIED_MARK`` in the
-answer (so the CLI, the page and the events show it). A change request that changed nothing
-says so in the answer, and ``verdict`` tells the front end (the CLI exits non-zero).
+answer (so the CLI, the page and the events show it). An answer to a question that leaves out
+values the results show side by side (``_compare``: ``timeout = 21``, ``timeout = 57``) is
+asked again. A change request that changed nothing says so in the answer, and ``verdict``
+tells the front end (the CLI exits non-zero).
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ from steerable.coding._classify import (
     classify_request,
     parse_kind,
 )
+from steerable.coding._compare import compared
 from steerable.coding._evidence import (
     echoes,
     evidence_counts,
@@ -531,6 +534,11 @@ class ToolPolicy(Hook):
                 text = again.text
                 missing = unsupported_facts(text, evidence, counts, numbers=looked,
                                             vocabulary=words)
+        fuller = None if missing or turn.intent != "workspace" else \
+            await compared(ctx, text, messages, self.answer_tokens)
+        if fuller is not None:  # values the results compare, left out ("both the same")
+            text, rechecked = fuller, True
+            missing = unsupported_facts(text, evidence, counts, numbers=looked, vocabulary=words)
         now = None if turn.start is None else await self.reads.snapshot(turn.start.names)
         changed = _changed(messages, ctx.request.tools, turn.start, now)
         verdict = Verdict(turn.intent, changed, tuple(missing), rechecked, tuple(turn.broken))

@@ -1,0 +1,111 @@
+"""Values the results show side by side, and an answer that leaves some of them out.
+
+A comparison ("do a.cfg and b.cfg set the same timeout?") is answered with words that state no
+value ("yes, both the same") or with one of the values ("both set 21"), and neither is caught by
+the evidence check: "21" is in the results, "the same" is no fact. The results themselves show
+the comparison, in every language: the same line in two files but for a value
+(``timeout = 21`` in a.cfg, ``timeout = 57`` in b.cfg). When such lines hold different values
+and the answer to a question does not state them all, the model is shown those lines together
+and asked once more to answer stating the values (measured with the 1.5B, 2026-12-07: two grep
+lines with 21 and 57 were answered "both set 21", and "Yes, both set the same timeout").
+
+Lines are read off ``grep`` rows (``path:line: text``) and ``read`` results (the file of the
+call, its numbered rows); a line's shape is its text with numbers and quoted text masked. A
+shape counts when it occurs exactly once in each of two or more files (a count of matching
+lines, several to a file, is no comparison).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from steerable._hooks import LLMResponseContext
+from steerable._messages import Message
+from steerable.providers._base import LLMRequest, ToolChoice
+
+__all__ = ["compared", "side_by_side", "unstated"]
+
+_GREP_ROW = re.compile(r"^(?P<path>[^\s:][^:]*):\d+: (?P<text>.*)$")
+_READ_ROW = re.compile(r"^\s*\d+\t(?P<text>.*)$")
+_VALUE = re.compile(r"\"[^\"\n]*\"|'[^'\n]*'|(?<![\w.])\d+(?:[.:,]\d+)*(?![\w])")
+_NOTE = ("The results show these lines side by side:\n{lines}\nYour answer does not state "
+         "{values}. Answer my request again in plain words, stating the values these lines "
+         "hold.")
+MAX_FILES = 6
+"""The most files a group of lines may span (more is a search, not a comparison)."""
+
+
+def _file_lines(turn: Sequence[Message]) -> list[tuple[str, str]]:
+    """(file, line text) for every line a ``grep`` or ``read`` result of ``turn`` showed."""
+    paths = {c.id: c.arguments.get("path") for m in turn if m.role == "assistant"
+             for c in m.tool_calls if c.name == "read"}
+    out: list[tuple[str, str]] = []
+    for m in turn:
+        if m.role != "tool" or m.is_error:
+            continue
+        path = paths.get(m.tool_call_id or "")
+        for row in m.text.splitlines():
+            read = _READ_ROW.match(row) if isinstance(path, str) else None
+            grep = None if read else _GREP_ROW.match(row)
+            if read and isinstance(path, str):
+                out.append((path, read.group("text").strip()))
+            elif grep and m.name == "grep":
+                out.append((grep.group("path"), grep.group("text").strip()))
+    return out
+
+
+def side_by_side(turn: Sequence[Message]) -> list[list[tuple[str, str, tuple[str, ...]]]]:
+    """Groups of (file, line, values): lines of one shape, once in each of 2 to ``MAX_FILES``
+    files, whose values differ."""
+    shapes: dict[str, dict[str, list[tuple[str, tuple[str, ...]]]]] = {}
+    for path, text in dict.fromkeys(_file_lines(turn)):
+        values = tuple(v.strip("\"'") for v in _VALUE.findall(text))
+        shape = _VALUE.sub("\0", text)
+        if values and shape.strip("\0 "):
+            shapes.setdefault(shape, {}).setdefault(path, []).append((text, values))
+    groups = []
+    for by_file in shapes.values():
+        if not 2 <= len(by_file) <= MAX_FILES or any(len(v) != 1 for v in by_file.values()):
+            continue
+        group = [(path, rows[0][0], rows[0][1]) for path, rows in by_file.items()]
+        if len({values for _, _, values in group}) > 1:
+            groups.append(group)
+    return groups
+
+
+def unstated(answer: str, groups: Sequence[Sequence[tuple[str, str, tuple[str, ...]]]]
+             ) -> list[str]:
+    """The differing values of ``groups`` that ``answer`` does not state."""
+    missing: list[str] = []
+    for group in groups:
+        columns = zip(*(values for _, _, values in group), strict=False)
+        for column in columns:
+            if len(set(column)) < 2:
+                continue  # the same in every file: not what the comparison turns on
+            missing += [v for v in dict.fromkeys(column) if not re.search(
+                rf"(?<![\w.]){re.escape(v)}(?![\w])", answer) and v not in missing]
+    return missing
+
+
+async def compared(ctx: LLMResponseContext, answer: str, turn: Sequence[Message],
+                   max_tokens: int) -> str | None:
+    """The answer again, when ``answer`` leaves out values the results show side by side (one
+    call, no tools); None when it states them all, or the call failed or said nothing."""
+    groups = side_by_side(turn)
+    missing = unstated(answer, groups)
+    if not missing:
+        return None
+    lines = "\n".join(f"{path}: {text}" for group in groups for path, text, _ in group)
+    note = _NOTE.format(lines=lines, values=", ".join(missing))
+    request = ctx.request
+    again = LLMRequest(
+        messages=(*request.messages, Message("assistant", answer), Message("user", note)),
+        tools=request.tools, model=request.model, params=request.params,
+        tool_choice=ToolChoice("none", max_tokens=max_tokens,
+                               reason="the answer leaves out values the results compare"))
+    try:
+        reply = (await ctx.ask(again, "evidence")).text
+    except Exception:  # any failure of the call: the answer stays as it was, still checked
+        return None
+    return reply if reply.strip() else None
