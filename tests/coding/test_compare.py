@@ -56,3 +56,15 @@ async def test_an_answer_that_leaves_out_compared_values_is_asked_again(tmp_path
     assert "a.cfg: timeout = 21\nb.cfg: timeout = 57" in note and "21, 57" in note
     verdict = hook.verdict(result.turn_id)
     assert verdict is not None and verdict.rechecked and not verdict.unverified
+
+
+async def test_an_answer_that_still_leaves_them_out_shows_the_lines_marked(tmp_path: Path):
+    (tmp_path / "a.cfg").write_text("[net]\ntimeout = 21\n")
+    (tmp_path / "b.cfg").write_text("[net]\ntimeout = 57\n")
+    result, *_ = await _run(
+        tmp_path, "Do a.cfg and b.cfg set the same timeout?", kind("workspace"),
+        Reply(tool_calls=[("grep", {"pattern": "timeout"})]),
+        Reply(text="Both set 21."), Reply(text="The timeout is set to 21 seconds."))
+    assert result.text == (
+        "The timeout is set to 21 seconds.\n\n⚠ unverified: the answer leaves out 57; the "
+        "results show a.cfg: timeout = 21; b.cfg: timeout = 57")

@@ -7,7 +7,8 @@ the comparison, in every language: the same line in two files but for a value
 (``timeout = 21`` in a.cfg, ``timeout = 57`` in b.cfg). When such lines hold different values
 and the answer to a question does not state them all, the model is shown those lines together
 and asked once more to answer stating the values (measured with the 1.5B, 2026-12-07: two grep
-lines with 21 and 57 were answered "both set 21", and "Yes, both set the same timeout").
+lines with 21 and 57 were answered "both set 21", and "Yes, both set the same timeout"); an
+answer that still leaves some out is shown with those lines under it, marked unverified.
 
 Lines are read off ``grep`` rows (``path:line: text``) and ``read`` results (the file of the
 call, its numbered rows); a line's shape is its text with numbers and quoted text masked. A
@@ -24,7 +25,11 @@ from steerable._hooks import LLMResponseContext
 from steerable._messages import Message
 from steerable.providers._base import LLMRequest, ToolChoice
 
-__all__ = ["compared", "side_by_side", "unstated"]
+__all__ = ["UNVERIFIED_MARK", "compared", "side_by_side", "unstated"]
+
+UNVERIFIED_MARK = "⚠ unverified"
+"""Starts the line that lists what the answer states but no tool result showed (or, here, the
+values it leaves out)."""
 
 _GREP_ROW = re.compile(r"^(?P<path>[^\s:][^:]*):\d+: (?P<text>.*)$")
 _READ_ROW = re.compile(r"^\s*\d+\t(?P<text>.*)$")
@@ -91,7 +96,8 @@ def unstated(answer: str, groups: Sequence[Sequence[tuple[str, str, tuple[str, .
 async def compared(ctx: LLMResponseContext, answer: str, turn: Sequence[Message],
                    max_tokens: int) -> str | None:
     """The answer again, when ``answer`` leaves out values the results show side by side (one
-    call, no tools); None when it states them all, or the call failed or said nothing."""
+    call, no tools), with the lines it still leaves out shown under it, marked; None when it
+    states them all."""
     groups = side_by_side(turn)
     missing = unstated(answer, groups)
     if not missing:
@@ -106,6 +112,14 @@ async def compared(ctx: LLMResponseContext, answer: str, turn: Sequence[Message]
                                reason="the answer leaves out values the results compare"))
     try:
         reply = (await ctx.ask(again, "evidence")).text
-    except Exception:  # any failure of the call: the answer stays as it was, still checked
-        return None
-    return reply if reply.strip() else None
+    except Exception:  # any failure of the call: the answer is kept, the lines shown under it
+        reply = ""
+    text = reply if reply.strip() else answer
+    still = unstated(text, groups)
+    if not still:
+        return text
+    # Asked again, the 1.5B still answered "set to 21 seconds" with 57 in front of it: the
+    # user is shown the lines it left out, not an answer that reads as the whole comparison.
+    shown = "; ".join(f"{path}: {line}" for group in groups for path, line, _ in group)
+    return (f"{text.rstrip()}\n\n{UNVERIFIED_MARK}: the answer leaves out {', '.join(still)}; "
+            f"the results show {shown}")

@@ -82,7 +82,7 @@ from steerable.coding._classify import (
     classify_request,
     parse_kind,
 )
-from steerable.coding._compare import compared
+from steerable.coding._compare import UNVERIFIED_MARK, compared
 from steerable.coding._evidence import (
     echoes,
     evidence_counts,
@@ -132,8 +132,6 @@ __all__ = [
     "read_functions",
 ]
 
-UNVERIFIED_MARK = "⚠ unverified"
-"""Starts the line that lists what the answer states but no tool result showed."""
 NOTHING_CHANGED_MARK = "✗ nothing was changed"
 """Starts the line a change request that changed no file ends with."""
 BROKEN_MARK = "✗ no longer parses"
