@@ -23,13 +23,10 @@ from collections.abc import Sequence
 
 from steerable._hooks import LLMResponseContext
 from steerable._messages import Message
+from steerable.coding._verdict import UNVERIFIED_MARK
 from steerable.providers._base import LLMRequest, ToolChoice
 
-__all__ = ["UNVERIFIED_MARK", "compared", "side_by_side", "unstated"]
-
-UNVERIFIED_MARK = "⚠ unverified"
-"""Starts the line that lists what the answer states but no tool result showed (or, here, the
-values it leaves out)."""
+__all__ = ["compared", "side_by_side", "unstated"]
 
 _GREP_ROW = re.compile(r"^(?P<path>[^\s:][^:]*):\d+: (?P<text>.*)$")
 _READ_ROW = re.compile(r"^\s*\d+\t(?P<text>.*)$")

@@ -82,7 +82,7 @@ from steerable.coding._classify import (
     classify_request,
     parse_kind,
 )
-from steerable.coding._compare import UNVERIFIED_MARK, compared
+from steerable.coding._compare import compared
 from steerable.coding._evidence import (
     echoes,
     evidence_counts,
@@ -110,6 +110,7 @@ from steerable.coding._reads import (
     read_functions,
 )
 from steerable.coding._recheck import recheck_request, restated
+from steerable.coding._verdict import BROKEN_MARK, NOTHING_CHANGED_MARK, UNVERIFIED_MARK, Verdict
 from steerable.coding._walk import FOUND_NOTHING
 from steerable.coding._workspace import Workspace
 from steerable.errors import ProviderError
@@ -132,11 +133,6 @@ __all__ = [
     "read_functions",
 ]
 
-NOTHING_CHANGED_MARK = "✗ nothing was changed"
-"""Starts the line a change request that changed no file ends with."""
-BROKEN_MARK = "✗ no longer parses"
-"""Starts the line a change request ends with when a file it changed no longer parses."""
-
 WORKSPACE_READERS = frozenset({"read", "grep", "ls", "find"})
 """The tools whose call counts as the required first look: they read the workspace (``todo``
 is read-only too but reads nothing, so a plan is not a look)."""
@@ -156,23 +152,6 @@ FILE_CHANGERS = ("edit", "write")
 
 _GENERAL_NOTE = ("(Note: this needs no tool; answer it directly in words, or say you cannot "
                  "do it.)")
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """What the policy concluded about a finished turn (``ToolPolicy.verdict``)."""
-
-    intent: Intent
-    changed: bool
-    unverified: tuple[str, ...] = ()
-    rechecked: bool = False
-    broken: tuple[str, ...] = ()
-    """Files the change left unparsable (Python, JSON, TOML that parsed before)."""
-
-    @property
-    def change_missing(self) -> bool:
-        """The request asked for a change and no tool changed anything."""
-        return self.intent == "change" and not self.changed
-
 
 @dataclass
 class _Turn:
