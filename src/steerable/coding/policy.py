@@ -11,7 +11,8 @@ That call (``_classify.py``) starts with fixed instructions and examples and end
 request, so the server's prompt cache keeps all but the request evaluated. Every failure is
 safe: a reply that is not one of the kinds counts as "workspace" (look, change nothing);
 "general" becomes "workspace" when the request names a file or folder that exists in the
-workspace (a name is a name in every language).
+workspace (a name is a name in every language). "General" allows none of the agent's own tools
+(``own``); a read-only tool beside them (an MCP server's) may still be called.
 
 **Safe by construction**: only "change" opens the workspace for writing. For any other kind the
 turn's ``WriteGate`` is closed, so ``write`` and ``edit`` refuse and ``bash`` runs with the
@@ -149,6 +150,10 @@ READERS_WHOLE = frozenset({"read"})
 """Tools whose success shows a file, so that it may then be written whole."""
 FILE_CHANGERS = ("edit", "write")
 """The tools offered for the last chance of a change request that changed nothing."""
+AGENT_TOOLS = frozenset({"read", "write", "edit", "bash", "grep", "ls", "find", "bash_output",
+                         "bash_kill", "todo", "ask_user", "skill"})
+"""The coding agent's own tools. A request read as "general" needs none of them; a read-only
+tool beside them (an MCP server's, a function of BFCL's) may still answer it."""
 
 _GENERAL_NOTE = ("(Note: this needs no tool; answer it directly in words, or say you cannot "
                  "do it.)")
@@ -197,12 +202,14 @@ class ToolPolicy(Hook):
     def __init__(self, workspace: Workspace, *, max_rounds: int = 4,
                  call_tokens: int = 1024, answer_tokens: int = 512,
                  looks: frozenset[str] = WORKSPACE_READERS,
-                 reads: WorkspaceReads | None = None, repair_rounds: int = 2) -> None:
+                 reads: WorkspaceReads | None = None, repair_rounds: int = 2,
+                 own: frozenset[str] = AGENT_TOOLS) -> None:
         self.gate = workspace.gate
         self.reads = reads or DirectReads(workspace.root)
         self.looks = looks
         self.max_rounds = max_rounds
         self.repair_rounds = repair_rounds
+        self.own = own
         self.call_tokens = call_tokens
         self.answer_tokens = answer_tokens
         self._turns: dict[str, _Turn] = {}
@@ -240,7 +247,8 @@ class ToolPolicy(Hook):
             # An answer is bounded as a call is: under load the 1.5B wrote one for 10 minutes.
             turn.choice = dataclasses.replace(turn.choice, max_tokens=self.answer_tokens)
         messages = None
-        if turn.intent == "general" and request.messages[-1].role == "user":
+        if turn.choice.mode == "none" and turn.intent == "general" \
+                and request.messages[-1].role == "user":
             last = request.messages[-1].content
             note: Content = (f"{last}\n\n{_GENERAL_NOTE}" if isinstance(last, str)
                              else (*last, TextPart(_GENERAL_NOTE)))
@@ -305,10 +313,18 @@ class ToolPolicy(Hook):
 
     def _choice(self, state: _Turn, request: LLMRequest, now: Snapshot | None) -> ToolChoice:
         intent, tools = state.intent, request.tools
-        if intent == "general" or intent is None:
-            return ToolChoice("none", reason="general: needs nothing from the workspace")
         turn = turn_messages(request.messages)
         rounds = sum(1 for m in turn if m.role == "assistant" and m.tool_calls)
+        if intent == "general" or intent is None:
+            # The reading is about the workspace, not about the other tools: with none of its
+            # own tools allowed, BFCL's "area of a triangle" was answered "I cannot do it"
+            # beside the function that computes it (simple and multiple: 1/3 with the policy).
+            other = tuple(t.name for t in tools if t.read_only and t.name not in self.own)
+            if other and intent == "general" and rounds < self.max_rounds \
+                    and not repeated(turn, skip=state.denied):
+                return ToolChoice("auto", other, self.call_tokens,
+                                  "general: nothing from the workspace; other tools may answer")
+            return ToolChoice("none", reason="general: needs nothing from the workspace")
         if intent == "change":
             return self._change_choice(state, turn, tools, rounds, now)
         # A "run" request runs first: reading the script instead of running it answers
