@@ -7,6 +7,7 @@ from pathlib import Path
 from steerable import Reply
 from steerable._messages import Message, ToolCall
 from steerable.coding._compare import side_by_side, unstated
+from steerable.coding._evidence import drawn_from
 
 from .test_policy import _run, kind
 
@@ -68,3 +69,29 @@ async def test_an_answer_that_still_leaves_them_out_shows_the_lines_marked(tmp_p
     assert result.text == (
         "The timeout is set to 21 seconds.\n\n⚠ unverified: the answer leaves out 57; the "
         "results show a.cfg: timeout = 21; b.cfg: timeout = 57")
+
+
+def test_an_answer_draws_on_the_results_by_a_value_a_name_or_a_word_with_digits():
+    shown = ["     1\tSync on Monday in room B123.", "notes.txt  (30 B, 1 line)"]
+    assert not drawn_from("The file notes.txt does not contain any lines.", shown[:1])
+    assert drawn_from("Lundi, salle B123.", shown)
+    assert drawn_from("It lists notes.txt.", shown)
+    assert not drawn_from("The notes file contains two lines of text.", shown)
+
+
+async def test_an_answer_stating_nothing_the_results_show_is_asked_again(tmp_path: Path):
+    # The 1.5B read notes.txt for a typo'd request and answered that it has no lines.
+    (tmp_path / "notes.txt").write_text("Sync on Monday in room B123.\n")
+    result, _, provider, _ = await _run(
+        tmp_path, "waht does notse.txt say? i mean notes.txt", kind("workspace"),
+        Reply(tool_calls=[("read", {"path": "notes.txt"})]),
+        Reply(text="The file notes.txt does not contain any lines."),
+        Reply(text="Sync on Monday in room B123."))
+    assert result.text == "Sync on Monday in room B123."
+    assert provider.requests[-1].messages[-1].text.startswith("Your answer states nothing")
+    # Asked again, an answer that still states nothing from them: the first one stays.
+    result, *_ = await _run(
+        tmp_path, "what's in notes", kind("workspace"),
+        Reply(tool_calls=[("read", {"path": "notes.txt"})]),
+        Reply(text="It has two lines of text."), Reply(text="It is a notes file."))
+    assert result.text == "It has two lines of text."

@@ -1,4 +1,4 @@
-"""Values the results show side by side, and an answer that leaves some of them out.
+"""An answer held to the results: the values they show side by side, and any fact at all.
 
 A comparison ("do a.cfg and b.cfg set the same timeout?") is answered with words that state no
 value ("yes, both the same") or with one of the values ("both set 21"), and neither is caught by
@@ -14,6 +14,12 @@ Lines are read off ``grep`` rows (``path:line: text``) and ``read`` results (the
 call, its numbered rows); a line's shape is its text with numbers and quoted text masked. A
 shape counts when it occurs exactly once in each of two or more files (a count of matching
 lines, several to a file, is no comparison).
+
+An answer that states no fact any result shows (no value, name, quote or word with a digit of
+theirs), while one showed something, is asked once more too (``from_results``): the 1.5B read
+notes.txt for "waht does notse.txt say? i mean notes.txt" and answered "The file notes.txt
+does not contain any lines", and listed "notes" with its text and answered "two lines of text".
+It says nothing of the words, so it holds in every language.
 """
 
 from __future__ import annotations
@@ -23,10 +29,11 @@ from collections.abc import Sequence
 
 from steerable._hooks import LLMResponseContext
 from steerable._messages import Message
+from steerable.coding._evidence import drawn_from
 from steerable.coding._verdict import UNVERIFIED_MARK
 from steerable.providers._base import LLMRequest, ToolChoice
 
-__all__ = ["compared", "side_by_side", "unstated"]
+__all__ = ["compared", "from_results", "side_by_side", "unstated"]
 
 _GREP_ROW = re.compile(r"^(?P<path>[^\s:][^:]*):\d+: (?P<text>.*)$")
 _READ_ROW = re.compile(r"^\s*\d+\t(?P<text>.*)$")
@@ -34,6 +41,9 @@ _VALUE = re.compile(r"\"[^\"\n]*\"|'[^'\n]*'|(?<![\w.])\d+(?:[.:,]\d+)*(?![\w])"
 _NOTE = ("The results show these lines side by side:\n{lines}\nYour answer does not state "
          "{values}. Answer my request again in plain words, stating the values these lines "
          "hold.")
+_BARE = ("Your answer states nothing the tool results above show. Answer my request again in "
+         "plain words from those results: give the values, names or lines they show that "
+         "answer it.")
 MAX_FILES = 6
 """The most files a group of lines may span (more is a search, not a comparison)."""
 
@@ -90,6 +100,20 @@ def unstated(answer: str, groups: Sequence[Sequence[tuple[str, str, tuple[str, .
     return missing
 
 
+async def _again(ctx: LLMResponseContext, answer: str, note: str, reason: str,
+                 max_tokens: int) -> str:
+    """The model's answer once more after ``answer`` and ``note`` (no tools); "" on a failure."""
+    request = ctx.request
+    again = LLMRequest(
+        messages=(*request.messages, Message("assistant", answer), Message("user", note)),
+        tools=request.tools, model=request.model, params=request.params,
+        tool_choice=ToolChoice("none", max_tokens=max_tokens, reason=reason))
+    try:
+        return (await ctx.ask(again, "evidence")).text
+    except Exception:  # any failure of the call: the caller keeps what it had
+        return ""
+
+
 async def compared(ctx: LLMResponseContext, answer: str, turn: Sequence[Message],
                    max_tokens: int) -> str | None:
     """The answer again, when ``answer`` leaves out values the results show side by side (one
@@ -100,17 +124,8 @@ async def compared(ctx: LLMResponseContext, answer: str, turn: Sequence[Message]
     if not missing:
         return None
     lines = "\n".join(f"{path}: {text}" for group in groups for path, text, _ in group)
-    note = _NOTE.format(lines=lines, values=", ".join(missing))
-    request = ctx.request
-    again = LLMRequest(
-        messages=(*request.messages, Message("assistant", answer), Message("user", note)),
-        tools=request.tools, model=request.model, params=request.params,
-        tool_choice=ToolChoice("none", max_tokens=max_tokens,
-                               reason="the answer leaves out values the results compare"))
-    try:
-        reply = (await ctx.ask(again, "evidence")).text
-    except Exception:  # any failure of the call: the answer is kept, the lines shown under it
-        reply = ""
+    reply = await _again(ctx, answer, _NOTE.format(lines=lines, values=", ".join(missing)),
+                         "the answer leaves out values the results compare", max_tokens)
     text = reply if reply.strip() else answer
     still = unstated(text, groups)
     if not still:
@@ -120,3 +135,20 @@ async def compared(ctx: LLMResponseContext, answer: str, turn: Sequence[Message]
     shown = "; ".join(f"{path}: {line}" for group in groups for path, line, _ in group)
     return (f"{text.rstrip()}\n\n{UNVERIFIED_MARK}: the answer leaves out {', '.join(still)}; "
             f"the results show {shown}")
+
+
+async def from_results(ctx: LLMResponseContext, answer: str, turn: Sequence[Message],
+                       max_tokens: int) -> str | None:
+    """The answer again from the results: when ``answer`` leaves out values they compare
+    (``compared``), or states no fact any of them shows while one showed something (the
+    1.5B read notes.txt and answered "notes.txt does not contain any lines"; it ran report.py
+    and answered "it printed the total number of lines"). None: the answer stays."""
+    fuller = await compared(ctx, answer, turn, max_tokens)
+    if fuller is not None:
+        return fuller
+    results = [m.text for m in turn if m.role == "tool" and not m.is_error and m.text.strip()]
+    if not results or drawn_from(answer, results):
+        return None
+    reply = await _again(ctx, answer, _BARE, "the answer states nothing the results show",
+                         max_tokens)
+    return reply if drawn_from(reply, results) else None

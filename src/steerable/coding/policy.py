@@ -50,8 +50,8 @@ words (the words, then the output, are shown). A final answer that states a fact
 that no tool result, tool call or the request contains gets one more call of its own asking
 for an answer from the evidence; what is still unsupported is marked ``UNVERIFIED_MARK`` in the
 answer (so the CLI, the page and the events show it). An answer to a question that leaves out
-values the results show side by side (``_compare``: ``timeout = 21``, ``timeout = 57``) is
-asked again. A change request that changed nothing says so in the answer, and ``verdict``
+values the results show side by side (``_compare``: ``timeout = 21``, ``timeout = 57``), or
+that states no fact any result shows, is asked again. A change request that changed nothing says so in the answer, and ``verdict``
 tells the front end (the CLI exits non-zero).
 """
 
@@ -83,7 +83,7 @@ from steerable.coding._classify import (
     classify_request,
     parse_kind,
 )
-from steerable.coding._compare import compared
+from steerable.coding._compare import from_results
 from steerable.coding._evidence import (
     echoes,
     evidence_counts,
@@ -527,9 +527,9 @@ class ToolPolicy(Hook):
                 text = again.text
                 missing = unsupported_facts(text, evidence, counts, numbers=looked,
                                             vocabulary=words)
-        fuller = None if missing or turn.intent != "workspace" else \
-            await compared(ctx, text, messages, self.answer_tokens)
-        if fuller is not None:  # values the results compare, left out ("both the same")
+        fuller = None if missing or rechecked or turn.intent not in ("workspace", "run") \
+            else await from_results(ctx, text, messages, self.answer_tokens)
+        if fuller is not None:  # values compared left out ("both the same"), or no fact at all
             text, rechecked = fuller, True
             missing = unsupported_facts(text, evidence, counts, numbers=looked, vocabulary=words)
         now = None if turn.start is None else await self.reads.snapshot(turn.start.names)
