@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from steerable import Reply
 from steerable._messages import Message, ToolCall
@@ -43,15 +44,20 @@ def test_several_matching_lines_to_a_file_are_a_count_not_a_comparison():
     assert side_by_side(_look("c1", "grep", grep, pattern="falcon")) == []
 
 
+async def _compare(ws: Path, prompt: str, *answers: str) -> tuple[Any, ...]:
+    """A question about a.cfg's and b.cfg's timeouts (21 and 57), one grep, then ``answers``."""
+    (ws / "a.cfg").write_text("[net]\ntimeout = 21\n")
+    (ws / "b.cfg").write_text("[net]\ntimeout = 57\n")
+    return await _run(ws, prompt, kind("workspace"),
+                      Reply(tool_calls=[("grep", {"pattern": "timeout"})]),
+                      *(Reply(text=a) for a in answers))
+
+
 async def test_an_answer_that_leaves_out_compared_values_is_asked_again(tmp_path: Path):
     # The 1.5B had both timeouts in front of it and answered "Yes, both set the same timeout".
-    (tmp_path / "a.cfg").write_text("[net]\ntimeout = 21\n")
-    (tmp_path / "b.cfg").write_text("[net]\ntimeout = 57\n")
-    result, _, provider, hook = await _run(
-        tmp_path, "a.cfg et b.cfg ont le même timeout ?", kind("workspace"),
-        Reply(tool_calls=[("grep", {"pattern": "timeout"})]),
-        Reply(text="Oui, le même timeout."),
-        Reply(text="Non : a.cfg a 21, b.cfg a 57."))
+    result, _, provider, hook = await _compare(
+        tmp_path, "a.cfg et b.cfg ont le même timeout ?", "Oui, le même timeout.",
+        "Non : a.cfg a 21, b.cfg a 57.")
     assert result.text == "Non : a.cfg a 21, b.cfg a 57."
     note = provider.requests[-1].messages[-1].text
     assert "a.cfg: timeout = 21\nb.cfg: timeout = 57" in note and "21, 57" in note
@@ -60,12 +66,8 @@ async def test_an_answer_that_leaves_out_compared_values_is_asked_again(tmp_path
 
 
 async def test_an_answer_that_still_leaves_them_out_shows_the_lines_marked(tmp_path: Path):
-    (tmp_path / "a.cfg").write_text("[net]\ntimeout = 21\n")
-    (tmp_path / "b.cfg").write_text("[net]\ntimeout = 57\n")
-    result, *_ = await _run(
-        tmp_path, "Do a.cfg and b.cfg set the same timeout?", kind("workspace"),
-        Reply(tool_calls=[("grep", {"pattern": "timeout"})]),
-        Reply(text="Both set 21."), Reply(text="The timeout is set to 21 seconds."))
+    result, *_ = await _compare(tmp_path, "Do a.cfg and b.cfg set the same timeout?",
+                                "Both set 21.", "The timeout is set to 21 seconds.")
     assert result.text == (
         "The timeout is set to 21 seconds.\n\n⚠ unverified: the answer leaves out 57; the "
         "results show a.cfg: timeout = 21; b.cfg: timeout = 57")
