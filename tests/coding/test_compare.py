@@ -91,9 +91,14 @@ async def test_an_answer_stating_nothing_the_results_show_is_asked_again(tmp_pat
         Reply(text="Sync on Monday in room B123."))
     assert result.text == "Sync on Monday in room B123."
     assert provider.requests[-1].messages[-1].text.startswith("Your answer states nothing")
-    # Asked again, an answer that still states nothing from them: the first one stays.
+    assert "The last result shows:\n1\tSync on Monday in room B123.\n" in \
+        provider.requests[-1].messages[-1].text
+    # Asked again, an answer that still states nothing from them: the first one stays, the
+    # last result under it, marked.
     result, *_ = await _run(
         tmp_path, "what's in notes", kind("workspace"),
         Reply(tool_calls=[("read", {"path": "notes.txt"})]),
         Reply(text="It has two lines of text."), Reply(text="It is a notes file."))
-    assert result.text == "It has two lines of text."
+    assert result.text == ("It has two lines of text.\n\n⚠ unverified: the answer states "
+                           "nothing the results show; the last one shows:\n1\tSync on Monday "
+                           "in room B123.")

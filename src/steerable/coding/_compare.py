@@ -19,7 +19,8 @@ An answer that states no fact any result shows (no value, name, quote or word wi
 theirs), while one showed something, is asked once more too (``from_results``): the 1.5B read
 notes.txt for "waht does notse.txt say? i mean notes.txt" and answered "The file notes.txt
 does not contain any lines", and listed "notes" with its text and answered "two lines of text".
-It says nothing of the words, so it holds in every language.
+The note repeats the last result; an answer that still states none of it is shown with that
+result under it, marked unverified. It reads no words, so it holds in every language.
 """
 
 from __future__ import annotations
@@ -41,9 +42,11 @@ _VALUE = re.compile(r"\"[^\"\n]*\"|'[^'\n]*'|(?<![\w.])\d+(?:[.:,]\d+)*(?![\w])"
 _NOTE = ("The results show these lines side by side:\n{lines}\nYour answer does not state "
          "{values}. Answer my request again in plain words, stating the values these lines "
          "hold.")
-_BARE = ("Your answer states nothing the tool results above show. Answer my request again in "
-         "plain words from those results: give the values, names or lines they show that "
-         "answer it.")
+_BARE = ("Your answer states nothing the tool results show. The last result shows:\n{shown}\n"
+         "Answer my request again in plain words from the results: give the values, names or "
+         "lines they show that answer it.")
+SHOWN_LIMIT = 600
+"""The most characters of the last result a note or a mark repeats."""
 MAX_FILES = 6
 """The most files a group of lines may span (more is a search, not a comparison)."""
 
@@ -142,13 +145,22 @@ async def from_results(ctx: LLMResponseContext, answer: str, turn: Sequence[Mess
     """The answer again from the results: when ``answer`` leaves out values they compare
     (``compared``), or states no fact any of them shows while one showed something (the
     1.5B read notes.txt and answered "notes.txt does not contain any lines"; it ran report.py
-    and answered "it printed the total number of lines"). None: the answer stays."""
+    and answered "it printed the total number of lines"), the last result repeated in the
+    note; an answer that still states none is kept with that result under it, marked. None:
+    the answer stays as it was."""
     fuller = await compared(ctx, answer, turn, max_tokens)
     if fuller is not None:
         return fuller
     results = [m.text for m in turn if m.role == "tool" and not m.is_error and m.text.strip()]
     if not results or drawn_from(answer, results):
         return None
-    reply = await _again(ctx, answer, _BARE, "the answer states nothing the results show",
-                         max_tokens)
-    return reply if drawn_from(reply, results) else None
+    last = results[-1].strip()
+    shown = last if len(last) <= SHOWN_LIMIT else f"{last[:SHOWN_LIMIT]} [...]"
+    reply = await _again(ctx, answer, _BARE.format(shown=shown),
+                         "the answer states nothing the results show", max_tokens)
+    if drawn_from(reply, results):
+        return reply
+    # Asked again with the file's lines in the note, the 1.5B still answered that notes.txt
+    # "does not contain any lines": the user sees what the last result showed, marked.
+    return (f"{answer.rstrip()}\n\n{UNVERIFIED_MARK}: the answer states nothing the results "
+            f"show; the last one shows:\n{shown}")
