@@ -27,3 +27,13 @@ def test_a_look_after_a_change_is_no_repeat_but_the_same_change_is():
     assert repeated(turn) and not repeated(turn, {"c2"}, frozenset({"read"}))
     again = [*turn, *_call("c4", "bash", command="sed -i x a.py")]
     assert repeated(again, {"c2"}, frozenset({"read"}))
+
+
+def test_the_same_call_denied_twice_is_a_repeat():
+    # The 1.5B asked a question called `bash` (never offered on one) again and again, to the
+    # round limit, and answered from the denials instead of the listing it had.
+    count = {"command": "ls -l *.py"}
+    turn = [*_call("c1", "ls", path="."), *_call("c2", "bash", **count),
+            *_call("c3", "bash", **count)]
+    assert repeated(turn, skip={"c2", "c3"})
+    assert not repeated(turn, skip={"c2"})  # denied, then run: it never ran before

@@ -321,3 +321,13 @@ async def test_a_missing_path_names_the_nearest_folder_and_hides_refused_entries
     (ws.root / "svc" / "secret.key").unlink()
     res = await call(tools["read"], path="svc/qouta.py")
     assert res.content == "svc/qouta.py does not exist; svc is empty"
+
+
+async def test_grep_counts_no_empty_match(ws: Workspace, tools) -> None:
+    # `.*` also matches the empty string after each line: counted, one.py's 2 lines were
+    # "one.py 4" (the 1.5B, asked for each .py file's lines, answered with steps instead).
+    (ws.root / "one.py").write_text("x0 = 0\nx1 = 1\n")
+    (ws.root / "two.py").write_text("y0 = 0\n")
+    res = await call(tools["grep"], pattern=".*", glob="*.py")
+    assert res.content.splitlines()[-1] == "matches by file: one.py 2, two.py 1; in all: 3 " \
+        "matches in 2 files"

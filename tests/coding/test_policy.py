@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from steerable import Agent, AgentLoop, EventKind, Reply, ScriptedProvider, TurnStatus
+from steerable import Agent, AgentLoop, EventKind, Reply, ScriptedProvider, TurnStatus, tool
 from steerable.coding import Sandbox, Workspace, coding_tools
 from steerable.coding._paths import PATHS_LIMIT
 from steerable.coding._sandbox import bwrap_usable
@@ -22,10 +22,12 @@ def kind(k: str) -> Reply:
 
 
 async def _run(ws: Path, prompt: str, *script: Reply, policy_timeout: float = 60.0,
+               extra: tuple[Any, ...] = (),
                **policy: Any) -> tuple[Any, list[Any], ScriptedProvider, ToolPolicy]:
     provider = ScriptedProvider(list(script))
     workspace = Workspace(ws)
-    tools = coding_tools(workspace, sandbox=Sandbox(enabled=bwrap_usable() is not None))
+    tools = [*coding_tools(workspace, sandbox=Sandbox(enabled=bwrap_usable() is not None)),
+             *extra]
     loop = AgentLoop(Agent(provider=provider, tools=tools, max_iterations=10))
     hook = ToolPolicy(workspace, **policy)
     loop.register_hook(hook, timeout=policy_timeout)
@@ -348,3 +350,43 @@ async def test_a_failed_look_at_a_file_the_request_names_is_kept_for_the_answer(
     assert any("secrets.txt does not exist" in m.text for m in last if m.role == "tool")
     # A search that matched nothing is left out, in a named file or not.
     assert not any("No matches" in m.text for m in last)
+
+
+async def test_a_question_that_sends_the_same_denied_call_again_answers_now(ws):
+    # The 1.5B had the line counts in a listing, called `bash` (no question may) twice more
+    # to the round limit, and answered from the denials: the second denial ends the looking.
+    _, events, *_ = await _run(
+        ws, "Count the lines of each .py file.", kind("workspace"),
+        Reply(tool_calls=[("ls", {"path": "."})]),
+        Reply(tool_calls=[("bash", {"command": "wc -l *.py"})]),
+        Reply(tool_calls=[("bash", {"command": "wc -l *.py"})]),
+        Reply(text="utils.py: 2 lines."))
+    choices = [r.tool_choice for r in _requests(events)[1:]]
+    assert choices == ["required", "auto", "auto", "none"]
+
+
+async def test_a_general_question_may_call_a_read_only_tool_beside_the_agents_own(ws):
+    # BFCL's "area of a triangle" was read as general and answered "I cannot do it" beside the
+    # function that computes it: the reading forbids the agent's own tools, not the others.
+    @tool(read_only=True)
+    def triangle_area(base: float, height: float) -> float:
+        """The area of a triangle."""
+        return base * height / 2
+
+    @tool
+    def send_mail(to: str) -> str:
+        """Sends a mail (it changes the world: never on a general reading)."""
+        return "sent"
+
+    result, events, provider, _ = await _run(
+        ws, "Find the area of a triangle with base 10 and height 5.", kind("general"),
+        Reply(tool_calls=[("triangle_area", {"base": 10, "height": 5})]),
+        Reply(text="25"), extra=(triangle_area, send_mail))
+    first, second = _requests(events)[1:3]
+    assert (first.tool_choice, first.may_call) == ("auto", ("triangle_area",))
+    assert not provider.requests[1].messages[-1].text.endswith("cannot do it.)")
+    assert second.tool_choice == "auto" and result.text == "25"
+    # Without such a tool a general question still gets none, and the note.
+    _, events, provider, _ = await _run(ws, "What is 17 + 25?", kind("general"),
+                                        Reply(text="42"), extra=(send_mail,))
+    assert _requests(events)[1].tool_choice == "none"

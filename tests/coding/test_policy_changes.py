@@ -360,3 +360,32 @@ async def test_a_required_write_may_only_create_a_file_the_request_names(ws):
         Reply(text="Done."))
     first = provider.requests[1].tool_choice
     assert first.only is None and not [v for v in first.values if v[0] == "write"]
+
+
+async def test_a_repeat_while_files_are_broken_reads_them_and_repairs(ws):
+    # The 1.5B broke greet.py and main.py, then sent the same calls again; the repeat ended
+    # the request with both broken. It now reads them (held to those files), then repairs.
+    (ws / "greet.py").write_text("def shout(s):\n    return s.upper()\n")
+    (ws / "main.py").write_text("import greet\n\nprint(greet.shout('hi'))\n")
+    breaks = [("edit", {"path": "greet.py", "old_text": "    return s.upper()",
+                        "new_text": "    return s.upper()\nHello, Ada."}),
+              ("edit", {"path": "main.py", "old_text": "print(greet.shout('hi'))",
+                        "new_text": "print(greet.shout('hi'))\nHello, Ada."})]
+    result, events, provider, hook = await _run(
+        ws, "Add hello(name) to greet.py and print greet.hello('Ada') in main.py",
+        kind("change"), Reply(tool_calls=breaks), Reply(tool_calls=breaks),
+        Reply(tool_calls=[("read", {"path": "greet.py"}), ("read", {"path": "main.py"})]),
+        Reply(tool_calls=[
+            ("edit", {"path": "greet.py", "old_text": "Hello, Ada.",
+                      "new_text": "def hello(name):\n    return 'Hello, ' + name"}),
+            ("edit", {"path": "main.py", "old_text": "Hello, Ada.",
+                      "new_text": "print(greet.hello('Ada'))"})]),
+        Reply(text="Added hello and its call."))
+    choices = _choices(events)
+    assert choices[2] == ("required", ("read",)) and choices[3][0] == "required"
+    assert provider.requests[3].tool_choice.values == (
+        ("read", (("path", ("greet.py", "main.py")),)),)
+    assert "def hello(name)" in (ws / "greet.py").read_text()
+    verdict = hook.verdict(result.turn_id)
+    assert verdict is not None and verdict.changed and not verdict.broken
+    assert BROKEN_MARK not in result.text

@@ -25,7 +25,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["echoes", "evidence_counts", "path_names", "tool_vocabulary", "unsupported_facts"]
+__all__ = ["drawn_from", "echoes", "evidence_counts", "path_names", "tool_vocabulary",
+           "unsupported_facts"]
 
 _QUOTED = re.compile(r"(?<!\w)\"([^\"\n]{2,80})\"(?!\w)")
 _PATHLIKE = re.compile(r"(?<![\w/.-])[\w./-]*\w\.[A-Za-z][A-Za-z0-9]{0,5}(?![\w])")
@@ -34,6 +35,7 @@ _CODE_NAME = re.compile(r"(?<![\w.])(?:[A-Za-z]\w*_\w+|[a-z]+[A-Z]\w*|[A-Z][a-z0
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.:,]\d+)*(?![\w])")
 _LIST_MARK = re.compile(r"^\s*\d+[.)]\s", re.MULTILINE)
 _SPACE = re.compile(r"\s+")
+_DIGIT_WORD = re.compile(r"(?<!\w)(?=\w*\d)\w{2,}(?!\w)")
 _FIRST_WORD = re.compile(r"[\w.-]+")
 
 
@@ -152,3 +154,16 @@ def unsupported_facts(answer: str, evidence: str, counts: set[str], *,
             missing.append(text)
     # A quote holding an unsupported name reports the name once.
     return [m for m in missing if not any(m != o and m in o for o in missing)]
+
+
+def drawn_from(answer: str, results: Sequence[str]) -> bool:
+    """Whether ``answer`` states at least one fact (a value, a name, a quote) that one of the
+    tool ``results`` shows: the request's own names do not count ("notes.txt does not contain
+    any lines", after a read that showed its lines, states none)."""
+    shown = "\n".join(results)
+    missing = set(unsupported_facts(answer, shown, evidence_counts(results)))
+    if any(text not in missing for _, text in _candidates(answer)):
+        return True
+    # A word with a digit in it is a value too ("room B123"), though no number on its own.
+    return any(re.search(rf"(?<!\w){re.escape(word)}(?!\w)", shown)
+               for word in _DIGIT_WORD.findall(answer))

@@ -35,19 +35,22 @@ def repeated(turn: Sequence[Message], changers: set[str] | None = None,
     """The latest calls repeat one already made in this exchange. A call of ``looks`` made
     before one of the calls ``changers`` (ids of calls that changed files) does not count:
     after a change, reading the same file again is a new look (its text is not what the first
-    read showed); the same change is still a repeat. The calls ``skip`` (denied: they never
-    ran) do not count either: the 1.5B's write denied before it read the file, sent again
-    after the read, ended its request as a repeat."""
-    seen: list[tuple[str, str]] = []
-    latest: list[tuple[str, str]] = []
+    read showed); the same change is still a repeat. A call of ``skip`` (denied: it never ran)
+    is matched only by a call denied again: the 1.5B's write denied before it read the file,
+    sent again after the read and run, was no repeat; the same call denied twice is (the
+    1.5B called a `bash` no question is offered three times, to the round limit, and then
+    answered a count from the denials instead of the listing it had)."""
+    denied = skip or set()
+    seen: list[tuple[str, str, bool]] = []
+    latest: list[tuple[str, str, bool]] = []
     for m in turn:
         if m.role == "assistant" and m.tool_calls:
             seen.extend(latest)
-            latest = [(c.name, call_key(c.name, dict(c.arguments))) for c in m.tool_calls
-                      if not skip or c.id not in skip]
+            latest = [(c.name, call_key(c.name, dict(c.arguments)), c.id in denied)
+                      for c in m.tool_calls]
         elif m.role == "tool" and changers and m.tool_call_id in changers:
-            seen = [(name, key) for name, key in seen if name not in looks]
-    return any(key in seen for key in latest)
+            seen = [call for call in seen if call[0] not in looks]
+    return any(call in seen for call in latest)
 
 
 def called(turn: Sequence[Message], ids: set[str]) -> set[str]:

@@ -11,7 +11,8 @@ That call (``_classify.py``) starts with fixed instructions and examples and end
 request, so the server's prompt cache keeps all but the request evaluated. Every failure is
 safe: a reply that is not one of the kinds counts as "workspace" (look, change nothing);
 "general" becomes "workspace" when the request names a file or folder that exists in the
-workspace (a name is a name in every language).
+workspace (a name is a name in every language). "General" allows none of the agent's own tools
+(``own``); a read-only tool beside them (an MCP server's) may still be called.
 
 **Safe by construction**: only "change" opens the workspace for writing. For any other kind the
 turn's ``WriteGate`` is closed, so ``write`` and ``edit`` refuse and ``bash`` runs with the
@@ -37,7 +38,9 @@ changed nothing may run again (the tests after a fix). A change that reaches the
 nothing changed gets one last required call of ``edit`` or ``write``. A command's result on a
 change request lists the files it changed, with a diff of the named ones, so a ``sed`` that
 broke a file does not do it silently; a call that left a Python, JSON or TOML file that parsed
-before unparsable gets an error result, and calls stay required until it parses again.
+before unparsable gets an error result, and calls stay required until it parses again (a repeat
+then is answered with a required ``read`` of it, once per file, and ``repair_rounds`` more
+rounds, not with the end).
 Every look at the files goes through the policy's ``reads`` (``_reads.py``; it holds no path of
 the workspace): direct locally, recorded by the engine where a replay must decide the same
 (a Temporal workflow).
@@ -46,8 +49,10 @@ the workspace): direct locally, recorded by the engine where a replay must decid
 words (the words, then the output, are shown). A final answer that states a fact (number, name, quoted text)
 that no tool result, tool call or the request contains gets one more call of its own asking
 for an answer from the evidence; what is still unsupported is marked ``UNVERIFIED_MARK`` in the
-answer (so the CLI, the page and the events show it). A change request that changed nothing
-says so in the answer, and ``verdict`` tells the front end (the CLI exits non-zero).
+answer (so the CLI, the page and the events show it). An answer to a question that leaves out
+values the results show side by side (``_compare``: ``timeout = 21``, ``timeout = 57``), or
+that states no fact any result shows, is asked again. A change request that changed nothing says so in the answer, and ``verdict``
+tells the front end (the CLI exits non-zero).
 """
 
 from __future__ import annotations
@@ -78,6 +83,7 @@ from steerable.coding._classify import (
     classify_request,
     parse_kind,
 )
+from steerable.coding._compare import from_results
 from steerable.coding._evidence import (
     echoes,
     evidence_counts,
@@ -104,7 +110,8 @@ from steerable.coding._reads import (
     entry_names,
     read_functions,
 )
-from steerable.coding._recheck import recheck_request
+from steerable.coding._recheck import recheck_request, restated
+from steerable.coding._verdict import BROKEN_MARK, NOTHING_CHANGED_MARK, UNVERIFIED_MARK, Verdict
 from steerable.coding._walk import FOUND_NOTHING
 from steerable.coding._workspace import Workspace
 from steerable.errors import ProviderError
@@ -127,13 +134,6 @@ __all__ = [
     "read_functions",
 ]
 
-UNVERIFIED_MARK = "⚠ unverified"
-"""Starts the line that lists what the answer states but no tool result showed."""
-NOTHING_CHANGED_MARK = "✗ nothing was changed"
-"""Starts the line a change request that changed no file ends with."""
-BROKEN_MARK = "✗ no longer parses"
-"""Starts the line a change request ends with when a file it changed no longer parses."""
-
 WORKSPACE_READERS = frozenset({"read", "grep", "ls", "find"})
 """The tools whose call counts as the required first look: they read the workspace (``todo``
 is read-only too but reads nothing, so a plan is not a look)."""
@@ -150,30 +150,13 @@ READERS_WHOLE = frozenset({"read"})
 """Tools whose success shows a file, so that it may then be written whole."""
 FILE_CHANGERS = ("edit", "write")
 """The tools offered for the last chance of a change request that changed nothing."""
+AGENT_TOOLS = frozenset({"read", "write", "edit", "bash", "grep", "ls", "find", "bash_output",
+                         "bash_kill", "todo", "ask_user", "skill"})
+"""The coding agent's own tools. A request read as "general" needs none of them; a read-only
+tool beside them (an MCP server's, a function of BFCL's) may still answer it."""
 
 _GENERAL_NOTE = ("(Note: this needs no tool; answer it directly in words, or say you cannot "
                  "do it.)")
-_RESTATE = ("That only repeats the raw tool output, and I cannot see the tool results. Answer "
-            "my request itself now, in a few words of your own, using only what the results "
-            "above show.")
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """What the policy concluded about a finished turn (``ToolPolicy.verdict``)."""
-
-    intent: Intent
-    changed: bool
-    unverified: tuple[str, ...] = ()
-    rechecked: bool = False
-    broken: tuple[str, ...] = ()
-    """Files the change left unparsable (Python, JSON, TOML that parsed before)."""
-
-    @property
-    def change_missing(self) -> bool:
-        """The request asked for a change and no tool changed anything."""
-        return self.intent == "change" and not self.changed
-
 
 @dataclass
 class _Turn:
@@ -203,6 +186,8 @@ class _Turn:
     """The calls the policy denied: they did not run, so the same call later is no repeat."""
     looked_again: bool = False
     """An answer stating what no result showed was given one more look instead."""
+    repair_read: set[str] = field(default_factory=set)
+    """Broken files a repeat was answered with a read of (once per file, so it ends)."""
 
 
 class ToolPolicy(Hook):
@@ -217,11 +202,14 @@ class ToolPolicy(Hook):
     def __init__(self, workspace: Workspace, *, max_rounds: int = 4,
                  call_tokens: int = 1024, answer_tokens: int = 512,
                  looks: frozenset[str] = WORKSPACE_READERS,
-                 reads: WorkspaceReads | None = None) -> None:
+                 reads: WorkspaceReads | None = None, repair_rounds: int = 2,
+                 own: frozenset[str] = AGENT_TOOLS) -> None:
         self.gate = workspace.gate
         self.reads = reads or DirectReads(workspace.root)
         self.looks = looks
         self.max_rounds = max_rounds
+        self.repair_rounds = repair_rounds
+        self.own = own
         self.call_tokens = call_tokens
         self.answer_tokens = answer_tokens
         self._turns: dict[str, _Turn] = {}
@@ -259,7 +247,8 @@ class ToolPolicy(Hook):
             # An answer is bounded as a call is: under load the 1.5B wrote one for 10 minutes.
             turn.choice = dataclasses.replace(turn.choice, max_tokens=self.answer_tokens)
         messages = None
-        if turn.intent == "general" and request.messages[-1].role == "user":
+        if turn.choice.mode == "none" and turn.intent == "general" \
+                and request.messages[-1].role == "user":
             last = request.messages[-1].content
             note: Content = (f"{last}\n\n{_GENERAL_NOTE}" if isinstance(last, str)
                              else (*last, TextPart(_GENERAL_NOTE)))
@@ -278,8 +267,8 @@ class ToolPolicy(Hook):
         """``choice`` with the paths a required call may name held to the ones that exist, and
         an edit's quote to a line of the file (``_paths``): the 1.5B guessed a missing path
         again and again, and quoted lines a file never had."""
-        if choice.mode != "required":
-            return choice
+        if choice.mode != "required" or choice.values:
+            return choice  # an optional call, or one whose values the policy chose itself
         tools = [t.name for t in choice.callable(request.tools)]
         paths = await self.reads.paths()
         quoted: dict[str, list[str]] = {}
@@ -324,10 +313,18 @@ class ToolPolicy(Hook):
 
     def _choice(self, state: _Turn, request: LLMRequest, now: Snapshot | None) -> ToolChoice:
         intent, tools = state.intent, request.tools
-        if intent == "general" or intent is None:
-            return ToolChoice("none", reason="general: needs nothing from the workspace")
         turn = turn_messages(request.messages)
         rounds = sum(1 for m in turn if m.role == "assistant" and m.tool_calls)
+        if intent == "general" or intent is None:
+            # The reading is about the workspace, not about the other tools: with none of its
+            # own tools allowed, BFCL's "area of a triangle" was answered "I cannot do it"
+            # beside the function that computes it (simple and multiple: 1/3 with the policy).
+            other = tuple(t.name for t in tools if t.read_only and t.name not in self.own)
+            if other and intent == "general" and rounds < self.max_rounds \
+                    and not repeated(turn, skip=state.denied):
+                return ToolChoice("auto", other, self.call_tokens,
+                                  "general: nothing from the workspace; other tools may answer")
+            return ToolChoice("none", reason="general: needs nothing from the workspace")
         if intent == "change":
             return self._change_choice(state, turn, tools, rounds, now)
         # A "run" request runs first: reading the script instead of running it answers
@@ -360,7 +357,19 @@ class ToolPolicy(Hook):
         if rounds == 0:
             return ToolChoice("required", None, self.call_tokens, "change; look first")
         looks = frozenset(t.name for t in tools if t.read_only)
-        if rounds >= self.max_rounds or repeated(turn, state.changers, looks, state.denied):
+        repeat = repeated(turn, state.changers, looks, state.denied)
+        # A file the change broke gets a look and more rounds (``repair_rounds``), not the end:
+        # the 1.5B broke greet.py and main.py with `echo`, sent the same calls again, and the
+        # repeat ended the request with both still broken. It reads them once, then repairs.
+        unseen = tuple(n for n in state.broken if n not in state.repair_read)
+        if repeat and unseen and has_tool(tools, "read") \
+                and rounds < self.max_rounds + self.repair_rounds:
+            state.repair_read.update(unseen)
+            return ToolChoice("required", ("read",), self.call_tokens,
+                              f"change: {', '.join(unseen)} no longer parses and the last calls "
+                              "repeated; read it", values=(("read", (("path", unseen),)),))
+        limit = self.max_rounds + (self.repair_rounds if state.broken else 0)
+        if rounds >= limit or repeat:
             changers = tuple(n for n in FILE_CHANGERS if has_tool(tools, n)) or None
             if not changed and not state.last_chance:
                 state.last_chance = True
@@ -499,7 +508,7 @@ class ToolPolicy(Hook):
         looked = turn.intent != "general" or bool(results)
         text = response.text
         if results and echoes(text, [*results, *as_shown(messages)]):
-            text = await self._restate(ctx, text, results)
+            text = await restated(ctx, text, results, self.answer_tokens)
         missing = unsupported_facts(text, evidence, counts, numbers=looked,
                                     vocabulary=words)
         rechecked = False
@@ -518,6 +527,11 @@ class ToolPolicy(Hook):
                 text = again.text
                 missing = unsupported_facts(text, evidence, counts, numbers=looked,
                                             vocabulary=words)
+        fuller = None if missing or rechecked or turn.intent not in ("workspace", "run") \
+            else await from_results(ctx, text, messages, self.answer_tokens)
+        if fuller is not None:  # values compared left out ("both the same"), or no fact at all
+            text, rechecked = fuller, True
+            missing = unsupported_facts(text, evidence, counts, numbers=looked, vocabulary=words)
         now = None if turn.start is None else await self.reads.snapshot(turn.start.names)
         changed = _changed(messages, ctx.request.tools, turn.start, now)
         verdict = Verdict(turn.intent, changed, tuple(missing), rechecked, tuple(turn.broken))
@@ -556,25 +570,6 @@ class ToolPolicy(Hook):
             return None
         calls = [(c.name, dict(c.arguments)) for c in reply.tool_calls if c.name in looks]
         return HookDecision(HookAction.MODIFY, text="", tool_calls=calls) if calls else None
-
-    async def _restate(self, ctx: LLMResponseContext, echo: str,
-                       results: Sequence[str]) -> str:
-        """One more call for an answer that only repeated a tool result: the answer in words,
-        then the output it rests on (a restatement may drop what the echo showed); the echo
-        alone when the model cannot do better."""
-        request = ctx.request
-        again = LLMRequest(
-            messages=(*request.messages, Message("assistant", echo), Message("user", _RESTATE)),
-            tools=request.tools, model=request.model, params=request.params,
-            tool_choice=ToolChoice("none", max_tokens=self.answer_tokens,
-                                   reason="the answer repeated a tool result"))
-        try:
-            reply = (await ctx.ask(again, "answer")).text
-        except Exception:  # any failure of the call: the echo is still checked and marked
-            return echo
-        if not reply.strip() or echoes(reply, results):
-            return echo
-        return f"{reply.rstrip()}\n\n{echo.strip()}"
 
     # -- on_event ---------------------------------------------------------------------------
 

@@ -1,0 +1,166 @@
+"""An answer held to the results: the values they show side by side, and any fact at all.
+
+A comparison ("do a.cfg and b.cfg set the same timeout?") is answered with words that state no
+value ("yes, both the same") or with one of the values ("both set 21"), and neither is caught by
+the evidence check: "21" is in the results, "the same" is no fact. The results themselves show
+the comparison, in every language: the same line in two files but for a value
+(``timeout = 21`` in a.cfg, ``timeout = 57`` in b.cfg). When such lines hold different values
+and the answer to a question does not state them all, the model is shown those lines together
+and asked once more to answer stating the values (measured with the 1.5B, 2026-12-07: two grep
+lines with 21 and 57 were answered "both set 21", and "Yes, both set the same timeout"); an
+answer that still leaves some out is shown with those lines under it, marked unverified.
+
+Lines are read off ``grep`` rows (``path:line: text``) and ``read`` results (the file of the
+call, its numbered rows); a line's shape is its text with numbers and quoted text masked. A
+shape counts when it occurs exactly once in each of two or more files (a count of matching
+lines, several to a file, is no comparison).
+
+An answer that states no fact any result shows (no value, name, quote or word with a digit of
+theirs), while one showed something, is asked once more too (``from_results``): the 1.5B read
+notes.txt for "waht does notse.txt say? i mean notes.txt" and answered "The file notes.txt
+does not contain any lines", and listed "notes" with its text and answered "two lines of text".
+The note repeats the last result; an answer that still states none of it is shown with that
+result under it, marked unverified. It reads no words, so it holds in every language.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from steerable._hooks import LLMResponseContext
+from steerable._messages import Message
+from steerable.coding._evidence import drawn_from
+from steerable.coding._verdict import UNVERIFIED_MARK
+from steerable.providers._base import LLMRequest, ToolChoice
+
+__all__ = ["compared", "from_results", "side_by_side", "unstated"]
+
+_GREP_ROW = re.compile(r"^(?P<path>[^\s:][^:]*):\d+: (?P<text>.*)$")
+_READ_ROW = re.compile(r"^\s*\d+\t(?P<text>.*)$")
+_VALUE = re.compile(r"\"[^\"\n]*\"|'[^'\n]*'|(?<![\w.])\d+(?:[.:,]\d+)*(?![\w])")
+_NOTE = ("The results show these lines side by side:\n{lines}\nYour answer does not state "
+         "{values}. Answer my request again in plain words, stating the values these lines "
+         "hold.")
+_BARE = ("Your answer states nothing the tool results show. The last result shows:\n{shown}\n"
+         "Answer my request again in plain words from the results: give the values, names or "
+         "lines they show that answer it.")
+SHOWN_LIMIT = 600
+"""The most characters of the last result a note or a mark repeats."""
+MAX_FILES = 6
+"""The most files a group of lines may span (more is a search, not a comparison)."""
+
+
+def _file_lines(turn: Sequence[Message]) -> list[tuple[str, str]]:
+    """(file, line text) for every line a ``grep`` or ``read`` result of ``turn`` showed."""
+    paths = {c.id: c.arguments.get("path") for m in turn if m.role == "assistant"
+             for c in m.tool_calls if c.name == "read"}
+    out: list[tuple[str, str]] = []
+    for m in turn:
+        if m.role != "tool" or m.is_error:
+            continue
+        path = paths.get(m.tool_call_id or "")
+        for row in m.text.splitlines():
+            read = _READ_ROW.match(row) if isinstance(path, str) else None
+            grep = None if read else _GREP_ROW.match(row)
+            if read and isinstance(path, str):
+                out.append((path, read.group("text").strip()))
+            elif grep and m.name == "grep":
+                out.append((grep.group("path"), grep.group("text").strip()))
+    return out
+
+
+def side_by_side(turn: Sequence[Message]) -> list[list[tuple[str, str, tuple[str, ...]]]]:
+    """Groups of (file, line, values): lines of one shape, once in each of 2 to ``MAX_FILES``
+    files, whose values differ."""
+    shapes: dict[str, dict[str, list[tuple[str, tuple[str, ...]]]]] = {}
+    for path, text in dict.fromkeys(_file_lines(turn)):
+        values = tuple(v.strip("\"'") for v in _VALUE.findall(text))
+        shape = _VALUE.sub("\0", text)
+        if values and shape.strip("\0 "):
+            shapes.setdefault(shape, {}).setdefault(path, []).append((text, values))
+    groups = []
+    for by_file in shapes.values():
+        if not 2 <= len(by_file) <= MAX_FILES or any(len(v) != 1 for v in by_file.values()):
+            continue
+        group = [(path, rows[0][0], rows[0][1]) for path, rows in by_file.items()]
+        if len({values for _, _, values in group}) > 1:
+            groups.append(group)
+    return groups
+
+
+def unstated(answer: str, groups: Sequence[Sequence[tuple[str, str, tuple[str, ...]]]]
+             ) -> list[str]:
+    """The differing values of ``groups`` that ``answer`` does not state."""
+    missing: list[str] = []
+    for group in groups:
+        columns = zip(*(values for _, _, values in group), strict=False)
+        for column in columns:
+            if len(set(column)) < 2:
+                continue  # the same in every file: not what the comparison turns on
+            missing += [v for v in dict.fromkeys(column) if not re.search(
+                rf"(?<![\w.]){re.escape(v)}(?![\w])", answer) and v not in missing]
+    return missing
+
+
+async def _again(ctx: LLMResponseContext, answer: str, note: str, reason: str,
+                 max_tokens: int) -> str:
+    """The model's answer once more after ``answer`` and ``note`` (no tools); "" on a failure."""
+    request = ctx.request
+    again = LLMRequest(
+        messages=(*request.messages, Message("assistant", answer), Message("user", note)),
+        tools=request.tools, model=request.model, params=request.params,
+        tool_choice=ToolChoice("none", max_tokens=max_tokens, reason=reason))
+    try:
+        return (await ctx.ask(again, "evidence")).text
+    except Exception:  # any failure of the call: the caller keeps what it had
+        return ""
+
+
+async def compared(ctx: LLMResponseContext, answer: str, turn: Sequence[Message],
+                   max_tokens: int) -> str | None:
+    """The answer again, when ``answer`` leaves out values the results show side by side (one
+    call, no tools), with the lines it still leaves out shown under it, marked; None when it
+    states them all."""
+    groups = side_by_side(turn)
+    missing = unstated(answer, groups)
+    if not missing:
+        return None
+    lines = "\n".join(f"{path}: {text}" for group in groups for path, text, _ in group)
+    reply = await _again(ctx, answer, _NOTE.format(lines=lines, values=", ".join(missing)),
+                         "the answer leaves out values the results compare", max_tokens)
+    text = reply if reply.strip() else answer
+    still = unstated(text, groups)
+    if not still:
+        return text
+    # Asked again, the 1.5B still answered "set to 21 seconds" with 57 in front of it: the
+    # user is shown the lines it left out, not an answer that reads as the whole comparison.
+    shown = "; ".join(f"{path}: {line}" for group in groups for path, line, _ in group)
+    return (f"{text.rstrip()}\n\n{UNVERIFIED_MARK}: the answer leaves out {', '.join(still)}; "
+            f"the results show {shown}")
+
+
+async def from_results(ctx: LLMResponseContext, answer: str, turn: Sequence[Message],
+                       max_tokens: int) -> str | None:
+    """The answer again from the results: when ``answer`` leaves out values they compare
+    (``compared``), or states no fact any of them shows while one showed something (the
+    1.5B read notes.txt and answered "notes.txt does not contain any lines"; it ran report.py
+    and answered "it printed the total number of lines"), the last result repeated in the
+    note; an answer that still states none is kept with that result under it, marked. None:
+    the answer stays as it was."""
+    fuller = await compared(ctx, answer, turn, max_tokens)
+    if fuller is not None:
+        return fuller
+    results = [m.text for m in turn if m.role == "tool" and not m.is_error and m.text.strip()]
+    if not results or drawn_from(answer, results):
+        return None
+    last = results[-1].strip()
+    shown = last if len(last) <= SHOWN_LIMIT else f"{last[:SHOWN_LIMIT]} [...]"
+    reply = await _again(ctx, answer, _BARE.format(shown=shown),
+                         "the answer states nothing the results show", max_tokens)
+    if drawn_from(reply, results):
+        return reply
+    # Asked again with the file's lines in the note, the 1.5B still answered that notes.txt
+    # "does not contain any lines": the user sees what the last result showed, marked.
+    return (f"{answer.rstrip()}\n\n{UNVERIFIED_MARK}: the answer states nothing the results "
+            f"show; the last one shows:\n{shown}")
