@@ -48,7 +48,7 @@ EXPORTS: dict[str, list[str]] = {
         "load_script", "select_provider",
     ],
     "steerable.tools": [
-        "BaseTool", "FunctionTool", "Tool", "ToolContext", "UncoveredSubject", "result_from_return",
+        "BaseTool", "CarriedState", "FunctionTool", "Tool", "ToolContext", "UncoveredSubject", "result_from_return",
         "tool",
     ],
     "steerable.storage": [
