@@ -6,8 +6,9 @@ costs almost nothing until the loop is actually used.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from steerable._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from steerable._config import (
@@ -399,13 +400,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'steerable' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # the next access is an ordinary attribute lookup
-    return value
+__getattr__ = lazy_attributes(__name__, _WHERE, globals())
 
 
 def __dir__() -> list[str]:

@@ -6,9 +6,9 @@ use: a loop with a provider of its own needs neither, and every turn imports thi
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from steerable._lazy import lazy_attributes
 from steerable.providers._base import (
     Chunk,
     LLMRequest,
@@ -66,10 +66,4 @@ _LAZY = {"FallbackProvider": "steerable.providers._fallback",
          "select_provider": "steerable.providers._select"}
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'steerable.providers' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # the next access is an ordinary attribute lookup
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY, globals())
