@@ -45,10 +45,11 @@ def test_a_verdict_in_an_unknown_form_closes() -> None:
 async def test_a_sync_tools_thread_and_concurrent_calls_see_their_own_verdict() -> None:
     gate = _closed_by_default()
     seen: dict[str, str | None] = {}
+    both_inside = asyncio.Barrier(2)  # each checks while the other's verdict is applied
 
     async def call(turn: str, verdict: str | None) -> None:
         with gate.applied(turn, verdict):
-            await asyncio.sleep(0.01)  # the other call runs meanwhile
+            await both_inside.wait()
             seen[turn] = await asyncio.to_thread(gate.refusal, turn)
 
     await asyncio.gather(call("a", None), call("b", "closed there"))
