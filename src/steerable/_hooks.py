@@ -274,10 +274,15 @@ class ToolCallContext(_HookContext):
 
 @state(kw_only=True)
 class ToolResultContext(_HookContext):
-    """For ``after_tool``: the call and the result the model will read."""
+    """For ``after_tool``: the call and the result the model will read. ``read_only`` and
+    ``dry_run`` are the call's, as ``before_tool`` saw them: a hook that pairs the two points
+    (undo's snapshots) can tell from this context alone whether the call may have changed
+    anything, wherever its ``before_tool`` ran."""
 
     call: ToolCall
     result: ToolResult
+    read_only: bool = False
+    dry_run: bool = False
 
 
 @state(kw_only=True)

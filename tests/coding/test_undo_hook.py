@@ -9,12 +9,16 @@ import os
 from pathlib import Path
 
 from steerable import Agent, AgentLoop, EventKind, Reply, ScriptedProvider, TurnStatus
+from steerable._hooks import Hook, HookResult, ToolCallContext, ToolResultContext
+from steerable._messages import ToolCall, ToolResult
 from steerable.coding import (
     SNAPSHOT_HOOK_PRIORITY,
     SNAPSHOT_HOOK_TIMEOUT,
+    NothingToUndoError,
     Sandbox,
     SnapshotHook,
     Snapshots,
+    UndoConflictError,
     coding_tools,
 )
 from tests.coding.undo_helpers import fingerprint
@@ -145,3 +149,73 @@ async def test_restore_on_abort_applies_to_every_aborted_turn(tmp_path: Path) ->
     turn_id = await _hard_abort_during_bash(ws, hook, ask=False)
     assert turn_id in hook.restored
     assert fingerprint(ws) == start
+
+
+def _contexts(call: ToolCall, *, read_only: bool = False) -> tuple[ToolCallContext,
+                                                                   ToolResultContext]:
+    ids = {"turn_id": "t1", "session_id": "s1", "parent_turn_id": None, "iteration": 1}
+    return (ToolCallContext(**ids, call=call, read_only=read_only),
+            ToolResultContext(**ids, call=call, result=ToolResult("ok"), read_only=read_only))
+
+
+def test_a_calls_after_snapshot_is_taken_by_whichever_process_runs_its_after_tool(
+        tmp_path: Path) -> None:
+    # Two workers on one workspace and store (Temporal: a call's two hooks are two
+    # activities, each on any worker): the "after" must be the state right after the call,
+    # not whatever the workspace holds when undo looks.
+    ws = _workspace(tmp_path)
+    here, there = (SnapshotHook(Snapshots(ws, tmp_path / "data")) for _ in range(2))
+    before, after = _contexts(ToolCall("c1", "write", {"path": "src/app.py"}))
+    here.before_tool(before)
+    (ws / "src" / "app.py").write_text("print('call')\n")
+    there.after_tool(after)
+    (ws / "src" / "app.py").write_text("print('the user, after the turn')\n")
+    try:
+        there.snapshots.undo("s1")
+    except UndoConflictError as exc:
+        assert exc.paths == ("src/app.py",)
+    else:
+        raise AssertionError("undo took back a change the turn did not make")
+    assert (ws / "src" / "app.py").read_text() == "print('the user, after the turn')\n"
+
+
+def test_an_after_tool_with_no_before_anywhere_takes_no_snapshot(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    hook = SnapshotHook(Snapshots(ws, tmp_path / "data"))
+    _, mutating = _contexts(ToolCall("c1", "bash", {"command": "true"}))
+    _, reading = _contexts(ToolCall("c2", "read", {"path": "run.sh"}), read_only=True)
+    hook.after_tool(mutating)
+    hook.after_tool(reading)
+    assert not (hook.snapshots.root / "sessions" / "s1.jsonl").exists()
+    try:
+        hook.snapshots.undo("s1")
+    except NothingToUndoError:
+        pass
+    else:
+        raise AssertionError("a step with no before snapshot")
+
+
+class _Seen(Hook):
+    name = "seen"
+
+    def __init__(self) -> None:
+        self.after: list[tuple[str, bool, bool]] = []
+
+    def after_tool(self, ctx: ToolResultContext) -> HookResult:
+        self.after.append((ctx.call.name, ctx.read_only, ctx.dry_run))
+        return None
+
+
+async def test_after_tool_hears_whether_the_call_could_change_anything(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    for dry_run in (False, True):
+        seen = _Seen()
+        replies = [Reply(tool_calls=[("read", {"path": "run.sh"})]),
+                   Reply(tool_calls=[("write", {"path": "a", "content": "x"})]),
+                   Reply(text="ok")]
+        agent = Agent(provider=ScriptedProvider(replies), dry_run=dry_run,
+                      tools=coding_tools(ws, sandbox=Sandbox(enabled=False)))
+        async with AgentLoop(agent) as loop:
+            loop.register_hook(seen)
+            await loop.run_turn("go", session_id="s1")
+        assert seen.after == [("read", True, dry_run), ("write", False, dry_run)]

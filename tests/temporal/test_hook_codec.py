@@ -87,18 +87,32 @@ def test_a_hook_in_an_activity_cannot_change_the_tools() -> None:
         decision_to_json(HookDecision(HookAction.MODIFY, tools=[]))
 
 
-@given(arguments, text, st.booleans())
+@given(arguments, text, st.booleans(), st.booleans(), st.booleans())
 def test_tool_contexts_reach_the_worker_as_they_were(args: dict[str, Any], content: str,
-                                                     is_error: bool) -> None:
+                                                     is_error: bool, read_only: bool,
+                                                     dry_run: bool) -> None:
     ids = {"turn_id": "t", "session_id": "s", "parent_turn_id": None, "iteration": 2}
     call = ToolCall("c1", "write", args)
     before = ToolCallContext(**ids, call=call, read_only=False, dry_run=True)
     got = context_from_json("before_tool", context_to_json("before_tool", before), _no_ask)
     assert (got.call.id, got.call.name, dict(got.call.arguments), got.read_only,
             got.dry_run, got.iteration) == ("c1", "write", args, False, True, 2)
-    after = ToolResultContext(**ids, call=call, result=ToolResult(content, is_error=is_error))
+    after = ToolResultContext(**ids, call=call, result=ToolResult(content, is_error=is_error),
+                              read_only=read_only, dry_run=dry_run)
     got = context_from_json("after_tool", context_to_json("after_tool", after), _no_ask)
-    assert (got.result.content, got.result.is_error) == (content, is_error)
+    assert (got.result.content, got.result.is_error, got.read_only, got.dry_run) == (
+        content, is_error, read_only, dry_run)
+
+
+def test_an_after_tool_context_recorded_before_read_only_existed_may_have_changed_files(
+) -> None:
+    raw = {"turn_id": "t", "session_id": "s", "parent_turn_id": None, "iteration": 1,
+           "call": {"id": "c", "name": "bash", "arguments": {}},
+           "result": context_to_json("after_tool", ToolResultContext(
+               turn_id="t", session_id="s", parent_turn_id=None, iteration=1,
+               call=ToolCall("c", "bash", {}), result=ToolResult("ok")))["result"]}
+    got = context_from_json("after_tool", raw, _no_ask)
+    assert (got.read_only, got.dry_run) == (False, False)
 
 
 async def _no_ask(*args: Any) -> Any:

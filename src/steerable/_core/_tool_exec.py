@@ -368,7 +368,8 @@ async def _run_call_body(engine: Engine, st: TurnState, rec: _Call) -> None:
         except ParkStop:
             return
     if engine.hooks.at("after_tool"):
-        result = await after_tool(engine, st, call, result)
+        result = await after_tool(engine, st, call, result,
+                                  bool(rec.tool and rec.tool.read_only))
     _finish(engine, st, rec, result)
 
 

@@ -105,12 +105,13 @@ async def approve_call(engine: Engine, st: TurnState, call: ToolCall,
 
 
 async def after_tool(
-    engine: Engine, st: TurnState, call: ToolCall, result: ToolResult
+    engine: Engine, st: TurnState, call: ToolCall, result: ToolResult, read_only: bool
 ) -> ToolResult:
     def ctx() -> ToolResultContext:
         return ToolResultContext(turn_id=st.turn_id, session_id=st.session_id,
                                  parent_turn_id=st.parent_turn_id,
-                                 iteration=st.transcript.iteration, call=call, result=result)
+                                 iteration=st.transcript.iteration, call=call, result=result,
+                                 read_only=read_only, dry_run=st.model_agent.dry_run)
 
     async with aclosing(decisions(engine, st, "after_tool", ctx)) as chain:
         async for reg, _, decision in chain:

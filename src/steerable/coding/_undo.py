@@ -141,6 +141,15 @@ class Snapshots:
             self.prune_if_due()
         return tree
 
+    def open_call(self, session_id: str, call_id: str) -> str | None:
+        """The turn of ``call_id`` if its "before" snapshot is in the journal and its "after"
+        is not (taken by another process, a worker that ran the call's ``before_tool``)."""
+        turn = None
+        for rec in self._journal(session_id).records():
+            if rec["op"] == "snap" and rec.get("call") == call_id:
+                turn = None if rec.get("phase") == "after" else str(rec["turn"])
+        return turn
+
     @property
     def skipped(self) -> tuple[str, ...]:
         """Files the last snapshot left out for being over ``limits.max_file_size``."""

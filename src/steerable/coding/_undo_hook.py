@@ -1,6 +1,10 @@
 """The hook that takes undo's snapshots: before and after every tool call that may change the
 workspace, whatever the tool (write, edit, bash, an MCP tool not marked read-only).
 
+A call's two snapshots are paired through the journal, not only this object's memory: with
+several processes on one store (Temporal workers), the ``after_tool`` of a call whose
+``before_tool`` ran elsewhere still takes its "after" snapshot.
+
 It sits on the hook chain rather than inside the tools, so a tool added later is covered
 without knowing about undo. Register it with a low priority, so it runs after hooks that
 rewrite arguments, and a generous timeout: the first snapshot of a big tree reads every file.
@@ -60,6 +64,11 @@ class SnapshotHook(Hook):
     def after_tool(self, ctx: ToolResultContext) -> HookResult:
         with self._lock:
             opened = self._open.pop(ctx.call.id, None)
+        if opened is None and not (ctx.read_only or ctx.dry_run):
+            # Its before_tool ran in another process (a Temporal worker: the hooks of one call
+            # are two activities, each on any worker): the journal they share has it.
+            turn = self.snapshots.open_call(ctx.session_id, ctx.call.id)
+            opened = None if turn is None else (ctx.session_id, turn)
         if opened is not None:
             self.snapshots.snapshot(opened[0], opened[1], ctx.call.id, ctx.call.name, "after")
         return None

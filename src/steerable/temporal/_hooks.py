@@ -155,7 +155,7 @@ def context_to_json(point: str, ctx: Any) -> dict[str, Any]:
         out["response"] = response_to_json(ctx.response)
     if isinstance(ctx, ToolCallContext | ToolResultContext):
         out["call"] = _call_json(ctx.call)
-    if isinstance(ctx, ToolCallContext):
+    if isinstance(ctx, ToolCallContext | ToolResultContext):
         out.update(read_only=ctx.read_only, dry_run=ctx.dry_run)
     if isinstance(ctx, ToolResultContext):
         out["result"] = result_to_json(ctx.result)
@@ -182,7 +182,10 @@ def context_from_json(point: str, raw: Mapping[str, Any],
     c = raw["call"]
     call = ToolCall(c["id"], c["name"], c["arguments"])
     if point == "after_tool":
-        return ToolResultContext(**ids, call=call, result=result_from_json(raw["result"]))
+        # A history written before these two fields existed: may have changed something.
+        return ToolResultContext(**ids, call=call, result=result_from_json(raw["result"]),
+                                 read_only=raw.get("read_only", False),
+                                 dry_run=raw.get("dry_run", False))
     return ToolCallContext(**ids, call=call, read_only=raw["read_only"],
                            dry_run=raw["dry_run"])
 
