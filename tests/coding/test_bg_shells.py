@@ -104,6 +104,21 @@ async def test_kill_another_session_and_unknown_ids(ws: Workspace) -> None:
     await shells.aclose()
 
 
+async def test_a_home_names_the_process_in_each_id_and_calls_say_where_they_run(
+        ws: Workspace) -> None:
+    shells = BackgroundShells(home="w7")
+    tools = bash_tools(ws, shells)
+    started = await call(tools["bash"], ctx(), command="sleep 30", background=True)
+    assert started.content.startswith("started in the background as bg1@w7")
+    assert tools["bash_output"].home_of({"id": "bg1@w7"}) == "w7"
+    assert tools["bash_kill"].home_of({"id": " bg1@w7 "}) == "w7"
+    assert tools["bash_output"].home_of({"id": "bg1"}) is None  # any process: it says "none"
+    assert tools["bash"].home_of({"command": "a@b"}) is None  # not about a process's state
+    killed = await call(tools["bash_kill"], ctx(), id="bg1@w7")
+    assert killed.content.startswith("killed bg1@w7")
+    await shells.aclose()
+
+
 async def test_a_session_runs_a_bounded_number_and_close_ends_them_all(ws: Workspace) -> None:
     shells = BackgroundShells(max_running=2)
     tools = bash_tools(ws, shells)

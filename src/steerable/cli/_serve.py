@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import ipaddress
 import os
+import secrets
 import sys
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -164,6 +165,9 @@ def _temporal_worker(app: Any, redis_url: str | None, args: argparse.Namespace) 
 
     if redis_url is not None and not redis_url.startswith(("redis://", "rediss://", "unix://")):
         raise UsageError(f"--redis takes a URL like redis://HOST:PORT/DB, got {redis_url!r}")
+    # This process's background commands are its own: their ids name this worker, so
+    # bash_output and bash_kill (and a hard abort's stop) are sent here, not to any worker.
+    app.shells.home = secrets.token_hex(4)
     try:
         from steerable.coding.policy import read_functions
 
@@ -172,7 +176,7 @@ def _temporal_worker(app: Any, redis_url: str | None, args: argparse.Namespace) 
                               events_url=redis_url, permissions=app.loop.permissions,
                               human_approval=not app.settings["yes"], redact=app.redact,
                               hooks=_worker_hooks(app),
-                              reads=read_functions(app.workspace.root))
+                              reads=read_functions(app.workspace.root), home=app.shells.home)
     except ConfigurationError as exc:
         raise UsageError(f"--temporal: {exc}") from None
 

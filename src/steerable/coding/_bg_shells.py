@@ -11,6 +11,8 @@ kill what still runs, without notices: the session (or the front end) is ending;
 ``GroupGuard`` process kills them if this process dies without doing so (``kill -9``).
 
 A shell belongs to the session that started it: another session can neither read nor kill it.
+With several processes serving the sessions (Temporal workers), each has a ``home`` and the ids
+end in it, so ``bash_output`` and ``bash_kill`` are sent to the process that runs the command.
 """
 
 from __future__ import annotations
@@ -174,7 +176,8 @@ class BackgroundShells:
 
     def __init__(self, *, max_output: int = 30_000, keep: int = KEEP_OUTPUT,
                  max_running: int = MAX_RUNNING,
-                 notify: Callable[[ShellNotice], object] | None = None) -> None:
+                 notify: Callable[[ShellNotice], object] | None = None,
+                 home: str | None = None) -> None:
         self.max_output = max_output
         self.keep = keep
         self.max_running = max_running
@@ -182,6 +185,9 @@ class BackgroundShells:
         self._shells: dict[str, Shell] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._ids = itertools.count(1)
+        self.home = home
+        """This process's home among several that serve the sessions (a Temporal worker's):
+        the commands' ids end in it (``bg1@HOME``), so a call about one is sent here."""
         self._guard = GroupGuard()
         self._closed = False
 
@@ -204,7 +210,7 @@ class BackgroundShells:
             raise ToolError(f"{self.max_running} background commands already run; stop one "
                             "with bash_kill first")
         await self._guard.ready()
-        shell_id = f"bg{next(self._ids)}"
+        shell_id = f"bg{next(self._ids)}" + (f"@{self.home}" if self.home else "")
         holder: list[Shell] = []
         loop = asyncio.get_running_loop()
         transport, pipe = await loop.subprocess_exec(
@@ -292,6 +298,10 @@ class BackgroundShells:
         await self._guard.aclose()
         return stopped
 
+    at_every_home = True
+    """On Temporal, its events reach every worker that ran one of the turn's calls: the
+    commands a hard abort stops are where they were started (``steerable.temporal._homes``)."""
+
     def on_event(self, event: Event) -> None:
         """As a loop hook: a hard abort rolls its turn back, and with it the commands the turn
         started (the conversation no longer knows them); they end without a notice."""
@@ -341,6 +351,8 @@ class BackgroundShells:
             """
             return await self.kill(id, ctx.session_id)
 
+        for made in (bash_output, bash_kill):
+            made.home_key = "id"  # run where the command runs (``BaseTool.home_of``)
         return [bash_output, bash_kill]
 
 

@@ -144,7 +144,7 @@ class Activities:
 
     def __init__(self, agent: object, publisher: Publisher | None, *,
                  hooks: Sequence[Any] = (), reads: Mapping[str, Callable[..., Any]] | None = None,
-                 heartbeat_every: float = 1.0) -> None:
+                 heartbeat_every: float = 1.0, home: str | None = None) -> None:
         self.agents = agent_table(agent)
         self.root = next(iter(self.agents.values()), None)
         self.hooks = list(hooks)
@@ -152,6 +152,9 @@ class Activities:
         self.reads = dict(reads or {})
         self.publisher = publisher
         self.heartbeat_every = heartbeat_every
+        self.home = home
+        """This worker's home (``_homes``): said with each tool call's result, so the workflow
+        knows where the turn's calls ran."""
 
     @activity.defn(name=LLM_ACTIVITY)
     async def llm(self, call: dict[str, Any]) -> dict[str, Any]:
@@ -265,10 +268,11 @@ class Activities:
         async with _Beat(self.heartbeat_every):
             with _brought(tool, call):
                 try:
-                    return result_to_json(await _run(name, lambda: tool.run(
+                    out = result_to_json(await _run(name, lambda: tool.run(
                         tool.validate(call["arguments"]), ctx), ctx))
                 except _Asked as asked:
-                    return {"asked": asked.asked}
+                    out = {"asked": asked.asked}
+        return out if self.home is None else {**out, "home": self.home}
 
 
 def _brought(tool: object, call: Mapping[str, Any]) -> ExitStack:

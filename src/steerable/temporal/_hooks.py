@@ -18,12 +18,15 @@ A hook runs in one of two places (``WorkerHook.in_workflow``):
   sent to a collector). The workflow calls a proxy (``_RemoteHook``) with the context in its
   JSON form; the worker runs the real hook and returns its decision, which the workflow's
   history records (a replay reads it, and runs nothing again). Their state lives in the worker
-  process: run the coding agent with one worker per workspace, as its tools assume anyway.
-  They see ``on_event`` only for the kinds in their ``event_kinds`` (an activity per event).
+  process: one that holds state of the calls it ran (the background commands) says
+  ``at_every_home`` and hears each event on every worker that ran one of the turn's calls
+  (``_homes``). They see ``on_event`` only for the kinds in their ``event_kinds`` (an
+  activity per event).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -58,6 +61,7 @@ from steerable.temporal._codec import (
     result_from_json,
     result_to_json,
 )
+from steerable.temporal._homes import Homes, home_queue, never_taken
 
 __all__ = [
     "HOOK_ACTIVITY",
@@ -251,27 +255,40 @@ def inline_hook(hook: Any) -> Any:
     return type(f"Inline{type(hook).__name__}", (), attrs)()
 
 
-def remote_hook(index: int, spec: WorkerHook, options: Any) -> Any:
+def remote_hook(index: int, spec: WorkerHook, options: Any, homes: Homes) -> Any:
     """A proxy for the workflow's loop whose methods are ``steerable.hook`` activities that
-    run ``spec.hook`` (the worker's ``index``-th activity hook)."""
+    run ``spec.hook`` (the worker's ``index``-th activity hook). A hook ``at_every_home``
+    hears each event on every worker that ran one of the event's turn's calls (``_homes``)."""
     hook = spec.hook
     points = hook_points(hook)
     kinds = getattr(hook, "event_kinds", None)
     timeout = timedelta(seconds=spec.timeout) if spec.timeout is not None \
         else options.tool_timeout
     label = getattr(hook, "name", type(hook).__name__)
+    every_home = bool(getattr(hook, "at_every_home", False))
+
+    async def run(point: str, ctx: Any, home: str | None = None) -> Any:
+        try:
+            return await workflow.execute_activity(
+                HOOK_ACTIVITY, {"hook": index, "point": point,
+                                "ctx": context_to_json(point, ctx)},
+                start_to_close_timeout=timeout, heartbeat_timeout=options.heartbeat_timeout,
+                retry_policy=options.retry, summary=f"{label}.{point}",
+                task_queue=None if home is None
+                else home_queue(workflow.info().task_queue, home),
+                schedule_to_start_timeout=None if home is None else options.home_wait)
+        except ActivityError as exc:
+            if home is not None and never_taken(exc):
+                return None  # that worker is gone, and what it held with it
+            raise RuntimeError(f"{exc.cause or exc}") from None  # the hook's failure
 
     def method(point: str) -> Callable[[Any, Any], Awaitable[Any]]:
         async def call(self: Any, ctx: Any) -> Any:
-            try:
-                raw = await workflow.execute_activity(
-                    HOOK_ACTIVITY, {"hook": index, "point": point,
-                                    "ctx": context_to_json(point, ctx)},
-                    start_to_close_timeout=timeout, heartbeat_timeout=options.heartbeat_timeout,
-                    retry_policy=options.retry, summary=f"{label}.{point}")
-            except ActivityError as exc:  # the engine reports it as the hook's failure
-                raise RuntimeError(f"{exc.cause or exc}") from None
-            return decision_from_json(raw)
+            at = homes.of(ctx.turn_id) if every_home and point == "on_event" else ()
+            if at:
+                await asyncio.gather(*(run(point, ctx, home) for home in at))
+                return None  # an observer: nothing to decide
+            return decision_from_json(await run(point, ctx))
         return call
 
     attrs: dict[str, Any] = {p: method(p) for p in points}

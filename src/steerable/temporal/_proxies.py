@@ -23,6 +23,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from steerable import Agent, Subscription
 from steerable._core._agent import BaseAgent
 from steerable._core._composite import CompositeAgent
+from steerable._messages import ToolResult
 from steerable.errors import ConfigurationError, ProviderError
 from steerable.providers import (
     Chunk,
@@ -34,6 +35,7 @@ from steerable.providers import (
 )
 from steerable.temporal._activities import LLM_ACTIVITY, PROVIDER_FAILED, TOOL_ACTIVITY
 from steerable.temporal._codec import request_to_json, response_from_json, result_from_json
+from steerable.temporal._homes import Homes, home_queue, never_taken
 from steerable.temporal._tree import agent_table
 from steerable.tools import CarriedState, Tool, ToolContext
 
@@ -45,9 +47,15 @@ class CallOptions:
     worker of a task queue)."""
 
     def __init__(self, *, heartbeat_timeout: float = 10.0, llm_timeout: float = 600.0,
-                 tool_timeout: float = 3600.0, attempts: int = 3) -> None:
+                 tool_timeout: float = 3600.0, attempts: int = 3,
+                 home_wait: float = 30.0) -> None:
         if attempts < 1:
             raise ConfigurationError(f"attempts must be >= 1, got {attempts}")
+        if home_wait <= 0:
+            raise ConfigurationError(f"home_wait must be > 0 seconds, got {home_wait}")
+        self.home_wait = timedelta(seconds=home_wait)
+        """How long a call for one worker's own state (``_homes``) waits to be taken before
+        that worker counts as gone."""
         self.heartbeat_timeout = timedelta(seconds=heartbeat_timeout)
         self.llm_timeout = timedelta(seconds=llm_timeout)
         self.tool_timeout = timedelta(seconds=tool_timeout)
@@ -130,10 +138,13 @@ def _cancelled(cause: BaseException | None) -> None:
 class _RemoteTool:
     """The real tool's description and checks; its ``run`` is a tool activity."""
 
-    def __init__(self, real: Tool, options: CallOptions, path: str) -> None:
+    def __init__(self, real: Tool, options: CallOptions, path: str, homes: Homes) -> None:
         self._real = real
         self._options = options
         self._path = path
+        self._homes = homes
+        self._home_of: Callable[[Mapping[str, Any]], str | None] | None = getattr(
+            real, "home_of", None)
         self.name = real.name
         self.description = real.description
         self.read_only = real.read_only
@@ -168,6 +179,7 @@ class _RemoteTool:
                 # What this process decided about the turn (the write gate its policy opened
                 # here) goes with the call: another worker may run it (``CarriedState``).
                 "carried": [state.export(ctx.turn_id) for state in self._carried]}
+        home = self._home_of(arguments) if self._home_of is not None else None
         answers: list[Any] = []
         while True:
             try:
@@ -175,10 +187,16 @@ class _RemoteTool:
                     TOOL_ACTIVITY, {**call, "answers": answers},
                     start_to_close_timeout=o.tool_timeout,
                     heartbeat_timeout=o.heartbeat_timeout, retry_policy=o.retry,
-                    summary=f"{self.name} {ctx.call_id}")
+                    summary=f"{self.name} {ctx.call_id}",
+                    task_queue=None if home is None
+                    else home_queue(workflow.info().task_queue, home),
+                    schedule_to_start_timeout=None if home is None else o.home_wait)
             except ActivityError as exc:
                 _cancelled(exc.cause)
+                if home is not None and never_taken(exc):
+                    return _gone(home)
                 raise RuntimeError(f"the call failed on Temporal: {exc.cause or exc}") from None
+            self._homes.seen(ctx.turn_id, raw.get("home"))
             asked = raw.get("asked")
             if asked is None:
                 return result_from_json(raw)
@@ -189,12 +207,18 @@ class _RemoteTool:
                                          schema=asked["schema"]))
 
 
-def remote_agent(agent: object, seq_base: Callable[[], int],
-                 options: CallOptions) -> tuple[BaseAgent, _RemoteProvider]:
+def _gone(home: str) -> ToolResult:
+    return ToolResult(f"The worker this call must run on ({home}) is no longer running (it took "
+                      "no call for a while): what it was running ended with it.", is_error=True)
+
+
+def remote_agent(agent: object, seq_base: Callable[[], int], options: CallOptions,
+                 homes: Homes | None = None) -> tuple[BaseAgent, _RemoteProvider]:
     """``agent``'s tree with every model call and tool call made as an activity, and the
     provider to ``bind`` (one for the whole tree: each call names its agent by path)."""
     agent_table(agent)  # refuse what cannot run, with the path of the culprit
     provider = _RemoteProvider(seq_base, options)
+    homes = homes if homes is not None else Homes()
     made: dict[int, BaseAgent] = {}  # an agent repeated in a sequence stays one agent
 
     def twin(real: BaseAgent, path: str) -> BaseAgent:
@@ -206,7 +230,7 @@ def remote_agent(agent: object, seq_base: Callable[[], int],
             builtin = {"subagent", "spawn"} if children else set()
             copy = Agent(provider=provider.of(path), name=real.name,
                          instructions=real.instructions,
-                         tools=[_RemoteTool(t, options, path) for t in real.tools
+                         tools=[_RemoteTool(t, options, path, homes) for t in real.tools
                                 if t.name not in builtin],
                          max_iterations=real.max_iterations, dry_run=real.dry_run,
                          model=real.model, params=real.params,

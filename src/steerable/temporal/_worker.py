@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from datetime import timedelta
 from typing import Any
 
@@ -15,6 +16,7 @@ from steerable.errors import ConfigurationError
 from steerable.temporal._activities import Activities
 from steerable.temporal._eventlog import DEFAULT_PREFIX, EventLog, Publisher
 from steerable.temporal._eviction import EvictingRunner
+from steerable.temporal._homes import check_home, home_queue
 from steerable.temporal._hooks import WorkerHook
 from steerable.temporal._proxies import CallOptions, remote_agent
 from steerable.temporal._workflow import SessionWorkflow, WorkerConfig, workflow_thread
@@ -37,7 +39,10 @@ class TemporalWorker:
     the next message starts a new run from its state (the namespace's retention period is
     how long a closed session can be continued). ``hooks``: the sessions' loop hooks, each
     run in the workflow or in an activity (``WorkerHook``); ``reads``: what hooks in the
-    workflow may read of the world, by name (``workflow_read``).
+    workflow may read of the world, by name (``workflow_read``). ``home``: a name of this
+    worker's own, unique among the task queue's workers, when its tools hold state that cannot
+    travel (background commands: ``BackgroundShells(home=...)``); calls about that state are
+    sent to this worker (``steerable.temporal._homes``).
     """
 
     def __init__(self, agent: Any, *, target: str = "127.0.0.1:7233",
@@ -50,7 +55,7 @@ class TemporalWorker:
                  client: Client | None = None,
                  redact: Callable[[str], str] | None = None,
                  max_concurrent_activities: int = 100, sticky_timeout: float = 3.0,
-                 max_cached_workflows: int = 1000) -> None:
+                 max_cached_workflows: int = 1000, home: str | None = None) -> None:
         self.options = options or CallOptions()
         remote_agent(agent, lambda: 0, self.options)  # refuse what cannot run, now
         self.agent = agent
@@ -79,6 +84,9 @@ class TemporalWorker:
         self.max_cached_workflows = max_cached_workflows
         """Sessions kept in memory between steps (Temporal's default, 1000); 0 replays each
         session's history at every step, which checks determinism live."""
+        self.home = None if home is None else check_home(home)
+        """This worker's own task queue's name beside the shared one (``_homes``): calls for
+        state only it holds (its background commands) are sent there. None: no such state."""
         self.client = client
         self.ready = asyncio.Event()
         self._worker: Worker | None = None
@@ -90,7 +98,7 @@ class TemporalWorker:
         publisher = Publisher(log) if log is not None else None
         activities = Activities(self.agent, publisher,
                                 hooks=[h.hook for h in self.hooks if not h.in_workflow],
-                                reads=self.reads)
+                                reads=self.reads, home=self.home)
         # One thread runs every workflow's code: the engine checks that it is called from the
         # thread it was bound on, and workflow code is cheap next to the calls it waits for.
         # The sessions left in the cache when the worker stops are evicted by us: the SDK
@@ -106,7 +114,7 @@ class TemporalWorker:
                 sticky_queue_schedule_to_start_timeout=timedelta(seconds=self.sticky_timeout),
                 max_cached_workflows=self.max_cached_workflows)
             try:
-                async with self._worker:
+                async with self._worker, self._home_worker(client, activities):
                     self.ready.set()
                     await self._stopped()
             finally:
@@ -115,6 +123,15 @@ class TemporalWorker:
                     await publisher.aclose()
                 if log is not None:
                     await log.aclose()
+
+    def _home_worker(self, client: Client,
+                     activities: Activities) -> AbstractAsyncContextManager[object]:
+        """The worker of this worker's home queue: tool and hook calls only (``_homes``)."""
+        if self.home is None:
+            return nullcontext()
+        return Worker(client, task_queue=home_queue(self.task_queue, self.home),
+                      activities=[activities.tool, activities.hook],
+                      max_concurrent_activities=self.max_concurrent_activities)
 
     def _config(self, publisher: Publisher | None) -> WorkerConfig:
         return WorkerConfig(self.agent, publisher, self.permissions, self.options,

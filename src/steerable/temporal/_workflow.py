@@ -55,6 +55,7 @@ from steerable._ids import id_source
 from steerable.storage._records import session_title
 from steerable.temporal._codec import messages_from_json, messages_to_json
 from steerable.temporal._eventlog import Publisher
+from steerable.temporal._homes import Homes
 from steerable.temporal._hooks import WorkerHook, inline_hook, remote_hook
 from steerable.temporal._proxies import CallOptions, remote_agent
 from steerable.temporal._requests import OpenRequests
@@ -164,7 +165,9 @@ class SessionWorkflow:
         self.last_seq = 0
         rng = workflow.random()
         self._ids: Callable[[int], bytes] = lambda n: rng.getrandbits(8 * n).to_bytes(n, "big")
-        agent, provider = remote_agent(config.agent, lambda: self.seq_base, config.options)
+        homes = Homes()  # where the turns' calls ran (``_homes``)
+        agent, provider = remote_agent(config.agent, lambda: self.seq_base, config.options,
+                                       homes)
         self.loop = AgentLoop(
             agent, busy_policy=cast(BusyPolicy, start.busy_policy), checkpoints=False,
             permissions=config.permissions, record_events=None,
@@ -178,7 +181,7 @@ class SessionWorkflow:
             if spec.in_workflow:
                 hook = inline_hook(spec.make())
             else:
-                hook = remote_hook(remote, spec, config.options)
+                hook = remote_hook(remote, spec, config.options, homes)
                 remote += 1
             self.loop.register_hook(hook, spec.priority, spec.timeout)
         provider.bind(self.loop.subscribe([EventKind.LLM_REQUEST], buffer=1024))

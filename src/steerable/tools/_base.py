@@ -235,6 +235,18 @@ class BaseTool:
     """Another tool name whose permission rules also hold for this tool (``edit`` -> ``write``)."""
     carried: tuple[CarriedState, ...] = ()
     """The state this tool consults that travels with a call run in another process."""
+    home_key: str | None = None
+    """The argument naming state that lives in one process and cannot travel (a background
+    command's id): its value ends in ``@HOME``, the process's home (``home_of``)."""
+
+    def home_of(self, arguments: Mapping[str, Any]) -> str | None:
+        """The home of the process that must run this call (on Temporal, the worker whose own
+        task queue it is sent to), or None: any process may run it."""
+        key = self.home_key
+        value = arguments.get(key) if key is not None else None
+        if not isinstance(value, str) or "@" not in value:
+            return None
+        return value.rpartition("@")[2].strip() or None
 
     @property
     def parameters(self) -> Mapping[str, Any]:
