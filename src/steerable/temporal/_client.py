@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, get_args
+from typing import Any, TypeVar, get_args
 
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
@@ -97,6 +97,38 @@ _ERRORS: dict[str, type[Exception]] = {
     "InvalidAnswerError": InvalidAnswerError, "RequestClosedError": RequestClosedError,
     "UnknownRequestError": UnknownRequestError}
 _ATTEMPTS = 3
+_T = TypeVar("_T")
+NOT_READY_WAIT = 60.0
+"""How long a call waits out a session whose workflow task is failing (its worker died or
+hung mid-task and the retry has not yet succeeded elsewhere) before it gives up."""
+
+
+def _not_ready(exc: RPCError) -> bool:
+    """The server refused an update because the session's workflow task is in a failed state
+    (timed out on a worker that hung, failed on one that crashed): it passes once another
+    worker runs the task again, so the update is sent again."""
+    return exc.status is RPCStatusCode.FAILED_PRECONDITION and (
+        b"WorkflowNotReadyFailure" in exc.raw_grpc_status)
+
+
+async def _until_ready(session_id: str, call: Callable[[], Awaitable[_T]]) -> _T:
+    """``call()``, again while the session's workflow task is failing (``_not_ready``): an
+    update that was refused so was not delivered, so sending it again sends it once."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + NOT_READY_WAIT
+    pause = 0.1
+    while True:
+        try:
+            return await call()
+        except RPCError as exc:
+            if not _not_ready(exc):
+                raise
+            if loop.time() + pause > deadline:
+                raise RuntimeError(
+                    f"session {session_id!r}: its workflow task has kept failing for "
+                    f"{NOT_READY_WAIT:.0f} s (see the workers' logs): {exc}") from None
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 2.0)
 
 
 class TemporalClient:
@@ -126,8 +158,10 @@ class TemporalClient:
         return self.client.get_workflow_handle(workflow_id(session_id))
 
     async def _update(self, session_id: str, name: str, *args: Any) -> Any:
+        handle = self._handle(session_id)
         try:
-            return await self._handle(session_id).execute_update(name, args=list(args))
+            return await _until_ready(session_id, lambda: handle.execute_update(
+                name, args=list(args)))
         except WorkflowUpdateFailedError as exc:
             raise _mapped(exc) from None
 
@@ -197,8 +231,9 @@ class TemporalClient:
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if after_closed
             else WorkflowIDReusePolicy.REJECT_DUPLICATE)
-        return await self.client.execute_update_with_start_workflow(
-            "send", args=args, start_workflow_operation=start)
+        return await _until_ready(session_id, lambda: self.client.
+                                  execute_update_with_start_workflow(
+                                      "send", args=args, start_workflow_operation=start))
 
     async def _closed_state(self, session_id: str) -> dict[str, Any] | None:
         """What the session's last run closed with: its state when it closed idle; None
