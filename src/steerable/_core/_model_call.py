@@ -19,7 +19,6 @@ from steerable._core._engine import Engine
 from steerable._core._hook_chain import decisions, ignored
 from steerable._core._queues import deliver
 from steerable._core._turn_state import Interrupt, TurnState
-from steerable._core._watchdog import IdleWatchdog
 from steerable._events import (
     CompressReason,
     ContextCompress,
@@ -297,15 +296,14 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
     # Deltas are cut only where no secret can be split: outputs blank each delta on its own.
     # The guard is applied here, chunk by chunk, not as a generator around the stream.
     guarded = not text_guarded(provider)
-    # Entered and left by hand, not with ``async with``: the context managers' bound
-    # ``__aexit__`` and ``aclosing``'s object lived as long as the call (three objects the
-    # collector tracks, per model call in flight).
-    watchdog = IdleWatchdog(engine.timeouts.llm_idle, engine.idle_timer)
-    watchdog.start()
+    # The watchdog is two entries in the engine's timer tables, keyed by this call's stream:
+    # no object of its own (nor a context manager's) per model call in flight.
+    timer, idle = engine.idle_timer, engine.timeouts.llm_idle
+    timer.start(stream, idle)
     try:
         try:
             async for chunk in stream:
-                watchdog.tick()  # every chunk buys the provider more time
+                timer.tick(stream, idle)  # every chunk buys the provider more time
                 if got is None:
                     got = _Pieces(SecretGuard(known_secrets()) if guarded else None)
                 if got.guard is None:
@@ -326,10 +324,10 @@ async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
         finally:
             await stream.aclose()
     except asyncio.CancelledError as exc:
-        watchdog.timed_out(exc)
+        timer.stop(stream, exc)  # our own cancel: TimeoutError
         raise
     finally:
-        watchdog.stop()
+        timer.stop(stream)  # (after the line above, it finds nothing)
     return await _response(engine, st, request, got or _Pieces(None))
 
 

@@ -267,10 +267,21 @@ def _last_step(engine: Engine, st: TurnState,
         if ended is not None:
             ended(st, result)
     finally:
-        # The task ends with this step: its callers wake in the next pass, with the result.
+        # The task ends with this step: its callers wake in the next pass, with the result
+        # (a turn whose end was cancelled: with the CancelledError its task ends with).
+        if st.waiter is not None:
+            _wake(st.waiter, result)
         for waiter in st.waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+            _wake(waiter, result)
+
+
+def _wake(waiter: asyncio.Future[Any], result: TurnResult | None) -> None:
+    if waiter.done():
+        return
+    if result is None:
+        waiter.set_exception(asyncio.CancelledError())
+    else:
+        waiter.set_result(result)
 
 
 def _ended_by(st: TurnState, status: TurnStatus) -> CancelMode | None:
