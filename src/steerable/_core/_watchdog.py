@@ -70,17 +70,18 @@ class IdleTimer:
         if idle is not None and key in self.due:
             self.due[key] = self.loop.time() + idle  # type: ignore[union-attr]
 
-    def stop(self, key: object, exc: BaseException | None = None) -> None:
-        """Stop watching ``key`` (the timer, if armed for it, finds nothing); with ``exc``,
-        raise TimeoutError from it if ``exc`` is this watchdog's own cancel. Only our own
-        cancel becomes a timeout; a hard abort stays a cancellation."""
+    def stop(self, key: object, exc: BaseException | None = None) -> bool:
+        """Stop watching ``key`` (the timer, if armed for it, finds nothing). True when
+        ``exc`` is this watchdog's own cancel (taken back from the task: the caller raises
+        its timeout instead). Only our own cancel is a timeout; a hard abort stays a
+        cancellation."""
         self.due.pop(key, None)
         task = self.tasks.pop(key, None)
-        if key in self.fired:
-            self.fired.discard(key)
-            if type(exc) is asyncio.CancelledError and task is not None \
-                    and task.uncancel() == 0:
-                raise TimeoutError from exc
+        if key not in self.fired:
+            return False
+        self.fired.discard(key)
+        return type(exc) is asyncio.CancelledError and task is not None \
+            and task.uncancel() == 0
 
     def sweep(self) -> None:
         assert self.loop is not None
