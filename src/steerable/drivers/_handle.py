@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Generator, Mapping
+from collections.abc import Awaitable, Generator, Mapping
 from typing import Any, Protocol
 
 from steerable._core._cancel import CancelHandle, CancelMode
@@ -145,13 +145,18 @@ class TurnHandle:
         return handle
 
     def __await__(self) -> Generator[Any, None, TurnResult]:
+        return self._awaited().__await__()
+
+    def _awaited(self) -> Awaitable[TurnResult]:
+        """What awaiting the handle awaits (``AgentLoop.run_turn`` awaits it without holding
+        the handle: one object fewer for the collector per awaited turn)."""
         # What asyncio.shield does, with one future and no callback: cancelling the awaiting
         # task cancels ``waiter`` only, never the turn. ``waiter`` gets the result itself,
         # so awaiting it is all the caller's await is: no generator of ours around it (one
         # object fewer for the collector per awaited turn).
         task = self._task
         if task.done() or not self._direct:
-            return self._wait_task().__await__()
+            return self._wait_task()
         # Woken by the turn's last step (``run_turn``'s finally), in the pass the turn ends:
         # a done callback on its task would run one loop pass later, and wake us one after
         # that. (A turn's task always reaches that step: the engine never cancels it before
@@ -162,7 +167,7 @@ class TurnHandle:
             ctl.waiter = waiter
         else:
             ctl.waiters += (waiter,)
-        return waiter.__await__()
+        return waiter
 
     async def _wait_task(self) -> TurnResult:
         """A finished turn, or a task with steps after its ``run_turn`` (a sub-turn's)."""
