@@ -280,20 +280,6 @@ def _take(engine: Engine, st: TurnState, got: _Pieces, chunk: Chunk, deltas: boo
     return False
 
 
-async def _response(engine: Engine, st: TurnState, request: LLMRequest,
-                    got: _Pieces) -> LLMResponse:
-    usage: Usage | None = None
-    finish: str | None = None
-    if (end := got.end) is not None:
-        usage, finish = end.usage, end.finish_reason
-        if usage is not None:  # counted on this turn and its ancestors, priced if known
-            usage = await record_usage(engine, st, usage, end.model or request.model
-                                       or getattr(st.model_agent.provider, "model", None),
-                                       end.api_url)
-    return LLMResponse(text="".join(got.texts), tool_calls=_unique_calls(st, got.calls),
-                       thinking="".join(got.thinking), usage=usage, finish_reason=finish)
-
-
 def _feed(engine: Engine, st: TurnState, got: _Pieces, chunk: Chunk | None, deltas: bool,
           iteration: int) -> bool:
     """One chunk of the stream (None: its end), through the secret guard if there is one;
@@ -418,8 +404,19 @@ async def call_model(
 
 async def _answer(engine: Engine, st: TurnState, request: LLMRequest, got: _Pieces,
                   purpose: str, own: bool, started: float) -> LLMResponse:
-    """The reply read, through the ``after_llm`` hooks (a turn's own call), and its event."""
-    response = await _response(engine, st, request, got)
+    """The reply read (its usage counted), through the ``after_llm`` hooks (a turn's own
+    call), and its event. One coroutine per call, as before the stream was read in
+    ``call_model``."""
+    usage: Usage | None = None
+    finish: str | None = None
+    if (end := got.end) is not None:
+        usage, finish = end.usage, end.finish_reason
+        if usage is not None:  # counted on this turn and its ancestors, priced if known
+            usage = await record_usage(engine, st, usage, end.model or request.model
+                                       or getattr(st.model_agent.provider, "model", None),
+                                       end.api_url)
+    response = LLMResponse(text="".join(got.texts), tool_calls=_unique_calls(st, got.calls),
+                           thinking="".join(got.thinking), usage=usage, finish_reason=finish)
     if own and engine.hooks.at("after_llm"):
         response = await _after_llm(engine, st, request, response)
     engine.emit(st, LLMResponseEvent, iteration=st.iteration, text=response.text,
