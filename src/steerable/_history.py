@@ -27,9 +27,12 @@ class MessageView(Sequence[T]):
     # ``_lens`` None; several as a tuple of the parts beside a tuple of their lengths. Not a
     # tuple of (part, length) pairs: each pair, and the tuple around them, was an object the
     # collector tracks, and a live turn holds several views (its request's, its checkpoint's);
-    # a tuple of ints is left untracked.
-    __slots__ = ("_len", "_lens", "_parts")
+    # a tuple of ints is left untracked. A leading tuple (a request's system message, one
+    # tuple per agent) is kept apart in ``_head`` (a tuple never changes, so its length is
+    # its own): a request over it and the turn's list then needs no tuple of parts.
+    __slots__ = ("_head", "_len", "_lens", "_parts")
 
+    _head: tuple[Any, ...]
     _parts: Sequence[Any]
     _lens: tuple[int, ...] | None
 
@@ -42,11 +45,16 @@ class MessageView(Sequence[T]):
             if n:
                 kept.append(part)
                 lens.append(n)
+        head: tuple[Any, ...] = ()
+        if len(kept) > 1 and type(kept[0]) is tuple:
+            head = kept.pop(0)  # type: ignore[assignment]
+            del lens[0]
+        self._head = head
         if len(kept) > 1:
             self._parts, self._lens = tuple(kept), tuple(lens)
         else:
             self._parts, self._lens = kept[0] if kept else (), None
-        self._len = sum(lens)
+        self._len = len(head) + sum(lens)
 
     @classmethod
     def of(cls, part: Sequence[T]) -> MessageView[T]:
@@ -55,14 +63,17 @@ class MessageView(Sequence[T]):
         if not n and cls is MessageView:
             return _EMPTY  # (immutable: one for every empty view)
         view = cls.__new__(cls)
-        view._parts, view._lens, view._len = part, None, n
+        view._head, view._parts, view._lens, view._len = (), part, None, n
         return view
 
     def _pairs(self) -> Iterable[tuple[Sequence[T], int]]:
         """Each part with its length when the view was made."""
+        head = self._head
         if self._lens is None:
-            return ((self._parts, self._len),)
-        return zip(self._parts, self._lens, strict=True)
+            rest: Iterable[tuple[Sequence[T], int]] = ((self._parts, self._len - len(head)),)
+        else:
+            rest = zip(self._parts, self._lens, strict=True)
+        return chain(((head, len(head)),), rest) if head else rest
 
     def __len__(self) -> int:
         return self._len
@@ -81,6 +92,11 @@ class MessageView(Sequence[T]):
             i += self._len
         if not 0 <= i < self._len:
             raise IndexError("message index out of range")
+        head = self._head
+        if head:
+            if i < len(head):
+                return head[i]  # type: ignore[no-any-return]
+            i -= len(head)
         if self._lens is None:
             return self._parts[i]  # type: ignore[no-any-return]
         for part, n in zip(self._parts, self._lens, strict=True):
@@ -105,8 +121,10 @@ class MessageView(Sequence[T]):
 
     def __iter__(self) -> Iterator[T]:
         # islice bounds each part to its length when the view was made
+        head = self._head
         if self._lens is None:
-            return islice(self._parts, self._len)
+            rest = islice(self._parts, self._len - len(head))
+            return chain(head, rest) if head else rest
         return chain.from_iterable(islice(p, n) for p, n in self._pairs())
 
     def __reversed__(self) -> Iterator[T]:

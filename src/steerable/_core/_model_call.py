@@ -19,7 +19,6 @@ from steerable._core._engine import Engine
 from steerable._core._hook_chain import decisions, ignored
 from steerable._core._queues import deliver
 from steerable._core._turn_state import Interrupt, TurnState
-from steerable._core._watchdog import IdleWatchdog
 from steerable._events import (
     CompressReason,
     ContextCompress,
@@ -120,14 +119,7 @@ def _asker(engine: Engine, st: TurnState) -> Any:
         # HTTP stream, in a cancel scope (anyio, httpx) that must be left in the task that
         # entered it: so the move to the hook's task happens here, before the call starts.
         await asyncio.sleep(0)
-        _request_event(engine, st, request, purpose)
-        started = time.monotonic()
-        response = await _stream_once(engine, st, request, deltas=False)
-        engine.emit(st, LLMResponseEvent, iteration=st.iteration, text=response.text,
-                    tool_calls=response.tool_calls, usage=response.usage,
-                    finish_reason=response.finish_reason,
-                    duration=time.monotonic() - started, purpose=purpose)
-        return response
+        return await call_model(engine, st, asked=(request, purpose))
     return ask
 
 
@@ -288,53 +280,133 @@ def _take(engine: Engine, st: TurnState, got: _Pieces, chunk: Chunk, deltas: boo
     return False
 
 
-async def _stream_once(engine: Engine, st: TurnState, request: LLMRequest,
-                       deltas: bool = True) -> LLMResponse:
-    got: _Pieces | None = None
-    provider = st.model_agent.provider
+def _feed(engine: Engine, st: TurnState, got: _Pieces, chunk: Chunk | None, deltas: bool,
+          iteration: int) -> bool:
+    """One chunk of the stream (None: its end), through the secret guard if there is one;
+    True when the reading must stop now."""
+    guard = got.guard
+    if guard is None:
+        return chunk is not None and _take(engine, st, got, chunk, deltas, iteration)
+    stop = False
+    for piece in guard.feed(chunk) if chunk is not None else guard.end():
+        stop = _take(engine, st, got, piece, deltas, iteration)
+        if stop and chunk is not None:  # (at the end, what the guard holds comes out whole)
+            break
+    return stop
+
+
+def _sent(engine: Engine, st: TurnState, request: LLMRequest, purpose: str,
+          own: bool) -> None:
+    """What a request's start says: the tools the turn offers, the request's event, and the
+    messages it delivers (a hook's own call, not ``own``: its event only)."""
+    if own:
+        # The agent's one set unless a hook changed the tools: a set per call was an object
+        # the collector tracks per live turn. (An earlier round saw the last full collection
+        # of 10,000 turns grow with a shared set: the collector's 25 % rule moves when full
+        # collections fall, so the total of them is the figure; it fell, see performance.md.)
+        agent = st.model_agent
+        st.offered = agent.tool_names if request.tools is agent.tool_specs \
+            else frozenset(t.name for t in request.tools)
+    _request_event(engine, st, request, purpose)
+    if st.carrying and own:  # taken in since the last request: delivered by this one
+        deliver(engine, st, engine.bus.last_seq, "in the context of an LLM request")
+
+
+async def _prepared(engine: Engine, st: TurnState, request: LLMRequest, may_call: bool,
+                    extra: Sequence[Message], answer: bool,
+                    overflow: ContextOverflowError | None) -> tuple[LLMRequest, bool]:
+    """The request, compressed when it would not fit ``Agent.context_window`` (or, with
+    ``overflow``, because the provider said so: raised again when nothing could be dropped),
+    then through the ``before_llm`` hooks; and whether compression was tried."""
+    window = st.model_agent.context_window
+    target = window * 3 // 4 if window is not None else None
+    tried = overflow is not None
+    if overflow is not None:
+        if not await _compress(engine, st, "overflow", target):
+            raise overflow
+        request = _build_request(st, may_call, extra, answer)
+    elif window is not None and estimate_tokens(request.messages) > window:
+        tried = True
+        if await _compress(engine, st, "estimate", target):
+            request = _build_request(st, may_call, extra, answer)
+    if engine.hooks.at("before_llm"):
+        request = await _before_llm(engine, st, request)
+    return request, tried
+
+
+def _silent(engine: Engine, own: bool) -> Exception:
+    """What a call the idle watchdog cut raises: a turn's own call fails as the provider's
+    error; a hook's own call sees the timeout."""
+    if not own:
+        return TimeoutError()
+    return ProviderError(f"the provider sent nothing for {engine.timeouts.llm_idle:g} s "
+                         "(Timeouts.llm_idle); the call was abandoned")
+
+
+async def call_model(
+    engine: Engine, st: TurnState, *, may_call: bool = False, extra: Sequence[Message] = (),
+    answer: bool = False, asked: tuple[LLMRequest, str] | None = None,
+) -> LLMResponse:
+    """One LLM call, start to finish: returns the reply after ``after_llm`` hooks. ``answer``:
+    a reply in the text may be the turn's answer, so an agent's ``output_type`` schema is
+    asked for (not in a graceful interrupt's summary). ``asked``: a hook's own call
+    (``ctx.ask``), its request and purpose, made as given: no hooks, compression or deltas.
+    The stream is read in this frame: a call in flight is one coroutine frame, not two."""
+    own = asked is None
+    if asked is None:
+        engine.set_phase(st, TurnPhase.THINKING)
+        request, compressed = _build_request(st, may_call, extra, answer), False
+        if st.model_agent.context_window is not None or engine.hooks.at("before_llm"):
+            request, compressed = await _prepared(engine, st, request, may_call, extra,
+                                                  answer, None)
+        purpose = ""
+    else:  # (never compressed: an overflow is the hook's to handle)
+        (request, purpose), compressed = asked, True
     iteration = st.iteration  # (one call: it does not move while this streams)
-    stream = provider.stream(request)
-    # Deltas are cut only where no secret can be split: outputs blank each delta on its own.
-    # The guard is applied here, chunk by chunk, not as a generator around the stream.
-    guarded = not text_guarded(provider)
-    # Entered and left by hand, not with ``async with``: the context managers' bound
-    # ``__aexit__`` and ``aclosing``'s object lived as long as the call (three objects the
-    # collector tracks, per model call in flight).
-    watchdog = IdleWatchdog(engine.timeouts.llm_idle, engine.idle_timer)
-    watchdog.start()
-    try:
+    while True:
+        _sent(engine, st, request, purpose, own)
+        started = time.monotonic()
+        stream = st.model_agent.provider.stream(request)
+        guarded = not text_guarded(st.model_agent.provider)  # else the guard is per chunk
+        got: _Pieces | None = None
+        # The watchdog is two entries in the engine's timer tables, keyed by this call's
+        # stream: no object of its own per model call in flight.
+        timer, idle = engine.idle_timer, engine.timeouts.llm_idle
+        timer.start(stream, idle)
         try:
-            async for chunk in stream:
-                watchdog.tick()  # every chunk buys the provider more time
-                if got is None:
-                    got = _Pieces(SecretGuard(known_secrets()) if guarded else None)
-                if got.guard is None:
-                    if _take(engine, st, got, chunk, deltas, iteration):
+            try:
+                async for chunk in stream:
+                    timer.tick(stream, idle)  # every chunk buys the provider more time
+                    if got is None:
+                        got = _Pieces(SecretGuard(known_secrets()) if guarded else None)
+                    if _feed(engine, st, got, chunk, own, iteration):
                         break
-                    continue
-                cut = False
-                for piece in got.guard.feed(chunk):
-                    if _take(engine, st, got, piece, deltas, iteration):
-                        cut = True
-                        break
-                if cut:
-                    break
-            else:  # the stream ended: what the guard still holds comes out
-                if got is not None and got.guard is not None:
-                    for piece in got.guard.end():
-                        _take(engine, st, got, piece, deltas, iteration)
+                else:  # the stream ended: what the guard still holds comes out
+                    if got is not None:
+                        _feed(engine, st, got, None, own, iteration)
+            finally:
+                await stream.aclose()
+        except asyncio.CancelledError as exc:
+            if timer.stop(stream, exc):  # the watchdog's own cancel
+                raise _silent(engine, own) from None
+            raise
+        except ContextOverflowError as exc:
+            if compressed:
+                raise
+            request, compressed = await _prepared(
+                engine, st, request, may_call, extra, answer, exc)
+            continue
         finally:
-            await stream.aclose()
-    except asyncio.CancelledError as exc:
-        watchdog.timed_out(exc)
-        raise
-    finally:
-        watchdog.stop()
-    return await _response(engine, st, request, got or _Pieces(None))
+            timer.stop(stream)  # (after a stop above, it finds nothing)
+        break
+    return await _answer(engine, st, request, got or _Pieces(None), purpose, own, started)
 
 
-async def _response(engine: Engine, st: TurnState, request: LLMRequest,
-                    got: _Pieces) -> LLMResponse:
+async def _answer(engine: Engine, st: TurnState, request: LLMRequest, got: _Pieces,
+                  purpose: str, own: bool, started: float) -> LLMResponse:
+    """The reply read (its usage counted), through the ``after_llm`` hooks (a turn's own
+    call), and its event. One coroutine per call, as before the stream was read in
+    ``call_model``."""
     usage: Usage | None = None
     finish: str | None = None
     if (end := got.end) is not None:
@@ -343,57 +415,12 @@ async def _response(engine: Engine, st: TurnState, request: LLMRequest,
             usage = await record_usage(engine, st, usage, end.model or request.model
                                        or getattr(st.model_agent.provider, "model", None),
                                        end.api_url)
-    return LLMResponse(text="".join(got.texts), tool_calls=_unique_calls(st, got.calls),
-                       thinking="".join(got.thinking), usage=usage, finish_reason=finish)
-
-
-async def call_model(
-    engine: Engine, st: TurnState, *, may_call: bool, extra: Sequence[Message], answer: bool,
-) -> LLMResponse:
-    """One LLM call, start to finish: returns the reply after ``after_llm`` hooks. ``answer``:
-    a reply in the text may be the turn's answer, so an agent's ``output_type`` schema is
-    asked for (not in a graceful interrupt's summary)."""
-    engine.set_phase(st, TurnPhase.THINKING)
-    window = st.model_agent.context_window
-    compressed = False
-    while True:
-        request = _build_request(st, may_call, extra, answer)
-        if window is not None and not compressed and estimate_tokens(request.messages) > window:
-            compressed = True
-            if await _compress(engine, st, "estimate", window * 3 // 4):
-                continue
-        if engine.hooks.at("before_llm"):
-            request = await _before_llm(engine, st, request)
-        # The agent's one set unless a hook changed the tools: a set per call was an object
-        # the collector tracks per live turn. (An earlier round saw the last full collection
-        # of 10,000 turns grow with a shared set: the collector's 25 % rule moves when full
-        # collections fall, so the total of them is the figure; it fell, see performance.md.)
-        agent = st.model_agent
-        st.offered = agent.tool_names if request.tools is agent.tool_specs \
-            else frozenset(t.name for t in request.tools)
-        _request_event(engine, st, request, "")
-        if st.carrying:  # messages taken in since the last request: this one delivers them
-            deliver(engine, st, engine.bus.last_seq, "in the context of an LLM request")
-        started = time.monotonic()
-        try:
-            response = await _stream_once(engine, st, request)
-        except TimeoutError:  # (here, not in a wrapper: one coroutine frame less per call)
-            raise ProviderError(
-                f"the provider sent nothing for {engine.timeouts.llm_idle:g} s "
-                "(Timeouts.llm_idle); the call was abandoned"
-            ) from None
-        except ContextOverflowError:
-            if compressed:
-                raise
-            compressed = True
-            target = window * 3 // 4 if window is not None else None
-            if not await _compress(engine, st, "overflow", target):
-                raise
-            continue
-        break
-    if engine.hooks.at("after_llm"):
+    response = LLMResponse(text="".join(got.texts), tool_calls=_unique_calls(st, got.calls),
+                           thinking="".join(got.thinking), usage=usage, finish_reason=finish)
+    if own and engine.hooks.at("after_llm"):
         response = await _after_llm(engine, st, request, response)
     engine.emit(st, LLMResponseEvent, iteration=st.iteration, text=response.text,
                 tool_calls=response.tool_calls, usage=response.usage,
-                finish_reason=response.finish_reason, duration=time.monotonic() - started)
+                finish_reason=response.finish_reason, duration=time.monotonic() - started,
+                purpose=purpose)
     return response

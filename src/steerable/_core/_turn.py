@@ -46,6 +46,7 @@ from steerable._events import (
 )
 from steerable._messages import Message, Usage
 from steerable._records import Record, record
+from steerable.providers._base import LLMResponse
 
 __all__ = ["DEFAULT_INTERRUPT_HINT", "KEEPS_CHECKPOINT", "TurnResult", "begin_turn", "run_turn"]
 
@@ -102,59 +103,6 @@ def _interrupt_note(st: TurnState) -> str:
     return f"{st.hint or DEFAULT_INTERRUPT_HINT}\n({ran})"
 
 
-async def _iterate(engine: Engine, st: TurnState, resume_tools: bool = False) -> TurnStatus:
-    max_iter = st.model_agent.max_iterations
-    # The parts are made with the state and never replaced: one lookup each, not per use.
-    tr, ctl = st.transcript, st.control
-    if resume_tools:  # a checkpoint taken while the last response's tools were running
-        await execute_tools(engine, st, tr.new[-1].tool_calls, resumed=True)
-    while True:
-        if engine.limits.budgeted:
-            check_budget(engine, st)  # checkpoint: a budget reached ends it as an interrupt
-        graceful = ctl.interrupt is Interrupt.GRACEFUL
-        last = graceful or tr.iteration + 1 >= max_iter
-        if not graceful:
-            drained = drain_steering(engine, st)  # checkpoint: before every LLM call
-            # Saved before the first call and when steering changed the context; otherwise
-            # the checkpoint after the last tool already holds this state.
-            await safe_point(engine, st, SafePoint.BEFORE_MODEL, "model",
-                             write=drained or tr.iteration == 0)
-        tr.iteration += 1
-        if st.results:
-            deliver_results(engine, st)  # async children that ended since the last call
-        extra = (Message("user", _interrupt_note(st)),) if graceful else ()
-        ctl.final_call = last
-        response = await call_model(engine, st, may_call=not last, extra=extra,
-                                    answer=not graceful)
-        ctl.final_call = False
-        text = response.text
-        if graceful:
-            text = _not_an_echo(text, ctl.hint or DEFAULT_INTERRUPT_HINT, tr.tools_run)
-        if ctl.reply_cut:  # stopped mid-reply: what was written stands as the answer
-            tr.new.append(Message("assistant", f"{text.rstrip()} […interrupted]"))
-            return TurnStatus.INTERRUPTED
-        tr.new.append(Message("assistant", text, tool_calls=response.tool_calls))
-        tr.batch_results.clear()
-        if graceful:
-            skip_calls(engine, st, response.tool_calls, "interrupted")
-            return TurnStatus.INTERRUPTED
-        if last:
-            skip_calls(engine, st, response.tool_calls, "max_iterations")
-            if st.model_agent.output is not None:
-                _accept_answer(st, text, can_retry=False)
-            return TurnStatus.MAX_ITERATIONS if tr.last_had_tools else TurnStatus.COMPLETED
-        tr.last_had_tools = bool(response.tool_calls)
-        if response.tool_calls:
-            # The response is paid for: saved before any of its tools start.
-            await safe_point(engine, st, SafePoint.AFTER_MODEL, "tools", write=True)
-            await execute_tools(engine, st, response.tool_calls)
-        elif not st.steering and ctl.interrupt is Interrupt.NONE and (
-                st.model_agent.output is None or _accept_answer(st, text, can_retry=True)):
-            return TurnStatus.COMPLETED
-        # steering pending after a final answer, an interrupt, or an answer that did not
-        # fit the output type (asked again): iterate again
-
-
 # Imported when first needed (a graceful interrupt's summary, an agent with an output type):
 # most turns use neither, and the core's import is smaller without them.
 
@@ -192,50 +140,49 @@ async def run_turn(engine: Engine, st: TurnState,
                    ended: Callable[[TurnState, TurnResult | None], None] | None = None,
                    ) -> TurnResult:
     """Run ``st`` (already begun) to its end. Never raises. ``ended``: the driver's
-    bookkeeping, for a driver that runs this as the turn's task (``_last_step``)."""
+    bookkeeping, for a driver that runs this as the turn's task (``_last_step``).
+
+    The model loop runs in this function's own frame, the phases around each call in
+    functions that have returned by the time the model is waiting: a turn waiting on its
+    model holds one coroutine frame here, not two (with 10,000 turns in flight, each frame
+    is an object the collector walks in every full collection)."""
     st.running = True
     status = TurnStatus.ERROR
     error: BaseException | None = None
     rollback = False
     try:
-        if st.interrupt is Interrupt.HARD:  # aborted before its task first ran
-            raise asyncio.CancelledError
-        if not engine.slots.holds(st.turn_id):
-            await engine.slots.take(st.turn_id)  # Limits.active_turns: wait for a free slot
-        if st.resume is not None:  # resume() loaded, checked and restored it already
-            status = await _iterate(engine, st, resume_tools=st.resume.stage == "tools")
+        resume_tools = await _begin(engine, st)
+        if isinstance(st.agent, CompositeAgent):
+            status = await run_composite(engine, st)
         else:
-            if not st.ephemeral:
-                st.base = await engine.history(st.session_id)
-                st.base_count = len(st.base)
-            _take_input(st)
-            if isinstance(st.agent, CompositeAgent):
-                # Its children call the model, each with its own input: the composite's input
-                # is delivered as it hands it to them.
-                deliver(engine, st, None, "handed to the composite agent's children")
-                status = await run_composite(engine, st)
-            else:
-                status = await _iterate(engine, st)
-    except asyncio.CancelledError:
-        # The edge that owns the turn: a hard abort (or the loop closing) ends here.
-        task = asyncio.current_task()
-        if task is not None:
-            task.uncancel()
-        engine._mark_hard(st)
-        status, rollback = TurnStatus.ABORTED, True
-    except CancelStop:
-        status = TurnStatus.CANCELLED
-        if not st.durable:
-            close_cancelled(engine, st)
-    except ParkStop:
-        status = TurnStatus.WAITING  # its checkpoint holds the open requests
-    except AbortSignal as sig:
-        status, rollback = TurnStatus.ABORTED, sig.hard
-        if not sig.hard:
-            engine.emit(st, InterruptReceived, mode="abort_turn", hint=str(sig) or None)
-    except Exception as exc:
-        error = exc
-        engine.error(st, f"{type(exc).__name__}: {exc}", "turn")
+            if resume_tools:  # a checkpoint taken while the last response's tools were running
+                await execute_tools(engine, st, st.new[-1].tool_calls, resumed=True)
+            while True:
+                if engine.limits.budgeted:  # a checkpoint: a budget reached is an interrupt
+                    check_budget(engine, st)
+                graceful = st.interrupt is Interrupt.GRACEFUL
+                if not graceful:
+                    drained = drain_steering(engine, st)  # a checkpoint: before every call
+                    # Saved before the first call and when steering changed the context;
+                    # otherwise the checkpoint after the last tool already holds this state.
+                    await safe_point(engine, st, SafePoint.BEFORE_MODEL, "model",
+                                     write=drained or st.iteration == 0)
+                last, extra = _next_call(engine, st, graceful)
+                response = await call_model(engine, st, may_call=not last, extra=extra,
+                                            answer=not graceful)
+                st.final_call = False
+                ended_as = _answered(engine, st, response, graceful, last)
+                if ended_as is not None:
+                    status = ended_as
+                    break
+                if response.tool_calls:
+                    # The response is paid for: saved before any of its tools start.
+                    await safe_point(engine, st, SafePoint.AFTER_MODEL, "tools", write=True)
+                    await execute_tools(engine, st, response.tool_calls)
+                # steering pending after a final answer, an interrupt, or an answer that did
+                # not fit the output type (asked again): iterate again
+    except BaseException as exc:  # (``_outcome`` raises again what the turn does not own)
+        status, error, rollback = _outcome(engine, st, exc)
     result: TurnResult | None = None
     try:
         if rollback:
@@ -244,6 +191,92 @@ async def run_turn(engine: Engine, st: TurnState,
         return result
     finally:
         _last_step(engine, st, ended, result)
+
+
+async def _begin(engine: Engine, st: TurnState) -> bool:
+    """Up to the first LLM call: a slot, the session's history, the input. True when a
+    resumed turn first runs its last response's tools."""
+    if st.interrupt is Interrupt.HARD:  # aborted before its task first ran
+        raise asyncio.CancelledError
+    if not engine.slots.holds(st.turn_id):
+        await engine.slots.take(st.turn_id)  # Limits.active_turns: wait for a free slot
+    if st.resume is not None:  # resume() loaded, checked and restored it already
+        return st.resume.stage == "tools"
+    if not st.ephemeral:
+        st.base = await engine.history(st.session_id)
+        st.base_count = len(st.base)
+    _take_input(st)
+    if isinstance(st.agent, CompositeAgent):
+        # Its children call the model, each with its own input: the composite's input is
+        # delivered as it hands it to them.
+        deliver(engine, st, None, "handed to the composite agent's children")
+    return False
+
+
+def _next_call(engine: Engine, st: TurnState,
+               graceful: bool) -> tuple[bool, tuple[Message, ...]]:
+    """The call about to be made: whether it is the last, and what it adds (a graceful
+    interrupt's note). Counts it, and hands it the results of async children."""
+    last = graceful or st.iteration + 1 >= st.model_agent.max_iterations
+    st.iteration += 1
+    if st.results:
+        deliver_results(engine, st)  # async children that ended since the last call
+    st.final_call = last
+    return last, (Message("user", _interrupt_note(st)),) if graceful else ()
+
+
+def _answered(engine: Engine, st: TurnState, response: LLMResponse, graceful: bool,
+              last: bool) -> TurnStatus | None:
+    """The reply into the transcript; how the turn ends with it, or None to go on."""
+    text = response.text
+    tr = st.transcript
+    if graceful:
+        text = _not_an_echo(text, st.hint or DEFAULT_INTERRUPT_HINT, tr.tools_run)
+    if st.reply_cut:  # stopped mid-reply: what was written stands as the answer
+        tr.new.append(Message("assistant", f"{text.rstrip()} […interrupted]"))
+        return TurnStatus.INTERRUPTED
+    tr.new.append(Message("assistant", text, tool_calls=response.tool_calls))
+    tr.batch_results.clear()
+    if graceful:
+        skip_calls(engine, st, response.tool_calls, "interrupted")
+        return TurnStatus.INTERRUPTED
+    if last:
+        skip_calls(engine, st, response.tool_calls, "max_iterations")
+        if st.model_agent.output is not None:
+            _accept_answer(st, text, can_retry=False)
+        return TurnStatus.MAX_ITERATIONS if tr.last_had_tools else TurnStatus.COMPLETED
+    tr.last_had_tools = bool(response.tool_calls)
+    if not response.tool_calls and not st.steering and st.interrupt is Interrupt.NONE and (
+            st.model_agent.output is None or _accept_answer(st, text, can_retry=True)):
+        return TurnStatus.COMPLETED
+    return None
+
+
+def _outcome(engine: Engine, st: TurnState,
+             exc: BaseException) -> tuple[TurnStatus, BaseException | None, bool]:
+    """How ``exc`` ends the turn: (status, error, rollback). This is the edge that owns the
+    turn: a hard abort (or the loop closing) ends here. What is not the turn's to end
+    (KeyboardInterrupt, SystemExit, a closed coroutine's GeneratorExit) is raised again."""
+    if isinstance(exc, asyncio.CancelledError):
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        engine._mark_hard(st)
+        return TurnStatus.ABORTED, None, True
+    if isinstance(exc, CancelStop):
+        if not st.durable:
+            close_cancelled(engine, st)
+        return TurnStatus.CANCELLED, None, False
+    if isinstance(exc, ParkStop):
+        return TurnStatus.WAITING, None, False  # its checkpoint holds the open requests
+    if isinstance(exc, AbortSignal):
+        if not exc.hard:
+            engine.emit(st, InterruptReceived, mode="abort_turn", hint=str(exc) or None)
+        return TurnStatus.ABORTED, None, exc.hard
+    if isinstance(exc, Exception):
+        engine.error(st, f"{type(exc).__name__}: {exc}", "turn")
+        return TurnStatus.ERROR, exc, False
+    raise exc
 
 
 def _take_input(st: TurnState) -> None:
@@ -267,10 +300,21 @@ def _last_step(engine: Engine, st: TurnState,
         if ended is not None:
             ended(st, result)
     finally:
-        # The task ends with this step: its callers wake in the next pass, with the result.
+        # The task ends with this step: its callers wake in the next pass, with the result
+        # (a turn whose end was cancelled: with the CancelledError its task ends with).
+        if st.waiter is not None:
+            _wake(st.waiter, result)
         for waiter in st.waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+            _wake(waiter, result)
+
+
+def _wake(waiter: asyncio.Future[Any], result: TurnResult | None) -> None:
+    if waiter.done():
+        return
+    if result is None:
+        waiter.set_exception(asyncio.CancelledError())
+    else:
+        waiter.set_result(result)
 
 
 def _ended_by(st: TurnState, status: TurnStatus) -> CancelMode | None:

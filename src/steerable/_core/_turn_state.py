@@ -165,9 +165,12 @@ class Control:
     task: asyncio.Task[Any] | None = None
     running_tools: dict[asyncio.Future[Any], ToolContext] = field(default_factory=dict)
     """Each running tool's task and its ToolContext: a hard abort cancels them at once."""
-    waiters: tuple[asyncio.Future[None], ...] = ()
-    """Futures of callers awaiting the turn (``TurnHandle``), set as ``run_turn``'s last
-    step (a tuple: nearly every turn has one or none)."""
+    waiter: asyncio.Future[Any] | None = None
+    """The future of the first caller awaiting the turn (``TurnHandle``), given the
+    ``TurnResult`` as ``run_turn``'s last step (a slot, not a one-item tuple: nearly every
+    turn has one or none, and a tuple is an object the collector tracks per live turn)."""
+    waiters: tuple[asyncio.Future[Any], ...] = ()
+    """The other callers' futures, likewise."""
 
 
 @_part

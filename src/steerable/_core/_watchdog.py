@@ -15,9 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-from types import TracebackType
 
-__all__ = ["IdleTimer", "IdleWatchdog", "bare_context"]
+__all__ = ["IdleTimer", "bare_context"]
 
 _local = threading.local()
 
@@ -35,90 +34,66 @@ def bare_context() -> contextvars.Context:
 
 
 class IdleTimer:
-    """The one timer of the watchdogs of one engine (one event loop, taken at first use)."""
+    """The idle watchdogs of one engine (one event loop, taken at first use), as entries in
+    two tables, and their one timer.
 
-    __slots__ = ("dogs", "handle", "loop")
+    A watched call is keyed by an object of its own (the provider's stream): ``due`` holds its
+    deadline (a float, which the collector does not track), ``tasks`` the task to cancel. A
+    watchdog object per call was one more object the collector tracked per model call in
+    flight (10,000 turns waiting on their models: 10,000 of them)."""
+
+    __slots__ = ("due", "fired", "handle", "loop", "tasks")
 
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.dogs: set[IdleWatchdog] = set()
+        self.due: dict[object, float] = {}
+        self.tasks: dict[object, asyncio.Task[object]] = {}
+        self.fired: set[object] = set()
         self.handle: asyncio.TimerHandle | None = None
 
-    def add(self, dog: IdleWatchdog) -> None:
-        self.dogs.add(dog)
+    def start(self, key: object, idle: float | None) -> None:
+        """Watch the current task's call ``key``: cancel the task after ``idle`` seconds
+        without a ``tick``. ``idle=None`` watches nothing."""
+        if idle is None:
+            return
+        task = asyncio.current_task()
+        assert task is not None  # (a model call runs in a task)
+        self.loop = loop = task.get_loop()
+        due = self.due[key] = loop.time() + idle
+        self.tasks[key] = task
         if self.handle is None:  # otherwise armed at a deadline no later than this one's
-            self.loop = loop = dog._loop
-            assert loop is not None and dog._idle is not None
-            self.handle = loop.call_at(dog._last + dog._idle, self.sweep,
-                                       context=bare_context())
+            self.handle = loop.call_at(due, self.sweep, context=bare_context())
+
+    def tick(self, key: object, idle: float | None) -> None:
+        """``key`` sent something: its deadline moves ``idle`` seconds from now. A tick only
+        moves a deadline later, so the timer never needs re-arming for it."""
+        if idle is not None and key in self.due:
+            self.due[key] = self.loop.time() + idle  # type: ignore[union-attr]
+
+    def stop(self, key: object, exc: BaseException | None = None) -> bool:
+        """Stop watching ``key`` (the timer, if armed for it, finds nothing). True when
+        ``exc`` is this watchdog's own cancel (taken back from the task: the caller raises
+        its timeout instead). Only our own cancel is a timeout; a hard abort stays a
+        cancellation."""
+        self.due.pop(key, None)
+        task = self.tasks.pop(key, None)
+        if key not in self.fired:
+            return False
+        self.fired.discard(key)
+        return type(exc) is asyncio.CancelledError and task is not None \
+            and task.uncancel() == 0
 
     def sweep(self) -> None:
         assert self.loop is not None
         self.handle = None
         now = self.loop.time()
         earliest: float | None = None
-        for dog in list(self.dogs):
-            due = dog._last + dog._idle  # type: ignore[operator]
+        for key, due in list(self.due.items()):
             if now >= due:
-                self.dogs.discard(dog)
-                dog._fire()
+                del self.due[key]
+                self.fired.add(key)
+                self.tasks[key].cancel()
             elif earliest is None or due < earliest:
                 earliest = due
         if earliest is not None:
             self.handle = self.loop.call_at(earliest, self.sweep, context=bare_context())
-
-
-class IdleWatchdog:
-    """``async with IdleWatchdog(idle, timer) as dog: ... dog.tick() ...`` raises TimeoutError
-    after ``idle`` seconds without a tick. ``idle=None`` disables it. ``timer``: the engine's."""
-
-    __slots__ = ("_fired", "_idle", "_last", "_loop", "_task", "_timer")
-
-    def __init__(self, idle: float | None, timer: IdleTimer) -> None:
-        self._idle = idle
-        self._timer = timer
-        self._fired = False
-        self._last = 0.0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task[object] | None = None
-
-    def tick(self) -> None:
-        if self._loop is not None:
-            self._last = self._loop.time()
-
-    def _fire(self) -> None:
-        assert self._task is not None
-        self._fired = True
-        self._task.cancel()
-
-    def start(self) -> None:
-        """Arm it (what ``async with`` does on entry)."""
-        if self._idle is not None:
-            self._loop = loop = asyncio.get_running_loop()
-            self._task = asyncio.current_task()
-            self._last = loop.time()
-            self._timer.add(self)
-
-    def stop(self) -> None:
-        """Disarm it (what ``async with`` does on exit, before ``timed_out``)."""
-        if self._loop is not None:
-            self._timer.dogs.discard(self)  # the timer, if armed for this one, finds nothing
-
-    def timed_out(self, exc: BaseException) -> None:
-        """Raise TimeoutError from ``exc`` if ``exc`` is this watchdog's own cancel. Only our
-        own cancel becomes a timeout; a hard abort stays a cancellation."""
-        if self._fired and type(exc) is asyncio.CancelledError and self._task is not None \
-                and self._task.uncancel() == 0:
-            raise TimeoutError from exc
-
-    async def __aenter__(self) -> IdleWatchdog:
-        self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-        if exc is not None:
-            self.timed_out(exc)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Generator, Mapping
+from collections.abc import Awaitable, Generator, Mapping
 from typing import Any, Protocol
 
 from steerable._core._cancel import CancelHandle, CancelMode
@@ -76,10 +76,13 @@ def _wake(waiter: asyncio.Future[None], _task: object) -> None:
 class TurnHandle:
     """A running turn. Await it for the ``TurnResult``; awaiting never cancels the turn."""
 
-    def __init__(self, loop: Submits, state: TurnState, task: asyncio.Task[TurnResult]) -> None:
+    def __init__(self, loop: Submits, state: TurnState, task: asyncio.Task[TurnResult],
+                 direct: bool = False) -> None:
         self._loop = loop
         self._state = state
         self._task = task
+        self._direct = direct
+        """The task runs ``run_turn`` itself (a driver's turn): its result is the task's."""
 
     @property
     def turn_id(self) -> str:
@@ -142,24 +145,39 @@ class TurnHandle:
         return handle
 
     def __await__(self) -> Generator[Any, None, TurnResult]:
-        # What asyncio.shield does, with one future and one callback instead of two of each:
-        # cancelling the awaiting task cancels ``waiter`` only, never the turn.
+        return self._awaited().__await__()
+
+    def _awaited(self) -> Awaitable[TurnResult]:
+        """What awaiting the handle awaits (``AgentLoop.run_turn`` awaits it without holding
+        the handle: one object fewer for the collector per awaited turn)."""
+        # What asyncio.shield does, with one future and no callback: cancelling the awaiting
+        # task cancels ``waiter`` only, never the turn. ``waiter`` gets the result itself,
+        # so awaiting it is all the caller's await is: no generator of ours around it (one
+        # object fewer for the collector per awaited turn).
+        task = self._task
+        if task.done() or not self._direct:
+            return self._wait_task()
+        # Woken by the turn's last step (``run_turn``'s finally), in the pass the turn ends:
+        # a done callback on its task would run one loop pass later, and wake us one after
+        # that. (A turn's task always reaches that step: the engine never cancels it before
+        # it has started, ``Engine.interrupt_hard``.)
+        waiter: asyncio.Future[TurnResult] = task.get_loop().create_future()
+        ctl = self._state.control
+        if ctl.waiter is None:
+            ctl.waiter = waiter
+        else:
+            ctl.waiters += (waiter,)
+        return waiter
+
+    async def _wait_task(self) -> TurnResult:
+        """A finished turn, or a task with steps after its ``run_turn`` (a sub-turn's)."""
         task = self._task
         if not task.done():
-            # Woken by the turn's last step (``run_turn``'s finally), in the pass the turn ends:
-            # a done callback on its task would run one loop pass later, and wake us one after
-            # that. (A turn's task always reaches that step: the engine never cancels it
-            # before it has started, ``Engine.interrupt_hard``.)
-            waiter = task.get_loop().create_future()
-            ctl = self._state.control
-            ctl.waiters += (waiter,)
-            yield from waiter
-        if not task.done():  # a sub-turn's task, which has steps after its run_turn
             waiter = task.get_loop().create_future()
             # (``_wake`` reads no context variable: no copy of the caller's context, one object
             # fewer for the collector per awaited turn)
             task.add_done_callback(functools.partial(_wake, waiter), context=bare_context())
-            yield from waiter
+            await waiter
         return task.result()
 
     def __repr__(self) -> str:

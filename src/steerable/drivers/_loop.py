@@ -151,10 +151,14 @@ class AgentLoop:
         """Start a turn and wait for it. Cancelling the caller hard-aborts the turn."""
         handle = self.start_turn(input, session_id, agent=agent,
                                  discard_checkpoint=discard_checkpoint)
+        # Kept while the turn runs: what aborting it needs (its ids) and what gives its
+        # result, not the handle (one object fewer for the collector per awaited turn).
+        sid, turn_id, waiting = handle.session_id, handle.turn_id, handle._awaited()
+        del handle
         try:
-            result: TurnResult = await handle
+            result: TurnResult = await waiting
         except asyncio.CancelledError:
-            handle.interrupt_hard()
+            self.submit(cmd.Interrupt(sid, turn_id, hard=True))
             raise
         return result
 

@@ -129,7 +129,7 @@ class Turns:
         task = loop.create_task(run_turn(engine, st, self._on_end))
         st.control.task = task
         self.tasks.add(task)
-        return TurnHandle(self._front, st, task)
+        return TurnHandle(self._front, st, task, direct=True)
 
     def _ended(self, st: TurnState, result: TurnResult | None) -> None:
         """The turn's last step (its task is done right after, in the same step)."""
