@@ -125,10 +125,9 @@ class _Spec:
 
 def _is_classvar(annotation: Any) -> bool:
     if isinstance(annotation, str):  # postponed annotations: ClassVar[...] or typing.ClassVar
-        head = annotation.partition("[")[0].strip()
-        if head.endswith(("InitVar", "KW_ONLY")):
+        if "InitVar" in annotation or "KW_ONLY" in annotation:
             raise TypeError(f"{annotation!r}: record and state do not support it")
-        return head == "ClassVar" or head.endswith(".ClassVar")
+        return annotation.startswith(("ClassVar", "typing.ClassVar"))
     return annotation is ClassVar or getattr(annotation, "__origin__", None) is ClassVar
 
 
@@ -136,12 +135,14 @@ def _specs(cls: type, kw_only: bool) -> tuple[_Spec, ...]:
     """Every field of ``cls``, in ``dataclass``'s order: the bases' (from the most basic on),
     then the class's own annotations; a redefined field keeps its place."""
     found: dict[str, _Spec] = {}
-    for base in cls.__mro__[-1:0:-1]:
+    for base in cls.__mro__[-2:0:-1]:  # (not object)
         own = vars(base)
         if "_specs" in own:
-            found.update((s.name, s) for s in own["_specs"])
+            for s in own["_specs"]:
+                found[s.name] = s
         elif "__dataclass_fields__" in own:  # a base made by dataclass itself
-            found.update((f.name, _Spec.of_field(f)) for f in dataclasses.fields(base))
+            for f in dataclasses.fields(base):
+                found[f.name] = _Spec.of_field(f)
     own = vars(cls)
     for name, annotation in own.get("__annotations__", {}).items():
         if not _is_classvar(annotation):
@@ -176,32 +177,38 @@ def _rebuilt(cls: type, specs: tuple[_Spec, ...], extra: dict[str, Any],
              drop: tuple[str, ...] = ()) -> Any:
     """``cls`` made again with a slot per field it adds (the class statement already made the
     class, without them, and slots cannot be added later), sharing the common parts."""
-    names = tuple(s.name for s in specs)
-    inherited = {n for b in cls.__mro__[1:] for n in getattr(b, "__slots__", ())}
-    body = {k: v for k, v in vars(cls).items() if k not in names and k not in (
-        "__dict__", "__weakref__", *drop)}
+    names, shown, compared, positional = [], [], [], []
+    for s in specs:  # one pass, no generator per list: ~90 classes at import
+        names.append(s.name)
+        if s.repr:
+            shown.append(s.name)
+        if s.compare:
+            compared.append(s.name)
+        if s.init and not s.kw_only:
+            positional.append(s.name)
+    inherited = {n for b in cls.__mro__[1:-1] for n in getattr(b, "__slots__", ())}
+    skip = {*names, "__dict__", "__weakref__", *drop}
+    body = {k: v for k, v in vars(cls).items() if k not in skip}
     body.update(extra)
-    body["__slots__"] = tuple(n for n in names if n not in inherited)
+    body["__slots__"] = tuple([n for n in names if n not in inherited])
     body["_specs"] = specs
-    body["_names"] = names
-    body["_repr"] = tuple(s.name for s in specs if s.repr)
-    body["_compare"] = tuple(s.name for s in specs if s.compare)
-    body.setdefault("__match_args__", tuple(s.name for s in specs if s.init and not s.kw_only))
+    body["_names"] = tuple(names)
+    body["_repr"] = tuple(shown)
+    body["_compare"] = tuple(compared)
+    body.setdefault("__match_args__", tuple(positional))
     body["__dataclass_fields__"] = _FIELDS
-    new: Any = type(cls.__name__, cls.__bases__, body)
-    new.__qualname__ = cls.__qualname__
-    new.__init__ = _lazy_init(new)
-    return new
+    body["__qualname__"] = cls.__qualname__
+    body["__init__"] = _first_init
+    return type(cls.__name__, cls.__bases__, body)
 
 
-def _lazy_init(cls: type) -> Callable[..., None]:
-    def __init__(self: object, *args: Any, **kwargs: Any) -> None:
-        # Replaced on the class by its compiled __init__ at the first instantiation.
-        init = _compile_init(cls, mutable=not issubclass(cls, Record))
-        type.__setattr__(cls, "__init__", init)
-        init(self, *args, **kwargs)
-
-    return __init__
+def _first_init(self: object, *args: Any, **kwargs: Any) -> None:
+    """Every record's and state's ``__init__`` until the class's first instance: it puts the
+    compiled one on the class (most event kinds are never made in a given process)."""
+    cls = next(c for c in type(self).__mro__ if vars(c).get("__init__") is _first_init)
+    init = _compile_init(cls, mutable=not issubclass(cls, Record))
+    type.__setattr__(cls, "__init__", init)
+    init(self, *args, **kwargs)
 
 
 def _compile_init(cls: type, mutable: bool = False) -> Callable[..., None]:
