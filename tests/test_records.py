@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
+import subprocess
 import sys
 import textwrap
 from collections.abc import Mapping
@@ -290,3 +291,14 @@ def test_what_dataclass_refuses_is_refused_when_the_class_is_made() -> None:
             """An init-only variable."""
 
             x: dataclasses.InitVar[int]
+
+
+def test_the_dataclass_parameters_are_made_at_their_first_read() -> None:
+    program = ("from steerable import Agent, AgentLoop, Reply, ScriptedProvider, TurnStart, tool\n"
+               "from steerable._records import _Params\n"
+               "made = len(_Params.made)\n"
+               "frozen = TurnStart.__dataclass_params__.frozen\n"
+               "print(made, len(_Params.made), frozen)")
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.split() == ["0", "1", "True"]

@@ -34,19 +34,32 @@ __all__ = ["Record", "record", "state"]
 _T = TypeVar("_T", bound=type)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class _Frozen:
-    """Donor of ``__dataclass_params__``: what a frozen, slotted, keyword-only dataclass has."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _FrozenPositional:
-    """The same with positional arguments (the parameters differ on Python >= 3.12)."""
-
-
-_PARAMS = {True: _Frozen.__dataclass_params__,  # type: ignore[attr-defined]
-           False: _FrozenPositional.__dataclass_params__}  # type: ignore[attr-defined]
 _MISSING = dataclasses.MISSING
+
+
+class _Params:
+    """A class's ``__dataclass_params__``: those of an empty dataclass made with the same
+    options (they differ between Python versions, so they are taken from ``dataclass``
+    itself), made at the first read. Making the four kinds at import was ~0.4 ms: each
+    compiles its methods and builds its class twice."""
+
+    __slots__ = ("options",)
+    made: ClassVar[dict[tuple[tuple[str, bool], ...], Any]] = {}
+
+    def __init__(self, **options: bool) -> None:
+        self.options = tuple(sorted(options.items()))
+
+    def __get__(self, instance: object, owner: type) -> Any:
+        params = self.made.get(self.options)
+        if params is None:
+            donor: Any = dataclasses.dataclass(**dict(self.options))(
+                type("Donor", (), {"__doc__": "Donor of the parameters."}))
+            params = self.made[self.options] = donor.__dataclass_params__
+        return params
+
+
+_PARAMS = {True: _Params(frozen=True, slots=True, kw_only=True),
+           False: _Params(frozen=True, slots=True)}
 
 
 class Record:
@@ -287,18 +300,7 @@ def _make_record(cls: Any, kw_only: bool) -> Any:
     return _rebuilt(cls, specs, extra, drop)
 
 
-@dataclasses.dataclass(slots=True)
-class _Mutable:
-    """Donor of ``__dataclass_params__``: what ``@dataclass(slots=True)`` has."""
-
-
-@dataclasses.dataclass(slots=True, eq=False)
-class _MutableNoEq:
-    """The same with ``eq=False``."""
-
-
-_STATE_PARAMS = {True: _Mutable.__dataclass_params__,  # type: ignore[attr-defined]
-                 False: _MutableNoEq.__dataclass_params__}  # type: ignore[attr-defined]
+_STATE_PARAMS = {True: _Params(slots=True), False: _Params(slots=True, eq=False)}
 
 
 @overload
