@@ -54,8 +54,8 @@ __all__ = ["OpenTelemetryHook"]
 
 _FAILED = (TurnStatus.ABORTED, TurnStatus.ERROR)
 _OK = Status(StatusCode.OK)
-# An enum member read from its class is a descriptor call on Python 3.11 (~190 ns against
-# ~20 ns for a global): this one is read for every event collected.
+# An enum member read from its class costs 90-190 ns on Python 3.11, a global 10-20 ns: this
+# one is read for every event collected.
 _TURN_END = EventKind.TURN_END
 # Events are applied in batches on one worker thread: each hand-over costs a thread wake-up and
 # GIL ping-pong, so fewer, larger batches (256 events, or at a turn's end, or once the oldest
