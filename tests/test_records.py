@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
+import subprocess
 import sys
 import textwrap
 from collections.abc import Mapping
@@ -227,3 +228,77 @@ def test_keyword_only_state_inherits_fields_and_runs_post_init() -> None:
         ToolCtx("t", name="n")  # type: ignore[misc]
     with pytest.raises(TypeError, match="docstring"):
         state(type("NoDoc", (), {"__annotations__": {"a": "int"}}))
+
+
+# -- the fields are read from the class body; ``dataclasses.Field`` objects on first request --
+
+
+def test_the_dataclass_fields_are_made_at_their_first_read_and_match_the_dataclass() -> None:
+    @record
+    class Late(Record):
+        """Defined without any ``dataclasses.Field`` being made."""
+
+        a: int
+        b: list[int] = field(default_factory=list, repr=False, metadata={"m": 1})
+
+    @record
+    class Later(Late):
+        """Redefines ``a``'s default: the field keeps its place."""
+
+        c: str = ""
+        a: int = 3
+
+    assert not isinstance(vars(Late)["__dataclass_fields__"], dict)
+    assert Later(b=[1]).a == 3 and repr(Later()).endswith(".Later(a=3, c='')")
+    assert not isinstance(vars(Later)["__dataclass_fields__"], dict)  # __init__ needs none
+    assert [(f.name, f.default, f.repr, dict(f.metadata)) for f in dataclasses.fields(Later)] \
+        == [("a", 3, True, {}), ("b", dataclasses.MISSING, False, {"m": 1}),
+            ("c", "", True, {})]
+    assert isinstance(vars(Later)["__dataclass_fields__"], dict)
+    assert not isinstance(vars(Late)["__dataclass_fields__"], dict)  # each class its own
+    assert dataclasses.fields(Late)[1].default_factory is list
+
+
+def test_a_state_over_a_dataclass_base_takes_its_fields_with_their_own_flags() -> None:
+    @dataclasses.dataclass(kw_only=True)
+    class Plain:
+        """A base made by ``dataclass`` itself, keyword-only."""
+
+        k: int = 1
+
+    @state
+    class Over(Plain):
+        """Positional fields of its own after the base's keyword-only one."""
+
+        p: int
+
+    over = Over(5, k=2)
+    assert (over.p, over.k) == (5, 2) and Over.__match_args__ == ("p",)  # type: ignore[attr-defined]
+    assert [(f.name, f.kw_only) for f in dataclasses.fields(over)] == [("k", True), ("p", False)]
+
+
+def test_what_dataclass_refuses_is_refused_when_the_class_is_made() -> None:
+    with pytest.raises(ValueError, match="mutable default"):
+        @record
+        class Shared(Record):
+            """A list shared by every instance."""
+
+            items: list[int] = []  # noqa: RUF012
+
+    with pytest.raises(TypeError, match="not support"):
+        @state
+        class WithInitVar:
+            """An init-only variable."""
+
+            x: dataclasses.InitVar[int]
+
+
+def test_the_dataclass_parameters_are_made_at_their_first_read() -> None:
+    program = ("from steerable import Agent, AgentLoop, Reply, ScriptedProvider, TurnStart, tool\n"
+               "from steerable._records import _Params\n"
+               "made = len(_Params.made)\n"
+               "frozen = TurnStart.__dataclass_params__.frozen\n"
+               "print(made, len(_Params.made), frozen)")
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.split() == ["0", "1", "True"]

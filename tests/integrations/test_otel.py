@@ -39,6 +39,7 @@ from steerable._events import (
     TurnStart,
     TurnStatus,
 )
+from steerable.integrations import otel
 from steerable.integrations.otel import OpenTelemetryHook
 from steerable.providers import RetryNotice, StreamEnd, TextDelta
 
@@ -390,7 +391,9 @@ async def test_registered_it_reads_the_bus_and_a_failure_of_the_span_work_is_rep
     loop.register_hook(hook)
     errors = loop.subscribe([EventKind.ERROR])
     assert (await loop.run_turn("a", session_id="s1")).text == "one"
-    await asyncio.sleep(0.05)  # the worker applies the first turn's batch
+    # The worker has applied the first turn's batch once a later job on it has run (one worker,
+    # jobs in order): then turn b's hand-over finds the failure.
+    await asyncio.wrap_future(otel._shared_worker().submit(lambda: None))
     assert (await loop.run_turn("b", session_id="s1")).text == "two"
     assert (await loop.run_turn("c", session_id="s1")).text == "three"
     await loop.aclose()  # waits for the spans
@@ -400,3 +403,16 @@ async def test_registered_it_reads_the_bus_and_a_failure_of_the_span_work_is_rep
     names = [s.name for s in exporter.get_finished_spans()]
     assert names.count("invoke_agent helper") == 2  # the later turns were traced
     assert hook.fed_by_task == 0  # a bus observer: no subscription, task or hook call
+
+
+async def test_flush_returns_at_once_when_the_worker_is_done() -> None:
+    exporter, hook = _setup()
+    loop = AgentLoop(Agent(name="helper", provider=ScriptedProvider([Reply(text="one")])))
+    hook.attach(loop)
+    assert (await loop.run_turn("a", session_id="s1")).text == "one"
+    await asyncio.wrap_future(otel._shared_worker().submit(lambda: None))  # batches applied
+    flush = hook.flush()
+    with pytest.raises(StopIteration):  # done without waiting on the event loop
+        flush.send(None)
+    assert [s.name for s in exporter.get_finished_spans()] == ["chat unknown", "invoke_agent helper"]
+    await loop.aclose()

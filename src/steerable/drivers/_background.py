@@ -10,7 +10,6 @@ import asyncio
 
 from steerable._core._agent import Agent
 from steerable._core._engine import Engine
-from steerable._core._summarize import needs_summary, summarize_session
 from steerable._core._turn import TurnResult
 from steerable._core._turn_state import TurnState
 from steerable._events import TurnStatus
@@ -30,6 +29,9 @@ class Summaries:
             return
         if st.session_id in self._sessions:
             return
+        # Imported by the first agent with a summary policy: most loops never summarise.
+        from steerable._core._summarize import needs_summary, summarize_session
+
         # The estimate uses what the turn already holds: no store read on the hot path.
         if not needs_summary([*st.transcript.base, *st.transcript.new], policy):
             return

@@ -1,7 +1,8 @@
 """LLM providers behind one narrow seam (see ``steerable.providers._base``).
 
-``FallbackProvider`` and the provider selection (``select_provider``...) are loaded on first
-use: a loop with a provider of its own needs neither, and every turn imports this package.
+``FallbackProvider``, the provider selection (``select_provider``...) and the HTTP providers'
+settings (``RetryPolicy``, ``ProviderTimeouts``) are loaded on first use: a loop with a
+provider of its own needs none of them, and every turn imports this package.
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from steerable.providers._base import (
     ToolCallChunk,
     ToolSpec,
 )
-from steerable.providers._retry import RetryPolicy
-from steerable.providers._timeouts import ProviderTimeouts
 from steerable.providers.scripted import Reply, ScriptedProvider, ScriptStep
 
 __all__ = [
@@ -52,15 +51,19 @@ __all__ = [
 
 if TYPE_CHECKING:
     from steerable.providers._fallback import FallbackProvider
+    from steerable.providers._retry import RetryPolicy
     from steerable.providers._select import (
         PROVIDER_NAMES,
         choose_provider_name,
         load_script,
         select_provider,
     )
+    from steerable.providers._timeouts import ProviderTimeouts
 
 _LAZY = {"FallbackProvider": "steerable.providers._fallback",
          "PROVIDER_NAMES": "steerable.providers._select",
+         "ProviderTimeouts": "steerable.providers._timeouts",
+         "RetryPolicy": "steerable.providers._retry",
          "choose_provider_name": "steerable.providers._select",
          "load_script": "steerable.providers._select",
          "select_provider": "steerable.providers._select"}
