@@ -16,7 +16,7 @@ def test_a_change_request_that_changed_nothing_exits_6(cli_env, tmp_path: Path) 
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "a.txt").write_text("hello\n")
-    steps = [_kind("change"), {"tool_calls": [["read", {"path": "a.txt"}]]},
+    steps = [_kind("change"), {"text": json.dumps({"needs": "writing"})}, {"tool_calls": [["read", {"path": "a.txt"}]]},
              {"tool_calls": [["edit", {"path": "a.txt", "old_text": "nope", "new_text": "x"}]]},
              {"tool_calls": [["edit", {"path": "a.txt", "old_text": "nope", "new_text": "y"}]]},
              {"tool_calls": [["edit", {"path": "a.txt", "old_text": "nop", "new_text": "y"}]]},
@@ -57,7 +57,7 @@ def test_a_change_request_answered_with_instructions_after_a_command_exits_6(
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    steps = [_kind("change"), {"tool_calls": [["bash", {"command": "cat calc.py"}]]},
+    steps = [_kind("change"), {"text": json.dumps({"needs": "writing"})}, {"tool_calls": [["bash", {"command": "cat calc.py"}]]},
              {"tool_calls": [["bash", {"command": "cat calc.py"}]]},
              {"tool_calls": [["edit", {"path": "calc.py", "old_text": "a-b", "new_text": "a+b"}]]},
              {"text": "Replace a - b with a + b in calc.py and it will work."}]

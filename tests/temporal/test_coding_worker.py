@@ -54,6 +54,7 @@ async def test_the_coding_agent_on_a_temporal_worker(cli_env, tmp_path: Path,  #
     script = tmp_path / "script.json"
     script.write_text(json.dumps([
         {"text": json.dumps({"kind": "change"})},  # the tool policy's classification call
+        {"text": json.dumps({"needs": "writing"})},  # and its second reading, which agrees
         # The policy lets a file be written whole only once read in the request.
         {"tool_calls": [["read", {"path": "a.txt"}]]},
         {"tool_calls": [["write", {"path": "a.txt", "content": "new\n"}]]},

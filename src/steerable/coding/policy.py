@@ -58,8 +58,6 @@ tells the front end (the CLI exits non-zero).
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -84,6 +82,7 @@ from steerable.coding._classify import (
     parse_kind,
 )
 from steerable.coding._compare import from_results
+from steerable.coding._confirm import UNCONFIRMED, held_note
 from steerable.coding._evidence import (
     echoes,
     evidence_counts,
@@ -103,6 +102,7 @@ from steerable.coding._exchange import (
     without_calls,
 )
 from steerable.coding._paths import QUOTING, failed_paths, held_values
+from steerable.coding._reading import read_request
 from steerable.coding._reads import (
     DirectReads,
     RecordedReads,
@@ -114,7 +114,6 @@ from steerable.coding._recheck import recheck_request, restated
 from steerable.coding._verdict import BROKEN_MARK, NOTHING_CHANGED_MARK, UNVERIFIED_MARK, Verdict
 from steerable.coding._walk import FOUND_NOTHING
 from steerable.coding._workspace import Workspace
-from steerable.errors import ProviderError
 from steerable.providers._base import LLMRequest, ToolChoice, ToolSpec
 
 __all__ = [
@@ -188,6 +187,10 @@ class _Turn:
     """An answer stating what no result showed was given one more look instead."""
     repair_read: set[str] = field(default_factory=set)
     """Broken files a repeat was answered with a read of (once per file, so it ends)."""
+    unconfirmed: bool = False
+    """The classification read a change and the second reading did not: held to a look."""
+    held: set[str] = field(default_factory=set)
+    """The acting tools the model called on an unconfirmed change (refused; the user is told)."""
 
 
 class ToolPolicy(Hook):
@@ -231,16 +234,15 @@ class ToolPolicy(Hook):
         asked = asked_in(request.messages)
         if turn.intent is None or asked != turn.asked:
             self.gate.close(ctx.turn_id, "the request is being read")
-            turn.intent = await self._classify(ctx, asked)
+            turn.intent, turn.unconfirmed = await read_request(ctx, asked, self.reads)
             turn.asked = asked
             if turn.intent == "change":
                 if turn.start is None:  # steering adds to a change: judged from the start
                     turn.start = await self.reads.start(" ".join(asked))
                 self.gate.open(ctx.turn_id)
             else:
-                self.gate.close(
-                    ctx.turn_id, f"the request was read as '{turn.intent}', which asks for "
-                    "no change")
+                self.gate.close(ctx.turn_id, UNCONFIRMED if turn.unconfirmed else (
+                    f"the request was read as '{turn.intent}', which asks for no change"))
         now = None if turn.start is None else await self.reads.snapshot(turn.start.names)
         turn.choice = await self._held(turn, request, self._choice(turn, request, now))
         if turn.choice.mode == "none" and turn.choice.max_tokens is None:
@@ -293,24 +295,6 @@ class ToolPolicy(Hook):
                 only = tuple(t for t in tools if t not in OVERWRITERS)
         return dataclasses.replace(choice, only=only, values=values)
 
-    async def _classify(self, ctx: LLMRequestContext, asked: Sequence[str]) -> Intent:
-        try:
-            reply = await ctx.ask(classify_request(ctx.request), "classify")
-        except ProviderError:
-            return "workspace"  # the safe reading: look, change nothing
-        kind = parse_kind(reply.text)
-        if kind == "general" and await self._names_workspace(" ".join(asked)):
-            kind = "workspace"
-        return kind
-
-    async def _names_workspace(self, text: str) -> bool:
-        """Whether ``text`` names a file or folder of the workspace (typos forgiven)."""
-        names = await self.reads.names()
-        for word in re.findall(r"[\w.-]{3,}", text.lower()):
-            if word in names or difflib.get_close_matches(word, names, n=1, cutoff=0.8):
-                return True
-        return False
-
     def _choice(self, state: _Turn, request: LLMRequest, now: Snapshot | None) -> ToolChoice:
         intent, tools = state.intent, request.tools
         turn = turn_messages(request.messages)
@@ -332,7 +316,8 @@ class ToolPolicy(Hook):
         looks = (("bash",) if intent == "run" and has_tool(tools, "bash")
                  else tuple(t.name for t in tools if t.name in self.looks))
         allowed = tuple(dict.fromkeys([*(t.name for t in tools if t.read_only), *looks]))
-        why = f"{intent}: nothing may change"
+        why = f"{intent}: nothing may change" + (
+            " (the readings of the request disagreed on a change)" if state.unconfirmed else "")
         if rounds >= self.max_rounds:
             return ToolChoice("none", allowed, reason=f"{why}; answer now ({rounds} rounds)")
         # A look that failed or matched nothing showed nothing: the model looks again, with
@@ -403,6 +388,8 @@ class ToolPolicy(Hook):
         if not turn.choice.allows(ctx.call.name):
             turn.blank.add(ctx.call.id)  # a denied call showed nothing
             turn.denied.add(ctx.call.id)
+            if turn.unconfirmed and not ctx.read_only:
+                turn.held.add(ctx.call.name)  # it tried to change: the user must hear why not
             return HookDecision(HookAction.DENY_TOOL, reason=(
                 f"{ctx.call.name} was not offered on this call ({turn.choice.reason})"))
         if ctx.read_only:
@@ -534,7 +521,8 @@ class ToolPolicy(Hook):
             missing = unsupported_facts(text, evidence, counts, numbers=looked, vocabulary=words)
         now = None if turn.start is None else await self.reads.snapshot(turn.start.names)
         changed = _changed(messages, ctx.request.tools, turn.start, now)
-        verdict = Verdict(turn.intent, changed, tuple(missing), rechecked, tuple(turn.broken))
+        verdict = Verdict(turn.intent, changed, tuple(missing), rechecked, tuple(turn.broken),
+                          held=tuple(sorted(turn.held)))
         self._verdicts[ctx.turn_id] = verdict
         notes = []
         if missing:
@@ -544,6 +532,8 @@ class ToolPolicy(Hook):
             notes.append(f"{NOTHING_CHANGED_MARK}: the request asked for a change, and no "
                          "tool changed a file")
         notes += [f"{BROKEN_MARK}: {name} ({why})" for name, why in turn.broken.items()]
+        if verdict.held:
+            notes.append(f"{NOTHING_CHANGED_MARK}: {held_note(verdict.held)}")
         if not notes and text == response.text:
             return None
         return HookDecision(HookAction.MODIFY, text="\n\n".join([text.rstrip(), *notes]))
