@@ -14,7 +14,10 @@ safe: a reply that is not one of the kinds counts as "workspace" (look, change n
 workspace (a name is a name in every language). "General" allows none of the agent's own tools
 (``own``); a read-only tool beside them (an MCP server's) may still be called.
 
-**Safe by construction**: only "change" opens the workspace for writing. For any other kind the
+**Safe by construction**: only "change" opens the workspace for writing, and only when a second
+reading of the request agrees (``_confirm``: one call of one model is not enough; a
+disagreement reads as "workspace", and a change the model tries anyway is refused and reported
+in the answer and ``Verdict.held``). For any other kind the
 turn's ``WriteGate`` is closed, so ``write`` and ``edit`` refuse and ``bash`` runs with the
 workspace mounted read-only (or not at all without the sandbox), whatever the model emits and
 whether or not calls are approved; a call of a tool the choice did not allow is denied.
