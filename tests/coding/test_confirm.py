@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 from steerable import EventKind, Reply
 from steerable._messages import Message
 from steerable.coding._classify import CLASSIFY_SYSTEM
-from steerable.coding._confirm import CONFIRM_SCHEMA, CONFIRM_SYSTEM, confirm_request, confirms
+from steerable.coding._confirm import (
+    CONFIRM_SCHEMA,
+    CONFIRM_SYSTEM,
+    READ_AS_QUESTION_MARK,
+    confirm_request,
+    confirms,
+)
 from steerable.coding.policy import NOTHING_CHANGED_MARK
 from steerable.errors import ProviderError
 from steerable.providers._base import LLMRequest
@@ -60,13 +66,18 @@ async def test_a_change_the_second_reading_does_not_confirm_changes_nothing(ws, 
     assert "ask for it again plainly" in result.text
 
 
-async def test_a_look_after_an_unconfirmed_change_is_no_refusal_to_report(ws):
+async def test_an_unconfirmed_change_with_no_attempt_to_change_says_how_it_was_read(ws):
+    # A call of a tool the agent does not have changes no file either (the 0.5B called "add").
     result, _, _, hook = await _run(
         ws, "What is 17 + 25?", kind("change"), Reply(text=json.dumps({"needs": "reading"})),
+        Reply(tool_calls=[("add", {"a": 17, "b": 25})]),
         Reply(tool_calls=[("read", {"path": "utils.py"})]), Reply(text="42"))
     verdict = hook.verdict(result.turn_id)
     assert verdict is not None and verdict.held == ()
+    # Nothing was refused, but the user hears how the request was read, and how to ask again.
     assert result.text.startswith("42") and NOTHING_CHANGED_MARK not in result.text
+    assert f"{READ_AS_QUESTION_MARK}: one reading of the request took it for a change" \
+        in result.text and "ask for it again plainly" in result.text
 
 
 @pytest.mark.parametrize("reply", ["", "writing", '{"needs": "WRITING"}', '{"needs": ["writing"]}',
@@ -91,6 +102,7 @@ async def test_a_confirmed_change_changes_and_reports_no_refusal(ws):
     assert "x * 3" in (ws / "utils.py").read_text()
     verdict = hook.verdict(result.turn_id)
     assert verdict is not None and verdict.intent == "change" and verdict.held == ()
+    assert READ_AS_QUESTION_MARK not in result.text and "refused" not in result.text
 
 
 async def test_a_question_read_as_one_is_not_read_twice(ws):

@@ -26,8 +26,8 @@ from steerable._messages import Message
 from steerable.coding._classify import split_exchanges
 from steerable.providers._base import LLMRequest, ToolChoice
 
-__all__ = ["CONFIRM_SCHEMA", "CONFIRM_SYSTEM", "UNCONFIRMED", "confirm_request", "confirms",
-           "held_note"]
+__all__ = ["CONFIRM_SCHEMA", "CONFIRM_SYSTEM", "READ_AS_QUESTION_MARK", "UNCONFIRMED",
+           "confirm_request", "confirms", "held_note"]
 
 Need = Literal["reading", "writing"]
 
@@ -36,6 +36,11 @@ CONFIRM_SCHEMA: dict[str, Any] = {
     "required": ["needs"], "additionalProperties": False}
 
 CONFIRM_TOKENS = 12
+
+READ_AS_QUESTION_MARK = "⚑ read as a question"
+"""Starts the line an answer ends with when the two readings disagreed and the model called
+no tool that changes files (a question the first reading took for a change, or a change the
+second did not confirm: the user hears it either way, and how to ask again)."""
 
 UNCONFIRMED = ("one reading of the request took it for a change and a second reading did not, "
                "so it is treated as a question: nothing may change")
@@ -98,9 +103,11 @@ def confirms(text: str) -> bool:
 
 
 def held_note(tools: Sequence[str]) -> str:
-    """What the user is told when the model called ``tools`` to change files on a request
-    whose change was not confirmed: nothing changed, why, and how to get the change."""
-    return (f"{', '.join(tools)} {'was' if len(tools) == 1 else 'were'} refused: one reading "
-            "of the request took it for a change and a second reading did not, so it was "
-            "treated as a question. If you meant a change, ask for it again plainly: what to "
-            "change, and in which file.")
+    """What the user is told about a request whose change was not confirmed: that nothing
+    changed, why (and which calls of ``tools`` were refused), and how to get the change."""
+    why = ("one reading of the request took it for a change and a second reading did not, so "
+           "it was treated as a question")
+    said = (f"{', '.join(tools)} {'was' if len(tools) == 1 else 'were'} refused: {why}"
+            if tools else f"{why} and nothing was changed")
+    return f"{said}. If you meant a change, ask for it again plainly: what to change, and in " \
+        "which file."

@@ -85,7 +85,7 @@ from steerable.coding._classify import (
     parse_kind,
 )
 from steerable.coding._compare import from_results
-from steerable.coding._confirm import UNCONFIRMED, held_note
+from steerable.coding._confirm import READ_AS_QUESTION_MARK, UNCONFIRMED, held_note
 from steerable.coding._evidence import (
     echoes,
     evidence_counts,
@@ -194,6 +194,9 @@ class _Turn:
     """The classification read a change and the second reading did not: held to a look."""
     held: set[str] = field(default_factory=set)
     """The acting tools the model called on an unconfirmed change (refused; the user is told)."""
+    acting: frozenset[str] = frozenset()
+    """The request's tools that are not read-only (a call of a tool it does not have is no
+    attempt to change a file: the 0.5B called an ``add`` tool)."""
 
 
 class ToolPolicy(Hook):
@@ -246,6 +249,7 @@ class ToolPolicy(Hook):
             else:
                 self.gate.close(ctx.turn_id, UNCONFIRMED if turn.unconfirmed else (
                     f"the request was read as '{turn.intent}', which asks for no change"))
+        turn.acting = frozenset(t.name for t in request.tools if not t.read_only)
         now = None if turn.start is None else await self.reads.snapshot(turn.start.names)
         turn.choice = await self._held(turn, request, self._choice(turn, request, now))
         if turn.choice.mode == "none" and turn.choice.max_tokens is None:
@@ -391,7 +395,7 @@ class ToolPolicy(Hook):
         if not turn.choice.allows(ctx.call.name):
             turn.blank.add(ctx.call.id)  # a denied call showed nothing
             turn.denied.add(ctx.call.id)
-            if turn.unconfirmed and not ctx.read_only:
+            if turn.unconfirmed and ctx.call.name in turn.acting:
                 turn.held.add(ctx.call.name)  # it tried to change: the user must hear why not
             return HookDecision(HookAction.DENY_TOOL, reason=(
                 f"{ctx.call.name} was not offered on this call ({turn.choice.reason})"))
@@ -537,6 +541,8 @@ class ToolPolicy(Hook):
         notes += [f"{BROKEN_MARK}: {name} ({why})" for name, why in turn.broken.items()]
         if verdict.held:
             notes.append(f"{NOTHING_CHANGED_MARK}: {held_note(verdict.held)}")
+        elif turn.unconfirmed:  # no attempt to change, but the user may have meant one
+            notes.append(f"{READ_AS_QUESTION_MARK}: {held_note(())}")
         if not notes and text == response.text:
             return None
         return HookDecision(HookAction.MODIFY, text="\n\n".join([text.rstrip(), *notes]))
