@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steerable import EventKind, Reply
+from steerable import Agent, AgentLoop, EventKind, Reply, ScriptedProvider
 from steerable._messages import Message
+from steerable.coding import Workspace, coding_tools
 from steerable.coding._classify import CLASSIFY_SYSTEM
 from steerable.coding._confirm import (
     CONFIRM_SCHEMA,
@@ -22,7 +23,7 @@ from steerable.coding._confirm import (
     confirm_request,
     confirms,
 )
-from steerable.coding.policy import NOTHING_CHANGED_MARK
+from steerable.coding.policy import NOTHING_CHANGED_MARK, ToolPolicy
 from steerable.errors import ProviderError
 from steerable.providers._base import LLMRequest
 
@@ -145,3 +146,30 @@ def test_the_examples_are_neither_the_suites_nor_the_classifications() -> None:
              if " -> " in line]
     assert len(examples) >= 10
     assert not [e for e in examples if e in prompts or e in first]
+
+
+async def test_steering_that_confirms_the_change_clears_what_was_refused_before(ws):
+    # Read as a question (the readings disagreed), the model tried a write (refused); the user
+    # then steers, the request is read again, both readings agree: the change is made, and the
+    # earlier refusal no longer stands in the verdict (no exit 6 for a change that was made).
+    provider = ScriptedProvider([
+        kind("change"), Reply(text=json.dumps({"needs": "reading"})), _WRITE,
+        Reply(tool_calls=[("read", {"path": "utils.py"})]),
+        *change(), _EDIT, Reply(text="helper now triples.")])
+    workspace = Workspace(ws)
+    loop = AgentLoop(Agent(provider=provider, tools=coding_tools(workspace)))
+    policy = ToolPolicy(workspace)
+    loop.register_hook(policy, timeout=60)
+
+    def steer(ctx: Any) -> None:
+        if ctx.call.name == "read":
+            loop.inject_steering("yes, change it: make it triple", "s")
+
+    loop.register_hook(type("Steer", (), {"before_tool": staticmethod(steer)})())
+    result = await loop.run_turn("helper triple?", session_id="s")
+    await loop.aclose()
+    provider.assert_consumed()
+    assert "x * 3" in (ws / "utils.py").read_text()
+    verdict = policy.verdict(result.turn_id)
+    assert verdict is not None and verdict.intent == "change" and verdict.held == ()
+    assert "refused" not in result.text and READ_AS_QUESTION_MARK not in result.text

@@ -243,6 +243,7 @@ class ToolPolicy(Hook):
             turn.intent, turn.unconfirmed = await read_request(ctx, asked, self.reads)
             turn.asked = asked
             if turn.intent == "change":
+                turn.held.clear()  # refused before the change was confirmed: it stands now
                 if turn.start is None:  # steering adds to a change: judged from the start
                     turn.start = await self.reads.start(" ".join(asked))
                 self.gate.open(ctx.turn_id)
