@@ -238,7 +238,8 @@ async def _report(app: App, result: TurnResult, tally: _Tally, *, as_json: bool,
     if code == 0 and verdict is not None and verdict.held:
         sys.stderr.write("steerable: nothing was changed: the request was not read as asking "
                          "for a change for certain (two readings disagreed), so "
-                         f"{', '.join(verdict.held)} was refused; if you meant a change, ask "
+                         f"{', '.join(verdict.held)} {'was' if len(verdict.held) == 1 else 'were'}"
+                         " refused; if you meant a change, ask "
                          "for it again plainly: what to change, and in which file\n")
         return NOT_CHANGED
     if code == 0 and verdict is not None and verdict.broken:
