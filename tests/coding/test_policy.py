@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from steerable import Agent, AgentLoop, EventKind, Reply, ScriptedProvider, TurnStatus, tool
 from steerable.coding import Sandbox, Workspace, coding_tools
+from steerable.coding._confirm import CONFIRM_SYSTEM
 from steerable.coding._paths import PATHS_LIMIT
 from steerable.coding._sandbox import bwrap_usable
 from steerable.coding.policy import NOTHING_CHANGED_MARK, UNVERIFIED_MARK, ToolPolicy
@@ -19,6 +20,12 @@ from steerable.coding.policy import NOTHING_CHANGED_MARK, UNVERIFIED_MARK, ToolP
 
 def kind(k: str) -> Reply:
     return Reply(text=json.dumps({"kind": k}))
+
+
+def change() -> tuple[Reply, Reply]:
+    """A change request as the policy reads it: the classification, and the second reading
+    that confirms it (``_confirm``)."""
+    return kind("change"), Reply(text=json.dumps({"needs": "writing"}))
 
 
 async def _run(ws: Path, prompt: str, *script: Reply, policy_timeout: float = 60.0,
@@ -40,8 +47,15 @@ async def _run(ws: Path, prompt: str, *script: Reply, policy_timeout: float = 60
     return result, sub.drain_nowait(), provider, hook
 
 
+def sent(provider: ScriptedProvider) -> list[Any]:
+    """The requests the provider was sent, but the second readings of a change."""
+    return [r for r in provider.requests
+            if not (r.messages and r.messages[0].content == CONFIRM_SYSTEM)]
+
+
 def _requests(events: list[Any]) -> list[Any]:
-    return [e for e in events if e.kind is EventKind.LLM_REQUEST]
+    """The model calls, but the second reading of a change (its tests are its own)."""
+    return [e for e in events if e.kind is EventKind.LLM_REQUEST and e.purpose != "confirm"]
 
 
 @pytest.fixture
@@ -99,7 +113,7 @@ async def test_the_gate_holds_when_the_policy_hook_fails(ws):
 async def test_a_change_reads_after_a_failed_edit_and_may_go_on_after_one(ws):
     (ws / "main.py").write_text("import utils\n")
     result, events, _, hook = await _run(
-        ws, "add a function triple and call it from main.py", kind("change"),
+        ws, "add a function triple and call it from main.py", *change(),
         Reply(tool_calls=[("edit", {"path": "utils.py", "old_text": "nope", "new_text": "x"})]),
         Reply(tool_calls=[("read", {"path": "utils.py"})]),
         Reply(tool_calls=[("edit", {"path": "utils.py", "old_text": "return x * 2\n",
@@ -123,7 +137,7 @@ async def test_a_change_reads_after_a_failed_edit_and_may_go_on_after_one(ws):
 
 async def test_a_change_that_changed_nothing_says_so(ws):
     result, _, _, hook = await _run(
-        ws, "rename helper to double", kind("change"),
+        ws, "rename helper to double", *change(),
         Reply(tool_calls=[("read", {"path": "utils.py"})]),
         Reply(text="Renamed helper to double."), max_rounds=1)
     assert result.status is TurnStatus.COMPLETED
@@ -142,7 +156,7 @@ async def test_an_invented_fact_gets_one_more_look_then_one_more_chance_then_is_
         Reply(text="It is at 9 AM, in room B123."))
     purposes = [r.purpose for r in _requests(events)]
     assert purposes == ["classify", "", "", "evidence", "", "evidence"]
-    look, recheck = provider.requests[3], provider.requests[-1]
+    look, recheck = sent(provider)[3], sent(provider)[-1]
     assert "'9'" in look.messages[-1].content and look.tool_choice.mode == "required"
     assert look.tool_choice.only == ("read", "grep", "ls", "find")
     assert "'9'" in recheck.messages[-1].content and recheck.tool_choice.mode == "none"
@@ -192,13 +206,13 @@ async def test_a_general_question_gets_no_tools_and_its_arithmetic_is_not_a_clai
                                              Reply(text="42"))
     assert result.text == "42"
     assert _requests(events)[1].tool_choice == "none"
-    assert provider.requests[1].messages[-1].content.startswith("What is 17 + 25?\n\n(Note:")
+    assert sent(provider)[1].messages[-1].content.startswith("What is 17 + 25?\n\n(Note:")
 
 
 async def test_steering_is_added_to_the_request_and_read_again(ws):
     provider = ScriptedProvider([kind("workspace"),
                                  Reply(tool_calls=[("read", {"path": "utils.py"})]),
-                                 kind("change"),
+                                 *change(),
                                  Reply(tool_calls=[("edit", {
                                      "path": "utils.py", "old_text": "x * 2",
                                      "new_text": "x * 3"})]),
@@ -216,7 +230,7 @@ async def test_steering_is_added_to_the_request_and_read_again(ws):
     await loop.aclose()
     assert result.status is TurnStatus.COMPLETED, result.error
     assert "x * 3" in (ws / "utils.py").read_text()
-    reclassify = provider.requests[2]
+    reclassify = sent(provider)[2]
     asked = [m.content for m in reclassify.messages if m.role == "user"]
     assert asked == ["what does helper do?\nand make it triple instead"]  # added, not replaced
 
@@ -291,14 +305,14 @@ async def test_a_required_look_may_name_only_paths_that_exist_or_the_request_nam
         Reply(tool_calls=[("read", {"path": "secret.txt"})]),  # named: allowed, then failed
         Reply(tool_calls=[("ls", {"path": "."})]),
         Reply(text="secret.txt gibt es nicht."))
-    first, second = (r.tool_choice for r in provider.requests[1:3])
+    first, second = (r.tool_choice for r in sent(provider)[1:3])
     files = ("notes.txt", "utils.py", "docs/a.md")  # the top folder's first
     assert {t: dict(held) for t, held in first.values} == {
         "read": {"path": (*files, "secret.txt")},
         "grep": {"path": (".", "docs", *files, "secret.txt")},
         "ls": {"path": (".", "docs", "secret.txt")}, "find": {"path": (".", "docs", "secret.txt")}}
     assert {t: dict(held) for t, held in second.values}["ls"] == {"path": (".", "docs")}
-    assert provider.requests[3].tool_choice.values == ()  # an optional call: no grammar
+    assert sent(provider)[3].tool_choice.values == ()  # an optional call: no grammar
 
 
 async def test_paths_are_not_held_in_a_workspace_too_big_to_list(ws):
@@ -307,8 +321,8 @@ async def test_paths_are_not_held_in_a_workspace_too_big_to_list(ws):
     _, _, provider, _ = await _run(
         ws, "what is in notes.txt", kind("workspace"),
         Reply(tool_calls=[("read", {"path": "notes.txt"})]), Reply(text="Monday, room B123."))
-    assert provider.requests[1].tool_choice.mode == "required"
-    assert provider.requests[1].tool_choice.values == ()
+    assert sent(provider)[1].tool_choice.mode == "required"
+    assert sent(provider)[1].tool_choice.values == ()
 
 
 async def test_looks_that_showed_nothing_are_left_out_once_one_showed_something(ws):
@@ -319,7 +333,7 @@ async def test_looks_that_showed_nothing_are_left_out_once_one_showed_something(
         Reply(tool_calls=[("grep", {"pattern": "notse"})]),
         Reply(tool_calls=[("read", {"path": "notes.txt"})]),
         Reply(text="Sync on Monday in room B123."))
-    second, third = provider.requests[2:4]
+    second, third = sent(provider)[2:4]
     assert any("No matches" in m.text for m in second.messages)  # nothing else was shown yet
     assert not any("No matches" in m.text or any(c.name == "grep" for c in m.tool_calls)
                    for m in third.messages)
@@ -333,7 +347,7 @@ async def test_an_answer_is_bounded_as_a_call_is(ws):
         Reply(tool_calls=[("read", {"path": "notes.txt"})]),
         Reply(tool_calls=[("read", {"path": "notes.txt"})]),  # a repeat: answer now
         Reply(text="Monday, room B123."), answer_tokens=77)
-    last = provider.requests[-1].tool_choice
+    last = sent(provider)[-1].tool_choice
     assert last.mode == "none" and last.max_tokens == 77
 
 
@@ -346,7 +360,7 @@ async def test_a_failed_look_at_a_file_the_request_names_is_kept_for_the_answer(
         Reply(tool_calls=[("grep", {"pattern": "secret", "path": "notes.txt"})]),  # no match
         Reply(tool_calls=[("ls", {"path": "."})]),
         Reply(text="There is no secrets.txt."))
-    last = provider.requests[-1].messages
+    last = sent(provider)[-1].messages
     assert any("secrets.txt does not exist" in m.text for m in last if m.role == "tool")
     # A search that matched nothing is left out, in a named file or not.
     assert not any("No matches" in m.text for m in last)
@@ -384,7 +398,7 @@ async def test_a_general_question_may_call_a_read_only_tool_beside_the_agents_ow
         Reply(text="25"), extra=(triangle_area, send_mail))
     first, second = _requests(events)[1:3]
     assert (first.tool_choice, first.may_call) == ("auto", ("triangle_area",))
-    assert not provider.requests[1].messages[-1].text.endswith("cannot do it.)")
+    assert not sent(provider)[1].messages[-1].text.endswith("cannot do it.)")
     assert second.tool_choice == "auto" and result.text == "25"
     # Without such a tool a general question still gets none, and the note.
     _, events, provider, _ = await _run(ws, "What is 17 + 25?", kind("general"),

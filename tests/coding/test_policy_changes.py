@@ -14,7 +14,7 @@ from steerable.coding._sandbox import bwrap_usable
 from steerable.coding.policy import BROKEN_MARK, NOTHING_CHANGED_MARK
 from steerable.providers.profiles import tool_result_as_user
 
-from .test_policy import _requests, _run, kind
+from .test_policy import _requests, _run, change, kind, sent
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ async def test_a_run_request_must_run_a_command_first(ws):
 async def test_the_same_change_is_never_applied_twice(ws):
     append = {"path": "shopping.txt", "old_text": "bread\n", "new_text": "bread\neggs\n"}
     result, events, _, hook = await _run(
-        ws, "mets eggs à la fin de la liste", kind("change"),
+        ws, "mets eggs à la fin de la liste", *change(),
         Reply(tool_calls=[("edit", append)]), Reply(tool_calls=[("edit", append)]),
         Reply(text="eggs is at the end."))
     assert (ws / "shopping.txt").read_text() == "milk\nbread\neggs\n"
@@ -63,7 +63,7 @@ async def test_the_same_change_is_never_applied_twice(ws):
 async def test_a_change_is_done_once_every_named_file_changed(ws):
     fix = {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}
     _, events, *_ = await _run(
-        ws, "calc.py: add shuld retrun the sum", kind("change"),
+        ws, "calc.py: add shuld retrun the sum", *change(),
         Reply(tool_calls=[("read", {"path": "calc.py"})]),
         Reply(tool_calls=[("edit", fix)]), Reply(text="add now returns a + b."))
     assert _choices(events) == [("required", NO_WRITE), ("required", NO_WRITE), ("none", None)]
@@ -72,7 +72,7 @@ async def test_a_change_is_done_once_every_named_file_changed(ws):
 
 async def test_a_command_that_succeeds_is_no_change_and_the_last_chance_is_a_file_change(ws):
     result, events, _, hook = await _run(
-        ws, "fix calc.py", kind("change"),
+        ws, "fix calc.py", *change(),
         Reply(tool_calls=[("bash", {"command": "cat calc.py"})]),
         Reply(tool_calls=[("bash", {"command": "cat calc.py"})]),  # a repeat: no change yet
         Reply(tool_calls=[("edit", {"path": "calc.py", "old_text": "a - b",
@@ -89,7 +89,7 @@ async def test_a_command_that_succeeds_is_no_change_and_the_last_chance_is_a_fil
 
 async def test_instructions_instead_of_a_change_do_not_end_green(ws):
     result, _, _, hook = await _run(
-        ws, "fix calc.py", kind("change"),
+        ws, "fix calc.py", *change(),
         Reply(tool_calls=[("read", {"path": "calc.py"})]),
         Reply(tool_calls=[("read", {"path": "calc.py"})]),
         Reply(tool_calls=[("edit", {"path": "calc.py", "old_text": "nope", "new_text": "x"})]),
@@ -103,7 +103,7 @@ async def test_instructions_instead_of_a_change_do_not_end_green(ws):
 @pytest.mark.skipif(bwrap_usable() is None, reason="bubblewrap is not usable here")
 async def test_a_command_that_rewrites_a_file_says_so_in_its_result(ws):
     _, events, *_ = await _run(
-        ws, "fix calc.py", kind("change"),
+        ws, "fix calc.py", *change(),
         Reply(tool_calls=[("bash", {"command": "sed -i 's/.*//' calc.py"})]),
         Reply(text="Done."))
     end = next(e for e in events if e.kind is EventKind.TOOL_EXEC_END)
@@ -120,7 +120,7 @@ async def test_a_raw_tool_result_given_as_the_answer_is_restated(ws):
         Reply(text="a.txt\nb.txt\nshopping.txt"), Reply(text="3 .txt files."))
     purposes = [r.purpose for r in _requests(events)]
     assert purposes == ["classify", "", "", "answer"]
-    assert provider.requests[-1].tool_choice.mode == "none"
+    assert sent(provider)[-1].tool_choice.mode == "none"
     assert result.text == "3 .txt files.\n\na.txt\nb.txt\nshopping.txt"  # words, then output
 
 
@@ -129,7 +129,7 @@ async def test_a_command_that_changed_nothing_may_run_again_after_a_fix(ws):
     check = {"command": "python3 -B -c 'import calc; assert calc.add(1, 2) == 3'"}
     fix = {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}
     _, events, *_ = await _run(
-        ws, "fix the add function", kind("change"),
+        ws, "fix the add function", *change(),
         Reply(tool_calls=[("bash", check)]), Reply(tool_calls=[("edit", fix)]),
         Reply(tool_calls=[("bash", check)]), Reply(text="Fixed: the check passes."))
     ends = [e for e in events if e.kind is EventKind.TOOL_EXEC_END]
@@ -141,7 +141,7 @@ async def test_a_command_that_changed_nothing_may_run_again_after_a_fix(ws):
 async def test_a_command_that_changed_files_is_not_run_twice(ws):
     append = {"command": "echo eggs >> shopping.txt"}
     _, events, *_ = await _run(
-        ws, "add eggs to the list", kind("change"),
+        ws, "add eggs to the list", *change(),
         Reply(tool_calls=[("bash", append)]), Reply(tool_calls=[("bash", append)]),
         Reply(text="eggs added."))
     assert (ws / "shopping.txt").read_text() == "milk\nbread\neggs\n"
@@ -162,7 +162,7 @@ async def test_an_echo_restated_as_an_echo_stays_as_it_was(ws):
 async def test_a_sed_that_broke_a_named_file_must_be_fixed_before_the_change_is_done(ws):
     (ws / "config.py").write_text("DEBUG = False\nTIMEOUT = 30\n")
     _, events, _, hook = await _run(
-        ws, "In config.py, change TIMEOUT from 30 to 60.", kind("change"),
+        ws, "In config.py, change TIMEOUT from 30 to 60.", *change(),
         Reply(tool_calls=[("bash", {"command": "sed -i 's/TIMEOUT/60/' config.py"})]),
         Reply(tool_calls=[("edit", {"path": "config.py", "old_text": "60 = 30",
                                     "new_text": "TIMEOUT = 60"})]),
@@ -180,7 +180,7 @@ async def test_a_sed_that_broke_a_named_file_must_be_fixed_before_the_change_is_
 async def test_a_change_that_leaves_a_file_broken_says_so(ws):
     (ws / "settings.json").write_text('{"debug": false}\n')
     result, _, _, hook = await _run(
-        ws, "debug on in settings.json", kind("change"),
+        ws, "debug on in settings.json", *change(),
         Reply(tool_calls=[("edit", {"path": "settings.json", "old_text": "false",
                                     "new_text": "true,"})]),
         Reply(tool_calls=[("read", {"path": "settings.json"})]),
@@ -235,7 +235,7 @@ async def test_a_tool_result_repeated_as_the_model_was_shown_it_is_an_echo(ws):
 async def test_a_file_is_written_whole_only_after_it_was_read(ws):
     whole = {"path": "calc.py", "content": "def hello(name):\n    return 'Hello, ' + name\n"}
     _, events, *_ = await _run(
-        ws, "add hello(name) to calc.py and create new.py", kind("change"),
+        ws, "add hello(name) to calc.py and create new.py", *change(),
         Reply(tool_calls=[("write", whole)]),  # would drop add(): denied
         Reply(tool_calls=[("read", {"path": "calc.py"})]),  # the one call offered next
         Reply(tool_calls=[("write", {"path": "new.py", "content": "x = 1\n"})]),
@@ -255,7 +255,7 @@ async def test_a_failed_edit_of_a_file_not_read_is_followed_by_a_read_of_it(ws):
     # The 1.5B quoted a line calc.py never had, twice, and ended with nothing changed.
     invented = {"path": "calc.py", "old_text": "print('Hello, world!')", "new_text": "x"}
     _, events, *_ = await _run(
-        ws, "fix the bug in calc.py", kind("change"),
+        ws, "fix the bug in calc.py", *change(),
         Reply(tool_calls=[("edit", invented)]),  # fails: the text is not in the file
         Reply(tool_calls=[("read", {"path": "calc.py"})]),  # the one call offered next
         Reply(tool_calls=[("edit", {"path": "calc.py", "old_text": "a - b",
@@ -271,7 +271,7 @@ async def test_a_failed_edit_of_a_file_not_read_is_followed_by_a_read_of_it(ws):
 async def test_a_last_chance_spent_on_a_file_never_read_is_given_again_after_the_read(ws):
     invented = {"path": "calc.py", "old_text": "debug: false", "new_text": "debug: true"}
     _, events, *_ = await _run(
-        ws, "fix the bug in calc.py", kind("change"),
+        ws, "fix the bug in calc.py", *change(),
         Reply(tool_calls=[("bash", {"command": "true"})]),  # changes nothing
         Reply(tool_calls=[("bash", {"command": "true"})]),  # the same call: the limit
         Reply(tool_calls=[("edit", invented)]),  # the last chance, quoting unseen text
@@ -296,7 +296,7 @@ async def test_a_file_a_command_broke_is_read_before_it_is_repaired(ws, read_fir
     stale = {"path": "config.py", "old_text": "TIMEOUT = 30", "new_text": "TIMEOUT = 60"}
     first = [Reply(tool_calls=[("read", {"path": "config.py"})])] if read_first else []
     _, events, *_ = await _run(
-        ws, "config.py: TIMEOUT 30 -> 60", kind("change"), *first,
+        ws, "config.py: TIMEOUT 30 -> 60", *change(), *first,
         Reply(tool_calls=[("bash", {"command": "sed -i 's/TIMEOUT/60/' config.py"})]),
         Reply(tool_calls=[("edit", stale)]),  # fails: the sed replaced that text
         Reply(tool_calls=[("read", {"path": "config.py"})]),  # the one call offered next
@@ -318,10 +318,10 @@ async def test_a_required_edit_of_a_known_file_quotes_one_of_its_own_lines(ws):
     fix = {"path": "calc.py", "old_text": "def add(a, b):\n    return a - b",
            "new_text": "def add(a, b):\n    return a + b"}
     _, _, provider, _ = await _run(
-        ws, "fix calc.py, add should return the sum", kind("change"),
+        ws, "fix calc.py, add should return the sum", *change(),
         Reply(tool_calls=[("read", {"path": "report.py"})]),
         Reply(tool_calls=[("edit", fix)]), Reply(text="add returns the sum."))
-    first, second = (r.tool_choice for r in provider.requests[1:3])
+    first, second = (r.tool_choice for r in sent(provider)[1:3])
     edits = [dict(held) for tool, held in first.values if tool == "edit"]
     lines = ("def add(a, b):", "def mul(a, b):", "    pass")  # `return a - b` is there twice
     others = ("report.py", "shopping.txt")
@@ -337,28 +337,28 @@ async def test_a_required_write_may_only_create_a_file_the_request_names(ws):
     # The 1.5B rewrote greet.py with hello() alone after reading shout() in it: a file that
     # exists changes by edit; a whole write is for the new files the request names.
     _, _, provider, _ = await _run(
-        ws, "add hello() to calc.py and put its tests in test_calc.py", kind("change"),
+        ws, "add hello() to calc.py and put its tests in test_calc.py", *change(),
         Reply(tool_calls=[("write", {"path": "test_calc.py", "content": "import calc\n"})]),
         Reply(tool_calls=[("edit", {"path": "calc.py", "old_text": "    return a - b",
                                     "new_text": "    return a - b\n\ndef hello():\n"
                                                 "    return 1\n"})]),
         Reply(text="Done."))
-    first = provider.requests[1].tool_choice
+    first = sent(provider)[1].tool_choice
     assert first.only is None and ("write", (("path", ("test_calc.py",)),)) in first.values
     _, _, provider, _ = await _run(
-        ws, "add hello() to calc.py", kind("change"),
+        ws, "add hello() to calc.py", *change(),
         Reply(tool_calls=[("edit", {"path": "calc.py", "old_text": "    return a - b",
                                     "new_text": "    return a - b\n\ndef hello():\n"
                                                 "    return 1\n"})]),
         Reply(text="Done."))
-    first = provider.requests[1].tool_choice
+    first = sent(provider)[1].tool_choice
     assert first.only == NO_WRITE and not [v for v in first.values if v[0] == "write"]
     # A request that names no file may still ask for one: a whole write stays offered.
     _, _, provider, _ = await _run(
-        ws, "write a script that prints hi", kind("change"),
+        ws, "write a script that prints hi", *change(),
         Reply(tool_calls=[("write", {"path": "hi.py", "content": "print('hi')\n"})]),
         Reply(text="Done."))
-    first = provider.requests[1].tool_choice
+    first = sent(provider)[1].tool_choice
     assert first.only is None and not [v for v in first.values if v[0] == "write"]
 
 
@@ -373,7 +373,7 @@ async def test_a_repeat_while_files_are_broken_reads_them_and_repairs(ws):
                         "new_text": "print(greet.shout('hi'))\nHello, Ada."})]
     result, events, provider, hook = await _run(
         ws, "Add hello(name) to greet.py and print greet.hello('Ada') in main.py",
-        kind("change"), Reply(tool_calls=breaks), Reply(tool_calls=breaks),
+        *change(), Reply(tool_calls=breaks), Reply(tool_calls=breaks),
         Reply(tool_calls=[("read", {"path": "greet.py"}), ("read", {"path": "main.py"})]),
         Reply(tool_calls=[
             ("edit", {"path": "greet.py", "old_text": "Hello, Ada.",
@@ -383,7 +383,7 @@ async def test_a_repeat_while_files_are_broken_reads_them_and_repairs(ws):
         Reply(text="Added hello and its call."))
     choices = _choices(events)
     assert choices[2] == ("required", ("read",)) and choices[3][0] == "required"
-    assert provider.requests[3].tool_choice.values == (
+    assert sent(provider)[3].tool_choice.values == (
         ("read", (("path", ("greet.py", "main.py")),)),)
     assert "def hello(name)" in (ws / "greet.py").read_text()
     verdict = hook.verdict(result.turn_id)

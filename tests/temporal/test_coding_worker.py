@@ -54,6 +54,7 @@ async def test_the_coding_agent_on_a_temporal_worker(cli_env, tmp_path: Path,  #
     script = tmp_path / "script.json"
     script.write_text(json.dumps([
         {"text": json.dumps({"kind": "change"})},  # the tool policy's classification call
+        {"text": json.dumps({"needs": "writing"})},  # and its second reading, which agrees
         # The policy lets a file be written whole only once read in the request.
         {"tool_calls": [["read", {"path": "a.txt"}]]},
         {"tool_calls": [["write", {"path": "a.txt", "content": "new\n"}]]},
@@ -92,8 +93,9 @@ async def test_the_coding_agent_on_a_temporal_worker(cli_env, tmp_path: Path,  #
         assert (ws / "a.txt").read_text() == "new\nmore\n" and (ws / "b.txt").exists()
         events = await events_until(client, "code-1", turn_end)
         requests = [e for e in events if e["kind"] == "llm_request"]
-        assert requests[0]["purpose"] == "classify"  # the policy's own call, in the workflow
-        assert requests[1]["reason"].startswith("change")
+        # the policy's own calls (the classification and its second reading), in the workflow
+        assert [r["purpose"] for r in requests[:2]] == ["classify", "confirm"]
+        assert requests[2]["reason"].startswith("change")
         messages = await client.session_messages("code-1")
         results = [str(m.content) for m in messages if m.role == "tool"]
         assert results[-1] == "The user answered: yes"

@@ -43,6 +43,7 @@ async def test_a_call_run_again_on_another_worker_keeps_its_turns_gate(
     first = tmp_path / "first.json"
     first.write_text(json.dumps([
         {"text": json.dumps({"kind": "change"})},  # the policy reads a change request
+        {"text": json.dumps({"needs": "writing"})},  # twice: the second reading agrees
         {"tool_calls": [["bash", {"command": "touch started.txt && sleep 5 && echo made "
                                              "> made.txt"}]]}]))
     # The second worker first serves another session (so its own policy, and gate, exist),

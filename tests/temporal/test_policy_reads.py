@@ -22,6 +22,7 @@ async def test_a_replay_after_the_files_changed_judges_the_change_as_the_run_did
     (ws / "a.txt").write_text("old\n")
     provider = ScriptedProvider([
         Reply(text=json.dumps({"kind": "change"})),  # the policy's classification call
+        Reply(text=json.dumps({"needs": "writing"})),  # and its second reading, which agrees
         # A command: no change by its success alone, only by what it did to the files.
         Reply(tool_calls=[("bash", {"command": "echo newer > a.txt"})]),
         Reply(text="done")])

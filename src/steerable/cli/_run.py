@@ -235,6 +235,13 @@ async def _report(app: App, result: TurnResult, tally: _Tally, *, as_json: bool,
         sys.stderr.write("steerable: nothing was changed: the request asked for a change and "
                          "no tool changed a file\n")
         return NOT_CHANGED
+    if code == 0 and verdict is not None and verdict.held:
+        sys.stderr.write("steerable: nothing was changed: the request was not read as asking "
+                         "for a change for certain (two readings disagreed), so "
+                         f"{', '.join(verdict.held)} {'was' if len(verdict.held) == 1 else 'were'}"
+                         " refused; if you meant a change, ask "
+                         "for it again plainly: what to change, and in which file\n")
+        return NOT_CHANGED
     if code == 0 and verdict is not None and verdict.broken:
         sys.stderr.write(f"steerable: the change left {', '.join(verdict.broken)} unparsable\n")
         return NOT_CHANGED

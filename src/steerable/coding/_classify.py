@@ -20,7 +20,7 @@ from steerable._messages import Message
 from steerable.providers._base import LLMRequest, ToolChoice
 
 __all__ = ["CLASSIFY_SCHEMA", "CLASSIFY_SYSTEM", "KINDS", "Intent", "classify_request",
-           "parse_kind"]
+           "parse_kind", "split_exchanges"]
 
 Intent = Literal["general", "workspace", "run", "change"]
 KINDS: tuple[Intent, ...] = ("general", "workspace", "run", "change")
@@ -107,7 +107,7 @@ def classify_request(request: LLMRequest) -> LLMRequest:
     instructions and examples first, then the previous exchange (shortened, for a follow-up)
     and this exchange's words last; no tools, greedy, the reply held to ``CLASSIFY_SCHEMA``."""
     messages = [Message("system", CLASSIFY_SYSTEM)]
-    earlier, asked = _split_exchanges(request.messages)
+    earlier, asked = split_exchanges(request.messages)
     messages.extend(earlier)
     messages.append(Message("user", "\n".join(asked) or "(empty message)"))
     return LLMRequest(messages=tuple(messages), model=request.model,
@@ -145,7 +145,7 @@ def asked_in(messages: Sequence[Message]) -> tuple[str, ...]:
                  if m.role == "user" and m.text)
 
 
-def _split_exchanges(messages: Sequence[Message]) -> tuple[list[Message], tuple[str, ...]]:
+def split_exchanges(messages: Sequence[Message]) -> tuple[list[Message], tuple[str, ...]]:
     """The previous exchange's request and answer (each shortened), and this one's words."""
     start = exchange_start(messages)
     earlier: list[Message] = []

@@ -29,6 +29,10 @@ class Verdict:
     rechecked: bool = False
     broken: tuple[str, ...] = ()
     """Files the change left unparsable (Python, JSON, TOML that parsed before)."""
+    held: tuple[str, ...] = ()
+    """The acting tools the model called although the request's change was not confirmed
+    (one reading said change, the other did not: ``_confirm``): refused, and the user is told
+    nothing was changed and why."""
 
     @property
     def change_missing(self) -> bool:

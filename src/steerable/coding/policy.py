@@ -14,7 +14,10 @@ safe: a reply that is not one of the kinds counts as "workspace" (look, change n
 workspace (a name is a name in every language). "General" allows none of the agent's own tools
 (``own``); a read-only tool beside them (an MCP server's) may still be called.
 
-**Safe by construction**: only "change" opens the workspace for writing. For any other kind the
+**Safe by construction**: only "change" opens the workspace for writing, and only when a second
+reading of the request agrees (``_confirm``: one call of one model is not enough; a
+disagreement reads as "workspace", and a change the model tries anyway is refused and reported
+in the answer and ``Verdict.held``). For any other kind the
 turn's ``WriteGate`` is closed, so ``write`` and ``edit`` refuse and ``bash`` runs with the
 workspace mounted read-only (or not at all without the sandbox), whatever the model emits and
 whether or not calls are approved; a call of a tool the choice did not allow is denied.
@@ -58,8 +61,6 @@ tells the front end (the CLI exits non-zero).
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -84,6 +85,7 @@ from steerable.coding._classify import (
     parse_kind,
 )
 from steerable.coding._compare import from_results
+from steerable.coding._confirm import READ_AS_QUESTION_MARK, UNCONFIRMED, held_note
 from steerable.coding._evidence import (
     echoes,
     evidence_counts,
@@ -103,6 +105,7 @@ from steerable.coding._exchange import (
     without_calls,
 )
 from steerable.coding._paths import QUOTING, failed_paths, held_values
+from steerable.coding._reading import read_request
 from steerable.coding._reads import (
     DirectReads,
     RecordedReads,
@@ -114,7 +117,6 @@ from steerable.coding._recheck import recheck_request, restated
 from steerable.coding._verdict import BROKEN_MARK, NOTHING_CHANGED_MARK, UNVERIFIED_MARK, Verdict
 from steerable.coding._walk import FOUND_NOTHING
 from steerable.coding._workspace import Workspace
-from steerable.errors import ProviderError
 from steerable.providers._base import LLMRequest, ToolChoice, ToolSpec
 
 __all__ = [
@@ -188,6 +190,13 @@ class _Turn:
     """An answer stating what no result showed was given one more look instead."""
     repair_read: set[str] = field(default_factory=set)
     """Broken files a repeat was answered with a read of (once per file, so it ends)."""
+    unconfirmed: bool = False
+    """The classification read a change and the second reading did not: held to a look."""
+    held: set[str] = field(default_factory=set)
+    """The acting tools the model called on an unconfirmed change (refused; the user is told)."""
+    acting: frozenset[str] = frozenset()
+    """The request's tools that are not read-only (a call of a tool it does not have is no
+    attempt to change a file: the 0.5B called an ``add`` tool)."""
 
 
 class ToolPolicy(Hook):
@@ -231,16 +240,17 @@ class ToolPolicy(Hook):
         asked = asked_in(request.messages)
         if turn.intent is None or asked != turn.asked:
             self.gate.close(ctx.turn_id, "the request is being read")
-            turn.intent = await self._classify(ctx, asked)
+            turn.intent, turn.unconfirmed = await read_request(ctx, asked, self.reads)
             turn.asked = asked
             if turn.intent == "change":
+                turn.held.clear()  # refused before the change was confirmed: it stands now
                 if turn.start is None:  # steering adds to a change: judged from the start
                     turn.start = await self.reads.start(" ".join(asked))
                 self.gate.open(ctx.turn_id)
             else:
-                self.gate.close(
-                    ctx.turn_id, f"the request was read as '{turn.intent}', which asks for "
-                    "no change")
+                self.gate.close(ctx.turn_id, UNCONFIRMED if turn.unconfirmed else (
+                    f"the request was read as '{turn.intent}', which asks for no change"))
+        turn.acting = frozenset(t.name for t in request.tools if not t.read_only)
         now = None if turn.start is None else await self.reads.snapshot(turn.start.names)
         turn.choice = await self._held(turn, request, self._choice(turn, request, now))
         if turn.choice.mode == "none" and turn.choice.max_tokens is None:
@@ -293,24 +303,6 @@ class ToolPolicy(Hook):
                 only = tuple(t for t in tools if t not in OVERWRITERS)
         return dataclasses.replace(choice, only=only, values=values)
 
-    async def _classify(self, ctx: LLMRequestContext, asked: Sequence[str]) -> Intent:
-        try:
-            reply = await ctx.ask(classify_request(ctx.request), "classify")
-        except ProviderError:
-            return "workspace"  # the safe reading: look, change nothing
-        kind = parse_kind(reply.text)
-        if kind == "general" and await self._names_workspace(" ".join(asked)):
-            kind = "workspace"
-        return kind
-
-    async def _names_workspace(self, text: str) -> bool:
-        """Whether ``text`` names a file or folder of the workspace (typos forgiven)."""
-        names = await self.reads.names()
-        for word in re.findall(r"[\w.-]{3,}", text.lower()):
-            if word in names or difflib.get_close_matches(word, names, n=1, cutoff=0.8):
-                return True
-        return False
-
     def _choice(self, state: _Turn, request: LLMRequest, now: Snapshot | None) -> ToolChoice:
         intent, tools = state.intent, request.tools
         turn = turn_messages(request.messages)
@@ -332,7 +324,8 @@ class ToolPolicy(Hook):
         looks = (("bash",) if intent == "run" and has_tool(tools, "bash")
                  else tuple(t.name for t in tools if t.name in self.looks))
         allowed = tuple(dict.fromkeys([*(t.name for t in tools if t.read_only), *looks]))
-        why = f"{intent}: nothing may change"
+        why = f"{intent}: nothing may change" + (
+            " (the readings of the request disagreed on a change)" if state.unconfirmed else "")
         if rounds >= self.max_rounds:
             return ToolChoice("none", allowed, reason=f"{why}; answer now ({rounds} rounds)")
         # A look that failed or matched nothing showed nothing: the model looks again, with
@@ -403,6 +396,8 @@ class ToolPolicy(Hook):
         if not turn.choice.allows(ctx.call.name):
             turn.blank.add(ctx.call.id)  # a denied call showed nothing
             turn.denied.add(ctx.call.id)
+            if turn.unconfirmed and ctx.call.name in turn.acting:
+                turn.held.add(ctx.call.name)  # it tried to change: the user must hear why not
             return HookDecision(HookAction.DENY_TOOL, reason=(
                 f"{ctx.call.name} was not offered on this call ({turn.choice.reason})"))
         if ctx.read_only:
@@ -534,7 +529,8 @@ class ToolPolicy(Hook):
             missing = unsupported_facts(text, evidence, counts, numbers=looked, vocabulary=words)
         now = None if turn.start is None else await self.reads.snapshot(turn.start.names)
         changed = _changed(messages, ctx.request.tools, turn.start, now)
-        verdict = Verdict(turn.intent, changed, tuple(missing), rechecked, tuple(turn.broken))
+        verdict = Verdict(turn.intent, changed, tuple(missing), rechecked, tuple(turn.broken),
+                          held=tuple(sorted(turn.held)))
         self._verdicts[ctx.turn_id] = verdict
         notes = []
         if missing:
@@ -544,6 +540,10 @@ class ToolPolicy(Hook):
             notes.append(f"{NOTHING_CHANGED_MARK}: the request asked for a change, and no "
                          "tool changed a file")
         notes += [f"{BROKEN_MARK}: {name} ({why})" for name, why in turn.broken.items()]
+        if verdict.held:
+            notes.append(f"{NOTHING_CHANGED_MARK}: {held_note(verdict.held)}")
+        elif turn.unconfirmed:  # no attempt to change, but the user may have meant one
+            notes.append(f"{READ_AS_QUESTION_MARK}: {held_note(())}")
         if not notes and text == response.text:
             return None
         return HookDecision(HookAction.MODIFY, text="\n\n".join([text.rstrip(), *notes]))
