@@ -34,7 +34,7 @@ from steerable.coding._evidence import drawn_from
 from steerable.coding._verdict import UNVERIFIED_MARK
 from steerable.providers._base import LLMRequest, ToolChoice
 
-__all__ = ["compared", "from_results", "side_by_side", "unstated"]
+__all__ = ["bare", "compared", "from_results", "shown_files", "side_by_side", "unstated"]
 
 _GREP_ROW = re.compile(r"^(?P<path>[^\s:][^:]*):\d+: (?P<text>.*)$")
 _READ_ROW = re.compile(r"^\s*\d+\t(?P<text>.*)$")
@@ -68,6 +68,11 @@ def _file_lines(turn: Sequence[Message]) -> list[tuple[str, str]]:
             elif grep and m.name == "grep":
                 out.append((grep.group("path"), grep.group("text").strip()))
     return out
+
+
+def shown_files(turn: Sequence[Message]) -> set[str]:
+    """The files whose lines a ``grep`` or ``read`` result of ``turn`` showed."""
+    return {path for path, _ in _file_lines(turn)}
 
 
 def side_by_side(turn: Sequence[Message]) -> list[list[tuple[str, str, tuple[str, ...]]]]:
@@ -140,6 +145,18 @@ async def compared(ctx: LLMResponseContext, answer: str, turn: Sequence[Message]
             f"the results show {shown}")
 
 
+def _shown(turn: Sequence[Message]) -> list[str]:
+    """The texts of the results of ``turn`` that showed something (no error, not empty)."""
+    return [m.text for m in turn if m.role == "tool" and not m.is_error and m.text.strip()]
+
+
+def bare(answer: str, turn: Sequence[Message]) -> bool:
+    """Whether ``answer`` states no fact any result of ``turn`` shows, while one showed
+    something (``drawn_from``: no value, name, quote or word with a digit of theirs)."""
+    results = _shown(turn)
+    return bool(results) and not drawn_from(answer, results)
+
+
 async def from_results(ctx: LLMResponseContext, answer: str, turn: Sequence[Message],
                        max_tokens: int) -> str | None:
     """The answer again from the results: when ``answer`` leaves out values they compare
@@ -151,9 +168,9 @@ async def from_results(ctx: LLMResponseContext, answer: str, turn: Sequence[Mess
     fuller = await compared(ctx, answer, turn, max_tokens)
     if fuller is not None:
         return fuller
-    results = [m.text for m in turn if m.role == "tool" and not m.is_error and m.text.strip()]
-    if not results or drawn_from(answer, results):
+    if not bare(answer, turn):
         return None
+    results = _shown(turn)
     last = results[-1].strip()
     shown = last if len(last) <= SHOWN_LIMIT else f"{last[:SHOWN_LIMIT]} [...]"
     reply = await _again(ctx, answer, _BARE.format(shown=shown),

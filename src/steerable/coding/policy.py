@@ -83,7 +83,7 @@ from steerable.coding._classify import (
     classify_request,
     parse_kind,
 )
-from steerable.coding._compare import from_results
+from steerable.coding._compare import bare, from_results, shown_files
 from steerable.coding._evidence import (
     echoes,
     evidence_counts,
@@ -95,6 +95,7 @@ from steerable.coding._exchange import (
     as_shown,
     call_key,
     called,
+    changed_in,
     evidence_of,
     has_tool,
     looked_at,
@@ -353,7 +354,7 @@ class ToolPolicy(Hook):
         it changed no longer parses, optional ones after, none once every file the request
         names has changed (the change is done), and one required call of a file-changing tool
         before a change request gives up."""
-        changed = _changed(turn, tools, state.start, now)
+        changed = changed_in(turn, tools, state.start, now, COMMANDS)
         if rounds == 0:
             return ToolChoice("required", None, self.call_tokens, "change; look first")
         looks = frozenset(t.name for t in tools if t.read_only)
@@ -527,13 +528,17 @@ class ToolPolicy(Hook):
                 text = again.text
                 missing = unsupported_facts(text, evidence, counts, numbers=looked,
                                             vocabulary=words)
+        if not missing and not rechecked and turn.intent == "workspace" and bare(text, messages):
+            again_look = await self._look_again(ctx, turn, text, ())
+            if again_look is not None:  # "I do not know" with a file never read: read it
+                return again_look
         fuller = None if missing or rechecked or turn.intent not in ("workspace", "run") \
             else await from_results(ctx, text, messages, self.answer_tokens)
         if fuller is not None:  # values compared left out ("both the same"), or no fact at all
             text, rechecked = fuller, True
             missing = unsupported_facts(text, evidence, counts, numbers=looked, vocabulary=words)
         now = None if turn.start is None else await self.reads.snapshot(turn.start.names)
-        changed = _changed(messages, ctx.request.tools, turn.start, now)
+        changed = changed_in(messages, ctx.request.tools, turn.start, now, COMMANDS)
         verdict = Verdict(turn.intent, changed, tuple(missing), rechecked, tuple(turn.broken))
         self._verdicts[ctx.turn_id] = verdict
         notes = []
@@ -550,20 +555,31 @@ class ToolPolicy(Hook):
 
     async def _look_again(self, ctx: LLMResponseContext, turn: _Turn, answer: str,
                           missing: Sequence[str]) -> HookResult:
-        """Once per request, a question whose answer states what no result showed, while a
+        """Once per request, a question whose answer states what no result showed (or, nothing
+        ``missing``, states no fact any result showed while a file is still unread), while a
         look is still allowed, gets one more look instead of an answer: the model is asked
-        for a call of a look (its paths held), and the calls replace the answer. The 1.5B
-        read only the README a question named in passing ("See server.py.") and answered
-        "port 8080"; asked to answer again from the evidence it could only say it did not
-        know. None: no look was made (the answer is rechecked as it is)."""
+        for a call of a look (its paths held, a ``read`` to the files no read of this request
+        showed), and the calls replace the answer. The 1.5B read only the README a question
+        named in passing ("See server.py.") and answered "port 8080"; asked to answer again
+        from the evidence it could only say it did not know. Asked when the team sync was, it
+        read README.md, was asked to look again, read README.md again and answered "I do not
+        know" with notes.txt never read. None: no look was made."""
         choice = ctx.request.tool_choice
         looks = tuple(t.name for t in ctx.request.tools
                       if t.name in self.looks and choice.allows(t.name))
         if turn.looked_again or turn.intent == "change" or not looks:
             return None
+        paths, seen = await self.reads.paths(), shown_files(turn_messages(ctx.request.messages))
+        unread = tuple(f for f in (paths or {}).get("files", [])
+                       if f not in turn.read and f not in seen)
+        if not missing and not (unread and "read" in looks):
+            return None  # no fact stated, and no file left that could show one
         turn.looked_again = True
         held = await self._held(turn, ctx.request, ToolChoice(
             "required", looks, self.call_tokens, "the answer states what no result showed: look"))
+        if unread and "read" in looks:
+            held = dataclasses.replace(held, values=(
+                *(v for v in held.values if v[0] != "read"), ("read", (("path", unread),))))
         try:
             reply = await ctx.ask(recheck_request(ctx.request, answer, missing, held), "evidence")
         except Exception:  # any failure of the call: the answer is rechecked as it is
@@ -580,12 +596,3 @@ class ToolPolicy(Hook):
             while len(self._verdicts) > 64:  # kept for the front end to read, not forever
                 self._verdicts.pop(next(iter(self._verdicts)))
 
-
-def _changed(turn: Sequence[Message], tools: Sequence[ToolSpec], start: Snapshot | None,
-             now: Snapshot | None) -> bool:
-    """Something changed in this exchange: a file-changing tool succeeded, or the workspace
-    differs from ``start`` (a command's success alone is no change)."""
-    acting = {t.name for t in tools if not t.read_only} - COMMANDS
-    if any(m.role == "tool" and not m.is_error and m.name in acting for m in turn):
-        return True
-    return start is not None and now is not None and bool(start.changed(now))
