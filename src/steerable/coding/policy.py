@@ -31,28 +31,27 @@ itself, a file that differs from the moment the request was read is. It starts w
 call of any tool; until something changed a call stays required and reading stays allowed (so
 the model can look after a failed edit); after that, calls are optional (a function and its
 call site, two files) until the same limits, and none once every file the request names has
-changed (the change is done; names are the same in every language). An acting call that
-already succeeded with the same arguments is denied (an append applied twice), and so is a
-``write`` over a file that existed and was not read in this request; a command that
-changed nothing may run again (the tests after a fix). A change that reaches the limits with
-nothing changed gets one last required call of ``edit`` or ``write``. A command's result on a
-change request lists the files it changed, with a diff of the named ones, so a ``sed`` that
-broke a file does not do it silently; a call that left a Python, JSON or TOML file that parsed
-before unparsable gets an error result, and calls stay required until it parses again (a repeat
-then is answered with a required ``read`` of it, once per file, and ``repair_rounds`` more
-rounds, not with the end).
-Every look at the files goes through the policy's ``reads`` (``_reads.py``; it holds no path of
-the workspace): direct locally, recorded by the engine where a replay must decide the same
-(a Temporal workflow).
+changed (names are the same in every language). An acting call that already succeeded with the
+same arguments is denied (an append applied twice), and so is a ``write`` over a file that
+existed and was not read in this request; a command that changed nothing may run again (the
+tests after a fix). A change that reaches the limits with nothing changed gets one last
+required call of ``edit`` or ``write``. A command's result on a change request lists the files
+it changed, with a diff of the named ones; a call that left a Python, JSON or TOML file that
+parsed before unparsable gets an error result, and calls stay required until it parses again
+(a repeat then gets a required ``read`` of it, once per file, then required ``edit`` calls,
+for ``repair_rounds`` more rounds). Every look at the files goes through the policy's
+``reads`` (``_reads.py``; it holds no path of the workspace): direct locally, recorded by the
+engine where a replay must decide the same (a Temporal workflow).
 
 **Honest by construction**: an answer that only repeats raw tool output is asked for again in
-words (the words, then the output, are shown). A final answer that states a fact (number, name, quoted text)
-that no tool result, tool call or the request contains gets one more call of its own asking
-for an answer from the evidence; what is still unsupported is marked ``UNVERIFIED_MARK`` in the
-answer (so the CLI, the page and the events show it). An answer to a question that leaves out
-values the results show side by side (``_compare``: ``timeout = 21``, ``timeout = 57``), or
-that states no fact any result shows, is asked again. A change request that changed nothing says so in the answer, and ``verdict``
-tells the front end (the CLI exits non-zero).
+words (the words, then the output, are shown). A final answer that states a fact (number,
+name, quoted text) that no tool result, tool call or the request contains gets one more look
+(a read held to the files no result showed), then a call asking for an answer from the
+evidence; what is still unsupported is marked ``UNVERIFIED_MARK`` in the answer (the CLI, the
+page and the events show it). An answer to a question that leaves out values the results show
+side by side (``_compare``), or that states no fact any result shows, is asked again (the
+latter looks first at a file no result showed). A change request that changed nothing says so
+in the answer, and ``verdict`` tells the front end (the CLI exits non-zero).
 """
 
 from __future__ import annotations
@@ -360,15 +359,17 @@ class ToolPolicy(Hook):
         looks = frozenset(t.name for t in tools if t.read_only)
         repeat = repeated(turn, state.changers, looks, state.denied)
         # A file the change broke gets a look and more rounds (``repair_rounds``), not the end:
-        # the 1.5B broke greet.py and main.py with `echo`, sent the same calls again, and the
-        # repeat ended the request with both still broken. It reads them once, then repairs.
+        # the 1.5B broke greet.py and main.py with `echo` and sent the same calls again. It
+        # reads them once; the same calls again after that (an edit of `def hello(name):` to
+        # itself, the `echo`s): only an edit, its quote held to their lines, the bad one too.
         unseen = tuple(n for n in state.broken if n not in state.repair_read)
-        if repeat and unseen and has_tool(tools, "read") \
+        fix = ("read",) if unseen else ("edit",)
+        if repeat and state.broken and has_tool(tools, fix[0]) \
                 and rounds < self.max_rounds + self.repair_rounds:
             state.repair_read.update(unseen)
-            return ToolChoice("required", ("read",), self.call_tokens,
-                              f"change: {', '.join(unseen)} no longer parses and the last calls "
-                              "repeated; read it", values=(("read", (("path", unseen),)),))
+            why = f"{', '.join(state.broken)} no longer parses and the calls repeated"
+            return ToolChoice("required", fix, self.call_tokens, f"change: {why}; {fix[0]} it",
+                              values=(("read", (("path", unseen),)),) if unseen else ())
         limit = self.max_rounds + (self.repair_rounds if state.broken else 0)
         if rounds >= limit or repeat:
             changers = tuple(n for n in FILE_CHANGERS if has_tool(tools, n)) or None
