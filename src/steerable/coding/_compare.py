@@ -34,7 +34,8 @@ from steerable.coding._evidence import drawn_from
 from steerable.coding._verdict import UNVERIFIED_MARK
 from steerable.providers._base import LLMRequest, ToolChoice
 
-__all__ = ["bare", "compared", "from_results", "shown_files", "side_by_side", "unstated"]
+__all__ = ["bare", "compared", "from_results", "located_only", "shown_files", "side_by_side",
+           "unstated"]
 
 _GREP_ROW = re.compile(r"^(?P<path>[^\s:][^:]*):\d+: (?P<text>.*)$")
 _READ_ROW = re.compile(r"^\s*\d+\t(?P<text>.*)$")
@@ -45,10 +46,16 @@ _NOTE = ("The results show these lines side by side:\n{lines}\nYour answer does 
 _BARE = ("Your answer states nothing the tool results show. The last result shows:\n{shown}\n"
          "Answer my request again in plain words from the results: give the values, names or "
          "lines they show that answer it.")
+_LOCATED = ("Your answer says where the results matched, not what they show there. The "
+            "matching lines are:\n{rows}\nAnswer my request again in plain words, stating what "
+            "these lines say.")
+_WORD = re.compile(r"[^\W\d_]{4,}")
 SHOWN_LIMIT = 600
 """The most characters of the last result a note or a mark repeats."""
 MAX_FILES = 6
 """The most files a group of lines may span (more is a search, not a comparison)."""
+MAX_ROWS = 10
+"""The most matching lines an answer is asked to state (more is a listing to point at)."""
 
 
 def _file_lines(turn: Sequence[Message]) -> list[tuple[str, str]]:
@@ -145,6 +152,39 @@ async def compared(ctx: LLMResponseContext, answer: str, turn: Sequence[Message]
             f"the results show {shown}")
 
 
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text)}
+
+
+def located_only(answer: str, turn: Sequence[Message]) -> list[str]:
+    """The ``grep`` rows (``path:line: text``) whose file ``answer`` names while stating no
+    word of what the row says past the pattern's match (words of four letters or more, not
+    the request's own): it says where, not what. [] when it states some of each row it names,
+    or the rows say nothing past the match (``class Inventory:`` for "class Inventory"), or
+    there are more than ``MAX_ROWS``."""
+    patterns = {c.id: c.arguments.get("pattern") for m in turn if m.role == "assistant"
+                for c in m.tool_calls if c.name == "grep"}
+    asked = _words(" ".join(m.text for m in turn if m.role == "user"))
+    said = _words(answer)
+    rows: list[str] = []
+    for m in turn:
+        pattern = patterns.get(m.tool_call_id or "")
+        if m.role != "tool" or m.is_error or not isinstance(pattern, str):
+            continue
+        for row in m.text.splitlines():
+            grep = _GREP_ROW.match(row)
+            if grep is None or grep.group("path").rsplit("/", 1)[-1] not in answer:
+                continue
+            try:
+                past = re.sub(pattern, " ", grep.group("text"), flags=re.IGNORECASE)
+            except re.error:
+                past = grep.group("text")
+            words = _words(past) - asked - _words(grep.group("path"))
+            if words and not words & said:
+                rows.append(row)
+    return rows if len(rows) <= MAX_ROWS else []
+
+
 def _shown(turn: Sequence[Message]) -> list[str]:
     """The texts of the results of ``turn`` that showed something (no error, not empty)."""
     return [m.text for m in turn if m.role == "tool" and not m.is_error and m.text.strip()]
@@ -168,6 +208,14 @@ async def from_results(ctx: LLMResponseContext, answer: str, turn: Sequence[Mess
     fuller = await compared(ctx, answer, turn, max_tokens)
     if fuller is not None:
         return fuller
+    located = located_only(answer, turn)
+    if located:
+        # Asked for the TODO comments, the 1.5B answered with their files and line numbers;
+        # the comments' text, what was asked for, was in front of it.
+        reply = await _again(ctx, answer, _LOCATED.format(rows="\n".join(located)),
+                             "the answer says where the results matched, not what", max_tokens)
+        return reply if reply.strip() and len(located_only(reply, turn)) < len(located) \
+            and drawn_from(reply, _shown(turn)) else None
     if not bare(answer, turn):
         return None
     results = _shown(turn)
