@@ -136,3 +136,16 @@ async def test_an_answer_that_only_locates_the_matches_is_asked_what_they_say(tm
     assert note.startswith("Your answer says where") and "lib/util.py:2: # TODO: rename" in note
     verdict = hook.verdict(result.turn_id)
     assert verdict is not None and verdict.rechecked and not verdict.unverified
+
+
+async def test_a_misread_of_the_file_the_request_names_reads_no_other_file(tmp_path: Path):
+    # Sent to read README.md after a misread of notes.txt, the 1.5B answered what README.md
+    # says: once a file the request names was shown, the answer is asked again from it.
+    (tmp_path / "notes.txt").write_text("Sync on Monday in room B123.\n")
+    (tmp_path / "README.md").write_text("# demo\n")
+    result, *_ = await _run(
+        tmp_path, "waht does notse.txt say? i mean notes.txt", kind("workspace"),
+        Reply(tool_calls=[("read", {"path": "notes.txt"})]),
+        Reply(text="The file notes.txt does not contain any lines."),
+        Reply(text="Sync on Monday in room B123."))
+    assert result.text == "Sync on Monday in room B123."

@@ -167,10 +167,6 @@ async def test_a_fact_no_result_showed_is_looked_for_and_the_look_answers_it(ws)
     assert result.text == "Port 9759." and UNVERIFIED_MARK not in result.text
     ends = [e.tool_name for e in events if e.kind is EventKind.TOOL_EXEC_END]
     assert ends == ["read", "read"]
-    # The look's read is held to the files no result showed: asked to look again, the 1.5B
-    # read again the README it had read.
-    held = dict(provider.requests[3].tool_choice.values)["read"]
-    assert dict(held) == {"path": ("notes.txt", "server.py", "utils.py")}
     verdict = hook.verdict(result.turn_id)
     assert verdict is not None and not verdict.unverified
 
@@ -188,8 +184,8 @@ async def test_an_answer_stating_no_fact_while_a_file_is_unread_reads_one(ws):
     assert result.text == "Lundi, salle B123."
     look = provider.requests[3]
     assert look.messages[-1].text.startswith("Your answer states nothing")
-    assert look.tool_choice.mode == "required"
-    assert dict(dict(look.tool_choice.values)["read"]) == {"path": ("notes.txt", "utils.py")}
+    assert look.tool_choice.mode == "required" and look.tool_choice.only == ("read",)
+    assert look.tool_choice.values == (("read", (("path", ("notes.txt", "utils.py")),)),)
     verdict = hook.verdict(result.turn_id)
     assert verdict is not None and not verdict.unverified
 

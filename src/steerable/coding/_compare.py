@@ -26,16 +26,16 @@ result under it, marked unverified. It reads no words, so it holds in every lang
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 
 from steerable._hooks import LLMResponseContext
 from steerable._messages import Message
-from steerable.coding._evidence import drawn_from
+from steerable.coding._evidence import drawn_from, path_names
 from steerable.coding._verdict import UNVERIFIED_MARK
 from steerable.providers._base import LLMRequest, ToolChoice
 
 __all__ = ["bare", "compared", "from_results", "located_only", "shown_files", "side_by_side",
-           "unstated"]
+           "unshown", "unstated"]
 
 _GREP_ROW = re.compile(r"^(?P<path>[^\s:][^:]*):\d+: (?P<text>.*)$")
 _READ_ROW = re.compile(r"^\s*\d+\t(?P<text>.*)$")
@@ -80,6 +80,19 @@ def _file_lines(turn: Sequence[Message]) -> list[tuple[str, str]]:
 def shown_files(turn: Sequence[Message]) -> set[str]:
     """The files whose lines a ``grep`` or ``read`` result of ``turn`` showed."""
     return {path for path, _ in _file_lines(turn)}
+
+
+def unshown(files: Sequence[str], read: Set[str], turn: Sequence[Message],
+            asked: Sequence[str]) -> tuple[str, ...]:
+    """The ``files`` no ``read`` (``read``: the relative paths read) or grep row of ``turn``
+    showed; none once a file the request (``asked``) names was shown: an answer that states
+    nothing of it misread it (the 1.5B read notes.txt and said it "does not contain any
+    lines"), and another file's text only leads it away (asked to read README.md instead, it
+    answered what README.md says)."""
+    seen = shown_files(turn) | set(read)
+    if seen & set(path_names(" ".join(asked))):
+        return ()
+    return tuple(f for f in files if f not in seen)
 
 
 def side_by_side(turn: Sequence[Message]) -> list[list[tuple[str, str, tuple[str, ...]]]]:

@@ -82,7 +82,7 @@ from steerable.coding._classify import (
     classify_request,
     parse_kind,
 )
-from steerable.coding._compare import bare, from_results, shown_files
+from steerable.coding._compare import bare, from_results, unshown
 from steerable.coding._evidence import (
     echoes,
     evidence_counts,
@@ -186,6 +186,7 @@ class _Turn:
     """The calls the policy denied: they did not run, so the same call later is no repeat."""
     looked_again: bool = False
     """An answer stating what no result showed was given one more look instead."""
+    looked_further: bool = False  # an answer stating no fact was given a read of another file
     repair_read: set[str] = field(default_factory=set)
     """Broken files a repeat was answered with a read of (once per file, so it ends)."""
 
@@ -358,10 +359,9 @@ class ToolPolicy(Hook):
             return ToolChoice("required", None, self.call_tokens, "change; look first")
         looks = frozenset(t.name for t in tools if t.read_only)
         repeat = repeated(turn, state.changers, looks, state.denied)
-        # A file the change broke gets a look and more rounds (``repair_rounds``), not the end:
-        # the 1.5B broke greet.py and main.py with `echo` and sent the same calls again. It
-        # reads them once; the same calls again after that (an edit of `def hello(name):` to
-        # itself, the `echo`s): only an edit, its quote held to their lines, the bad one too.
+        # A broken file gets a look and ``repair_rounds`` more rounds, not the end: the 1.5B
+        # broke two files with `echo` and sent the same calls twice more; after the read,
+        # a repeat gets only an edit, its quote held to their lines (the bad one among them).
         unseen = tuple(n for n in state.broken if n not in state.repair_read)
         fix = ("read",) if unseen else ("edit",)
         if repeat and state.broken and has_tool(tools, fix[0]) \
@@ -529,7 +529,7 @@ class ToolPolicy(Hook):
                 text = again.text
                 missing = unsupported_facts(text, evidence, counts, numbers=looked,
                                             vocabulary=words)
-        if not missing and not rechecked and turn.intent == "workspace" and bare(text, messages):
+        if not missing and turn.intent == "workspace" and bare(text, messages):
             again_look = await self._look_again(ctx, turn, text, ())
             if again_look is not None:  # "I do not know" with a file never read: read it
                 return again_look
@@ -556,31 +556,31 @@ class ToolPolicy(Hook):
 
     async def _look_again(self, ctx: LLMResponseContext, turn: _Turn, answer: str,
                           missing: Sequence[str]) -> HookResult:
-        """Once per request, a question whose answer states what no result showed (or, nothing
-        ``missing``, states no fact any result showed while a file is still unread), while a
-        look is still allowed, gets one more look instead of an answer: the model is asked
-        for a call of a look (its paths held, a ``read`` to the files no read of this request
-        showed), and the calls replace the answer. The 1.5B read only the README a question
-        named in passing ("See server.py.") and answered "port 8080"; asked to answer again
-        from the evidence it could only say it did not know. Asked when the team sync was, it
-        read README.md, was asked to look again, read README.md again and answered "I do not
-        know" with notes.txt never read. None: no look was made."""
+        """Once per request each, an answer to a question that states what no result showed
+        gets one more look (paths held), one that states no fact any result showed a ``read``
+        of a file none showed (``unshown``); the calls replace the answer (None: no look). The
+        1.5B read only the README a question named in passing ("See server.py.") and answered
+        "port 8080"; asked when the team sync was, it read README.md twice and answered "I do
+        not know", notes.txt never read."""
         choice = ctx.request.tool_choice
         looks = tuple(t.name for t in ctx.request.tools
                       if t.name in self.looks and choice.allows(t.name))
-        if turn.looked_again or turn.intent == "change" or not looks:
+        if turn.intent == "change" or not looks \
+                or (turn.looked_again if missing else turn.looked_further):
             return None
-        paths, seen = await self.reads.paths(), shown_files(turn_messages(ctx.request.messages))
-        unread = tuple(f for f in (paths or {}).get("files", [])
-                       if f not in turn.read and f not in seen)
-        if not missing and not (unread and "read" in looks):
-            return None  # no fact stated, and no file left that could show one
-        turn.looked_again = True
-        held = await self._held(turn, ctx.request, ToolChoice(
-            "required", looks, self.call_tokens, "the answer states what no result showed: look"))
-        if unread and "read" in looks:
-            held = dataclasses.replace(held, values=(
-                *(v for v in held.values if v[0] != "read"), ("read", (("path", unread),))))
+        if missing:
+            turn.looked_again = True
+            held = await self._held(turn, ctx.request, ToolChoice("required", looks,
+                                    self.call_tokens, "the answer states what none showed: look"))
+        else:
+            unread = unshown(((await self.reads.paths()) or {}).get("files", []), turn.read,
+                             turn_messages(ctx.request.messages), turn.asked)
+            if not unread or "read" not in looks:
+                return None
+            turn.looked_further = True
+            held = ToolChoice("required", ("read",), self.call_tokens, "the answer states "
+                              "nothing the results show: read a file no result showed",
+                              values=(("read", (("path", unread),)),))
         try:
             reply = await ctx.ask(recheck_request(ctx.request, answer, missing, held), "evidence")
         except Exception:  # any failure of the call: the answer is rechecked as it is
