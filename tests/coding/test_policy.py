@@ -178,11 +178,13 @@ async def test_an_answer_stating_no_fact_while_a_file_is_unread_reads_one(ws):
     result, _, provider, hook = await _run(
         ws, "Quand a lieu la réunion ?", kind("workspace"),
         Reply(tool_calls=[("read", {"path": "README.md"})]),
+        Reply(tool_calls=[("read", {"path": "README.md"})]),  # a repeat: answer now
         Reply(text="Je ne sais pas."),
         Reply(tool_calls=[("read", {"path": "notes.txt"})]),
         Reply(text="Lundi, salle B123."))
     assert result.text == "Lundi, salle B123."
-    look = provider.requests[3]
+    assert provider.requests[3].tool_choice.mode == "none"
+    look = provider.requests[4]
     assert look.messages[-1].text.startswith("Your answer states nothing")
     assert look.tool_choice.mode == "required" and look.tool_choice.only == ("read",)
     assert look.tool_choice.values == (("read", (("path", ("notes.txt", "utils.py")),)),)

@@ -560,11 +560,11 @@ class ToolPolicy(Hook):
         gets one more look (paths held), one that states no fact any result showed a ``read``
         of a file none showed (``unshown``); the calls replace the answer (None: no look). The
         1.5B read only the README a question named in passing ("See server.py.") and answered
-        "port 8080"; asked when the team sync was, it read README.md twice and answered "I do
-        not know", notes.txt never read."""
+        "port 8080"; asked when the team sync was, it read README.md twice (a repeat: answer
+        now) and answered "I do not know", notes.txt never read."""
         choice = ctx.request.tool_choice
-        looks = tuple(t.name for t in ctx.request.tools
-                      if t.name in self.looks and choice.allows(t.name))
+        looks = tuple(t.name for t in ctx.request.tools if t.name in self.looks and (  # a repeat
+            choice.allows(t.name) or (not missing and t.name in (choice.only or ()))))  # too
         if turn.intent == "change" or not looks \
                 or (turn.looked_again if missing else turn.looked_further):
             return None
@@ -586,6 +586,7 @@ class ToolPolicy(Hook):
         except Exception:  # any failure of the call: the answer is rechecked as it is
             return None
         calls = [(c.name, dict(c.arguments)) for c in reply.tool_calls if c.name in looks]
+        turn.choice = held if calls else turn.choice  # the calls run under the look's choice
         return HookDecision(HookAction.MODIFY, text="", tool_calls=calls) if calls else None
 
     # -- on_event ---------------------------------------------------------------------------
