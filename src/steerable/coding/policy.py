@@ -45,12 +45,11 @@ engine where a replay must decide the same (a Temporal workflow).
 
 **Honest by construction**: an answer that only repeats raw tool output is asked for again in
 words (the words, then the output, are shown). A final answer that states a fact (number,
-name, quoted text) that no tool result, tool call or the request contains gets one more look
-(a read held to the files no result showed), then a call asking for an answer from the
-evidence; what is still unsupported is marked ``UNVERIFIED_MARK`` in the answer (the CLI, the
-page and the events show it). An answer to a question that leaves out values the results show
+name, quoted text) that no tool result, tool call or the request contains gets one more look,
+then a call asking for an answer from the evidence; what is still unsupported is marked
+``UNVERIFIED_MARK`` in the answer (the CLI, the page and the events show it). An answer to a question that leaves out values the results show
 side by side (``_compare``), or that states no fact any result shows, is asked again (the
-latter looks first at a file no result showed). A change request that changed nothing says so
+latter reads first a file no result showed, even after a repeat). A change request that changed nothing says so
 in the answer, and ``verdict`` tells the front end (the CLI exits non-zero).
 """
 
@@ -563,8 +562,8 @@ class ToolPolicy(Hook):
         "port 8080"; asked when the team sync was, it read README.md twice (a repeat: answer
         now) and answered "I do not know", notes.txt never read."""
         choice = ctx.request.tool_choice
-        looks = tuple(t.name for t in ctx.request.tools if t.name in self.looks and (  # a repeat
-            choice.allows(t.name) or (not missing and t.name in (choice.only or ()))))  # too
+        looks = tuple(t.name for t in ctx.request.tools if t.name in self.looks and (
+            choice.allows(t.name) or (not missing and t.name in (choice.only or ()))))
         if turn.intent == "change" or not looks \
                 or (turn.looked_again if missing else turn.looked_further):
             return None
