@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from steerable import Reply
+from steerable import EventKind, Reply
 from steerable._messages import Message, ToolCall
 from steerable.coding._compare import located_only, side_by_side, unstated
 from steerable.coding._evidence import drawn_from
@@ -149,3 +149,16 @@ async def test_a_misread_of_the_file_the_request_names_reads_no_other_file(tmp_p
         Reply(text="The file notes.txt does not contain any lines."),
         Reply(text="Sync on Monday in room B123."))
     assert result.text == "Sync on Monday in room B123."
+
+
+async def test_an_answer_that_a_named_file_is_missing_reads_no_other_file(tmp_path: Path):
+    # Sent to read README.md after "secrets.txt does not exist", the 1.5B answered what
+    # README.md says, for a question about secrets.txt.
+    (tmp_path / "README.md").write_text("# scratch\n")
+    _, events, *_ = await _run(
+        tmp_path, "What does secrets.txt say?", kind("workspace"),
+        Reply(tool_calls=[("read", {"path": "secrets.txt"})]),
+        Reply(tool_calls=[("ls", {"path": "."})]),
+        Reply(text="secrets.txt does not exist."), Reply(text="secrets.txt does not exist."))
+    ends = [e.tool_name for e in events if e.kind is EventKind.TOOL_EXEC_END]
+    assert ends == ["read", "ls"]

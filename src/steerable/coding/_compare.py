@@ -31,6 +31,7 @@ from collections.abc import Sequence, Set
 from steerable._hooks import LLMResponseContext
 from steerable._messages import Message
 from steerable.coding._evidence import drawn_from, path_names
+from steerable.coding._paths import failed_paths
 from steerable.coding._verdict import UNVERIFIED_MARK
 from steerable.providers._base import LLMRequest, ToolChoice
 
@@ -85,13 +86,15 @@ def shown_files(turn: Sequence[Message]) -> set[str]:
 def unshown(files: Sequence[str], read: Set[str], turn: Sequence[Message],
             asked: Sequence[str]) -> tuple[str, ...]:
     """The ``files`` no ``read`` (``read``: the relative paths read) or grep row of ``turn``
-    showed; none once a file the request (``asked``) names was shown: an answer that states
+    showed; none once a file the request (``asked``) names was shown or a look at it failed
+    (the 1.5B, told to read README.md after "secrets.txt does not exist", answered what
+    README.md says): an answer that states
     nothing of it misread it (the 1.5B read notes.txt and said it "does not contain any
     lines"), and another file's text only leads it away (asked to read README.md instead, it
     answered what README.md says)."""
     seen = shown_files(turn) | set(read)
-    if seen & set(path_names(" ".join(asked))):
-        return ()
+    if (seen | failed_paths(turn)) & set(path_names(" ".join(asked))):
+        return ()  # a named file shown, or looked for and not there ("it does not exist")
     return tuple(f for f in files if f not in seen)
 
 
