@@ -159,6 +159,7 @@ async def test_an_answer_that_a_named_file_is_missing_reads_no_other_file(tmp_pa
         tmp_path, "What does secrets.txt say?", kind("workspace"),
         Reply(tool_calls=[("read", {"path": "secrets.txt"})]),
         Reply(tool_calls=[("ls", {"path": "."})]),
-        Reply(text="secrets.txt does not exist."), Reply(text="secrets.txt does not exist."))
+        Reply(text="secrets.txt does not exist."),
+        Reply(tool_calls=[("read", {"path": "README.md"})]))  # a look, if one were asked for
     ends = [e.tool_name for e in events if e.kind is EventKind.TOOL_EXEC_END]
     assert ends == ["read", "ls"]
