@@ -155,11 +155,12 @@ async def test_an_answer_that_a_named_file_is_missing_reads_no_other_file(tmp_pa
     # Sent to read README.md after "secrets.txt does not exist", the 1.5B answered what
     # README.md says, for a question about secrets.txt.
     (tmp_path / "README.md").write_text("# scratch\n")
-    _, events, *_ = await _run(
+    # Asked again from the listing, it described the listing: the failed look is the answer's
+    # evidence, so it is neither sent to another file nor asked again.
+    result, events, *_ = await _run(
         tmp_path, "What does secrets.txt say?", kind("workspace"),
         Reply(tool_calls=[("read", {"path": "secrets.txt"})]),
         Reply(tool_calls=[("ls", {"path": "."})]),
-        Reply(text="secrets.txt does not exist."),
-        Reply(tool_calls=[("read", {"path": "README.md"})]))  # a look, if one were asked for
+        Reply(text="secrets.txt does not exist."))
     ends = [e.tool_name for e in events if e.kind is EventKind.TOOL_EXEC_END]
-    assert ends == ["read", "ls"]
+    assert ends == ["read", "ls"] and result.text == "secrets.txt does not exist."

@@ -224,6 +224,10 @@ async def from_results(ctx: LLMResponseContext, answer: str, turn: Sequence[Mess
     fuller = await compared(ctx, answer, turn, max_tokens)
     if fuller is not None:
         return fuller
+    named = set(path_names(" ".join(m.text for m in turn if m.role == "user")))
+    if named & failed_paths(turn):
+        return None  # "secrets.txt does not exist" rests on the failed look, asked again it
+        # described the listing instead (missing_file, 2026-12-08)
     located = located_only(answer, turn)
     if located:
         # Asked for the TODO comments, the 1.5B answered with their files and line numbers;
