@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from steerable import Reply
+from steerable import EventKind, Reply
 from steerable._messages import Message, ToolCall
-from steerable.coding._compare import side_by_side, unstated
+from steerable.coding._compare import located_only, side_by_side, unstated
 from steerable.coding._evidence import drawn_from
 
 from .test_policy import _run, kind
@@ -102,3 +102,65 @@ async def test_an_answer_stating_nothing_the_results_show_is_asked_again(tmp_pat
     assert result.text == ("It has two lines of text.\n\n⚠ unverified: the answer states "
                            "nothing the results show; the last one shows:\n1\tSync on Monday "
                            "in room B123.")
+
+
+TODOS = ("app.py:2:     # TODO: handle the zephyr case\nlib/util.py:2: # TODO: rename juniper\n"
+         "2 matches in 2 files")
+
+
+def test_an_answer_naming_the_matched_files_but_nothing_they_say_only_locates():
+    turn = [Message("user", "Trouve les commentaires TODO."),
+            *_look("c1", "grep", TODOS, pattern="TODO")]
+    rows = TODOS.splitlines()[:2]
+    assert located_only("Ils sont dans `app.py` et `lib/util.py`, ligne 2.", turn) == rows
+    assert located_only("app.py: handle the zephyr case; util.py: rename juniper", turn) == []
+    assert located_only("app.py: zephyr; also lib/util.py.", turn) == rows[1:]
+    assert located_only("Two of them.", turn) == []  # names no file: not a location
+    found = _look("c2", "grep", "src/stock.py:1: class Inventory:\n1 match in 1 file",
+                  pattern="class Inventory")
+    assert located_only("In src/stock.py.", [Message("user", "Inventory?"), *found]) == []
+
+
+async def test_an_answer_that_only_locates_the_matches_is_asked_what_they_say(tmp_path: Path):
+    # Asked for the TODO comments, the 1.5B answered with their files and line numbers.
+    (tmp_path / "app.py").write_text("def main():\n    # TODO: handle the zephyr case\n")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "util.py").write_text("X = 1\n# TODO: rename juniper\n")
+    result, _, provider, hook = await _run(
+        tmp_path, "Find the TODO comments in this project.", kind("workspace"),
+        Reply(tool_calls=[("grep", {"pattern": "TODO"})]),
+        Reply(text="The TODO comments are in `app.py` and `lib/util.py`, at lines 2."),
+        Reply(text="app.py: handle the zephyr case; lib/util.py: rename juniper."))
+    assert result.text == "app.py: handle the zephyr case; lib/util.py: rename juniper."
+    note = provider.requests[-1].messages[-1].text
+    assert note.startswith("Your answer says where") and "lib/util.py:2: # TODO: rename" in note
+    verdict = hook.verdict(result.turn_id)
+    assert verdict is not None and verdict.rechecked and not verdict.unverified
+
+
+async def test_a_misread_of_the_file_the_request_names_reads_no_other_file(tmp_path: Path):
+    # Sent to read README.md after a misread of notes.txt, the 1.5B answered what README.md
+    # says: once a file the request names was shown, the answer is asked again from it.
+    (tmp_path / "notes.txt").write_text("Sync on Monday in room B123.\n")
+    (tmp_path / "README.md").write_text("# demo\n")
+    result, *_ = await _run(
+        tmp_path, "waht does notse.txt say? i mean notes.txt", kind("workspace"),
+        Reply(tool_calls=[("read", {"path": "notes.txt"})]),
+        Reply(text="The file notes.txt does not contain any lines."),
+        Reply(text="Sync on Monday in room B123."))
+    assert result.text == "Sync on Monday in room B123."
+
+
+async def test_an_answer_that_a_named_file_is_missing_reads_no_other_file(tmp_path: Path):
+    # Sent to read README.md after "secrets.txt does not exist", the 1.5B answered what
+    # README.md says, for a question about secrets.txt.
+    (tmp_path / "README.md").write_text("# scratch\n")
+    # Asked again from the listing, it described the listing: the failed look is the answer's
+    # evidence, so it is neither sent to another file nor asked again.
+    result, events, *_ = await _run(
+        tmp_path, "What does secrets.txt say?", kind("workspace"),
+        Reply(tool_calls=[("read", {"path": "secrets.txt"})]),
+        Reply(tool_calls=[("ls", {"path": "."})]),
+        Reply(text="secrets.txt does not exist."))
+    ends = [e.tool_name for e in events if e.kind is EventKind.TOOL_EXEC_END]
+    assert ends == ["read", "ls"] and result.text == "secrets.txt does not exist."

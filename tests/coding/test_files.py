@@ -249,8 +249,9 @@ async def test_python_grep_respects_gitignore_and_skips_binary(ws: Workspace, to
     res = await call(tools["grep"], pattern="TODO")
     assert res.content.splitlines() == [
         "keep.log:1: TODO keep", "src/app.py:2: TODO: fix", "src/top.txt:1: TODO nested top",
-        "matches by kind: .log 1, .py 1, .txt 1; by file: keep.log 1, src/app.py 1, "
-        "src/top.txt 1; in all: 3 matches in 3 files"]
+        "3 matches in 3 files, of which:", "in the .log files only: 1 match (keep.log 1)",
+        "in the .py files only: 1 match (src/app.py 1)",
+        "in the .txt files only: 1 match (src/top.txt 1)"]
     res = await call(tools["grep"], pattern="todo", ignore_case=True, glob="*.py")
     assert res.content == "src/app.py:2: TODO: fix\n1 match in 1 file"
     res = await call(tools["grep"], pattern="(", path="src")
@@ -268,14 +269,16 @@ async def test_ripgrep_and_python_grep_agree(ws: Workspace) -> None:
 
 
 async def test_grep_counts_its_matches_in_all_by_kind_and_by_file(ws: Workspace, tools) -> None:
-    # The 1.5B had the matching lines in front of it and answered with the steps of a count.
+    # The 1.5B had the matching lines in front of it and answered with the steps of a count;
+    # with the kinds' figures on the whole's line, asked about the .txt files, it gave the whole.
     for name, text in {"a.txt": "falcon\nfalcon falcon\nno\n", "b.txt": "the falcon\n",
                        "c.md": "falcon\n"}.items():
         (ws.root / name).write_text(text)
     res = await call(tools["grep"], pattern="falcon")
-    assert res.content.splitlines()[-1] == (
-        "matches by kind: .txt 4, .md 1; by file: a.txt 3, b.txt 1, c.md 1; in all: 5 matches "
-        "on 4 lines in 3 files")
+    assert res.content.splitlines()[-3:] == [
+        "5 matches on 4 lines in 3 files, of which:",
+        "in the .txt files only: 4 matches (a.txt 3, b.txt 1)",
+        "in the .md files only: 1 match (c.md 1)"]
     res = await call(tools["grep"], pattern="falcon", glob="*.txt")
     assert res.content.splitlines()[-1] == "matches by file: a.txt 3, b.txt 1; in all: 4 " \
         "matches on 3 lines in 2 files"

@@ -185,6 +185,27 @@ async def test_a_fact_no_result_showed_is_looked_for_and_the_look_answers_it(ws)
     assert verdict is not None and not verdict.unverified
 
 
+async def test_an_answer_stating_no_fact_while_a_file_is_unread_reads_one(ws):
+    # The 1.5B read README.md for "when is the team sync?" and answered "I do not know" with
+    # notes.txt never read: no fact stated, so nothing asked it to look further.
+    (ws / "README.md").write_text("# Team\nSee the notes.\n")
+    result, _, provider, hook = await _run(
+        ws, "Quand a lieu la réunion ?", kind("workspace"),
+        Reply(tool_calls=[("read", {"path": "README.md"})]),
+        Reply(tool_calls=[("read", {"path": "README.md"})]),  # a repeat: answer now
+        Reply(text="Je ne sais pas."),
+        Reply(tool_calls=[("read", {"path": "notes.txt"})]),
+        Reply(text="Lundi, salle B123."))
+    assert result.text == "Lundi, salle B123."
+    assert provider.requests[3].tool_choice.mode == "none"
+    look = provider.requests[4]
+    assert look.messages[-1].text.startswith("Your answer states nothing")
+    assert look.tool_choice.mode == "required" and look.tool_choice.only == ("read",)
+    assert look.tool_choice.values == (("read", (("path", ("notes.txt", "utils.py")),)),)
+    verdict = hook.verdict(result.turn_id)
+    assert verdict is not None and not verdict.unverified
+
+
 async def test_an_answer_from_the_evidence_after_the_second_chance_is_not_marked(ws):
     result, *_ = await _run(
         ws, "when is the sync?", kind("workspace"),

@@ -389,3 +389,27 @@ async def test_a_repeat_while_files_are_broken_reads_them_and_repairs(ws):
     verdict = hook.verdict(result.turn_id)
     assert verdict is not None and verdict.changed and not verdict.broken
     assert BROKEN_MARK not in result.text
+
+
+async def test_the_same_calls_after_the_repair_read_get_a_required_edit_of_the_broken_lines(ws):
+    # Having read both broken files, the 1.5B sent the same calls a third time (an edit of a
+    # line to itself, the appends), and the repeat ended the request with both still broken.
+    (ws / "greet.py").write_text("def shout(s):\n    return s.upper()\n")
+    (ws / "main.py").write_text("import greet\n\nprint(greet.shout('hi'))\n")
+    breaks = [("edit", {"path": "main.py", "old_text": "print(greet.shout('hi'))",
+                        "new_text": "print(greet.shout('hi'))\nHello, Ada."})]
+    fix = ("edit", {"path": "main.py", "old_text": "Hello, Ada.",
+                    "new_text": "print('Hello, Ada')"})
+    result, events, provider, hook = await _run(
+        ws, "At the end of main.py print 'Hello, Ada'", kind("change"),
+        Reply(tool_calls=breaks), Reply(tool_calls=breaks),
+        Reply(tool_calls=[("read", {"path": "main.py"})]), Reply(tool_calls=breaks),
+        Reply(tool_calls=[fix]), Reply(text="Done."))
+    choices = _choices(events)
+    assert choices[2] == ("required", ("read",)) and choices[4] == ("required", ("edit",))
+    held = {dict(v)["path"]: dict(v)["old_text"] for t, v in provider.requests[5].tool_choice.values
+            if t == "edit" and "old_text" in dict(v)}
+    assert "Hello, Ada." in held[("main.py",)]
+    assert (ws / "main.py").read_text().endswith("print('Hello, Ada')\n")
+    verdict = hook.verdict(result.turn_id)
+    assert verdict is not None and verdict.changed and not verdict.broken

@@ -26,15 +26,17 @@ result under it, marked unverified. It reads no words, so it holds in every lang
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 
 from steerable._hooks import LLMResponseContext
 from steerable._messages import Message
-from steerable.coding._evidence import drawn_from
+from steerable.coding._evidence import drawn_from, path_names
+from steerable.coding._paths import failed_paths
 from steerable.coding._verdict import UNVERIFIED_MARK
 from steerable.providers._base import LLMRequest, ToolChoice
 
-__all__ = ["compared", "from_results", "side_by_side", "unstated"]
+__all__ = ["bare", "compared", "from_results", "located_only", "shown_files", "side_by_side",
+           "unshown", "unstated"]
 
 _GREP_ROW = re.compile(r"^(?P<path>[^\s:][^:]*):\d+: (?P<text>.*)$")
 _READ_ROW = re.compile(r"^\s*\d+\t(?P<text>.*)$")
@@ -45,10 +47,16 @@ _NOTE = ("The results show these lines side by side:\n{lines}\nYour answer does 
 _BARE = ("Your answer states nothing the tool results show. The last result shows:\n{shown}\n"
          "Answer my request again in plain words from the results: give the values, names or "
          "lines they show that answer it.")
+_LOCATED = ("Your answer says where the results matched, not what they show there. The "
+            "matching lines are:\n{rows}\nAnswer my request again in plain words, stating what "
+            "these lines say.")
+_WORD = re.compile(r"[^\W\d_]{4,}")
 SHOWN_LIMIT = 600
 """The most characters of the last result a note or a mark repeats."""
 MAX_FILES = 6
 """The most files a group of lines may span (more is a search, not a comparison)."""
+MAX_ROWS = 10
+"""The most matching lines an answer is asked to state (more is a listing to point at)."""
 
 
 def _file_lines(turn: Sequence[Message]) -> list[tuple[str, str]]:
@@ -68,6 +76,26 @@ def _file_lines(turn: Sequence[Message]) -> list[tuple[str, str]]:
             elif grep and m.name == "grep":
                 out.append((grep.group("path"), grep.group("text").strip()))
     return out
+
+
+def shown_files(turn: Sequence[Message]) -> set[str]:
+    """The files whose lines a ``grep`` or ``read`` result of ``turn`` showed."""
+    return {path for path, _ in _file_lines(turn)}
+
+
+def unshown(files: Sequence[str], read: Set[str], turn: Sequence[Message],
+            asked: Sequence[str]) -> tuple[str, ...]:
+    """The ``files`` no ``read`` (``read``: the relative paths read) or grep row of ``turn``
+    showed; none once a file the request (``asked``) names was shown or a look at it failed
+    (the 1.5B, told to read README.md after "secrets.txt does not exist", answered what
+    README.md says): an answer that states
+    nothing of it misread it (the 1.5B read notes.txt and said it "does not contain any
+    lines"), and another file's text only leads it away (asked to read README.md instead, it
+    answered what README.md says)."""
+    seen = shown_files(turn) | set(read)
+    if (seen | failed_paths(turn)) & set(path_names(" ".join(asked))):
+        return ()  # a named file shown, or looked for and not there ("it does not exist")
+    return tuple(f for f in files if f not in seen)
 
 
 def side_by_side(turn: Sequence[Message]) -> list[list[tuple[str, str, tuple[str, ...]]]]:
@@ -140,6 +168,51 @@ async def compared(ctx: LLMResponseContext, answer: str, turn: Sequence[Message]
             f"the results show {shown}")
 
 
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text)}
+
+
+def located_only(answer: str, turn: Sequence[Message]) -> list[str]:
+    """The ``grep`` rows (``path:line: text``) whose file ``answer`` names while stating no
+    word of what the row says past the pattern's match (words of four letters or more, not
+    the request's own): it says where, not what. [] when it states some of each row it names,
+    or the rows say nothing past the match (``class Inventory:`` for "class Inventory"), or
+    there are more than ``MAX_ROWS``."""
+    patterns = {c.id: c.arguments.get("pattern") for m in turn if m.role == "assistant"
+                for c in m.tool_calls if c.name == "grep"}
+    asked = _words(" ".join(m.text for m in turn if m.role == "user"))
+    said = _words(answer)
+    rows: list[str] = []
+    for m in turn:
+        pattern = patterns.get(m.tool_call_id or "")
+        if m.role != "tool" or m.is_error or not isinstance(pattern, str):
+            continue
+        for row in m.text.splitlines():
+            grep = _GREP_ROW.match(row)
+            if grep is None or grep.group("path").rsplit("/", 1)[-1] not in answer:
+                continue
+            try:
+                past = re.sub(pattern, " ", grep.group("text"), flags=re.IGNORECASE)
+            except re.error:
+                past = grep.group("text")
+            words = _words(past) - asked - _words(grep.group("path"))
+            if words and not words & said:
+                rows.append(row)
+    return rows if len(rows) <= MAX_ROWS else []
+
+
+def _shown(turn: Sequence[Message]) -> list[str]:
+    """The texts of the results of ``turn`` that showed something (no error, not empty)."""
+    return [m.text for m in turn if m.role == "tool" and not m.is_error and m.text.strip()]
+
+
+def bare(answer: str, turn: Sequence[Message]) -> bool:
+    """Whether ``answer`` states no fact any result of ``turn`` shows, while one showed
+    something (``drawn_from``: no value, name, quote or word with a digit of theirs)."""
+    results = _shown(turn)
+    return bool(results) and not drawn_from(answer, results)
+
+
 async def from_results(ctx: LLMResponseContext, answer: str, turn: Sequence[Message],
                        max_tokens: int) -> str | None:
     """The answer again from the results: when ``answer`` leaves out values they compare
@@ -151,9 +224,21 @@ async def from_results(ctx: LLMResponseContext, answer: str, turn: Sequence[Mess
     fuller = await compared(ctx, answer, turn, max_tokens)
     if fuller is not None:
         return fuller
-    results = [m.text for m in turn if m.role == "tool" and not m.is_error and m.text.strip()]
-    if not results or drawn_from(answer, results):
+    named = set(path_names(" ".join(m.text for m in turn if m.role == "user")))
+    if named & failed_paths(turn):
+        return None  # "secrets.txt does not exist" rests on the failed look, asked again it
+        # described the listing instead (missing_file, 2026-12-08)
+    located = located_only(answer, turn)
+    if located:
+        # Asked for the TODO comments, the 1.5B answered with their files and line numbers;
+        # the comments' text, what was asked for, was in front of it.
+        reply = await _again(ctx, answer, _LOCATED.format(rows="\n".join(located)),
+                             "the answer says where the results matched, not what", max_tokens)
+        return reply if reply.strip() and len(located_only(reply, turn)) < len(located) \
+            and drawn_from(reply, _shown(turn)) else None
+    if not bare(answer, turn):
         return None
+    results = _shown(turn)
     last = results[-1].strip()
     shown = last if len(last) <= SHOWN_LIMIT else f"{last[:SHOWN_LIMIT]} [...]"
     reply = await _again(ctx, answer, _BARE.format(shown=shown),

@@ -8,11 +8,12 @@ import json
 from collections.abc import Sequence, Set
 
 from steerable._messages import Message
+from steerable.coding._changes import Snapshot
 from steerable.coding._classify import exchange_start
 from steerable.providers._base import ToolSpec
 from steerable.providers.profiles import tool_result_as_user
 
-__all__ = ["as_shown", "call_key", "called", "evidence_of", "has_tool", "looked_at", "repeated",
+__all__ = ["as_shown", "call_key", "called", "changed_in", "evidence_of", "has_tool", "looked_at", "repeated",
            "turn_messages", "without_calls"]
 
 
@@ -101,3 +102,13 @@ def without_calls(messages: Sequence[Message], ids: set[str],
             m = dataclasses.replace(m, tool_calls=kept)
         out.append(m)
     return out
+
+
+def changed_in(turn: Sequence[Message], tools: Sequence[ToolSpec], start: Snapshot | None,
+               now: Snapshot | None, commands: Set[str]) -> bool:
+    """Something changed in this exchange: a file-changing tool succeeded, or the workspace
+    differs from ``start`` (the success of one of ``commands`` alone is no change)."""
+    acting = {t.name for t in tools if not t.read_only} - commands
+    if any(m.role == "tool" and not m.is_error and m.name in acting for m in turn):
+        return True
+    return start is not None and now is not None and bool(start.changed(now))

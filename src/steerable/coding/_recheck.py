@@ -26,14 +26,17 @@ _RESTATE = ("That only repeats the raw tool output, and I cannot see the tool re
             "above show.")
 _LOOK = ("Your answer states {facts}, but no tool result above shows {it}. Look for {it} in "
          "the files with one tool call.")
+_LOOK_FURTHER = ("Your answer states nothing the tool results above show. Look for the answer "
+                 "in the files with one tool call.")
 
 
 def recheck_request(request: LLMRequest, answer: str, missing: Sequence[str],
                     look: ToolChoice | None = None, max_tokens: int | None = None) -> LLMRequest:
     """``request`` followed by ``answer`` and the note on ``missing``: an answer from the
-    evidence, or (``look``, a required call) a look for what the answer stated."""
+    evidence, or (``look``, a required call) a look for what the answer stated, or (nothing
+    ``missing``: the answer stated no fact at all) a look for the answer."""
     facts = ", ".join(f"'{m}'" for m in missing)
-    note = (_ANSWER_AGAIN if look is None else _LOOK).format(
+    note = (_ANSWER_AGAIN if look is None else _LOOK if missing else _LOOK_FURTHER).format(
         facts=facts, it="it" if len(missing) == 1 else "them")
     return LLMRequest(
         messages=(*request.messages, Message("assistant", answer), Message("user", note)),

@@ -34,28 +34,26 @@ itself, a file that differs from the moment the request was read is. It starts w
 call of any tool; until something changed a call stays required and reading stays allowed (so
 the model can look after a failed edit); after that, calls are optional (a function and its
 call site, two files) until the same limits, and none once every file the request names has
-changed (the change is done; names are the same in every language). An acting call that
-already succeeded with the same arguments is denied (an append applied twice), and so is a
-``write`` over a file that existed and was not read in this request; a command that
-changed nothing may run again (the tests after a fix). A change that reaches the limits with
-nothing changed gets one last required call of ``edit`` or ``write``. A command's result on a
-change request lists the files it changed, with a diff of the named ones, so a ``sed`` that
-broke a file does not do it silently; a call that left a Python, JSON or TOML file that parsed
-before unparsable gets an error result, and calls stay required until it parses again (a repeat
-then is answered with a required ``read`` of it, once per file, and ``repair_rounds`` more
-rounds, not with the end).
-Every look at the files goes through the policy's ``reads`` (``_reads.py``; it holds no path of
-the workspace): direct locally, recorded by the engine where a replay must decide the same
-(a Temporal workflow).
+changed (names are the same in every language). An acting call that already succeeded with the
+same arguments is denied (an append applied twice), and so is a ``write`` over a file that
+existed and was not read in this request; a command that changed nothing may run again (the
+tests after a fix). A change that reaches the limits with nothing changed gets one last
+required call of ``edit`` or ``write``. A command's result on a change request lists the files
+it changed, with a diff of the named ones; a call that left a Python, JSON or TOML file that
+parsed before unparsable gets an error result, and calls stay required until it parses again
+(a repeat then gets a required ``read`` of it, once per file, then required ``edit`` calls,
+for ``repair_rounds`` more rounds). Every look at the files goes through the policy's
+``reads`` (``_reads.py``; it holds no path of the workspace): direct locally, recorded by the
+engine where a replay must decide the same (a Temporal workflow).
 
 **Honest by construction**: an answer that only repeats raw tool output is asked for again in
-words (the words, then the output, are shown). A final answer that states a fact (number, name, quoted text)
-that no tool result, tool call or the request contains gets one more call of its own asking
-for an answer from the evidence; what is still unsupported is marked ``UNVERIFIED_MARK`` in the
-answer (so the CLI, the page and the events show it). An answer to a question that leaves out
-values the results show side by side (``_compare``: ``timeout = 21``, ``timeout = 57``), or
-that states no fact any result shows, is asked again. A change request that changed nothing says so in the answer, and ``verdict``
-tells the front end (the CLI exits non-zero).
+words (the words, then the output, are shown). A final answer that states a fact (number,
+name, quoted text) that no tool result, tool call or the request contains gets one more look,
+then a call asking for an answer from the evidence; what is still unsupported is marked
+``UNVERIFIED_MARK`` in the answer (the CLI, the page and the events show it). An answer to a question that leaves out values the results show
+side by side (``_compare``), or that states no fact any result shows, is asked again (the
+latter reads first a file no result showed, even after a repeat). A change request that changed nothing says so
+in the answer, and ``verdict`` tells the front end (the CLI exits non-zero).
 """
 
 from __future__ import annotations
@@ -84,7 +82,7 @@ from steerable.coding._classify import (
     classify_request,
     parse_kind,
 )
-from steerable.coding._compare import from_results
+from steerable.coding._compare import bare, from_results, unshown
 from steerable.coding._confirm import READ_AS_QUESTION_MARK, UNCONFIRMED, held_note
 from steerable.coding._evidence import (
     echoes,
@@ -97,6 +95,7 @@ from steerable.coding._exchange import (
     as_shown,
     call_key,
     called,
+    changed_in,
     evidence_of,
     has_tool,
     looked_at,
@@ -188,6 +187,7 @@ class _Turn:
     """The calls the policy denied: they did not run, so the same call later is no repeat."""
     looked_again: bool = False
     """An answer stating what no result showed was given one more look instead."""
+    looked_further: bool = False  # an answer stating no fact was given a read of another file
     repair_read: set[str] = field(default_factory=set)
     """Broken files a repeat was answered with a read of (once per file, so it ends)."""
     unconfirmed: bool = False
@@ -346,21 +346,22 @@ class ToolPolicy(Hook):
         it changed no longer parses, optional ones after, none once every file the request
         names has changed (the change is done), and one required call of a file-changing tool
         before a change request gives up."""
-        changed = _changed(turn, tools, state.start, now)
+        changed = changed_in(turn, tools, state.start, now, COMMANDS)
         if rounds == 0:
             return ToolChoice("required", None, self.call_tokens, "change; look first")
         looks = frozenset(t.name for t in tools if t.read_only)
         repeat = repeated(turn, state.changers, looks, state.denied)
-        # A file the change broke gets a look and more rounds (``repair_rounds``), not the end:
-        # the 1.5B broke greet.py and main.py with `echo`, sent the same calls again, and the
-        # repeat ended the request with both still broken. It reads them once, then repairs.
+        # A broken file gets a look and ``repair_rounds`` more rounds, not the end: the 1.5B
+        # broke two files with `echo` and sent the same calls twice more; after the read,
+        # a repeat gets only an edit, its quote held to their lines (the bad one among them).
         unseen = tuple(n for n in state.broken if n not in state.repair_read)
-        if repeat and unseen and has_tool(tools, "read") \
+        fix = ("read",) if unseen else ("edit",)
+        if repeat and state.broken and has_tool(tools, fix[0]) \
                 and rounds < self.max_rounds + self.repair_rounds:
             state.repair_read.update(unseen)
-            return ToolChoice("required", ("read",), self.call_tokens,
-                              f"change: {', '.join(unseen)} no longer parses and the last calls "
-                              "repeated; read it", values=(("read", (("path", unseen),)),))
+            why = f"{', '.join(state.broken)} no longer parses and the calls repeated"
+            return ToolChoice("required", fix, self.call_tokens, f"change: {why}; {fix[0]} it",
+                              values=(("read", (("path", unseen),)),) if unseen else ())
         limit = self.max_rounds + (self.repair_rounds if state.broken else 0)
         if rounds >= limit or repeat:
             changers = tuple(n for n in FILE_CHANGERS if has_tool(tools, n)) or None
@@ -522,13 +523,17 @@ class ToolPolicy(Hook):
                 text = again.text
                 missing = unsupported_facts(text, evidence, counts, numbers=looked,
                                             vocabulary=words)
+        if not missing and turn.intent == "workspace" and bare(text, messages):
+            again_look = await self._look_again(ctx, turn, text, ())
+            if again_look is not None:  # "I do not know" with a file never read: read it
+                return again_look
         fuller = None if missing or rechecked or turn.intent not in ("workspace", "run") \
             else await from_results(ctx, text, messages, self.answer_tokens)
         if fuller is not None:  # values compared left out ("both the same"), or no fact at all
             text, rechecked = fuller, True
             missing = unsupported_facts(text, evidence, counts, numbers=looked, vocabulary=words)
         now = None if turn.start is None else await self.reads.snapshot(turn.start.names)
-        changed = _changed(messages, ctx.request.tools, turn.start, now)
+        changed = changed_in(messages, ctx.request.tools, turn.start, now, COMMANDS)
         verdict = Verdict(turn.intent, changed, tuple(missing), rechecked, tuple(turn.broken),
                           held=tuple(sorted(turn.held)))
         self._verdicts[ctx.turn_id] = verdict
@@ -550,25 +555,37 @@ class ToolPolicy(Hook):
 
     async def _look_again(self, ctx: LLMResponseContext, turn: _Turn, answer: str,
                           missing: Sequence[str]) -> HookResult:
-        """Once per request, a question whose answer states what no result showed, while a
-        look is still allowed, gets one more look instead of an answer: the model is asked
-        for a call of a look (its paths held), and the calls replace the answer. The 1.5B
-        read only the README a question named in passing ("See server.py.") and answered
-        "port 8080"; asked to answer again from the evidence it could only say it did not
-        know. None: no look was made (the answer is rechecked as it is)."""
+        """Once per request each, an answer to a question that states what no result showed
+        gets one more look (paths held), one that states no fact any result showed a ``read``
+        of a file none showed (``unshown``); the calls replace the answer (None: no look). The
+        1.5B read only the README a question named in passing ("See server.py.") and answered
+        "port 8080"; asked when the team sync was, it read README.md twice (a repeat: answer
+        now) and answered "I do not know", notes.txt never read."""
         choice = ctx.request.tool_choice
-        looks = tuple(t.name for t in ctx.request.tools
-                      if t.name in self.looks and choice.allows(t.name))
-        if turn.looked_again or turn.intent == "change" or not looks:
+        looks = tuple(t.name for t in ctx.request.tools if t.name in self.looks and (
+            choice.allows(t.name) or (not missing and t.name in (choice.only or ()))))
+        if turn.intent == "change" or not looks \
+                or (turn.looked_again if missing else turn.looked_further):
             return None
-        turn.looked_again = True
-        held = await self._held(turn, ctx.request, ToolChoice(
-            "required", looks, self.call_tokens, "the answer states what no result showed: look"))
+        if missing:
+            turn.looked_again = True
+            held = await self._held(turn, ctx.request, ToolChoice("required", looks,
+                                    self.call_tokens, "the answer states what none showed: look"))
+        else:
+            unread = unshown(((await self.reads.paths()) or {}).get("files", []), turn.read,
+                             turn_messages(ctx.request.messages), turn.asked)
+            if not unread or "read" not in looks:
+                return None
+            turn.looked_further = True
+            held = ToolChoice("required", ("read",), self.call_tokens, "the answer states "
+                              "nothing the results show: read a file no result showed",
+                              values=(("read", (("path", unread),)),))
         try:
             reply = await ctx.ask(recheck_request(ctx.request, answer, missing, held), "evidence")
         except Exception:  # any failure of the call: the answer is rechecked as it is
             return None
         calls = [(c.name, dict(c.arguments)) for c in reply.tool_calls if c.name in looks]
+        turn.choice = held if calls else turn.choice  # the calls run under the look's choice
         return HookDecision(HookAction.MODIFY, text="", tool_calls=calls) if calls else None
 
     # -- on_event ---------------------------------------------------------------------------
@@ -580,12 +597,3 @@ class ToolPolicy(Hook):
             while len(self._verdicts) > 64:  # kept for the front end to read, not forever
                 self._verdicts.pop(next(iter(self._verdicts)))
 
-
-def _changed(turn: Sequence[Message], tools: Sequence[ToolSpec], start: Snapshot | None,
-             now: Snapshot | None) -> bool:
-    """Something changed in this exchange: a file-changing tool succeeded, or the workspace
-    differs from ``start`` (a command's success alone is no change)."""
-    acting = {t.name for t in tools if not t.read_only} - COMMANDS
-    if any(m.role == "tool" and not m.is_error and m.name in acting for m in turn):
-        return True
-    return start is not None and now is not None and bool(start.changed(now))
