@@ -401,13 +401,13 @@ async def test_the_same_calls_after_the_repair_read_get_a_required_edit_of_the_b
     fix = ("edit", {"path": "main.py", "old_text": "Hello, Ada.",
                     "new_text": "print('Hello, Ada')"})
     result, events, provider, hook = await _run(
-        ws, "At the end of main.py print 'Hello, Ada'", kind("change"),
+        ws, "At the end of main.py print 'Hello, Ada'", *change(),
         Reply(tool_calls=breaks), Reply(tool_calls=breaks),
         Reply(tool_calls=[("read", {"path": "main.py"})]), Reply(tool_calls=breaks),
         Reply(tool_calls=[fix]), Reply(text="Done."))
     choices = _choices(events)
     assert choices[2] == ("required", ("read",)) and choices[4] == ("required", ("edit",))
-    held = {dict(v)["path"]: dict(v)["old_text"] for t, v in provider.requests[5].tool_choice.values
+    held = {dict(v)["path"]: dict(v)["old_text"] for t, v in provider.requests[6].tool_choice.values
             if t == "edit" and "old_text" in dict(v)}
     assert "Hello, Ada." in held[("main.py",)]
     assert (ws / "main.py").read_text().endswith("print('Hello, Ada')\n")
