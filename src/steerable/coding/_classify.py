@@ -20,7 +20,7 @@ from steerable._messages import Message
 from steerable.providers._base import LLMRequest, ToolChoice
 
 __all__ = ["CLASSIFY_SCHEMA", "CLASSIFY_SYSTEM", "KINDS", "Intent", "classify_request",
-           "parse_kind", "split_exchanges"]
+           "parse_kind", "reading_request", "split_exchanges"]
 
 Intent = Literal["general", "workspace", "run", "change"]
 KINDS: tuple[Intent, ...] = ("general", "workspace", "run", "change")
@@ -103,18 +103,25 @@ requests: it is the prefix the server's prompt cache keeps)."""
 
 
 def classify_request(request: LLMRequest) -> LLMRequest:
-    """The policy's own call that asks the model what ``request`` asks for: the fixed
-    instructions and examples first, then the previous exchange (shortened, for a follow-up)
-    and this exchange's words last; no tools, greedy, the reply held to ``CLASSIFY_SCHEMA``."""
-    messages = [Message("system", CLASSIFY_SYSTEM)]
+    """The policy's own call that asks the model what ``request`` asks for, held to
+    ``CLASSIFY_SCHEMA`` (``reading_request``)."""
+    return reading_request(request, CLASSIFY_SYSTEM, CLASSIFY_SCHEMA, CLASSIFY_TOKENS,
+                           "classify the request")
+
+
+def reading_request(request: LLMRequest, system: str, schema: dict[str, Any], tokens: int,
+                    reason: str) -> LLMRequest:
+    """A short call of the policy's own about what ``request`` asks for: the fixed ``system``
+    message first (the prefix the server's prompt cache keeps), then the previous exchange
+    (shortened, for a follow-up such as "yes, do it") and this exchange's words last; no tools,
+    greedy, at most ``tokens``, the reply held to ``schema``."""
     earlier, asked = split_exchanges(request.messages)
-    messages.extend(earlier)
-    messages.append(Message("user", "\n".join(asked) or "(empty message)"))
-    return LLMRequest(messages=tuple(messages), model=request.model,
+    messages = (Message("system", system), *earlier,
+                Message("user", "\n".join(asked) or "(empty message)"))
+    return LLMRequest(messages=messages, model=request.model,
                       params={**request.params, "temperature": 0},
-                      tool_choice=ToolChoice("none", max_tokens=CLASSIFY_TOKENS,
-                                             reason="classify the request"),
-                      answer_schema=CLASSIFY_SCHEMA)
+                      tool_choice=ToolChoice("none", max_tokens=tokens, reason=reason),
+                      answer_schema=schema)
 
 
 def parse_kind(text: str) -> Intent:

@@ -22,9 +22,8 @@ import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from steerable._messages import Message
-from steerable.coding._classify import split_exchanges
-from steerable.providers._base import LLMRequest, ToolChoice
+from steerable.coding._classify import reading_request
+from steerable.providers._base import LLMRequest
 
 __all__ = ["CONFIRM_SCHEMA", "CONFIRM_SYSTEM", "READ_AS_QUESTION_MARK", "UNCONFIRMED",
            "confirm_request", "confirms", "held_note"]
@@ -79,17 +78,9 @@ prefix the server's prompt cache keeps)."""
 
 
 def confirm_request(request: LLMRequest) -> LLMRequest:
-    """The second reading of ``request``: the fixed instructions first, then the previous
-    exchange (shortened, for a follow-up such as "yes, do it") and this exchange's words; no
-    tools, greedy, the reply held to ``CONFIRM_SCHEMA``."""
-    earlier, asked = split_exchanges(request.messages)
-    messages = [Message("system", CONFIRM_SYSTEM), *earlier,
-                Message("user", "\n".join(asked) or "(empty message)")]
-    return LLMRequest(messages=tuple(messages), model=request.model,
-                      params={**request.params, "temperature": 0},
-                      tool_choice=ToolChoice("none", max_tokens=CONFIRM_TOKENS,
-                                             reason="confirm that the request asks for a change"),
-                      answer_schema=CONFIRM_SCHEMA)
+    """The second reading of ``request``, held to ``CONFIRM_SCHEMA`` (``reading_request``)."""
+    return reading_request(request, CONFIRM_SYSTEM, CONFIRM_SCHEMA, CONFIRM_TOKENS,
+                           "confirm that the request asks for a change")
 
 
 def confirms(text: str) -> bool:
