@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from steerable import ToolContext
 from steerable.coding import BackgroundShells, Sandbox, ShellNotice, Workspace, coding_tools
 from steerable.coding._bg_shells import Shell
+from steerable.tools._base import valid_home
 from tests._components import missing
 from tests.coding.conftest import call
 
@@ -117,6 +118,19 @@ async def test_a_home_names_the_process_in_each_id_and_calls_say_where_they_run(
     killed = await call(tools["bash_kill"], ctx(), id="bg1@w7")
     assert killed.content.startswith("killed bg1@w7")
     await shells.aclose()
+
+
+@given(st.text(max_size=100))
+def test_an_id_the_model_wrote_names_a_valid_home_or_none(written: str) -> None:
+    # Any text may come back as an id: a home taken from it always names a task queue the
+    # Temporal server accepts (else a session's workflow task would fail on it, again and
+    # again), and a valid home is taken whole.
+    [output, _] = BackgroundShells().tools()
+    home = output.home_of({"id": written})
+    assert home is None or valid_home(home)
+    tail = written.rpartition("@")[2].strip()
+    if "@" in written and valid_home(tail):
+        assert home == tail
 
 
 async def test_a_session_runs_a_bounded_number_and_close_ends_them_all(ws: Workspace) -> None:

@@ -14,19 +14,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from steerable import Agent, Reply, ScriptedProvider
+from steerable import Agent, Reply, ScriptedProvider, ToolContext
 from steerable.coding import BackgroundShells, Sandbox, coding_tools
 from steerable.errors import ConfigurationError
 from steerable.server._worker_task import WorkerTask
 from steerable.temporal import CallOptions, TemporalClient, TemporalWorker, WorkerHook
 from steerable.temporal._client import workflow_id
 from steerable.temporal._homes import Homes, check_home
+from steerable.tools import BaseTool
+from tests.temporal._harness import running
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -184,3 +187,27 @@ def test_homes_keep_each_turns_workers_once_in_order_and_only_the_newest_turns()
 def test_a_home_that_cannot_name_a_task_queue_is_refused(home: str) -> None:
     with pytest.raises(ConfigurationError, match="home"):
         check_home(home)
+
+
+class _Pinned(BaseTool):
+    """A tool of the user's own whose home_of names a home no worker can have."""
+
+    name = "pinned"
+    description = "Runs where its state is."
+
+    def home_of(self, arguments: Mapping[str, Any]) -> str | None:
+        return str(arguments.get("where"))
+
+    async def run(self, arguments: Mapping[str, Any], ctx: ToolContext) -> Any:
+        return "ran"
+
+
+async def test_a_home_no_worker_can_have_is_refused_before_the_server_sees_it(
+        temporal_target: str, task_queue: str) -> None:
+    provider = ScriptedProvider([
+        Reply(tool_calls=[("pinned", {"where": "a b/" + "x" * 300})]), Reply(text="done")])
+    agent = Agent(provider=provider, tools=[_Pinned()])
+    async with running(agent, temporal_target, task_queue) as client:
+        outcome = await client.run_turn("go", "h4")
+        [result] = await _results(client, "h4")
+    assert outcome.text == "done" and "no worker can be: nothing ran" in result, result

@@ -16,19 +16,15 @@ turn's calls (``Homes``), not on whichever worker the shared queue picks.
 
 from __future__ import annotations
 
-import re
-
 from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
 from steerable.errors import ConfigurationError
+from steerable.tools._base import valid_home
 
 __all__ = ["Homes", "check_home", "home_queue", "never_taken"]
 
-_HOME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-
 def check_home(home: str) -> str:
-    if not _HOME.fullmatch(home):
+    if not valid_home(home):
         raise ConfigurationError(f"a worker's home is 1-64 letters, digits, '-' or '_', got {home!r}")
     return home
 

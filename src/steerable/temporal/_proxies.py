@@ -38,6 +38,7 @@ from steerable.temporal._codec import request_to_json, response_from_json, resul
 from steerable.temporal._homes import Homes, home_queue, never_taken
 from steerable.temporal._tree import agent_table
 from steerable.tools import CarriedState, Tool, ToolContext
+from steerable.tools._base import valid_home
 
 __all__ = ["CallOptions", "remote_agent"]
 
@@ -180,6 +181,8 @@ class _RemoteTool:
                 # here) goes with the call: another worker may run it (``CarriedState``).
                 "carried": [state.export(ctx.turn_id) for state in self._carried]}
         home = self._home_of(arguments) if self._home_of is not None else None
+        if home is not None and not valid_home(home):  # a tool's own home_of: refused here,
+            return _nowhere(home)  # not by the server, which would fail the workflow task
         answers: list[Any] = []
         while True:
             try:
@@ -205,6 +208,11 @@ class _RemoteTool:
             # runs again with every answer so far (``_activities``).
             answers.append(await ctx.ask(asked["question"], choices=asked["choices"],
                                          schema=asked["schema"]))
+
+
+def _nowhere(home: str) -> ToolResult:
+    return ToolResult(f"This call names a worker ({home[:80]!r}) no worker can be: nothing ran.",
+                      is_error=True)
 
 
 def _gone(home: str) -> ToolResult:

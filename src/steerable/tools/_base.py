@@ -8,6 +8,7 @@ A tool has a name, a description, a JSON schema for its arguments and a ``read_o
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -246,7 +247,10 @@ class BaseTool:
         value = arguments.get(key) if key is not None else None
         if not isinstance(value, str) or "@" not in value:
             return None
-        return value.rpartition("@")[2].strip() or None
+        home = value.rpartition("@")[2].strip()
+        # The model writes the id: a home no worker can have names none (this process says
+        # it knows no such command), never a task queue the server would refuse.
+        return home if valid_home(home) else None
 
     @property
     def parameters(self) -> Mapping[str, Any]:
@@ -271,6 +275,15 @@ class BaseTool:
     def preview(self, arguments: Mapping[str, Any], ctx: ToolContext) -> str:
         shown = json.dumps(dict(arguments), ensure_ascii=False, sort_keys=True, default=str)
         return f"[dry-run] {self.name} was not run; it would have been called with {shown}"
+
+
+_HOME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def valid_home(home: str) -> bool:
+    """Whether ``home`` can name a process's home (``BaseTool.home_of``): 1-64 letters, digits,
+    '-' or '_', so that a task queue named after it is always one the server accepts."""
+    return _HOME.fullmatch(home) is not None
 
 
 def result_from_return(value: Any) -> ToolResult:
